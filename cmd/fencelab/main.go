@@ -1,0 +1,126 @@
+// Command fencelab is the one binary of the fencing-token playground:
+//
+//	fencelab [serve]   the playground server (the default)
+//	fencelab run       one scenario end to end, printed as the article's table row
+//	fencelab worker    one worker process (the server and `run` spawn these)
+//	fencelab receiver  the external receiver as a standalone HTTP service
+//	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
+//
+// main only wires signals to a context and calls run, so tests can call run
+// with their own arguments, environment and output.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fencelab/fencelab/server/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError is a bad flag or value: one line on stderr and exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// exitCode prints err as one line and returns the process's exit status:
+// 0 for success and --help, 2 for bad usage, 1 for anything else.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	var we *worker.UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue), errors.As(err, &we):
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintln(stderr, "fencelab:", err)
+	return 1
+}
+
+const usage = `fencelab: see, break and understand fencing tokens.
+
+Usage:
+  fencelab [serve] [flags]   the playground server (default)
+  fencelab run [flags]       run one scenario end to end with real worker processes
+  fencelab worker [flags]    one worker process (spawned by serve and run)
+  fencelab receiver [flags]  the external receiver as a standalone HTTP service
+  fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
+
+Postgres: DATABASE_URL if set, otherwise a private throwaway cluster started
+from this machine's PostgreSQL server binaries.
+
+Run 'fencelab COMMAND --help' for a command's flags.
+`
+
+// run dispatches to a subcommand.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd, rest := "serve", args
+	if len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-') {
+		cmd, rest = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(stderr, usage)
+			return flag.ErrHelp
+		}
+		return serveCmd(ctx, rest, getenv, stdout, stderr)
+	case "run":
+		return runCmd(ctx, rest, getenv, stdout, stderr)
+	case "worker":
+		return worker.Main(ctx, rest, getenv, stdin, stdout, stderr)
+	case "receiver":
+		return receiverCmd(ctx, rest, getenv, stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, rest, getenv, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver or bench; see fencelab --help)", cmd)
+}
+
+// newFlagSet returns a flag set that reports errors as usage errors and
+// prints its help on request.
+func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("fencelab "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: fencelab %s [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parse parses flags and turns every problem into one usage line.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return err
+		}
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}

@@ -1,0 +1,718 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one test's private pair of schemas, set up.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	pool    *pgxpool.Pool
+	schemas engine.Schemas
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), pool: pgtest.Pool(t),
+		schemas: engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
+	if err := engine.Setup(e.ctx, e.pool, e.schemas); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) queue(gs engine.Guards) *engine.Queue {
+	e.t.Helper()
+	q, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
+func (e *env) receiver(gs engine.Guards) *engine.Receiver {
+	e.t.Helper()
+	r, err := engine.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver, Guards: gs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) insert(q *engine.Queue, n int) []int64 {
+	e.t.Helper()
+	var ids []int64
+	for i := range n {
+		id, err := q.Insert(e.ctx, []byte(fmt.Sprintf(`{"n":%d}`, i)), 0)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// count returns how many rows a table of the jobs or receiver schema has.
+func (e *env) count(schema, table string) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, fmt.Sprintf("SELECT count(*) FROM %s.%s", pgx.Identifier{schema}.Sanitize(), table)).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// awaitExpiry waits until the job's lease has run out on the database clock.
+func (e *env) awaitExpiry(q *engine.Queue, id int64) {
+	e.t.Helper()
+	for {
+		j, err := q.Get(e.ctx, id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if j.LeaseUntil == nil || !j.LeaseUntil.After(j.DBTime) {
+			return
+		}
+		time.Sleep(j.LeaseUntil.Sub(j.DBTime) + time.Millisecond)
+	}
+}
+
+func result(worker string) []byte {
+	b, _ := json.Marshal(engine.Result{Worker: worker, Output: "done by " + worker})
+	return b
+}
+
+const shortLease = 60 * time.Millisecond
+
+func TestSetup_IsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	errs := make(chan error, 6)
+	for range 6 {
+		go func() { errs <- engine.Setup(e.ctx, e.pool, e.schemas) }()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent setup: %v", err)
+		}
+	}
+	q := e.queue(0)
+	e.insert(q, 1)
+	if err := engine.Setup(e.ctx, e.pool, e.schemas); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(e.schemas.Jobs, "jobs"); n != 1 {
+		t.Fatalf("setup on a live schema lost data: %d jobs, want 1", n)
+	}
+	if err := engine.Reset(e.ctx, e.pool, e.schemas); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(e.schemas.Jobs, "jobs"); n != 0 {
+		t.Fatalf("reset left %d jobs", n)
+	}
+}
+
+func TestSchemaName_BadNamesAreRefusedAndCreateNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	bad := []string{"", "Fencing", "1abc", "a-b", "a b", `x";drop schema public;--`, "pg_catalog", "public",
+		strings.Repeat("a", 49), "fencing.demo", "ünï"}
+	for _, name := range bad {
+		s := engine.Schemas{Jobs: name, Receiver: "fine_receiver_x"}
+		err := engine.Setup(ctx, pool, s)
+		if !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("Setup(%q) = %v, want ErrInvalidInput", name, err)
+		}
+		if _, err := engine.NewQueue(pool, engine.QueueConfig{Schema: name}); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("NewQueue(%q) = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if err := engine.Setup(ctx, pool, engine.Schemas{Jobs: "same_x", Receiver: "same_x"}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("identical schemas: %v, want ErrInvalidInput", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname IN ('fine_receiver_x', 'same_x')").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("a refused setup created %d schemas", n)
+	}
+}
+
+func TestJobClaim_TakesOnePendingJobAndBumpsTheEpoch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	ids := e.insert(q, 2)
+	c, err := q.Claim(e.ctx, "worker-a", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.JobID != ids[0] || c.Owner != "worker-a" || c.Epoch != 1 || c.Attempt != 1 {
+		t.Fatalf("claim = %+v, want job %d, worker-a, epoch 1, attempt 1", c, ids[0])
+	}
+	if d := c.LeaseUntil.Sub(c.DBTime); d < 29*time.Second || d > 31*time.Second {
+		t.Fatalf("lease runs %v past the database time, want 30s", d)
+	}
+	c2, err := q.Claim(e.ctx, "worker-b", 30*time.Second)
+	if err != nil || c2.JobID != ids[1] {
+		t.Fatalf("second claim = %+v, %v; want job %d", c2, err, ids[1])
+	}
+	if _, err := q.Claim(e.ctx, "worker-c", 30*time.Second); !errors.Is(err, engine.ErrNoJob) {
+		t.Fatalf("claim with every lease live = %v, want ErrNoJob", err)
+	}
+}
+
+func TestJobClaim_ReclaimsOnlyAfterTheLeaseRunsOutOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	id := e.insert(q, 1)[0]
+	a, err := q.Claim(e.ctx, "worker-a", 400*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Claim(e.ctx, "worker-b", time.Second); !errors.Is(err, engine.ErrNoJob) {
+		t.Fatalf("claim during a live lease = %v, want ErrNoJob", err)
+	}
+	e.awaitExpiry(q, id)
+	b, err := q.Claim(e.ctx, "worker-b", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.JobID != id || b.Epoch != a.Epoch+1 || b.Owner != "worker-b" || b.Attempt != 2 {
+		t.Fatalf("reclaim = %+v, want job %d at epoch %d for worker-b, attempt 2", b, id, a.Epoch+1)
+	}
+}
+
+func TestJobComplete_ZombieIsFenced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	id := e.insert(q, 1)[0]
+	a, _ := q.Claim(e.ctx, "worker-a", shortLease)
+	e.awaitExpiry(q, id)
+	b, err := q.Claim(e.ctx, "worker-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = q.Complete(e.ctx, a, result("A"))
+	if !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("zombie's complete = %v, want ErrFenced", err)
+	}
+	var fe *engine.FencedError
+	if !errors.As(err, &fe) {
+		t.Fatalf("zombie's complete error %T is not a *FencedError", err)
+	}
+	if fe.JobID != id || fe.HeldEpoch != 1 || fe.RowEpoch != 2 || fe.RowOwner != "worker-b" || fe.RowStatus != engine.StatusRunning {
+		t.Fatalf("fenced error = %+v", fe)
+	}
+	if _, err := q.Renew(e.ctx, a, time.Minute); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("zombie's heartbeat = %v, want ErrFenced like its commit", err)
+	}
+	if _, err := q.Fail(e.ctx, a, "boom"); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("zombie's fail = %v, want ErrFenced", err)
+	}
+	j, _ := q.Get(e.ctx, id)
+	if j.Status != engine.StatusRunning || j.Result != nil || j.Epoch != 2 {
+		t.Fatalf("the zombie's writes changed the row: %+v", j)
+	}
+
+	if _, err := q.Renew(e.ctx, b, time.Minute); err != nil {
+		t.Fatalf("the owner's renewal: %v", err)
+	}
+	if _, err := q.Complete(e.ctx, b, result("B")); err != nil {
+		t.Fatalf("the owner's complete: %v", err)
+	}
+	j, _ = q.Get(e.ctx, id)
+	if j.Status != engine.StatusDone || engine.ResultFrom(j.Result) != "B" || j.LeaseUntil != nil {
+		t.Fatalf("after the owner's complete: %+v", j)
+	}
+	// A second complete by the owner is refused too: the job is done.
+	if _, err := q.Complete(e.ctx, b, result("B")); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("complete of a done job = %v, want ErrFenced", err)
+	}
+}
+
+func TestJobFail_RetriesThenFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	id, err := q.Insert(e.ctx, []byte(`{"x":1}`), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := q.Claim(e.ctx, "w", time.Minute)
+	if st, err := q.Fail(e.ctx, c, "first try failed"); err != nil || st != engine.StatusPending {
+		t.Fatalf("first fail = %v, %v; want pending", st, err)
+	}
+	c, err = q.Claim(e.ctx, "w", time.Minute)
+	if err != nil || c.JobID != id || c.Epoch != 2 {
+		t.Fatalf("retry claim = %+v, %v", c, err)
+	}
+	if st, err := q.Fail(e.ctx, c, "second try failed"); err != nil || st != engine.StatusFailed {
+		t.Fatalf("second fail = %v, %v; want failed", st, err)
+	}
+	if _, err := q.Claim(e.ctx, "w", time.Minute); !errors.Is(err, engine.ErrNoJob) {
+		t.Fatalf("a failed job was claimable: %v", err)
+	}
+}
+
+func TestBadInput_ClearErrorsAndNothingChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	r := e.receiver(0)
+	id := e.insert(q, 1)[0]
+	c, _ := q.Claim(e.ctx, "worker-a", time.Minute)
+
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{}
+	add := func(name string, err error, want error) {
+		cases = append(cases, struct {
+			name string
+			err  error
+			want error
+		}{name, err, want})
+	}
+	_, err := q.Insert(e.ctx, nil, 0)
+	add("empty payload", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte("   "), 0)
+	add("blank payload", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte(`{"a":`), 0)
+	add("broken JSON", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte(`null`), 0)
+	add("null payload", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte(`"`+strings.Repeat("x", engine.MaxPayloadBytes)+`"`), 0)
+	add("oversized payload", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte(`{}`), -1)
+	add("negative attempts", err, engine.ErrInvalidInput)
+	_, err = q.Insert(e.ctx, []byte(`{}`), 1000)
+	add("absurd attempts", err, engine.ErrInvalidInput)
+	for _, l := range []time.Duration{0, -time.Second, time.Nanosecond, 48 * time.Hour} {
+		_, err = q.Claim(e.ctx, "worker-b", l)
+		add(fmt.Sprintf("claim lease %v", l), err, engine.ErrInvalidInput)
+		_, err = q.Renew(e.ctx, c, l)
+		add(fmt.Sprintf("renew lease %v", l), err, engine.ErrInvalidInput)
+	}
+	_, err = q.Claim(e.ctx, "", time.Minute)
+	add("empty owner", err, engine.ErrInvalidInput)
+	_, err = q.Claim(e.ctx, "bad\x00owner", time.Minute)
+	add("unprintable owner", err, engine.ErrInvalidInput)
+	_, err = q.Claim(e.ctx, strings.Repeat("o", 200), time.Minute)
+	add("long owner", err, engine.ErrInvalidInput)
+	unknown := c
+	unknown.JobID = id + 1000
+	_, err = q.Complete(e.ctx, unknown, result("A"))
+	add("complete unknown job", err, engine.ErrJobNotFound)
+	_, err = q.Renew(e.ctx, unknown, time.Minute)
+	add("renew unknown job", err, engine.ErrJobNotFound)
+	_, err = q.Fail(e.ctx, unknown, "x")
+	add("fail unknown job", err, engine.ErrJobNotFound)
+	zero := c
+	zero.JobID = 0
+	_, err = q.Complete(e.ctx, zero, result("A"))
+	add("complete job 0", err, engine.ErrInvalidInput)
+	_, err = q.Complete(e.ctx, c, nil)
+	add("complete with empty result", err, engine.ErrInvalidInput)
+	_, err = q.Fail(e.ctx, c, "")
+	add("fail without a reason", err, engine.ErrInvalidInput)
+	_, err = q.Get(e.ctx, -5)
+	add("get job -5", err, engine.ErrInvalidInput)
+	_, err = q.Get(e.ctx, id+1000)
+	add("get unknown job", err, engine.ErrJobNotFound)
+	for _, d := range []engine.Delivery{
+		{JobID: 0, Epoch: 1, Owner: "a", Payload: []byte(`{}`)},
+		{JobID: 1, Epoch: -1, Owner: "a", Payload: []byte(`{}`)},
+		{JobID: 1, Epoch: 1, Owner: "", Payload: []byte(`{}`)},
+		{JobID: 1, Epoch: 1, Owner: "a"},
+		{JobID: 1, Epoch: 1, Owner: "a", Payload: []byte(`{`)},
+		{JobID: 1, Epoch: 1, Owner: "a", Payload: []byte(`"` + strings.Repeat("y", engine.MaxPayloadBytes) + `"`)},
+	} {
+		_, err = r.Deliver(e.ctx, d)
+		add(fmt.Sprintf("deliver %+v", d), err, engine.ErrInvalidInput)
+	}
+	_, err = r.Get(e.ctx, 77)
+	add("receiver holds nothing", err, engine.ErrJobNotFound)
+
+	for _, tc := range cases {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, tc.err, tc.want)
+			continue
+		}
+		if msg := tc.err.Error(); strings.Contains(msg, "\n") || len(msg) > 300 {
+			t.Errorf("%s: message is not one clear line: %q", tc.name, msg)
+		}
+	}
+	if n := e.count(e.schemas.Jobs, "jobs"); n != 1 {
+		t.Errorf("bad input changed the jobs table: %d rows, want 1", n)
+	}
+	if n := e.count(e.schemas.Receiver, "decisions"); n != 0 {
+		t.Errorf("bad deliveries were logged: %d decisions", n)
+	}
+	j, _ := q.Get(e.ctx, id)
+	if j.Status != engine.StatusRunning || j.Epoch != 1 || j.Owner != "worker-a" {
+		t.Errorf("bad input changed the claimed job: %+v", j)
+	}
+}
+
+func deliver(t *testing.T, r *engine.Receiver, job, epoch int64, who string) (engine.Receipt, error) {
+	t.Helper()
+	return r.Deliver(context.Background(), engine.Delivery{JobID: job, Epoch: epoch, Owner: "worker-" + who, Payload: result(who)})
+}
+
+func TestReceiver_KeepsTheNewestEpochRefusesOlderAcceptsSame(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.receiver(0)
+	rc, err := deliver(t, r, 1, 1, "A")
+	if err != nil || rc.Decision != engine.AcceptedFirst || rc.HeldEpoch != 1 || rc.Superseded != nil {
+		t.Fatalf("first delivery = %+v, %v", rc, err)
+	}
+	rc, err = deliver(t, r, 1, 2, "B")
+	if err != nil || rc.Decision != engine.AcceptedNewer || rc.Superseded == nil || *rc.Superseded != 1 || rc.SupersededOwner != "worker-A" {
+		t.Fatalf("newer delivery = %+v, %v; want accepted-newer superseding 1", rc, err)
+	}
+	rc, err = deliver(t, r, 1, 2, "B")
+	if err != nil || rc.Decision != engine.AcceptedSame || rc.Accepted != 3 {
+		t.Fatalf("same-epoch retry = %+v, %v; want accepted-same", rc, err)
+	}
+	rc, err = deliver(t, r, 1, 1, "A")
+	var se *engine.StaleError
+	if !errors.As(err, &se) || !errors.Is(err, engine.ErrStale) || se.HeldEpoch != 2 || se.Epoch != 1 || rc.Decision != engine.RefusedStale {
+		t.Fatalf("stale delivery = %+v, %v; want refused with held epoch 2", rc, err)
+	}
+	held, err := r.Get(e.ctx, 1)
+	if err != nil || held.Epoch != 2 || engine.ResultFrom(held.Payload) != "B" {
+		t.Fatalf("held = %+v, %v; want B's payload at epoch 2", held, err)
+	}
+	ds, err := r.Decisions(e.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []engine.Decision
+	for _, d := range ds {
+		got = append(got, d.Decision)
+	}
+	want := []engine.Decision{engine.AcceptedFirst, engine.AcceptedNewer, engine.AcceptedSame, engine.RefusedStale}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("decision log = %v, want %v", got, want)
+	}
+
+	// With the guard off, the receiver goes backwards.
+	off := e.receiver(engine.Guards(0).Break(engine.ReceiverCheck))
+	rc, err = deliver(t, off, 1, 1, "A")
+	if err != nil || rc.Decision != engine.AcceptedOlder {
+		t.Fatalf("stale delivery with receiver-check off = %+v, %v; want accepted-older", rc, err)
+	}
+}
+
+func TestReceiver_ConcurrentMixedEpochsEndAtTheNewestAndNeverGoBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.receiver(0)
+	const jobs, perJob = 4, 60
+	errs := make(chan error, jobs*perJob)
+	for j := int64(1); j <= jobs; j++ {
+		for i := range perJob {
+			epoch := int64((i*37)%perJob + 1) // every epoch 1..perJob once, shuffled
+			go func() {
+				_, err := r.Deliver(e.ctx, engine.Delivery{JobID: j, Epoch: epoch, Owner: fmt.Sprint("w", epoch), Payload: []byte(fmt.Sprintf(`{"epoch":%d}`, epoch))})
+				if errors.Is(err, engine.ErrStale) {
+					err = nil
+				}
+				errs <- err
+			}()
+		}
+	}
+	for range jobs * perJob {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := int64(1); j <= jobs; j++ {
+		held, err := r.Get(e.ctx, j)
+		if err != nil || held.Epoch != perJob {
+			t.Fatalf("job %d ends at %+v, %v; want epoch %d", j, held, err, perJob)
+		}
+		ds, _ := r.Decisions(e.ctx, j)
+		var prev int64
+		for _, d := range ds {
+			if d.HeldEpoch == nil || *d.HeldEpoch < prev {
+				t.Fatalf("job %d: the held epoch went backwards at decision %d: %+v", j, d.Seq, d)
+			}
+			prev = *d.HeldEpoch
+			if d.Decision == engine.AcceptedOlder {
+				t.Fatalf("job %d: accepted an older epoch with the guard on: %+v", j, d)
+			}
+		}
+		if len(ds) != perJob {
+			t.Fatalf("job %d: %d decisions logged, want %d", j, len(ds), perJob)
+		}
+	}
+}
+
+// TestGuards_EachIsExactlyOneClause shows that turning a guard off changes
+// one visible clause of one statement, and leaves a comment in its place.
+func TestGuards_EachIsExactlyOneClause(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	d := engine.Delivery{JobID: 1, Epoch: 2, Owner: "o", Payload: []byte(`{}`)}
+	statements := func(gs engine.Guards) []engine.Statement {
+		return []engine.Statement{
+			engine.JobClaim("s", gs, "o", time.Second, now),
+			engine.LeaseRenew("s", gs, 1, "o", 2, time.Second, now),
+			engine.JobComplete("s", gs, 1, "o", 2, []byte(`{}`)),
+			engine.JobFail("s", gs, 1, "o", 2, "why"),
+			engine.ReceiverDeliver("r", gs, d),
+		}
+	}
+	clause := map[engine.Guard]string{
+		engine.StatusCheck:    "AND status = 'running'",
+		engine.OwnerCheck:     "AND owner = $",
+		engine.EpochCheck:     "AND epoch = $",
+		engine.EpochIncrement: "epoch = epoch + 1,",
+		engine.ReceiverCheck:  "WHERE held.epoch <= EXCLUDED.epoch",
+		engine.DBClock:        "lease_until = now() + ",
+		engine.SkipLocked:     "SKIP LOCKED",
+	}
+	on := statements(0)
+	for _, g := range engine.AllGuards() {
+		off := statements(engine.Guards(0).Break(g))
+		changed := 0
+		for i := range on {
+			if on[i].SQL == off[i].SQL {
+				continue
+			}
+			changed++
+			if !strings.Contains(on[i].SQL, clause[g]) {
+				t.Errorf("%s on: %s lacks %q", g, on[i].Name, clause[g])
+			}
+			for _, line := range strings.Split(off[i].SQL, "\n") {
+				if strings.Contains(line, clause[g]) && !strings.Contains(line, "--") {
+					t.Errorf("%s off: %s still has %q", g, off[i].Name, clause[g])
+				}
+			}
+			if !strings.Contains(off[i].SQL, "("+g.String()+" off)") {
+				t.Errorf("%s off: %s does not say the guard is off:\n%s", g, off[i].Name, off[i].SQL)
+			}
+		}
+		want := 1
+		if g == engine.StatusCheck || g == engine.OwnerCheck || g == engine.EpochCheck {
+			want = 3 // renew, complete and fail share the compare-and-set
+		}
+		if g == engine.DBClock {
+			want = 2 // the claim and the renewal read the clock
+		}
+		if changed != want {
+			t.Errorf("%s changes %d statements, want %d", g, changed, want)
+		}
+	}
+}
+
+func TestGuards_OwnerAndEpochChecks(t *testing.T) {
+	t.Parallel()
+	// With only the epoch check off, the owner check still stops a zombie
+	// with another name — but not one with the same name.
+	for _, tc := range []struct {
+		broken      engine.Guards
+		sameName    bool
+		wantFenced  bool
+		description string
+	}{
+		{0, false, true, "all guards"},
+		{0, true, true, "all guards, same identity"},
+		{engine.Guards(0).Break(engine.EpochCheck), false, true, "epoch-check off: owner check hides it"},
+		{engine.Guards(0).Break(engine.EpochCheck), true, false, "epoch-check off, same identity: zombie lands"},
+		{engine.Guards(0).Break(engine.OwnerCheck), false, true, "owner-check off: epoch check holds"},
+		{engine.Guards(0).Break(engine.OwnerCheck).Break(engine.EpochCheck), false, false, "both off: zombie lands"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			q := e.queue(tc.broken)
+			id := e.insert(q, 1)[0]
+			a, _ := q.Claim(e.ctx, "worker-a", shortLease)
+			e.awaitExpiry(q, id)
+			name := "worker-b"
+			if tc.sameName {
+				name = "worker-a"
+			}
+			if _, err := q.Claim(e.ctx, name, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			_, err := q.Complete(e.ctx, a, result("A"))
+			if fenced := errors.Is(err, engine.ErrFenced); fenced != tc.wantFenced {
+				t.Fatalf("zombie complete: %v, want fenced=%v", err, tc.wantFenced)
+			}
+		})
+	}
+}
+
+func TestGuards_StatusCheckStopsACompleteOnADoneJob(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		e := newEnv(t)
+		gs := engine.Guards(0).Break(engine.EpochIncrement) // both claims share epoch 0, same name
+		if !on {
+			gs = gs.Break(engine.StatusCheck)
+		}
+		q := e.queue(gs)
+		id := e.insert(q, 1)[0]
+		a, _ := q.Claim(e.ctx, "worker-a", shortLease)
+		e.awaitExpiry(q, id)
+		b, _ := q.Claim(e.ctx, "worker-a", time.Minute)
+		if a.Epoch != b.Epoch {
+			t.Fatalf("epoch-increment off, yet epochs %d and %d", a.Epoch, b.Epoch)
+		}
+		if _, err := q.Complete(e.ctx, b, result("B")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := q.Complete(e.ctx, a, result("A"))
+		if fenced := errors.Is(err, engine.ErrFenced); fenced != on {
+			t.Fatalf("status-check %v: zombie complete on a done job: %v", on, err)
+		}
+	}
+}
+
+func TestGuards_DBClockDecidesWhetherASkewedClockMatters(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		e := newEnv(t)
+		var gs engine.Guards
+		if !on {
+			gs = gs.Break(engine.DBClock)
+		}
+		q := e.queue(gs)
+		e.insert(q, 1)
+		if _, err := q.Claim(e.ctx, "worker-a", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		skewed, _ := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs,
+			NowFunc: func() time.Time { return time.Now().Add(time.Hour) }})
+		_, err := skewed.Claim(e.ctx, "worker-b", time.Minute)
+		if on && !errors.Is(err, engine.ErrNoJob) {
+			t.Fatalf("db-clock on: a worker whose clock runs an hour ahead took a live lease: %v", err)
+		}
+		if !on && err != nil {
+			t.Fatalf("db-clock off: the skewed worker should take the live lease, got %v", err)
+		}
+	}
+}
+
+// TestGuards_SkipLockedKeepsClaimersFromBlocking holds a claimed row locked
+// in an open transaction and claims beside it: with SKIP LOCKED the second
+// claimer takes the next job at once; without, it waits for the lock.
+func TestGuards_SkipLockedKeepsClaimersFromBlocking(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		e := newEnv(t)
+		var gs engine.Guards
+		if !on {
+			gs = gs.Break(engine.SkipLocked)
+		}
+		ids := e.insert(e.queue(gs), 2)
+		tx, err := e.pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, _ := engine.NewQueue(tx, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+		first, err := held.Claim(e.ctx, "worker-a", time.Minute)
+		if err != nil || first.JobID != ids[0] {
+			t.Fatalf("first claim: %+v, %v", first, err)
+		}
+		conn, err := e.pool.Acquire(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(e.ctx, "SET lock_timeout = '300ms'"); err != nil {
+			t.Fatal(err)
+		}
+		q, _ := engine.NewQueue(conn, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+		second, err := q.Claim(e.ctx, "worker-b", time.Minute)
+		var pgErr *pgconn.PgError
+		if on && (err != nil || second.JobID != ids[1]) {
+			t.Errorf("skip-locked on: second claim = %+v, %v; want job %d at once", second, err, ids[1])
+		}
+		if !on && !(errors.As(err, &pgErr) && pgErr.Code == "55P03") {
+			t.Errorf("skip-locked off: second claim = %+v, %v; want it to wait on the lock (55P03 lock_not_available)", second, err)
+		}
+		_, _ = conn.Exec(e.ctx, "RESET lock_timeout")
+		conn.Release()
+		_ = tx.Rollback(e.ctx)
+	}
+}
+
+// TestJobClaim_NeverScansFinishedJobs counts the buffers the claim touches
+// with 1,000 and with 100,000 finished jobs beside one pending job: they
+// must be the same, because the claim reads an index of claimable rows only.
+func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	buffers := func(finished int) int {
+		t.Helper()
+		tbl := pgx.Identifier{e.schemas.Jobs, "jobs"}.Sanitize()
+		if _, err := e.pool.Exec(e.ctx, "TRUNCATE "+tbl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`INSERT INTO %s (payload, status, owner, epoch, attempts, result)
+			SELECT '{}', 'done', 'w', 1, 1, '{}' FROM generate_series(1, %d)`, tbl, finished)); err != nil {
+			t.Fatal(err)
+		}
+		e.insert(q, 1)
+		if _, err := e.pool.Exec(e.ctx, "ANALYZE "+tbl); err != nil {
+			t.Fatal(err)
+		}
+		st := engine.JobClaim(e.schemas.Jobs, 0, "w", time.Minute, time.Now())
+		tx, err := e.pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(e.ctx)
+		var plan []byte
+		if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(plan), `"Index Name": "jobs_claimable"`) {
+			t.Fatalf("the claim does not use the claimable-rows index:\n%s", plan)
+		}
+		var p []struct {
+			Plan struct {
+				SharedHit  int `json:"Shared Hit Blocks"`
+				SharedRead int `json:"Shared Read Blocks"`
+			} `json:"Plan"`
+		}
+		if err := json.Unmarshal(plan, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p[0].Plan.SharedHit + p[0].Plan.SharedRead
+	}
+	small, large := buffers(1000), buffers(100000)
+	t.Logf("buffers touched by a claim: %d with 1,000 finished jobs, %d with 100,000", small, large)
+	// One more btree level in the primary key is allowed; a scan of the
+	// finished rows would cost hundreds of buffers more.
+	if large > small+3 {
+		t.Fatalf("a claim touches %d buffers with 100,000 finished jobs but %d with 1,000: it scans finished rows", large, small)
+	}
+}

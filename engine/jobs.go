@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is a job's state: pending → running → done or failed.
+type Status string
+
+// The four states of a job.
+const (
+	StatusPending Status = "pending"
+	StatusRunning Status = "running"
+	StatusDone    Status = "done"
+	StatusFailed  Status = "failed"
+)
+
+// Limits on input. Anything outside them is refused with ErrInvalidInput
+// before a statement is sent.
+const (
+	MinLease        = 10 * time.Millisecond
+	MaxLease        = 24 * time.Hour
+	MaxPayloadBytes = 64 << 10
+	MaxOwnerLen     = 128
+	MaxReasonLen    = 2048
+	MaxAttemptsCap  = 100
+)
+
+// Job is a row of the jobs table as the database holds it.
+type Job struct {
+	ID          int64           `json:"id"`
+	Payload     json.RawMessage `json:"payload"`
+	Status      Status          `json:"status"`
+	Owner       string          `json:"owner"`
+	Epoch       int64           `json:"epoch"`
+	LeaseUntil  *time.Time      `json:"lease_until"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Result      json.RawMessage `json:"result"`
+	Error       string          `json:"error,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	DBTime      time.Time       `json:"db_time"` // the database clock when the row was read
+}
+
+// Claim is what a successful claim hands its worker: the job, the owner and
+// epoch it now holds, and the lease on the database clock.
+type Claim struct {
+	JobID      int64           `json:"job_id"`
+	Owner      string          `json:"owner"`
+	Epoch      int64           `json:"epoch"`
+	LeaseUntil time.Time       `json:"lease_until"`
+	Attempt    int             `json:"attempt"`
+	Payload    json.RawMessage `json:"payload"`
+	DBTime     time.Time       `json:"db_time"`
+}
+
+// Trace is one statement as it ran: what was sent, how many rows it
+// affected, and the database time it reported.
+type Trace struct {
+	Statement
+	Rows    int64
+	DBTime  time.Time // zero when the statement failed
+	Err     error
+	Elapsed time.Duration
+}
+
+// QueueConfig configures a Queue. The zero value of every field but Schema
+// is usable.
+type QueueConfig struct {
+	// Schema is the jobs schema; it must have been set up with Setup.
+	Schema string
+	// Guards lists the guards broken on purpose; zero keeps them all.
+	Guards Guards
+	// NowFunc is the worker's own clock. It is used only when the db-clock
+	// guard is off, which is the point of that guard: a skewed worker clock
+	// then decides when a lease has run out. Default time.Now.
+	NowFunc func() time.Time
+	// TraceFunc, if set, is called after every statement, on the goroutine
+	// that ran it.
+	TraceFunc func(Trace)
+}
+
+// Queue runs the job statements of one schema. It holds no connection of
+// its own: every method uses the DB it was made with, so a Queue is safe for
+// concurrent use exactly when that DB is (a pool is; a single conn is not).
+type Queue struct {
+	db    DB
+	cfg   QueueConfig
+	guard Guards
+}
+
+// NewQueue validates cfg and returns a Queue over db.
+func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
+	if err := ValidateSchemaName(cfg.Schema); err != nil {
+		return nil, err
+	}
+	if !cfg.Guards.Valid() {
+		return nil, invalidf("unknown guard bits %#x", uint16(cfg.Guards))
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return &Queue{db: db, cfg: cfg, guard: cfg.Guards}, nil
+}
+
+// Guards returns the guards this queue runs with.
+func (q *Queue) Guards() Guards { return q.guard }
+
+// Schema returns the jobs schema.
+func (q *Queue) Schema() string { return q.cfg.Schema }
+
+func (q *Queue) trace(st Statement, rows int64, dbTime time.Time, err error, start time.Time) {
+	if q.cfg.TraceFunc != nil {
+		q.cfg.TraceFunc(Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})
+	}
+}
+
+// ValidateLease checks that a lease length is within [MinLease, MaxLease].
+func ValidateLease(d time.Duration) error {
+	if d < MinLease || d > MaxLease {
+		return invalidf("lease %v is out of range: it must be between %v and %v", d, MinLease, MaxLease)
+	}
+	return nil
+}
+
+// ValidateOwner checks a worker identity: non-empty, printable, bounded.
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return invalidf("owner is empty")
+	}
+	if len(owner) > MaxOwnerLen {
+		return invalidf("owner is longer than %d bytes", MaxOwnerLen)
+	}
+	if !utf8.ValidString(owner) || strings.IndexFunc(owner, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return invalidf("owner %q has characters that are not printable", owner)
+	}
+	return nil
+}
+
+// ValidatePayload checks a JSON document: non-empty, valid, bounded.
+func ValidatePayload(what string, b []byte) error {
+	switch {
+	case len(strings.TrimSpace(string(b))) == 0:
+		return invalidf("%s is empty", what)
+	case len(b) > MaxPayloadBytes:
+		return invalidf("%s is %d bytes; the limit is %d", what, len(b), MaxPayloadBytes)
+	case !json.Valid(b):
+		return invalidf("%s is not valid JSON", what)
+	case string(b) == "null":
+		return invalidf("%s is null", what)
+	}
+	return nil
+}
+
+func validateJobID(id int64) error {
+	if id <= 0 {
+		return invalidf("job id %d is not positive", id)
+	}
+	return nil
+}
+
+// Insert adds a pending job with the given JSON payload and attempt limit
+// (0 means the default of 3).
+func (q *Queue) Insert(ctx context.Context, payload []byte, maxAttempts int) (int64, error) {
+	if err := ValidatePayload("payload", payload); err != nil {
+		return 0, fmt.Errorf("insert job: %w", err)
+	}
+	if maxAttempts == 0 {
+		maxAttempts = 3
+	}
+	if maxAttempts < 1 || maxAttempts > MaxAttemptsCap {
+		return 0, fmt.Errorf("insert job: %w", invalidf("max attempts %d must be between 1 and %d", maxAttempts, MaxAttemptsCap))
+	}
+	st := JobInsert(q.cfg.Schema, payload, maxAttempts)
+	start := time.Now()
+	var id int64
+	var at time.Time
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&id, &at)
+	q.trace(st, rowsOf(err), at, err, start)
+	if err != nil {
+		return 0, fmt.Errorf("insert job: %w", err)
+	}
+	return id, nil
+}
+
+// Claim takes one claimable job for owner under a lease of the given length,
+// in one statement (rule 1). The lease is judged on the database clock
+// (rule 2) unless the db-clock guard is off. Every claim bumps the epoch
+// unless the epoch-increment guard is off. When nothing is claimable it
+// returns ErrNoJob.
+func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (Claim, error) {
+	if err := ValidateOwner(owner); err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err)
+	}
+	if err := ValidateLease(lease); err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err)
+	}
+	st := JobClaim(q.cfg.Schema, q.guard, owner, lease, q.cfg.NowFunc())
+	start := time.Now()
+	var c Claim
+	var payload []byte
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&c.JobID, &c.Owner, &c.Epoch, &c.LeaseUntil, &c.Attempt, &payload, &c.DBTime)
+	q.trace(st, rowsOf(err), c.DBTime, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Claim{}, ErrNoJob
+	}
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err)
+	}
+	c.Payload = payload
+	return c, nil
+}
+
+// Renew extends the lease of a job the caller holds, by compare-and-set on
+// owner and epoch. It returns the new lease end on the database clock. A
+// worker whose job was taken over gets a *FencedError, exactly as its
+// commit would.
+func (q *Queue) Renew(ctx context.Context, c Claim, lease time.Duration) (time.Time, error) {
+	if err := q.validateHeld("renew", c); err != nil {
+		return time.Time{}, err
+	}
+	if err := ValidateLease(lease); err != nil {
+		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
+	}
+	st := LeaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc())
+	start := time.Now()
+	var until, at time.Time
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&until, &at)
+	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, q.fenced(ctx, "renew", c)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
+	}
+	return until, nil
+}
+
+// Complete records the job's result by compare-and-set on owner and epoch
+// (rule 3). When the caller no longer owns the job, the result is dropped
+// and a *FencedError says what the row holds now.
+func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time, error) {
+	if err := q.validateHeld("complete", c); err != nil {
+		return time.Time{}, err
+	}
+	if err := ValidatePayload("result", result); err != nil {
+		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
+	}
+	st := JobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result)
+	start := time.Now()
+	var epoch int64
+	var at time.Time
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&epoch, &at)
+	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, q.fenced(ctx, "complete", c)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
+	}
+	return at, nil
+}
+
+// Fail records a failure by compare-and-set on owner and epoch. The job
+// goes back to pending while it has attempts left, and to failed after.
+// It returns the status the job took.
+func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error) {
+	if err := q.validateHeld("fail", c); err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is empty"))
+	}
+	if len(reason) > MaxReasonLen {
+		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
+	}
+	st := JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason)
+	start := time.Now()
+	var status Status
+	var attempts int
+	var at time.Time
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&status, &attempts, &at)
+	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", q.fenced(ctx, "fail", c)
+	}
+	if err != nil {
+		return "", fmt.Errorf("fail job %d: %w", c.JobID, err)
+	}
+	return status, nil
+}
+
+// Get reads one job. An unknown id gives ErrJobNotFound.
+func (q *Queue) Get(ctx context.Context, id int64) (Job, error) {
+	if err := validateJobID(id); err != nil {
+		return Job{}, fmt.Errorf("get job: %w", err)
+	}
+	st := JobGet(q.cfg.Schema, id)
+	start := time.Now()
+	j, err := scanJob(q.db.QueryRow(ctx, st.SQL, st.Args...))
+	q.trace(st, rowsOf(err), j.DBTime, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, fmt.Errorf("get job %d: %w", id, ErrJobNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// List reads up to limit jobs, oldest first.
+func (q *Queue) List(ctx context.Context, limit int) ([]Job, error) {
+	if limit <= 0 || limit > 10000 {
+		return nil, fmt.Errorf("list jobs: %w", invalidf("limit %d must be between 1 and 10000", limit))
+	}
+	st := JobList(q.cfg.Schema, limit)
+	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func scanJob(row pgx.Row) (Job, error) {
+	var j Job
+	var owner, errText *string
+	var payload, result []byte
+	err := row.Scan(&j.ID, &payload, &j.Status, &owner, &j.Epoch, &j.LeaseUntil, &j.Attempts, &j.MaxAttempts,
+		&result, &errText, &j.CreatedAt, &j.UpdatedAt, &j.DBTime)
+	if owner != nil {
+		j.Owner = *owner
+	}
+	if errText != nil {
+		j.Error = *errText
+	}
+	j.Payload, j.Result = payload, result
+	return j, err
+}
+
+func (q *Queue) validateHeld(op string, c Claim) error {
+	if err := validateJobID(c.JobID); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ValidateOwner(c.Owner); err != nil {
+		return fmt.Errorf("%s job %d: %w", op, c.JobID, err)
+	}
+	if c.Epoch < 0 {
+		return fmt.Errorf("%s job %d: %w", op, c.JobID, invalidf("epoch %d is negative", c.Epoch))
+	}
+	return nil
+}
+
+// fenced explains a compare-and-set that matched no row: it reads the row
+// as it is now and names each kept guard the caller failed. The read is a
+// separate statement, so under a race it may show a later state; it only
+// explains the refusal, which has already happened.
+func (q *Queue) fenced(ctx context.Context, op string, c Claim) error {
+	j, err := q.Get(ctx, c.JobID)
+	if err != nil {
+		return fmt.Errorf("%s job %d: %w", op, c.JobID, unwrapGet(err))
+	}
+	fe := &FencedError{Op: op, JobID: c.JobID, HeldOwner: c.Owner, HeldEpoch: c.Epoch,
+		RowOwner: j.Owner, RowEpoch: j.Epoch, RowStatus: j.Status}
+	if q.guard.On(StatusCheck) && j.Status != StatusRunning {
+		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the job is %s, no longer running", j.Status))
+	}
+	if q.guard.On(OwnerCheck) && j.Owner != c.Owner {
+		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the job is owned by %s now", j.Owner))
+	}
+	if q.guard.On(EpochCheck) && j.Epoch != c.Epoch {
+		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the row is at epoch %d", j.Epoch))
+	}
+	return fe
+}
+
+func unwrapGet(err error) error {
+	if errors.Is(err, ErrJobNotFound) {
+		return ErrJobNotFound
+	}
+	return err
+}
+
+func rowsOf(err error) int64 {
+	if err == nil {
+		return 1
+	}
+	return 0
+}
+
+// noRowsOK hides pgx.ErrNoRows from a trace: zero rows is an answer, not a
+// failure of the statement.
+func noRowsOK(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}

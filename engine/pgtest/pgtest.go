@@ -1,0 +1,196 @@
+// Package pgtest gives each test binary one PostgreSQL database: a private
+// cluster (engine/pgcluster) started by Main, or DATABASE_URL when set.
+// Tests share one pool and isolate themselves with fresh schemas, so they
+// can run in parallel against a single server.
+//
+// Use it from a package's tests with
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelab/fencelab/engine/pgcluster"
+)
+
+// poolMaxConns caps the shared pool: enough for parallel tests, far below
+// the private cluster's max_connections.
+const poolMaxConns = 20
+
+var (
+	dsn string // set by Main before any test runs
+
+	poolMu sync.Mutex
+	pool   *pgxpool.Pool
+)
+
+// Main starts one cluster for the whole test binary (or uses DATABASE_URL),
+// runs the tests, stops the cluster and exits with the tests' code. Tests
+// that need Postgres must fail, never skip, when it is missing: then Main
+// prints ErrNoBinaries's line to stderr and exits 1. SIGINT and SIGTERM stop
+// the cluster before exiting 1; the cluster's watchdog covers SIGKILL.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	flag.Parse() // for testing.Verbose
+	var logf func(string, ...any)
+	if testing.Verbose() {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	// A signal during startup cancels it; Start then removes what it made.
+	startCtx, cancelStart := context.WithCancel(context.Background())
+	startDone := make(chan struct{})
+	interrupted := make(chan bool, 1)
+	go func() {
+		select {
+		case <-sigs:
+			cancelStart()
+			interrupted <- true
+		case <-startDone:
+			interrupted <- false
+		}
+	}()
+	var stop func() error
+	var err error
+	dsn, stop, err = pgcluster.Open(startCtx, os.Getenv, pgcluster.Options{Logf: logf})
+	close(startDone)
+	if <-interrupted {
+		_ = stop() // Open may have succeeded just before the signal
+		fmt.Fprintln(os.Stderr, "pgtest: interrupted while starting PostgreSQL")
+		return 1
+	}
+	cancelStart()
+	if err != nil {
+		if errors.Is(err, pgcluster.ErrNoBinaries) {
+			fmt.Fprintln(os.Stderr, pgcluster.ErrNoBinaries)
+		} else {
+			fmt.Fprintf(os.Stderr, "pgtest: start PostgreSQL: %v\n", err)
+		}
+		return 1
+	}
+
+	// From here on, a signal stops the cluster (terminating the tests'
+	// sessions) and exits; Stop is safe to race with the normal path.
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "pgtest: %v: stopping PostgreSQL\n", sig)
+		if err := stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop PostgreSQL: %v\n", err)
+		}
+		os.Exit(1)
+	}()
+
+	code := m.Run()
+	closePool()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stop PostgreSQL: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// closePool closes the shared pool, giving up after a few seconds: Close
+// waits for every acquired connection, and a test that leaked one must not
+// hang the binary (stopping the server ends those sessions anyway).
+func closePool() {
+	poolMu.Lock()
+	p := pool
+	pool = nil
+	poolMu.Unlock()
+	if p == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		p.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		fmt.Fprintln(os.Stderr, "pgtest: pool still has acquired connections after 5s; a test did not release one")
+	}
+}
+
+// DSN returns the connection string of the binary's database. It fails
+// the test if Main did not run.
+func DSN(tb testing.TB) string {
+	tb.Helper()
+	if dsn == "" {
+		tb.Fatal("pgtest: no database: add func TestMain(m *testing.M) { pgtest.Main(m) } to the package's tests")
+	}
+	return dsn
+}
+
+// Pool returns the pool shared by all tests of the binary, creating it on
+// first use; Main closes it. Tests must not close it.
+func Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	d := DSN(tb)
+	poolMu.Lock()
+	defer poolMu.Unlock()
+	if pool != nil {
+		return pool
+	}
+	cfg, err := pgxpool.ParseConfig(d)
+	if err != nil {
+		tb.Fatalf("pgtest: pool config: %v", err)
+	}
+	cfg.MaxConns = poolMaxConns
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("pgtest: pool: %v", err)
+	}
+	pool = p
+	return pool
+}
+
+// Schema returns a fresh, unique schema name ("t_" and 16 random hex
+// digits) for the test to create and use, and drops that schema with
+// everything in it when the test ends, unless the test failed: then it is
+// kept, and logged, for inspection. Schema does not create it.
+func Schema(tb testing.TB) string {
+	tb.Helper()
+	d := DSN(tb)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatalf("pgtest: schema name: %v", err)
+	}
+	name := "t_" + hex.EncodeToString(b[:])
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("kept schema %s for inspection: psql '%s'", name, d)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := Pool(tb).Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("pgtest: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}

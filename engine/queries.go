@@ -1,0 +1,276 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// This file holds every SQL statement the engine runs, and nothing else
+// does. Names are Noun+Verb. Each guard is one clause: when a guard is off
+// its clause is left out of the statement and a comment stands in its place,
+// so the SQL a person reads on the timeline is exactly the SQL that ran.
+
+// Statement is one SQL statement as the engine sends it to Postgres.
+type Statement struct {
+	Name string // Noun+Verb, such as "JobClaim"
+	SQL  string
+	Args []any
+}
+
+// builder assembles a statement line by line and numbers its arguments.
+type builder struct {
+	name  string
+	lines []string
+	args  []any
+}
+
+// arg adds an argument and returns its placeholder.
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+func (b *builder) line(format string, a ...any) { b.lines = append(b.lines, fmt.Sprintf(format, a...)) }
+
+// guarded adds the line clause when guard g is on, and otherwise a comment
+// in its place that says which guard removed it.
+func (b *builder) guarded(gs Guards, g Guard, clause string) {
+	if gs.On(g) {
+		b.lines = append(b.lines, clause)
+		return
+	}
+	body := strings.TrimLeft(clause, " ")
+	indent := clause[:len(clause)-len(body)]
+	b.lines = append(b.lines, indent+"-- "+body+"  ("+g.String()+" off)")
+}
+
+// offNote is the trailing comment on a line that a broken guard changed.
+func offNote(gs Guards, g Guard, what string) string {
+	if gs.On(g) {
+		return ""
+	}
+	return "  -- " + what + " (" + g.String() + " off)"
+}
+
+func (b *builder) build() Statement {
+	return Statement{Name: b.name, SQL: strings.Join(b.lines, "\n"), Args: b.args}
+}
+
+func interval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
+
+// clockExpr returns the expression a lease is judged by: the database's
+// now(), or with db-clock off the worker's own clock passed as an argument.
+func clockExpr(b *builder, gs Guards, workerNow time.Time) string {
+	if gs.On(DBClock) {
+		return "now()"
+	}
+	return b.arg(workerNow) + "::timestamptz"
+}
+
+// JobClaim takes one claimable job in a single statement: a pending job, or
+// a running one whose lease has run out. It sets the owner, bumps the epoch
+// and starts a fresh lease.
+func JobClaim(schema string, gs Guards, owner string, lease time.Duration, workerNow time.Time) Statement {
+	b := &builder{name: "JobClaim"}
+	t := ident(schema) + ".jobs"
+	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
+	clock := clockExpr(b, gs, workerNow)
+	b.line("UPDATE %s", t)
+	b.line("   SET status = 'running',")
+	b.line("       owner = %s,", ownerArg)
+	b.guarded(gs, EpochIncrement, "       epoch = epoch + 1,")
+	b.line("       attempts = attempts + 1,")
+	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("       updated_at = now()")
+	b.line(" WHERE id = (")
+	b.line("       SELECT id FROM %s", t)
+	b.line("        WHERE status = 'pending'")
+	b.line("           OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("        ORDER BY id")
+	b.line("        LIMIT 1")
+	if gs.On(SkipLocked) {
+		b.line("          FOR UPDATE SKIP LOCKED)")
+	} else {
+		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
+		b.line("       )")
+	}
+	b.line("RETURNING id, owner, epoch, lease_until, attempts, payload, now()")
+	return b.build()
+}
+
+// casWhere adds the compare-and-set clauses shared by renew, complete and
+// fail: the job id, then one clause per ownership guard.
+func casWhere(b *builder, gs Guards, jobID int64, owner string, epoch int64) {
+	b.line(" WHERE id = %s", b.arg(jobID))
+	b.guarded(gs, StatusCheck, "   AND status = 'running'")
+	// Placeholders are only numbered for clauses that are sent, so a
+	// broken guard's comment names the value it no longer compares.
+	if gs.On(OwnerCheck) {
+		b.line("   AND owner = %s", b.arg(owner))
+	} else {
+		b.guarded(gs, OwnerCheck, "   AND owner = <the owner held>")
+	}
+	if gs.On(EpochCheck) {
+		b.line("   AND epoch = %s", b.arg(epoch))
+	} else {
+		b.guarded(gs, EpochCheck, "   AND epoch = <the epoch held>")
+	}
+}
+
+// LeaseRenew extends a lease by compare-and-set, like a commit: a zombie's
+// heartbeat fails exactly as its commit would.
+func LeaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) Statement {
+	b := &builder{name: "LeaseRenew"}
+	clock := clockExpr(b, gs, workerNow)
+	b.line("UPDATE %s.jobs", ident(schema))
+	b.line("   SET lease_until = %s + %s::interval,%s", clock, b.arg(interval(lease)), offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("       updated_at = now()")
+	casWhere(b, gs, jobID, owner, epoch)
+	b.line("RETURNING lease_until, now()")
+	return b.build()
+}
+
+// JobComplete records a job's result, only if the caller still owns it at
+// the epoch it holds.
+func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte) Statement {
+	b := &builder{name: "JobComplete"}
+	b.line("UPDATE %s.jobs", ident(schema))
+	b.line("   SET status = 'done',")
+	b.line("       result = %s::jsonb,", b.arg(string(result)))
+	b.line("       lease_until = NULL,")
+	b.line("       updated_at = now()")
+	casWhere(b, gs, jobID, owner, epoch)
+	b.line("RETURNING epoch, now()")
+	return b.build()
+}
+
+// JobFail records a failure, only if the caller still owns the job. The job
+// goes back to pending for a retry, or to failed once its attempts are used up.
+func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string) Statement {
+	b := &builder{name: "JobFail"}
+	b.line("UPDATE %s.jobs", ident(schema))
+	b.line("   SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,")
+	b.line("       error = %s,", b.arg(reason))
+	b.line("       lease_until = NULL,")
+	b.line("       updated_at = now()")
+	casWhere(b, gs, jobID, owner, epoch)
+	b.line("RETURNING status, attempts, now()")
+	return b.build()
+}
+
+// JobInsert adds a pending job.
+func JobInsert(schema string, payload []byte, maxAttempts int) Statement {
+	b := &builder{name: "JobInsert"}
+	b.line("INSERT INTO %s.jobs (payload, max_attempts)", ident(schema))
+	b.line("VALUES (%s::jsonb, %s)", b.arg(string(payload)), b.arg(maxAttempts))
+	b.line("RETURNING id, now()")
+	return b.build()
+}
+
+// JobGet reads one job as it is now, with the database time.
+func JobGet(schema string, jobID int64) Statement {
+	b := &builder{name: "JobGet"}
+	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
+	b.line("       result, error, created_at, updated_at, now()")
+	b.line("  FROM %s.jobs", ident(schema))
+	b.line(" WHERE id = %s", b.arg(jobID))
+	return b.build()
+}
+
+// JobList reads every job, oldest first, up to limit rows.
+func JobList(schema string, limit int) Statement {
+	b := &builder{name: "JobList"}
+	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
+	b.line("       result, error, created_at, updated_at, now()")
+	b.line("  FROM %s.jobs", ident(schema))
+	b.line(" ORDER BY id")
+	b.line(" LIMIT %s", b.arg(limit))
+	return b.build()
+}
+
+// JobHistoryList reads a job's history as the trigger recorded it.
+func JobHistoryList(schema string, jobID int64) Statement {
+	b := &builder{name: "JobHistoryList"}
+	b.line("SELECT seq, job_id, op, at, old_status, new_status, old_owner, new_owner,")
+	b.line("       old_epoch, new_epoch, old_lease_until, new_lease_until, attempts, result, app")
+	b.line("  FROM %s.job_history", ident(schema))
+	b.line(" WHERE job_id = %s", b.arg(jobID))
+	b.line(" ORDER BY seq")
+	return b.build()
+}
+
+// ClockNow reads the database clock.
+func ClockNow() Statement {
+	return Statement{Name: "ClockNow", SQL: "SELECT clock_timestamp()"}
+}
+
+// ReceiverDeliver is the receiver's rule as one atomic conditional upsert:
+// a newer epoch replaces what is held (and says which epoch it superseded),
+// the same epoch is accepted again, an older one matches no row.
+func ReceiverDeliver(schema string, gs Guards, d Delivery) Statement {
+	b := &builder{name: "ReceiverDeliver"}
+	t := ident(schema) + ".deliveries"
+	b.line("INSERT INTO %s AS held (job_id, epoch, owner, payload)", t)
+	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
+	b.line("ON CONFLICT (job_id) DO UPDATE")
+	b.line("   SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, payload = EXCLUDED.payload,")
+	b.line("       prev_epoch = held.epoch, prev_owner = held.owner,")
+	b.line("       accepted = held.accepted + 1, updated_at = now()")
+	b.guarded(gs, ReceiverCheck, " WHERE held.epoch <= EXCLUDED.epoch")
+	b.line("RETURNING epoch, prev_epoch, prev_owner, accepted, now()")
+	return b.build()
+}
+
+// ReceiverGet reads what the receiver holds for a job.
+func ReceiverGet(schema string, jobID int64) Statement {
+	b := &builder{name: "ReceiverGet"}
+	b.line("SELECT job_id, epoch, owner, payload, accepted, updated_at, now()")
+	b.line("  FROM %s.deliveries", ident(schema))
+	b.line(" WHERE job_id = %s", b.arg(jobID))
+	return b.build()
+}
+
+// ReceiverDecisionInsert logs one decision of the receiver.
+func ReceiverDecisionInsert(schema string, d Delivery, decision Decision, held, prev *int64) Statement {
+	b := &builder{name: "ReceiverDecisionInsert"}
+	b.line("INSERT INTO %s.decisions (job_id, epoch, owner, payload, decision, held_epoch, prev_epoch)", ident(schema))
+	b.line("VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner),
+		b.arg(string(d.Payload)), b.arg(string(decision)), b.arg(held), b.arg(prev))
+	b.line("RETURNING seq, at")
+	return b.build()
+}
+
+// ReceiverDecisionList reads the receiver's decisions for a job, in order.
+func ReceiverDecisionList(schema string, jobID int64) Statement {
+	b := &builder{name: "ReceiverDecisionList"}
+	b.line("SELECT seq, job_id, epoch, owner, payload, decision, held_epoch, prev_epoch, at")
+	b.line("  FROM %s.decisions", ident(schema))
+	b.line(" WHERE job_id = %s", b.arg(jobID))
+	b.line(" ORDER BY seq")
+	return b.build()
+}
+
+// SchemaLock serializes schema set-up and tear-down across sessions.
+func SchemaLock() Statement {
+	return Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock($1)", Args: []any{setupLockKey}}
+}
+
+// SchemaDrop drops both schemas of a run.
+func SchemaDrop(s Schemas) Statement {
+	return Statement{Name: "SchemaDrop", SQL: fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", ident(s.Jobs), ident(s.Receiver))}
+}
+
+// SchemaList lists the schemas whose names start with prefix.
+func SchemaList(prefix string) Statement {
+	return Statement{
+		Name: "SchemaList",
+		SQL:  "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname",
+		Args: []any{prefix},
+	}
+}

@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery is one call to the external receiver: the job, the epoch the
+// caller holds, who it is, and what it delivers.
+type Delivery struct {
+	JobID   int64           `json:"job_id"`
+	Epoch   int64           `json:"epoch"`
+	Owner   string          `json:"owner"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Validate checks a delivery before it reaches the database.
+func (d Delivery) Validate() error {
+	if err := validateJobID(d.JobID); err != nil {
+		return err
+	}
+	if d.Epoch < 0 {
+		return invalidf("epoch %d is negative", d.Epoch)
+	}
+	if err := ValidateOwner(d.Owner); err != nil {
+		return err
+	}
+	return ValidatePayload("payload", d.Payload)
+}
+
+// Decision is what the receiver did with a delivery.
+type Decision string
+
+// The receiver's decisions. AcceptedOlder only happens with the
+// receiver-check guard off: the receiver went backwards.
+const (
+	AcceptedFirst Decision = "accepted-first" // nothing was held for the job yet
+	AcceptedNewer Decision = "accepted-newer" // replaced an older epoch
+	AcceptedSame  Decision = "accepted-same"  // the same epoch again: an idempotent retry
+	AcceptedOlder Decision = "accepted-older" // replaced a NEWER epoch (guard off)
+	RefusedStale  Decision = "refused-stale"  // older than the newest held: refused
+)
+
+// Accepted reports whether the delivery was taken.
+func (d Decision) Accepted() bool { return d != RefusedStale && d != "" }
+
+// Receipt is the receiver's answer.
+type Receipt struct {
+	Decision Decision `json:"decision"`
+	JobID    int64    `json:"job_id"`
+	Epoch    int64    `json:"epoch"`
+	// HeldEpoch is the newest epoch the receiver holds after this delivery.
+	HeldEpoch int64 `json:"held_epoch"`
+	// Superseded is the epoch this delivery replaced, if it replaced one.
+	Superseded      *int64    `json:"superseded,omitempty"`
+	SupersededOwner string    `json:"superseded_owner,omitempty"`
+	Accepted        int       `json:"accepted"` // how many deliveries the held row has taken
+	DBTime          time.Time `json:"db_time"`
+	DecisionSeq     int64     `json:"decision_seq"`
+}
+
+// Held is what the receiver keeps for a job.
+type Held struct {
+	JobID     int64           `json:"job_id"`
+	Epoch     int64           `json:"epoch"`
+	Owner     string          `json:"owner"`
+	Payload   json.RawMessage `json:"payload"`
+	Accepted  int             `json:"accepted"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	DBTime    time.Time       `json:"db_time"`
+}
+
+// DecisionRecord is one line of the receiver's decision log.
+type DecisionRecord struct {
+	Seq       int64           `json:"seq"`
+	JobID     int64           `json:"job_id"`
+	Epoch     int64           `json:"epoch"`
+	Owner     string          `json:"owner"`
+	Payload   json.RawMessage `json:"payload"`
+	Decision  Decision        `json:"decision"`
+	HeldEpoch *int64          `json:"held_epoch"`
+	PrevEpoch *int64          `json:"prev_epoch"`
+	At        time.Time       `json:"at"`
+}
+
+// Receiver keeps the rules of the external system that workers call before
+// they commit (rule 4): newest epoch per job wins, older epochs are refused,
+// the same epoch is accepted again. Safe for concurrent use when its DB is.
+type Receiver struct {
+	db        TxDB
+	schema    string
+	guards    Guards
+	traceFunc func(Trace)
+}
+
+// ReceiverConfig configures a Receiver.
+type ReceiverConfig struct {
+	Schema    string // the receiver's own schema
+	Guards    Guards // only receiver-check matters here
+	TraceFunc func(Trace)
+}
+
+// NewReceiver validates cfg and returns a Receiver over db.
+func NewReceiver(db TxDB, cfg ReceiverConfig) (*Receiver, error) {
+	if err := ValidateSchemaName(cfg.Schema); err != nil {
+		return nil, err
+	}
+	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, traceFunc: cfg.TraceFunc}, nil
+}
+
+// WithTrace returns a copy of r that reports each statement to fn instead.
+func (r *Receiver) WithTrace(fn func(Trace)) *Receiver {
+	c := *r
+	c.traceFunc = fn
+	return &c
+}
+
+// Guards returns the guards the receiver runs with.
+func (r *Receiver) Guards() Guards { return r.guards }
+
+func (r *Receiver) trace(st Statement, rows int64, at time.Time, err error, start time.Time) {
+	if r.traceFunc != nil {
+		r.traceFunc(Trace{Statement: st, Rows: rows, DBTime: at, Err: err, Elapsed: time.Since(start)})
+	}
+}
+
+// Deliver applies the receiver's rule to d in one atomic conditional upsert
+// and logs the decision in the same transaction. A refusal returns the
+// receipt and a *StaleError; concurrent deliveries for one job serialize on
+// its row, so the held epoch never goes backwards while the guard is on.
+func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
+	if err := d.Validate(); err != nil {
+		return Receipt{}, fmt.Errorf("deliver: %w", err)
+	}
+	var rc Receipt
+	err := inTx(ctx, r.db, func(tx pgx.Tx) error {
+		rc = Receipt{JobID: d.JobID, Epoch: d.Epoch}
+		st := ReceiverDeliver(r.schema, r.guards, d)
+		start := time.Now()
+		var prevOwner *string
+		err := tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
+		r.trace(st, rowsOf(err), rc.DBTime, noRowsOK(err), start)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			rc.Decision = RefusedStale
+			held, gerr := r.get(ctx, tx, d.JobID)
+			if gerr != nil {
+				return gerr
+			}
+			rc.HeldEpoch, rc.Accepted, rc.DBTime = held.Epoch, held.Accepted, held.DBTime
+		case err != nil:
+			return err
+		case rc.Superseded == nil:
+			rc.Decision = AcceptedFirst
+		case *rc.Superseded < d.Epoch:
+			rc.Decision = AcceptedNewer
+		case *rc.Superseded == d.Epoch:
+			rc.Decision = AcceptedSame
+		default:
+			rc.Decision = AcceptedOlder
+		}
+		if prevOwner != nil {
+			rc.SupersededOwner = *prevOwner
+		}
+		if rc.Decision == AcceptedFirst || rc.Decision == RefusedStale {
+			rc.Superseded, rc.SupersededOwner = nil, ""
+		}
+		held := rc.HeldEpoch
+		lst := ReceiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
+		start = time.Now()
+		var at time.Time
+		err = tx.QueryRow(ctx, lst.SQL, lst.Args...).Scan(&rc.DecisionSeq, &at)
+		r.trace(lst, rowsOf(err), at, err, start)
+		return err
+	})
+	if err != nil {
+		return Receipt{}, fmt.Errorf("deliver job %d: %w", d.JobID, err)
+	}
+	if rc.Decision == RefusedStale {
+		return rc, &StaleError{JobID: d.JobID, Epoch: d.Epoch, HeldEpoch: rc.HeldEpoch}
+	}
+	return rc, nil
+}
+
+// Get reads what the receiver holds for a job; ErrJobNotFound if nothing.
+func (r *Receiver) Get(ctx context.Context, jobID int64) (Held, error) {
+	if err := validateJobID(jobID); err != nil {
+		return Held{}, fmt.Errorf("receiver get: %w", err)
+	}
+	return r.get(ctx, r.db, jobID)
+}
+
+func (r *Receiver) get(ctx context.Context, db DB, jobID int64) (Held, error) {
+	st := ReceiverGet(r.schema, jobID)
+	start := time.Now()
+	var h Held
+	var payload []byte
+	err := db.QueryRow(ctx, st.SQL, st.Args...).Scan(&h.JobID, &h.Epoch, &h.Owner, &payload, &h.Accepted, &h.UpdatedAt, &h.DBTime)
+	r.trace(st, rowsOf(err), h.DBTime, noRowsOK(err), start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Held{}, fmt.Errorf("receiver holds nothing for job %d: %w", jobID, ErrJobNotFound)
+	}
+	if err != nil {
+		return Held{}, fmt.Errorf("receiver get job %d: %w", jobID, err)
+	}
+	h.Payload = payload
+	return h, nil
+}
+
+// Decisions reads the receiver's decision log for a job, oldest first.
+func (r *Receiver) Decisions(ctx context.Context, jobID int64) ([]DecisionRecord, error) {
+	if err := validateJobID(jobID); err != nil {
+		return nil, fmt.Errorf("receiver decisions: %w", err)
+	}
+	st := ReceiverDecisionList(r.schema, jobID)
+	rows, err := r.db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("receiver decisions for job %d: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []DecisionRecord
+	for rows.Next() {
+		var d DecisionRecord
+		var payload []byte
+		if err := rows.Scan(&d.Seq, &d.JobID, &d.Epoch, &d.Owner, &payload, &d.Decision, &d.HeldEpoch, &d.PrevEpoch, &d.At); err != nil {
+			return nil, err
+		}
+		d.Payload = payload
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Ordering names a scenario: who reaches the receiver first, or what else
+// goes wrong.
+type Ordering string
+
+// The scenarios. The first two are the article's; the others show a crash
+// and a skewed clock.
+const (
+	NewOwnerFirst     Ordering = "new-owner-first"
+	ZombieFirst       Ordering = "zombie-first"
+	CrashBeforeCommit Ordering = "crash-before-commit"
+	ClockSkew         Ordering = "clock-skew"
+)
+
+// Orderings lists every scenario in a stable order.
+func Orderings() []Ordering {
+	return []Ordering{NewOwnerFirst, ZombieFirst, CrashBeforeCommit, ClockSkew}
+}
+
+// ParseOrdering parses a scenario name.
+func ParseOrdering(s string) (Ordering, error) {
+	var names []string
+	for _, o := range Orderings() {
+		if string(o) == s {
+			return o, nil
+		}
+		names = append(names, string(o))
+	}
+	return "", invalidf("unknown ordering %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Title says what the scenario shows, in words.
+func (o Ordering) Title() string {
+	switch o {
+	case NewOwnerFirst:
+		return "the new owner reaches the receiver first"
+	case ZombieFirst:
+		return "the zombie reaches the receiver first"
+	case CrashBeforeCommit:
+		return "a worker dies between its receiver call and its commit"
+	case ClockSkew:
+		return "a worker's own clock runs ahead"
+	}
+	return string(o)
+}
+
+// The two workers of every scenario. A claims first and becomes the zombie;
+// B takes the job over.
+const (
+	Zombie   = "A"
+	NewOwner = "B"
+)
+
+// Action is one kind of scenario step.
+type Action string
+
+// The actions a scenario script is made of.
+const (
+	// ActClaim lets a worker claim a job; the step ends when the worker waits
+	// at its next checkpoint (or reports that nothing was claimable).
+	ActClaim Action = "claim"
+	// ActDeliver lets a worker call the receiver.
+	ActDeliver Action = "deliver"
+	// ActCommit lets a worker complete its job in the database.
+	ActCommit Action = "commit"
+	// ActFreeze stops a worker process with SIGSTOP. With Release, the
+	// worker is also let past its checkpoint while frozen, so it wakes in
+	// the middle of its next step, never knowing time passed.
+	ActFreeze Action = "freeze"
+	// ActThaw continues a frozen worker with SIGCONT; the step ends when it
+	// has settled at a checkpoint again.
+	ActThaw Action = "thaw"
+	// ActKill kills a worker process with SIGKILL.
+	ActKill Action = "kill"
+	// ActAwaitExpiry waits until the job's lease has run out on the
+	// database clock.
+	ActAwaitExpiry Action = "await-expiry"
+)
+
+// Step is one step of a scenario script.
+type Step struct {
+	Action  Action `json:"action"`
+	Worker  string `json:"worker,omitempty"`
+	Release bool   `json:"release,omitempty"`
+	Say     string `json:"say"`
+}
+
+// Scenario is a script of steps for workers A and B over one job.
+type Scenario struct {
+	Ordering Ordering `json:"ordering"`
+	Title    string   `json:"title"`
+	Steps    []Step   `json:"steps"`
+}
+
+// Script returns the scenario for an ordering.
+func Script(o Ordering) (Scenario, error) {
+	if _, err := ParseOrdering(string(o)); err != nil {
+		return Scenario{}, err
+	}
+	claimA := Step{Action: ActClaim, Worker: Zombie, Say: "Worker A claims the job: epoch 1, and a lease on the database clock."}
+	freezeA := Step{Action: ActFreeze, Worker: Zombie, Release: true,
+		Say: "Worker A is about to call the receiver when it freezes (SIGSTOP): a GC pause, a hung call, a closed laptop lid."}
+	expire := Step{Action: ActAwaitExpiry, Worker: Zombie, Say: "Worker A's lease runs out on the database clock. A has no idea."}
+	claimB := Step{Action: ActClaim, Worker: NewOwner, Say: "Worker B claims the expired job: the epoch goes up to 2."}
+	deliverB := Step{Action: ActDeliver, Worker: NewOwner, Say: "Worker B calls the receiver with epoch 2."}
+	commitB := Step{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits: compare-and-set on owner B and epoch 2."}
+	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1."}
+	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1."}
+
+	s := Scenario{Ordering: o, Title: o.Title()}
+	switch o {
+	case NewOwnerFirst:
+		s.Steps = []Step{claimA, freezeA, expire, claimB, deliverB, commitB, thawA, commitA}
+	case ZombieFirst:
+		s.Steps = []Step{claimA, freezeA, expire, claimB, thawA, commitA, deliverB, commitB}
+	case CrashBeforeCommit:
+		s.Steps = []Step{
+			claimA,
+			{Action: ActDeliver, Worker: Zombie, Say: "Worker A calls the receiver with epoch 1."},
+			{Action: ActKill, Worker: Zombie, Say: "Worker A dies (SIGKILL) before it can commit."},
+			{Action: ActAwaitExpiry, Worker: Zombie, Say: "Worker A's lease runs out on the database clock."},
+			claimB,
+			{Action: ActDeliver, Worker: NewOwner, Say: "Worker B delivers again, with epoch 2: the receiver accepts the newer epoch."},
+			commitB,
+		}
+	case ClockSkew:
+		s.Steps = []Step{
+			claimA,
+			{Action: ActClaim, Worker: NewOwner, Say: "Worker B, whose own clock runs ahead, looks for a job: by its clock A's lease has already run out."},
+			{Action: ActDeliver, Worker: Zombie, Say: "Worker A, healthy and never paused, calls the receiver with epoch 1."},
+			{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with epoch 1."},
+			{Action: ActDeliver, Worker: NewOwner, Say: "Worker B calls the receiver, if it holds the job."},
+			{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits, if it holds the job."},
+		}
+	}
+	return s, nil
+}
+
+// Bounds on a run's settings, wider than a person needs and narrow enough
+// that a run always ends.
+const (
+	MinRunLease = 100 * time.Millisecond
+	MaxRunLease = time.Minute
+	MaxSkew     = time.Hour
+)
+
+// RunConfig is one run of a scenario: the ordering, the guards broken on
+// purpose, and the knobs. Validate fills the defaults.
+type RunConfig struct {
+	Ordering     Ordering      `json:"ordering"`
+	Broken       Guards        `json:"broken"`
+	SameIdentity bool          `json:"same_identity"`
+	Lease        time.Duration `json:"lease"`
+	// Skew is how far worker B's own clock runs ahead of the database's.
+	// Only the clock-skew scenario uses it; 0 there means twice the lease.
+	Skew time.Duration `json:"skew"`
+}
+
+// DefaultRunLease is the lease a run uses unless told otherwise: long enough
+// to see, short enough not to wait for.
+const DefaultRunLease = time.Second
+
+// Validate checks the config and fills its defaults.
+func (c *RunConfig) Validate() error {
+	if c.Ordering == "" {
+		return invalidf("ordering is required")
+	}
+	if _, err := ParseOrdering(string(c.Ordering)); err != nil {
+		return err
+	}
+	if !c.Broken.Valid() {
+		return invalidf("unknown guard bits %#x", uint16(c.Broken))
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultRunLease
+	}
+	if c.Lease < MinRunLease || c.Lease > MaxRunLease {
+		return invalidf("lease %v is out of range: a run's lease must be between %v and %v", c.Lease, MinRunLease, MaxRunLease)
+	}
+	if c.Skew < 0 || c.Skew > MaxSkew {
+		return invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)
+	}
+	if c.Ordering == ClockSkew && c.Skew == 0 {
+		c.Skew = 2 * c.Lease
+	}
+	if c.Ordering != ClockSkew && c.Skew != 0 {
+		return invalidf("skew applies only to the %s ordering", ClockSkew)
+	}
+	return nil
+}
+
+// Owner returns the identity a worker claims under: worker-a and worker-b,
+// or worker-a for both when the run gives the new owner the zombie's name.
+func (c RunConfig) Owner(label string) string {
+	if c.SameIdentity {
+		label = Zombie
+	}
+	return "worker-" + strings.ToLower(label)
+}
+
+// WorkerSkew returns how far a worker's own clock runs ahead.
+func (c RunConfig) WorkerSkew(label string) time.Duration {
+	if label == NewOwner {
+		return c.Skew
+	}
+	return 0
+}
+
+// String summarises the run for people.
+func (c RunConfig) String() string {
+	s := fmt.Sprintf("%s, lease %v, %s", c.Ordering, c.Lease, c.Broken)
+	if c.SameIdentity {
+		s += ", same identity"
+	}
+	if c.Skew > 0 {
+		s += fmt.Sprintf(", B's clock %v ahead", c.Skew)
+	}
+	return s
+}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+//go:embed sql/*.sql
+var sqlFS embed.FS
+
+// DB is what the engine needs from a connection: *pgx.Conn, *pgxpool.Pool
+// and pgx.Tx all satisfy it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// TxDB is a DB that can also begin a transaction.
+type TxDB interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Default schema names, used by the CLI and the tests.
+const (
+	DefaultJobsSchema     = "fencing_demo"
+	DefaultReceiverSchema = "fencing_receiver"
+)
+
+// maxSchemaLen leaves room for the "_events" NOTIFY channel suffix inside
+// Postgres's 63-byte identifier limit.
+const maxSchemaLen = 48
+
+var schemaNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// Schemas names the two Postgres schemas a run uses: the job queue's and
+// the receiver's. The receiver is another system, so it gets its own.
+type Schemas struct {
+	Jobs     string `json:"jobs"`
+	Receiver string `json:"receiver"`
+}
+
+// DefaultSchemas returns fencing_demo and fencing_receiver.
+func DefaultSchemas() Schemas {
+	return Schemas{Jobs: DefaultJobsSchema, Receiver: DefaultReceiverSchema}
+}
+
+// ValidateSchemaName checks that name is a plain lowercase identifier that
+// Postgres would not fold or reject, and not one of its own schemas.
+func ValidateSchemaName(name string) error {
+	switch {
+	case name == "":
+		return invalidf("schema name is empty")
+	case len(name) > maxSchemaLen:
+		return invalidf("schema name %q is longer than %d characters", name, maxSchemaLen)
+	case !schemaNameRE.MatchString(name):
+		return invalidf("schema name %q must be lowercase letters, digits and underscores, not starting with a digit", name)
+	case strings.HasPrefix(name, "pg_") || name == "public" || name == "information_schema":
+		return invalidf("schema name %q is reserved", name)
+	}
+	return nil
+}
+
+// Validate checks both names and that they differ.
+func (s Schemas) Validate() error {
+	if err := ValidateSchemaName(s.Jobs); err != nil {
+		return fmt.Errorf("jobs %w", err)
+	}
+	if err := ValidateSchemaName(s.Receiver); err != nil {
+		return fmt.Errorf("receiver %w", err)
+	}
+	if s.Jobs == s.Receiver {
+		return invalidf("the jobs and receiver schemas must differ (both are %q)", s.Jobs)
+	}
+	return nil
+}
+
+// Channel returns the NOTIFY channel on which the jobs schema reports each
+// row change.
+func (s Schemas) Channel() string { return s.Jobs + "_events" }
+
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func schemaSQL(file, schema, channel string) (string, error) {
+	b, err := sqlFS.ReadFile("sql/" + file)
+	if err != nil {
+		return "", err
+	}
+	return strings.NewReplacer("{{schema}}", ident(schema), "{{channel}}", literal(channel)).Replace(string(b)), nil
+}
+
+// setupLockKey serializes concurrent setups: CREATE ... IF NOT EXISTS is not
+// safe against itself running at the same moment in another session.
+const setupLockKey = 0x66656e63 // "fenc"
+
+// Setup creates both schemas, their tables, the claimable-rows index and the
+// history trigger, if they do not exist yet. It is idempotent and safe to
+// call from several processes at once.
+func Setup(ctx context.Context, db TxDB, s Schemas) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+			return fmt.Errorf("setup lock: %w", err)
+		}
+		jobs, err := schemaSQL("jobs.sql", s.Jobs, s.Channel())
+		if err != nil {
+			return err
+		}
+		recv, err := schemaSQL("receiver.sql", s.Receiver, "")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, jobs); err != nil {
+			return fmt.Errorf("setup schema %s: %w", s.Jobs, err)
+		}
+		if _, err := tx.Exec(ctx, recv); err != nil {
+			return fmt.Errorf("setup schema %s: %w", s.Receiver, err)
+		}
+		return nil
+	})
+}
+
+// Drop removes both schemas and everything in them.
+func Drop(ctx context.Context, db TxDB, s Schemas) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+			return fmt.Errorf("drop lock: %w", err)
+		}
+		if err := execStatement(ctx, tx, SchemaDrop(s)); err != nil {
+			return fmt.Errorf("drop schemas %s, %s: %w", s.Jobs, s.Receiver, err)
+		}
+		return nil
+	})
+}
+
+// Reset drops both schemas and creates them again, empty.
+func Reset(ctx context.Context, db TxDB, s Schemas) error {
+	if err := Drop(ctx, db, s); err != nil {
+		return err
+	}
+	return Setup(ctx, db, s)
+}
+
+func inTx(ctx context.Context, db TxDB, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func execStatement(ctx context.Context, db DB, st Statement) error {
+	_, err := db.Exec(ctx, st.SQL, st.Args...)
+	return err
+}

@@ -1,0 +1,129 @@
+// Package receiver serves the external receiver over HTTP: the system a
+// worker calls with its job id and epoch before it commits. The rules live
+// in engine.Receiver; this package is only their HTTP face, used both by the
+// standalone `fencelab receiver` and inside the playground server.
+package receiver
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/wire"
+	"github.com/labstack/echo/v4"
+)
+
+// maxBody bounds a delivery: the payload limit plus room for the envelope.
+const maxBody = engine.MaxPayloadBytes + 4<<10
+
+// Answer is the JSON body of a delivery's answer: the receipt, and for a
+// refusal (HTTP 409) the sentence that says why.
+type Answer struct {
+	engine.Receipt
+	Error string `json:"error,omitempty"`
+}
+
+// Handler answers deliveries with a Receiver. OnDecisionFunc, if set, is
+// called after every decision (from the request's goroutine; it must not
+// block), so a server can put the receiver's decisions in its event log.
+type Handler struct {
+	ReceiverFunc   func(c echo.Context) (*engine.Receiver, error)
+	OnDecisionFunc func(c echo.Context, d engine.Delivery, rc engine.Receipt, trace []engine.Trace)
+}
+
+// Register adds the receiver's routes to g:
+//
+//	POST /deliveries          deliver {job_id, epoch, owner, payload}: 200 accepted, 409 stale
+//	GET  /deliveries/:job_id  what the receiver holds for a job
+//	GET  /decisions/:job_id   every decision it made for a job, in order
+func (h *Handler) Register(g *echo.Group) {
+	g.POST("/deliveries", h.deliver)
+	g.GET("/deliveries/:job_id", h.held)
+	g.GET("/decisions/:job_id", h.decisions)
+}
+
+func (h *Handler) deliver(c echo.Context) error {
+	var d engine.Delivery
+	if err := wire.Decode(c, maxBody, &d); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	r, err := h.ReceiverFunc(c)
+	if err != nil {
+		return err
+	}
+	var traces []engine.Trace
+	r = r.WithTrace(func(t engine.Trace) { traces = append(traces, t) })
+	rc, err := r.Deliver(c.Request().Context(), d)
+	if err != nil && !errors.Is(err, engine.ErrStale) {
+		return err
+	}
+	if h.OnDecisionFunc != nil {
+		h.OnDecisionFunc(c, d, rc, traces)
+	}
+	if err != nil {
+		return c.JSON(http.StatusConflict, Answer{Receipt: rc, Error: err.Error()})
+	}
+	return c.JSON(http.StatusOK, Answer{Receipt: rc})
+}
+
+func jobID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("job_id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, wire.New(http.StatusBadRequest, "job id "+strconv.Quote(c.Param("job_id"))+" is not a positive integer")
+	}
+	return id, nil
+}
+
+func (h *Handler) held(c echo.Context) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	r, err := h.ReceiverFunc(c)
+	if err != nil {
+		return err
+	}
+	held, err := r.Get(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, held)
+}
+
+func (h *Handler) decisions(c echo.Context) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	r, err := h.ReceiverFunc(c)
+	if err != nil {
+		return err
+	}
+	ds, err := r.Decisions(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []engine.DecisionRecord{}
+	}
+	return c.JSON(http.StatusOK, ds)
+}
+
+// Fixed returns a ReceiverFunc that always answers with r.
+func Fixed(r *engine.Receiver) func(echo.Context) (*engine.Receiver, error) {
+	return func(echo.Context) (*engine.Receiver, error) { return r, nil }
+}
+
+// Standalone returns the standalone receiver service: h's routes at the
+// root, plus GET /healthz.
+func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
+	e := wire.NewEcho(log)
+	h.Register(e.Group(""))
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	return e
+}

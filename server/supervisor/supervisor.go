@@ -1,0 +1,424 @@
+// Package supervisor spawns worker processes and owns them until they are
+// reaped. Each worker is `fencelab worker` started from the fencelab binary,
+// in a process group of its own, with a parent-death signal, so no worker
+// outlives its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
+//
+// Pause is SIGSTOP, resume is SIGCONT, kill is SIGKILL, each sent to the
+// worker's process group. A worker's real state comes from /proc.
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/worker"
+)
+
+// Config configures a Supervisor.
+type Config struct {
+	// Exe is the fencelab binary to run as `Exe worker ...`. Default: this
+	// process's own executable.
+	Exe string
+	// ExtraEnv is added to the workers' environment.
+	ExtraEnv []string
+	Log      *slog.Logger
+}
+
+// Supervisor starts and tracks worker processes. It is safe for concurrent
+// use. Close kills and reaps every worker it started.
+type Supervisor struct {
+	cfg    Config
+	spawn  chan spawnReq
+	mu     sync.Mutex
+	procs  map[*Proc]struct{}
+	closed bool
+	wg     sync.WaitGroup // the spawner and every process's readers
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// New returns a Supervisor.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("supervisor: find own executable: %w", err)
+		}
+		cfg.Exe = exe
+	}
+	if _, err := os.Stat(cfg.Exe); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Supervisor{cfg: cfg, spawn: make(chan spawnReq), procs: map[*Proc]struct{}{}}
+	s.wg.Add(1)
+	go s.spawner()
+	return s, nil
+}
+
+// spawner starts every process from one OS thread that lives as long as
+// the supervisor: Linux sends the parent-death signal when the thread that
+// forked a child exits, not only when the process does, so the forking
+// thread must not be one the Go runtime might retire.
+func (s *Supervisor) spawner() {
+	defer s.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for req := range s.spawn {
+		req.done <- req.cmd.Start()
+	}
+}
+
+// Spec says how to start one worker.
+type Spec struct {
+	Label string   // shown in events; also passed as --label
+	Args  []string // flags for `fencelab worker`, without --label
+	// EventFunc receives every event the worker prints and every change of
+	// its process state, in order, from one goroutine per worker. It must
+	// not block for long.
+	EventFunc func(p *Proc, e engine.Event)
+}
+
+// Proc is one worker process.
+type Proc struct {
+	Label string
+	Pid   int
+	sup   *Supervisor
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	inMu  sync.Mutex
+	emit  func(engine.Event)
+	done  chan struct{}
+	state *os.ProcessState // set before done is closed
+}
+
+// Start spawns a worker. The worker is running when Start returns; its
+// first event says it is ready.
+func (s *Supervisor) Start(spec Spec) (*Proc, error) {
+	if err := engine.ValidateOwner(spec.Label); err != nil {
+		return nil, fmt.Errorf("start worker: label: %w", err)
+	}
+	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
+	cmd := exec.Command(s.cfg.Exe, args...)
+	cmd.Env = append(os.Environ(), s.cfg.ExtraEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // its own group: a terminal's Ctrl-C is ours to pass on, and signals reach all of it
+		Pdeathsig: syscall.SIGKILL, // dies with us, even if we are SIGKILLed
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Label: spec.Label, sup: s, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	p.emit = func(e engine.Event) {
+		if spec.EventFunc != nil {
+			spec.EventFunc(p, e)
+		}
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("start worker: supervisor is closed")
+	}
+	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	s.spawn <- req
+	if err := <-req.done; err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
+	p.Pid = cmd.Process.Pid
+	s.procs[p] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	s.cfg.Log.Info("worker started", "label", spec.Label, "pid", p.Pid)
+	go p.run(stdout, stderr)
+	return p, nil
+}
+
+// run reads the worker's output, then reaps it and reports how it ended.
+func (p *Proc) run(stdout, stderr io.Reader) {
+	defer p.sup.wg.Done()
+	var wg sync.WaitGroup
+	lines := make(chan engine.Event, 64)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			var e engine.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Kind == "" {
+				e = engine.Event{Kind: engine.KindNote, Text: fmt.Sprintf("Worker %s printed: %s", p.Label, truncate(sc.Text(), 300))}
+			}
+			e.Actor, e.Pid = p.Label, p.Pid
+			lines <- e
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 4<<10), 1<<20)
+		for sc.Scan() {
+			lines <- engine.Event{Kind: engine.KindNote, Actor: p.Label, Pid: p.Pid,
+				Text: fmt.Sprintf("Worker %s logged: %s", p.Label, truncate(sc.Text(), 300))}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(lines)
+	}()
+	for e := range lines {
+		p.emit(e)
+	}
+	err := p.cmd.Wait()
+	p.state = p.cmd.ProcessState
+	p.sup.mu.Lock()
+	delete(p.sup.procs, p)
+	p.sup.mu.Unlock()
+	close(p.done)
+	_ = p.stdin.Close()
+	text := fmt.Sprintf("Worker %s (pid %d) %s.", p.Label, p.Pid, describeExit(p.state))
+	if err != nil && p.state == nil {
+		text = fmt.Sprintf("Worker %s (pid %d) could not be waited for: %v.", p.Label, p.Pid, err)
+	}
+	p.emit(engine.Event{Kind: engine.KindProcess, Actor: p.Label, Pid: p.Pid, State: p.Status().String(), Outcome: "exited", Text: text})
+	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", p.Status().String())
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func describeExit(ps *os.ProcessState) string {
+	if ps == nil {
+		return "ended"
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "was killed by " + signalName(ws.Signal())
+	}
+	return fmt.Sprintf("exited with code %d", ps.ExitCode())
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return sig.String()
+}
+
+// Send writes one command line to the worker's stdin.
+func (p *Proc) Send(c worker.Command) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	select {
+	case <-p.done:
+		return fmt.Errorf("worker %s has exited", p.Label)
+	default:
+	}
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("send to worker %s: %w", p.Label, err)
+	}
+	return nil
+}
+
+// Done is closed once the worker has exited and been reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("worker %s (pid %d) has already exited", p.Label, p.Pid)
+	default:
+	}
+	// The group id is the pid: Setpgid made the worker its group's leader.
+	if err := syscall.Kill(-p.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal worker %s (pid %d): %w", p.Label, p.Pid, err)
+	}
+	return nil
+}
+
+// Pause freezes the worker with SIGSTOP and returns once /proc shows it
+// stopped.
+func (p *Proc) Pause(ctx context.Context) error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return p.waitState(ctx, func(s State) bool { return s.Code == 'T' || s.Exited })
+}
+
+// Resume thaws a paused worker with SIGCONT and returns once /proc shows it
+// no longer stopped.
+func (p *Proc) Resume(ctx context.Context) error {
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	return p.waitState(ctx, func(s State) bool { return s.Code != 'T' })
+}
+
+// Kill kills the worker with SIGKILL and returns once it is reaped.
+func (p *Proc) Kill(ctx context.Context) error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		select {
+		case <-p.done:
+			return nil
+		default:
+			return err
+		}
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kill worker %s: %w", p.Label, ctx.Err())
+	}
+}
+
+func (p *Proc) waitState(ctx context.Context, ok func(State) bool) error {
+	for {
+		if s := p.Status(); ok(s) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker %s: waiting for its state to change: %w", p.Label, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// State is a worker's real process state.
+type State struct {
+	Code     byte // the state letter from /proc/<pid>/stat: R, S, D, T, t, Z, ...; 0 once reaped
+	Exited   bool
+	ExitCode int    // when Exited and not killed by a signal
+	Signal   string // when Exited by a signal
+}
+
+// String says the state in words, as the timeline shows it.
+func (s State) String() string {
+	switch {
+	case s.Exited && s.Signal != "":
+		return "killed by " + s.Signal
+	case s.Exited:
+		return fmt.Sprintf("exited (%d)", s.ExitCode)
+	}
+	switch s.Code {
+	case 'R':
+		return "running"
+	case 'S', 'D', 'I':
+		return "sleeping"
+	case 'T', 't':
+		return "stopped"
+	case 'Z':
+		return "zombie (exited, not yet reaped)"
+	}
+	return "unknown"
+}
+
+// Status reads the worker's state: from /proc while it lives, from its
+// wait status once reaped.
+func (p *Proc) Status() State {
+	select {
+	case <-p.done:
+		st := State{Exited: true}
+		if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = signalName(ws.Signal())
+		} else if p.state != nil {
+			st.ExitCode = p.state.ExitCode()
+		}
+		return st
+	default:
+	}
+	return State{Code: ProcState(p.Pid)}
+}
+
+// ProcState reads the state letter of a process from /proc/<pid>/stat, or
+// 0 when there is no such process (or no /proc).
+func ProcState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may itself hold spaces or
+	// parentheses; the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0
+	}
+	return s[i+2]
+}
+
+// Procs returns the workers that are still running.
+func (s *Supervisor) Procs() []*Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Proc, 0, len(s.procs))
+	for p := range s.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Close kills every worker, waits until each is reaped and its output read,
+// and stops the spawner. It is safe to call more than once.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.spawn)
+	procs := make([]*Proc, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
+	s.wg.Wait()
+	return nil
+}
