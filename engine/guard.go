@@ -215,19 +215,19 @@ func Styles() []Style {
 		{
 			Name:   "state-only",
 			Title:  "state only (River, pg-boss)",
-			Source: "River riverdriver JobSetStateIfRunningMany; pg-boss complete() matches state 'active'",
+			Source: "River: JobSetStateIfRunningMany (riverpgxv5 river_job.sql) matches state = 'running', never the attempt; pg-boss: completeJobs (src/plans.ts) matches state = 'active'",
 			Broken: noFence.Break(OwnerCheck).Break(EpochCheck),
 		},
 		{
 			Name:   "id-only",
 			Title:  "job id only (Oban, graphile-worker)",
-			Source: "Oban Engines.Basic complete_job; graphile-worker complete_jobs",
+			Source: "Oban: Engines.Basic complete_job updates where id = job.id; graphile-worker: batchCompleteJobs (src/sql/completeJobs.ts) deletes where id = n",
 			Broken: noFence.Break(StatusCheck).Break(OwnerCheck).Break(EpochCheck),
 		},
 		{
 			Name:   "token",
 			Title:  "attempt or token (Temporal, Hatchet, BullMQ)",
-			Source: "Temporal task token attempt; Hatchet step run retry count; BullMQ moveToFinished lock token",
+			Source: "Temporal: RespondActivityTaskCompleted refuses a task token whose attempt differs; Hatchet: ReleaseTasks drops a stale retry_count; BullMQ: moveToFinished.lua checks the lock token",
 			Broken: noFence,
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -97,6 +98,7 @@ type Violation struct {
 	Invariant string  `json:"invariant"`
 	Text      string  `json:"text"`
 	Guards    []Guard `json:"guards"`
+	Op        string  `json:"op,omitempty"` // for a stale write: the history op that landed
 }
 
 // The invariants a correct build keeps. Each names what Check looks for.
@@ -154,13 +156,13 @@ func Check(history []HistoryRecord, decisions []DecisionRecord, held *Held) []Vi
 				add("lease:"+h.App, Violation{InvLeaseRespected, fmt.Sprintf(
 					"%s claimed job %d while %s's lease still had %v to run on the database clock: two workers held the job at once.",
 					upperFirst(worker(h.Worker())), h.JobID, prev, h.OldLeaseUntil.Sub(h.At).Round(time.Millisecond)),
-					[]Guard{DBClock}})
+					[]Guard{DBClock}, ""})
 			}
 			if last != nil && h.NewEpoch <= last.NewEpoch {
 				add("epoch:"+h.App, Violation{InvEpochUnique, fmt.Sprintf(
 					"%s's claim holds epoch %d, no newer than %s's epoch %d: two owners shared one fencing token.",
 					upperFirst(worker(h.Worker())), h.NewEpoch, worker(last.Worker()), last.NewEpoch),
-					[]Guard{EpochIncrement}})
+					[]Guard{EpochIncrement}, ""})
 			}
 			last = h
 		case "renew", "complete", "fail", "retry":
@@ -168,7 +170,7 @@ func Check(history []HistoryRecord, decisions []DecisionRecord, held *Held) []Vi
 				add("stale:"+h.App+":"+h.Op, Violation{InvStaleWrite, fmt.Sprintf(
 					"%s's late %s landed after %s had claimed job %d at epoch %d: a write from a lost lease got through.",
 					upperFirst(worker(h.Worker())), opWords(h.Op), worker(last.Worker()), h.JobID, last.NewEpoch),
-					[]Guard{StatusCheck, OwnerCheck, EpochCheck, EpochIncrement}})
+					[]Guard{StatusCheck, OwnerCheck, EpochCheck, EpochIncrement}, h.Op})
 			}
 		}
 	}
@@ -181,7 +183,7 @@ func Check(history []HistoryRecord, decisions []DecisionRecord, held *Held) []Vi
 			}
 			add("backwards:"+d.Owner, Violation{InvReceiverMonotonic, fmt.Sprintf(
 				"The receiver accepted epoch %d from %s after it held epoch %d: it went backwards.",
-				d.Epoch, worker(ResultFrom(d.Payload)), prev), []Guard{ReceiverCheck}})
+				d.Epoch, worker(ResultFrom(d.Payload)), prev), []Guard{ReceiverCheck}, ""})
 		}
 	}
 	if last == nil {
@@ -194,18 +196,41 @@ func Check(history []HistoryRecord, decisions []DecisionRecord, held *Held) []Vi
 			if from := ResultFrom(end.Result); from != owner {
 				add("row", Violation{InvRowLastOwner, fmt.Sprintf(
 					"The row ends with %s's result, but %s was the job's last owner (epoch %d).",
-					worker(from), worker(owner), last.NewEpoch), []Guard{StatusCheck, OwnerCheck, EpochCheck, EpochIncrement}})
+					worker(from), worker(owner), last.NewEpoch), []Guard{StatusCheck, OwnerCheck, EpochCheck, EpochIncrement}, ""})
 			}
 		}
 		if end.NewStatus == string(StatusDone) && held != nil {
 			if from := ResultFrom(held.Payload); from != owner {
 				add("receiver", Violation{InvReceiverLastOwner, fmt.Sprintf(
 					"The receiver ends with %s's payload (epoch %d), but %s was the job's last owner (epoch %d).",
-					worker(from), held.Epoch, worker(owner), last.NewEpoch), []Guard{ReceiverCheck, EpochIncrement}})
+					worker(from), held.Epoch, worker(owner), last.NewEpoch), []Guard{ReceiverCheck, EpochIncrement}, ""})
 			}
 		}
 	}
 	return out
+}
+
+// rank orders violations by how plainly they show: a late commit that
+// landed first, a quiet reuse of the token or a late heartbeat last.
+func (v Violation) rank() int {
+	switch v.Invariant {
+	case InvStaleWrite:
+		if v.Op == "renew" {
+			return 6
+		}
+		return 0
+	case InvRowLastOwner:
+		return 1
+	case InvReceiverLastOwner:
+		return 2
+	case InvReceiverMonotonic:
+		return 3
+	case InvLeaseRespected:
+		return 4
+	case InvEpochUnique:
+		return 5
+	}
+	return 7
 }
 
 func upperFirst(s string) string {
@@ -330,8 +355,9 @@ func Evaluate(ctx context.Context, q *Queue, r *Receiver, in EvaluateInput) (Out
 
 	vs := Check(history, decisions, held)
 	if job.Status != StatusDone {
-		vs = append(vs, Violation{InvFinished, fmt.Sprintf("The job did not finish: it ends %s.", job.Status), nil})
+		vs = append(vs, Violation{InvFinished, fmt.Sprintf("The job did not finish: it ends %s.", job.Status), nil, ""})
 	}
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].rank() < vs[j].rank() })
 	because := map[Guard]bool{}
 	for _, v := range vs {
 		o.Violations = append(o.Violations, v.Text)
@@ -347,11 +373,11 @@ func Evaluate(ctx context.Context, q *Queue, r *Receiver, in EvaluateInput) (Out
 		}
 	}
 	o.Safe = len(vs) == 0
-	o.Verdict = verdict(o)
+	o.Verdict = verdict(o, len(vs) > 0 && vs[0].Invariant == InvStaleWrite && in.Config.SameIdentity && !in.Config.Broken.On(EpochCheck))
 	return o, nil
 }
 
-func verdict(o Outcome) string {
+func verdict(o Outcome, sameName bool) string {
 	if o.Safe {
 		who := worker(o.Final.ResultFrom)
 		s := fmt.Sprintf("Safe: the job ended done at epoch %d with %s's result in the row and at the receiver", o.Final.Epoch, who)
@@ -366,6 +392,9 @@ func verdict(o Outcome) string {
 		s += ", because " + guardList(o.Because) + " was off"
 		if len(o.Because) > 1 {
 			s = strings.TrimSuffix(s, " was off") + " were off"
+		}
+		if sameName {
+			s += " and both workers had the same name, so the owner check could not tell them apart"
 		}
 	}
 	if n := len(o.Violations) - 1; n > 0 {

@@ -18,8 +18,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -46,7 +48,7 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue), errors.As(err, &we):
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, strings.ReplaceAll(err.Error(), engine.ErrInvalidInput.Error()+": ", ""))
 		return 2
 	}
 	fmt.Fprintln(stderr, "fencelab:", err)
@@ -101,7 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fencelab "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	fs.Usage = func() {} // a parse error is one line, printed by exitCode
+	helpText[fs] = func() {
 		fmt.Fprintf(stderr, "Usage: fencelab %s [flags]\n\n%s\n\nFlags:\n", name, summary)
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
@@ -110,14 +113,17 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// helpText holds each flag set's --help printer.
+var helpText = map[*flag.FlagSet]func(){}
+
 // parse parses flags and turns every problem into one usage line.
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			helpText[fs]()
 			return err
 		}
-		return usagef("%s: %v", fs.Name(), err)
+		return usagef("%s: %s", fs.Name(), strings.ReplaceAll(err.Error(), engine.ErrInvalidInput.Error()+": ", ""))
 	}
 	if fs.NArg() > 0 {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -177,6 +177,9 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if *ordering == "" {
 		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, crash-before-commit or clock-skew)")
 	}
+	if *lease <= 0 {
+		return usagef("fencelab run: --lease %v must be positive", *lease)
+	}
 	if *style != "" {
 		st, err := engine.StyleByName(*style)
 		if err != nil {

@@ -8,7 +8,3 @@ import (
 func serveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return usagef("fencelab serve: the playground server is not built yet (it comes with the server issue); for now run: fencelab run --ordering zombie-first")
 }
-
-func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return usagef("fencelab bench: not built yet")
-}

@@ -45,10 +45,13 @@ var (
 // prints ErrNoBinaries's line to stderr and exits 1. SIGINT and SIGTERM stop
 // the cluster before exiting 1; the cluster's watchdog covers SIGKILL.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main without the exit, for a TestMain that has more to clean up:
+//
+//	func TestMain(m *testing.M) { code := pgtest.Run(m); cleanup(); os.Exit(code) }
+func Run(m *testing.M) int {
 	flag.Parse() // for testing.Verbose
 	var logf func(string, ...any)
 	if testing.Verbose() {

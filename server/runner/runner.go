@@ -44,6 +44,7 @@ type workerState struct {
 	proc      *supervisor.Proc
 	ready     bool
 	waitingAt string // the checkpoint it waits at, "" while busy
+	waits     int    // how many times it has reported waiting at a checkpoint
 	released  bool   // let past a checkpoint while frozen
 	frozen    bool
 	exited    bool
@@ -174,6 +175,7 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
 		w.exited, w.waitingAt = true, ""
 	case e.Kind == engine.KindCheckpoint && e.Outcome == "waiting":
 		w.waitingAt, w.released = e.Name, false
+		w.waits++
 		if e.Name == worker.CheckpointClaim {
 			w.jobID, w.epoch = 0, 0
 		}
@@ -337,20 +339,21 @@ func (r *Run) proceed(ctx context.Context, label, checkpoint string) error {
 	case at != checkpoint:
 		return fmt.Errorf("worker %s waits at %q, not %q", label, at, checkpoint)
 	}
+	// Mark the worker busy before the command goes out: its answer may
+	// arrive before Send returns.
+	r.mu.Lock()
+	w.waitingAt = ""
+	w.released = frozen
+	before := w.waits
+	r.mu.Unlock()
 	if err := w.proc.Send(worker.Command{Cmd: "proceed", Checkpoint: checkpoint}); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	w.waitingAt = ""
-	if frozen {
-		w.released = true
-	}
-	r.mu.Unlock()
 	if frozen {
 		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s is frozen: it will go on as soon as it wakes.", label))
 		return nil
 	}
-	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waitingAt != "" })
+	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waits > before })
 }
 
 func (r *Run) freeze(ctx context.Context, label string, release bool) error {

@@ -123,7 +123,8 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.BoolVar(&c.Step, "step", false, "wait at each checkpoint (claim, deliver, commit) for a command on stdin")
 	fs.BoolVar(&c.UntilEmpty, "until-empty", false, "exit when no job is claimable")
 	fs.IntVar(&c.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
-	fs.Usage = func() {
+	fs.Usage = func() {} // a parse error is one line, printed by the caller
+	help := func() {
 		fmt.Fprintf(stderr, "Usage: fencelab worker [flags]\n\nOne worker process: claims jobs, calls the receiver, commits; one JSON event per line on stdout;\nin --step mode it obeys JSON-line commands on stdin: {\"cmd\":\"proceed\"}, {\"cmd\":\"fail\"}, {\"cmd\":\"stop\"}.\n\nFlags:\n")
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
@@ -131,10 +132,10 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			help()
 			return c, err
 		}
-		return c, &UsageError{"fencelab worker: " + err.Error()}
+		return c, &UsageError{"fencelab worker: " + strings.ReplaceAll(err.Error(), engine.ErrInvalidInput.Error()+": ", "")}
 	}
 	if fs.NArg() > 0 {
 		return c, &UsageError{fmt.Sprintf("fencelab worker: unexpected argument %q", fs.Arg(0))}

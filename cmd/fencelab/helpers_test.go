@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/pgtest"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds the fencelab binary once per test run: the tests drive it
+// as a black box, as a person or the CI would.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "fencelab-bin-*")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "fencelab")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// fencelab runs the binary to completion with DATABASE_URL pointing at the
+// test cluster (unless env overrides it) and returns stdout, stderr and the
+// exit code.
+func fencelab(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("fencelab %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// runJSON runs `fencelab run --json` in fresh schemas and decodes the outcome.
+func runJSON(t *testing.T, args ...string) (engine.Outcome, error) {
+	jobs, recv := pgtest.Schema(t), pgtest.Schema(t)
+	args = append([]string{"run", "--json", "--lease", "300ms", "--schema", jobs, "--receiver-schema", recv}, args...)
+	stdout, stderr, code := fencelab(t, nil, args...)
+	var o engine.Outcome
+	if code != 0 {
+		return o, fmt.Errorf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
+		return o, fmt.Errorf("fencelab %s: stdout is not one JSON outcome: %v\n%s", strings.Join(args, " "), err, stdout)
+	}
+	return o, nil
+}
+
+// marker is an environment variable whose value is unique to one test;
+// every process started under it inherits it, which is how the leak checks
+// find what a test started, whoever its parent is now.
+func marker(t *testing.T) string {
+	return fmt.Sprintf("FENCELAB_TEST_MARK=%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+}
+
+// marked lists the live (not zombie) processes whose environment holds m.
+// Postgres, started as another user, is found by its data folder instead.
+func marked(t *testing.T, m string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(env, []byte(m+"\x00")) {
+			continue
+		}
+		if st := procState(pid); st != 0 && st != 'Z' && st != 'X' {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+	}
+	return out
+}
+
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+// eventually polls cond every 20ms until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not true after %v: %s", what, timeout, last)
+}
+
+// started is a fencelab process running in the background whose stderr
+// lines can be waited for.
+type started struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	seen  chan struct{}
+	done  chan struct{}
+}
+
+func start(t *testing.T, env []string, args ...string) *started {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &started{cmd: cmd, seen: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			close(s.seen)
+			s.seen = make(chan struct{})
+			s.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-s.done
+	})
+	return s
+}
+
+// waitLine waits until a stderr line contains want.
+func (s *started) waitLine(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		for _, l := range s.lines {
+			if strings.Contains(l, want) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		ch := s.seen
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-s.done:
+			t.Fatalf("process exited before printing %q; stderr:\n%s", want, strings.Join(s.lines, "\n"))
+		case <-deadline:
+			t.Fatalf("no line with %q after %v; stderr:\n%s", want, timeout, strings.Join(s.lines, "\n"))
+		}
+	}
+}

@@ -1,0 +1,211 @@
+// Package bench measures the fenced claim→complete cycle: N workers, each
+// claiming a job and completing it by compare-and-set, until the queue is
+// empty. Beside it, in the same run, it measures the database's own ceiling
+// for the very same two statements with pgbench, which ships with
+// PostgreSQL, so the figure that matters is a ratio, not a number that
+// depends on how busy the machine is.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Result is one measurement.
+type Result struct {
+	Name    string        `json:"name"`
+	Workers int           `json:"workers"`
+	Jobs    int           `json:"jobs"`
+	Elapsed time.Duration `json:"elapsed"`
+}
+
+// PerSecond returns jobs per second.
+func (r Result) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Jobs) / r.Elapsed.Seconds()
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%-28s %3d workers  %7d jobs  %8.0f jobs/s", r.Name, r.Workers, r.Jobs, r.PerSecond())
+}
+
+// Fill empties the jobs table and inserts n pending jobs in one statement.
+func Fill(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
+	t := pgx.Identifier{schema, "jobs"}.Sanitize()
+	if _, err := pool.Exec(ctx, "TRUNCATE "+t); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i`, t), n); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+t); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	return nil
+}
+
+// Cycle runs workers goroutines, each with its own connection, through the
+// engine's fenced cycle until no job is claimable, and times it. The jobs
+// must be in place (Fill).
+func Cycle(ctx context.Context, pool *pgxpool.Pool, schema string, workers, jobs int) (Result, error) {
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: schema})
+	if err != nil {
+		return Result{}, err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	var mu sync.Mutex
+	done := 0
+	start := time.Now()
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("bench-%d", i)
+			n := 0
+			for {
+				c, err := q.Claim(ctx, owner, time.Minute)
+				if errors.Is(err, engine.ErrNoJob) {
+					break
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := q.Complete(ctx, c, []byte(`{"ok": true}`)); err != nil {
+					errs <- err
+					return
+				}
+				n++
+			}
+			mu.Lock()
+			done += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, fmt.Errorf("cycle: %w", err)
+	}
+	if done != jobs {
+		return Result{}, fmt.Errorf("cycle: %d jobs done, want %d", done, jobs)
+	}
+	return Result{Name: "fencelab engine (Go, pgx)", Workers: workers, Jobs: done, Elapsed: elapsed}, nil
+}
+
+// FindPGBench looks for pgbench on PATH and beside the server binaries.
+func FindPGBench() (string, error) {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	for _, pattern := range []string{"/usr/lib/postgresql/*/bin/pgbench", "/usr/pgsql-*/bin/pgbench", "/usr/local/pgsql/bin/pgbench", "/opt/homebrew/bin/pgbench"} {
+		m, _ := filepath.Glob(pattern)
+		if len(m) > 0 {
+			return m[len(m)-1], nil
+		}
+	}
+	return "", errors.New("pgbench not found: it ships with PostgreSQL (Debian: apt-get install postgresql-contrib)")
+}
+
+// Script returns a pgbench script of the engine's own claim and fenced
+// complete statements, with the arguments written in: the claim's
+// RETURNING gives the id and epoch the complete compares against.
+func Script(schema string) string {
+	const jobID, epoch = 987654321, 123456789 // sentinels, replaced by pgbench variables
+	claim := engine.JobClaim(schema, 0, "pgbench", time.Minute, time.Time{})
+	complete := engine.JobComplete(schema, 0, jobID, "pgbench", epoch, []byte(`{"ok": true}`))
+	sub := func(arg any) string {
+		switch v := arg.(type) {
+		case string:
+			if v == "pgbench" {
+				return "'pgbench-' || :client_id"
+			}
+			return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case int64:
+			switch v {
+			case jobID:
+				return ":id"
+			case epoch:
+				return ":epoch"
+			}
+		}
+		return "'1 minute'" // the lease interval
+	}
+	return oneLine(inline(claim, sub)) + " \\gset\n" + oneLine(inline(complete, sub)) + ";\n"
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+// inline writes a statement's arguments into its text.
+func inline(st engine.Statement, sub func(any) string) string {
+	return placeholder.ReplaceAllStringFunc(st.SQL, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
+		return sub(st.Args[n-1])
+	})
+}
+
+// oneLine joins a statement's lines: pgbench reads one command per line.
+func oneLine(sql string) string {
+	var parts []string
+	for _, l := range strings.Split(sql, "\n") {
+		if i := strings.Index(l, "--"); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// PGBench runs the same claim and complete through pgbench with clients
+// connections and prepared statements, one transaction per job. The jobs
+// must be in place (Fill) and number exactly clients × perClient.
+func PGBench(ctx context.Context, pgbench, dsn, schema string, clients, perClient int) (Result, error) {
+	dir, err := os.MkdirTemp("", "fencelab-bench-*")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "cycle.sql")
+	if err := os.WriteFile(script, []byte(Script(schema)), 0o644); err != nil {
+		return Result{}, err
+	}
+	cmd := exec.CommandContext(ctx, pgbench, "--no-vacuum", "--protocol=prepared",
+		"--client", strconv.Itoa(clients), "--jobs", strconv.Itoa(clients),
+		"--transactions", strconv.Itoa(perClient), "--file", script, dsn)
+	cmd.Dir = dir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	elapsed := time.Since(start)
+	if err != nil {
+		return Result{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+	}
+	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil && string(m[1]) != "0" {
+		return Result{}, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out)
+	}
+	// pgbench's own figure excludes its connection set-up; use it when present.
+	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
+		if tps, err := strconv.ParseFloat(string(m[1]), 64); err == nil && tps > 0 {
+			elapsed = time.Duration(float64(clients*perClient) / tps * float64(time.Second))
+		}
+	}
+	return Result{Name: "pgbench, same statements", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+}
