@@ -22,17 +22,17 @@
 //
 // # State model
 //
-//	            claim (epoch+1)                 complete (CAS owner, epoch)
-//	  pending ───────────────────▶ running ─────────────────────────────▶ done
-//	     ▲                          │  │ ▲
-//	     │  fail, attempts left     │  │ │ renew (CAS owner, epoch):
-//	     └──────────────────────────┘  │ │ lease_until = now() + lease
-//	                                   │ └───┐
-//	                                   │     │ lease_until < now():
-//	        fail, no attempts left     │     │ claimable again, and the next
-//	  failed ◀─────────────────────────┘     │ claim bumps the epoch
-//	                                         ▼
-//	                          running (new owner, epoch+1)
+//	          claim (epoch+1)                 complete (CAS owner, epoch)
+//	pending ───────────────────▶ running ─────────────────────────────▶ done
+//	   ▲                          │  │ ▲
+//	   │  fail, attempts left     │  │ │ renew (CAS owner, epoch):
+//	   └──────────────────────────┘  │ │ lease_until = now() + lease
+//	                                 │ └───┐
+//	                                 │     │ lease_until < now():
+//	      fail, no attempts left     │     │ claimable again, and the next
+//	failed ◀─────────────────────────┘     │ claim bumps the epoch
+//	                                       ▼
+//	                        running (new owner, epoch+1)
 //
 // A running job whose lease has run out on the database clock is as
 // claimable as a pending one. Claiming it does not tell the old owner: the

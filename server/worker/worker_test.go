@@ -132,7 +132,9 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 		}
 	}
 	waiting := func(cp string) func(engine.Event) bool {
-		return func(e engine.Event) bool { return e.Kind == engine.KindCheckpoint && e.Name == cp && e.Outcome == "waiting" }
+		return func(e engine.Event) bool {
+			return e.Kind == engine.KindCheckpoint && e.Name == cp && e.Outcome == "waiting"
+		}
 	}
 	badCommand := func(e engine.Event) bool { return e.Outcome == "bad-command" }
 
