@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,41 +100,9 @@ func marker(t *testing.T) string {
 }
 
 // marked lists the live (not zombie) processes whose environment holds m.
-// Postgres, started as another user, is found by its data folder instead.
 func marked(t *testing.T, m string) []string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("read /proc: %v", err)
-	}
-	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, []byte(m+"\x00")) {
-			continue
-		}
-		if st := procState(pid); st != 0 && st != 'Z' && st != 'X' {
-			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-		}
-	}
-	return out
-}
-
-func procState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return pgtest.Marked(m)
 }
 
 // eventually polls cond every 20ms until it holds or the timeout passes.

@@ -9,6 +9,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +18,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -53,6 +56,10 @@ func Main(m *testing.M) {
 //	func TestMain(m *testing.M) { code := pgtest.Run(m); cleanup(); os.Exit(code) }
 func Run(m *testing.M) int {
 	flag.Parse() // for testing.Verbose
+	// Every process the tests start inherits this mark, whoever its parent
+	// is later; once the suite is over, none of them may still be alive.
+	mark := fmt.Sprintf("%s=%d-%d", suiteMarkEnv, os.Getpid(), time.Now().UnixNano())
+	os.Setenv(suiteMarkEnv, mark[len(suiteMarkEnv)+1:])
 	var logf func(string, ...any)
 	if testing.Verbose() {
 		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -113,7 +120,72 @@ func Run(m *testing.M) int {
 			code = 1
 		}
 	}
+	if left := waitNoLeaks(mark, 10*time.Second); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "pgtest: processes started by this test binary are still running after the suite:\n  %s\n",
+			strings.Join(left, "\n  "))
+		if code == 0 {
+			code = 1
+		}
+	}
 	return code
+}
+
+// suiteMarkEnv names the environment variable that marks every process a
+// test binary starts, so the leak check can find them.
+const suiteMarkEnv = "FENCELAB_TEST_SUITE"
+
+// waitNoLeaks waits up to timeout for every live process whose
+// environment holds mark (other than this one) to exit, and returns those
+// still alive. Zombies count as gone: they hold nothing but a pid.
+func waitNoLeaks(mark string, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := Marked(mark)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Marked lists the live processes (not zombies) whose environment contains
+// the exact entry mark ("NAME=value"), as "pid N (state): command line".
+// /proc/PID/environ is the environment the process started with.
+func Marked(mark string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil // no /proc: nothing to check with
+	}
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+mark+"\x00")) {
+			continue
+		}
+		st := procState(pid)
+		if st == 0 || st == 'Z' || st == 'X' {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))))
+	}
+	return out
+}
+
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 // closePool closes the shared pool, giving up after a few seconds: Close
