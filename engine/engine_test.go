@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -715,4 +716,130 @@ func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 	if large > small+3 {
 		t.Fatalf("a claim touches %d buffers with 100,000 finished jobs but %d with 1,000: it scans finished rows", large, small)
 	}
+}
+
+// TestConcurrentClaimers_StallsAndReclaims runs many claimers over many jobs
+// with short leases, some stalling past theirs: every job ends done, each
+// claim holds a newer epoch than the one before, no write from a lost lease
+// lands, and the receiver ends on each job's last owner.
+func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	r := e.receiver(0)
+	const jobs, claimers = 120, 8
+	const lease = 40 * time.Millisecond
+	e.insert(q, jobs)
+	var fenced, stale atomicCount
+	errs := make(chan error, claimers)
+	for i := range claimers {
+		owner := fmt.Sprint("w", i)
+		// Each claimer has its own connection, named as a worker's is, so
+		// the history records who wrote what, as it does for processes.
+		cfg, _ := pgxpool.ParseConfig(pgtest.DSN(t))
+		cfg.MaxConns = 1
+		cfg.ConnConfig.RuntimeParams["application_name"] = engine.AppName(owner)
+		pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: e.schemas.Jobs})
+		go func() {
+			n := 0
+			for {
+				c, err := q.Claim(e.ctx, owner, lease)
+				if errors.Is(err, engine.ErrNoJob) {
+					// Nothing claimable: done only if every job is finished.
+					var left int
+					if err := e.pool.QueryRow(e.ctx, fmt.Sprintf("SELECT count(*) FROM %s.jobs WHERE status <> 'done'",
+						pgx.Identifier{e.schemas.Jobs}.Sanitize())).Scan(&left); err != nil {
+						errs <- err
+						return
+					}
+					if left == 0 {
+						errs <- nil
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				n++
+				if (c.JobID+int64(n))%4 == 0 && c.Attempt == 1 {
+					time.Sleep(2 * lease) // a stall past the lease: no renewals
+				}
+				// Work in slices of a third of the lease, renewing after each,
+				// for a length that varies by job: a woken zombie may commit
+				// while the new owner is still at work, or after it is done.
+				for range (c.JobID*7 + int64(i)) % 7 {
+					time.Sleep(lease / 3)
+					if _, err := q.Renew(e.ctx, c, lease); err != nil && !errors.Is(err, engine.ErrFenced) {
+						errs <- err
+						return
+					}
+				}
+				payload, _ := json.Marshal(engine.Result{Worker: owner})
+				if _, err := r.Deliver(e.ctx, engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: owner, Payload: payload}); errors.Is(err, engine.ErrStale) {
+					stale.add()
+				} else if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := q.Complete(e.ctx, c, payload); errors.Is(err, engine.ErrFenced) {
+					fenced.add()
+				} else if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range claimers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := q.List(e.ctx, jobs+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reclaimed := 0
+	for _, j := range all {
+		if j.Status != engine.StatusDone {
+			t.Errorf("job %d ends %s", j.ID, j.Status)
+		}
+		if j.Attempts > 1 {
+			reclaimed++
+		}
+		h, _ := q.History(e.ctx, j.ID)
+		ds, _ := r.Decisions(e.ctx, j.ID)
+		held, err := r.Get(e.ctx, j.ID)
+		if err != nil {
+			t.Errorf("job %d: %v", j.ID, err)
+			continue
+		}
+		if vs := engine.Check(h, ds, &held); len(vs) > 0 {
+			t.Errorf("job %d broke invariants: %+v", j.ID, vs)
+		}
+	}
+	t.Logf("%d jobs, %d reclaimed after a stall, %d late commits fenced, %d late deliveries refused", len(all), reclaimed, fenced.get(), stale.get())
+	if reclaimed == 0 || fenced.get() == 0 {
+		t.Fatalf("the test did not exercise what it guards: %d reclaims, %d fenced commits", reclaimed, fenced.get())
+	}
+}
+
+type atomicCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *atomicCount) add() { a.mu.Lock(); a.n++; a.mu.Unlock() }
+func (a *atomicCount) get() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
 }
