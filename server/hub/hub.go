@@ -1,0 +1,211 @@
+// Package hub is a session's event log: it gives every event its sequence
+// number, keeps it, and fans it out to subscribers (WebSocket clients)
+// without ever waiting on one. A subscriber that falls behind is dropped,
+// not waited for; it reconnects and resumes from the last sequence number
+// it saw, and Subscribe hands it exactly the events after that one — no
+// gap and no duplicate — because the backlog is read and the subscription
+// registered under one lock.
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// Entry is one event as the log keeps it: the event, and its frame — the
+// JSON message sent to every socket, encoded once however many there are.
+type Entry struct {
+	Event engine.Event
+	Frame []byte // {"type":"event","event":{...}}
+}
+
+// Errors a subscription ends with.
+var (
+	ErrSlow   = errors.New("the subscriber fell too far behind; reconnect with the last sequence number seen")
+	ErrClosed = errors.New("the log is closed")
+	ErrGone   = errors.New("the events after that sequence number are no longer kept; reload")
+)
+
+// Log is one session's events. It is safe for concurrent use; Append never
+// blocks on a subscriber.
+type Log struct {
+	mu      sync.Mutex
+	entries []*Entry // entries[i].Event.Seq == first+i
+	first   int64
+	next    int64
+	max     int
+	subBuf  int
+	subs    map[*Sub]struct{}
+	closed  bool
+}
+
+// Config sizes a Log.
+type Config struct {
+	// MaxEvents is how many events are kept; older ones are dropped from
+	// the front. Default 100,000.
+	MaxEvents int
+	// SubscriberBuffer is how many events a subscriber may be behind before
+	// it is dropped. Default 1,024.
+	SubscriberBuffer int
+}
+
+// New returns an empty log; the first event gets sequence number 1.
+func New(cfg Config) *Log {
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = 100_000
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = 1024
+	}
+	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}}
+}
+
+// Append numbers e, keeps it and hands it to every subscriber. A
+// subscriber whose buffer is full is dropped with ErrSlow. It returns the
+// numbered event.
+func (l *Log) Append(e engine.Event) engine.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return e
+	}
+	e.Seq = l.next
+	l.next++
+	ev, _ := json.Marshal(e) // an Event always encodes
+	frame := make([]byte, 0, len(ev)+28)
+	frame = append(frame, `{"type":"event","event":`...)
+	frame = append(frame, ev...)
+	frame = append(frame, '}')
+	en := &Entry{Event: e, Frame: frame}
+	l.entries = append(l.entries, en)
+	if over := len(l.entries) - l.max; over > 0 {
+		clear(l.entries[:over])
+		l.entries = l.entries[over:]
+		l.first += int64(over)
+	}
+	for s := range l.subs {
+		select {
+		case s.c <- en:
+		default:
+			l.drop(s, ErrSlow)
+		}
+	}
+	return e
+}
+
+// drop ends a subscription; l.mu must be held.
+func (l *Log) drop(s *Sub, why error) {
+	if _, ok := l.subs[s]; !ok {
+		return
+	}
+	delete(l.subs, s)
+	s.err = why
+	close(s.c)
+}
+
+// LastSeq returns the sequence number of the newest event, or 0.
+func (l *Log) LastSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// Since returns the kept events with a sequence number above after, of the
+// given run ("" for all runs), at most limit of them (0: no limit). It
+// returns ErrGone when events after `after` have been dropped already.
+func (l *Log) Since(after int64, run string, limit int) ([]engine.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if after+1 < l.first {
+		return nil, ErrGone
+	}
+	var out []engine.Event
+	for _, en := range l.entries[l.index(after):] {
+		if run != "" && en.Event.Run != run {
+			continue
+		}
+		out = append(out, en.Event)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// index returns where the first event after seq is in l.entries.
+func (l *Log) index(after int64) int {
+	i := after + 1 - l.first
+	switch {
+	case i < 0:
+		return 0
+	case i > int64(len(l.entries)):
+		return len(l.entries)
+	}
+	return int(i)
+}
+
+// Sub is one subscriber: C delivers every event after the backlog it was
+// given, in order, until the subscription ends. Err then says why.
+type Sub struct {
+	C   <-chan *Entry
+	c   chan *Entry
+	log *Log
+	err error
+}
+
+// Subscribe registers a subscriber for every event after the sequence
+// number after, and returns the backlog — the kept events after it — to
+// send first. Nothing is missed and nothing repeated between the backlog
+// and C.
+func (l *Log) Subscribe(after int64) (*Sub, []*Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, nil, ErrClosed
+	}
+	if after < 0 || after > l.next-1 {
+		after = l.next - 1 // a client from the future (an old server's log) starts afresh from now
+	}
+	if after+1 < l.first {
+		return nil, nil, ErrGone
+	}
+	backlog := append([]*Entry(nil), l.entries[l.index(after):]...)
+	s := &Sub{c: make(chan *Entry, l.subBuf), log: l}
+	s.C = s.c
+	l.subs[s] = struct{}{}
+	return s, backlog, nil
+}
+
+// Close ends the subscription. Safe to call more than once.
+func (s *Sub) Close() {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	s.log.drop(s, ErrClosed)
+}
+
+// Err says why the subscription ended, once C is closed.
+func (s *Sub) Err() error {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	return s.err
+}
+
+// Subscribers returns how many subscribers the log has.
+func (l *Log) Subscribers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.subs)
+}
+
+// Close ends every subscription with ErrClosed; later appends are ignored.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	for s := range l.subs {
+		l.drop(s, ErrClosed)
+	}
+}

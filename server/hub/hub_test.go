@@ -1,0 +1,175 @@
+package hub_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/hub"
+)
+
+func ev(i int) engine.Event { return engine.Event{Kind: engine.KindNote, Text: fmt.Sprint(i), Run: "r1"} }
+
+func TestLog_NumbersKeepsAndFiltersEvents(t *testing.T) {
+	l := hub.New(hub.Config{})
+	for i := range 5 {
+		if e := l.Append(ev(i)); e.Seq != int64(i+1) {
+			t.Fatalf("event %d got seq %d", i, e.Seq)
+		}
+	}
+	l.Append(engine.Event{Kind: engine.KindNote, Run: "r2"})
+	got, err := l.Since(2, "r1", 0)
+	if err != nil || len(got) != 3 || got[0].Seq != 3 {
+		t.Fatalf("Since(2, r1) = %v, %v", got, err)
+	}
+	if got, _ := l.Since(0, "", 2); len(got) != 2 {
+		t.Fatalf("limit ignored: %d", len(got))
+	}
+	if got, _ := l.Since(6, "", 0); len(got) != 0 {
+		t.Fatalf("Since(last) = %v", got)
+	}
+}
+
+func TestLog_DropsOldEventsAndSaysSo(t *testing.T) {
+	l := hub.New(hub.Config{MaxEvents: 3})
+	for i := range 10 {
+		l.Append(ev(i))
+	}
+	if _, err := l.Since(2, "", 0); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("Since a dropped seq = %v, want ErrGone", err)
+	}
+	if got, err := l.Since(7, "", 0); err != nil || len(got) != 3 || got[0].Seq != 8 {
+		t.Fatalf("Since(7) = %v, %v", got, err)
+	}
+	if _, _, err := l.Subscribe(1); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("Subscribe to dropped events = %v", err)
+	}
+}
+
+// TestLog_ResumeHasNoGapAndNoDuplicate appends from several goroutines
+// while subscribers come and go, resuming from the last seq they saw; each
+// must see every number exactly once, in order.
+func TestLog_ResumeHasNoGapAndNoDuplicate(t *testing.T) {
+	l := hub.New(hub.Config{SubscriberBuffer: 4}) // tiny: subscribers get dropped often
+	const writers, each = 4, 2000
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				l.Append(ev(i))
+			}
+		}()
+	}
+	results := make(chan []int64, 3)
+	for range 3 {
+		go func() {
+			var seen []int64
+			last := int64(0)
+			for last < writers*each {
+				s, backlog, err := l.Subscribe(last)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				for _, en := range backlog {
+					seen = append(seen, en.Event.Seq)
+					last = en.Event.Seq
+				}
+				for last < writers*each {
+					en, ok := <-s.C
+					if !ok {
+						break // dropped as slow: resume
+					}
+					seen = append(seen, en.Event.Seq)
+					last = en.Event.Seq
+					if len(seen)%97 == 0 {
+						break // drop the socket now and then
+					}
+				}
+				s.Close()
+			}
+			results <- seen
+		}()
+	}
+	wg.Wait()
+	for range 3 {
+		seen := <-results
+		for i, s := range seen {
+			if s != int64(i+1) {
+				t.Fatalf("subscriber saw seq %d at position %d: a gap or a duplicate", s, i)
+			}
+		}
+		if len(seen) != writers*each {
+			t.Fatalf("subscriber saw %d events, want %d", len(seen), writers*each)
+		}
+	}
+}
+
+func TestLog_SlowSubscriberIsDroppedOthersKeepUp(t *testing.T) {
+	l := hub.New(hub.Config{SubscriberBuffer: 8})
+	slow, _, _ := l.Subscribe(0)
+	fast, _, _ := l.Subscribe(0)
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for range fast.C {
+			n++
+			if n == 100 {
+				break
+			}
+		}
+		got <- n
+	}()
+	for i := range 100 {
+		l.Append(ev(i))
+	}
+	if n := <-got; n != 100 {
+		t.Fatalf("fast subscriber got %d of 100", n)
+	}
+	n := 0
+	for range slow.C {
+		n++
+	}
+	if n != 8 || !errors.Is(slow.Err(), hub.ErrSlow) {
+		t.Fatalf("slow subscriber: %d events then %v; want 8 then ErrSlow", n, slow.Err())
+	}
+	fast.Close()
+	fast.Close()
+	if l.Subscribers() != 0 {
+		t.Fatalf("%d subscribers left", l.Subscribers())
+	}
+}
+
+func TestLog_CloseEndsEverySubscription(t *testing.T) {
+	l := hub.New(hub.Config{})
+	s, _, _ := l.Subscribe(0)
+	l.Close()
+	if _, ok := <-s.C; ok || !errors.Is(s.Err(), hub.ErrClosed) {
+		t.Fatalf("after Close: %v", s.Err())
+	}
+	if _, _, err := l.Subscribe(0); !errors.Is(err, hub.ErrClosed) {
+		t.Fatalf("Subscribe after Close = %v", err)
+	}
+}
+
+// BenchmarkAppend_FanOut measures one Append reaching many subscribers.
+func BenchmarkAppend_FanOut(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprint("subscribers=", n), func(b *testing.B) {
+			l := hub.New(hub.Config{SubscriberBuffer: b.N + 1})
+			for range n {
+				l.Subscribe(0)
+			}
+			e := ev(1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				l.Append(e)
+			}
+		})
+	}
+}
