@@ -24,6 +24,7 @@ const (
 	KindLease      Kind = "lease"      // a lease ran out on the database clock
 	KindStep       Kind = "step"       // the runner began a step of the scenario
 	KindVerdict    Kind = "verdict"    // the outcome of a run, read from the database and the receiver
+	KindRun        Kind = "run"        // a run started, paused, changed pace or ended (its summary in Data)
 	KindNote       Kind = "note"       // anything else worth saying in words
 	KindError      Kind = "error"      // something went wrong that was not a fenced write
 )

@@ -414,3 +414,28 @@ func noRowsOK(err error) error {
 	}
 	return err
 }
+
+// Expired lists the running jobs whose lease has run out on the database
+// clock, with the database time in each Job's DBTime.
+func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
+	st := JobListExpired(q.cfg.Schema)
+	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("expired leases: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var j Job
+		var owner *string
+		if err := rows.Scan(&j.ID, &owner, &j.Epoch, &j.LeaseUntil, &j.DBTime); err != nil {
+			return nil, fmt.Errorf("expired leases: %w", err)
+		}
+		if owner != nil {
+			j.Owner = *owner
+		}
+		j.Status = StatusRunning
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}

@@ -306,7 +306,7 @@ type EvaluateInput struct {
 
 // Evaluate reads the job's row and history and the receiver's state and
 // decisions, and says what happened and whether it was safe.
-func Evaluate(ctx context.Context, q *Queue, r *Receiver, in EvaluateInput) (Outcome, error) {
+func Evaluate(ctx context.Context, q *Queue, r ReceiverView, in EvaluateInput) (Outcome, error) {
 	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity,
 		JobID: in.JobID, Violations: []string{}, Because: []string{}}
 	job, err := q.Get(ctx, in.JobID)
@@ -419,4 +419,78 @@ func lowerFirst(s string) string {
 		return "the " + rest
 	}
 	return s
+}
+
+// JobReport is one job's end in a free-play run.
+type JobReport struct {
+	JobID        int64    `json:"job_id"`
+	Status       Status   `json:"status"`
+	Owner        string   `json:"owner"`
+	Epoch        int64    `json:"epoch"`
+	ResultFrom   string   `json:"result_from"`
+	ReceiverFrom string   `json:"receiver_from"`
+	Claims       int      `json:"claims"`
+	Violations   []string `json:"violations"`
+}
+
+// Report is the outcome of a free-play run: every job, checked.
+type Report struct {
+	Jobs       []JobReport `json:"jobs"`
+	Safe       bool        `json:"safe"`
+	Violations []string    `json:"violations"`
+	Verdict    string      `json:"verdict"`
+}
+
+// ReportJobs checks every job (up to limit) against the invariants, from
+// what Postgres and the receiver recorded. Jobs still in progress are
+// checked too: an invariant broken midway is broken.
+func ReportJobs(ctx context.Context, q *Queue, r ReceiverView, limit int) (Report, error) {
+	rep := Report{Jobs: []JobReport{}, Violations: []string{}}
+	jobs, err := q.List(ctx, limit)
+	if err != nil {
+		return rep, err
+	}
+	done := 0
+	for _, j := range jobs {
+		history, err := q.History(ctx, j.ID)
+		if err != nil {
+			return rep, err
+		}
+		decisions, err := r.Decisions(ctx, j.ID)
+		if err != nil {
+			return rep, err
+		}
+		jr := JobReport{JobID: j.ID, Status: j.Status, Owner: j.Owner, Epoch: j.Epoch, ResultFrom: ResultFrom(j.Result), Violations: []string{}}
+		var held *Held
+		if h, err := r.Get(ctx, j.ID); err == nil {
+			held = &h
+			jr.ReceiverFrom = ResultFrom(h.Payload)
+		}
+		for _, h := range history {
+			if h.Op == "claim" {
+				jr.Claims++
+			}
+		}
+		for _, v := range Check(history, decisions, held) {
+			jr.Violations = append(jr.Violations, v.Text)
+			rep.Violations = append(rep.Violations, v.Text)
+		}
+		if j.Status == StatusDone {
+			done++
+		}
+		rep.Jobs = append(rep.Jobs, jr)
+	}
+	rep.Safe = len(rep.Violations) == 0
+	switch {
+	case len(jobs) == 0:
+		rep.Verdict = "No jobs yet: add one, and some workers."
+	case rep.Safe:
+		rep.Verdict = fmt.Sprintf("Safe so far: %d of %d jobs done, no write from a lost lease landed, and the receiver never went backwards.", done, len(jobs))
+	default:
+		rep.Verdict = "Unsafe: " + lowerFirst(rep.Violations[0])
+		if n := len(rep.Violations) - 1; n > 0 {
+			rep.Verdict = strings.TrimSuffix(rep.Verdict, ".") + fmt.Sprintf(" (and %d more).", n)
+		}
+	}
+	return rep, nil
 }

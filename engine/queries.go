@@ -205,6 +205,22 @@ func JobHistoryList(schema string, jobID int64) Statement {
 	return b.build()
 }
 
+// JobListExpired lists running jobs whose lease has run out on the
+// database clock.
+func JobListExpired(schema string) Statement {
+	b := &builder{name: "JobListExpired"}
+	b.line("SELECT id, owner, epoch, lease_until, now()")
+	b.line("  FROM %s.jobs", ident(schema))
+	b.line(" WHERE status = 'running' AND lease_until < now()")
+	b.line(" ORDER BY id")
+	return b.build()
+}
+
+// ChannelListen subscribes the connection to a schema's row-change channel.
+func ChannelListen(channel string) Statement {
+	return Statement{Name: "ChannelListen", SQL: "LISTEN " + ident(channel)}
+}
+
 // ClockNow reads the database clock.
 func ClockNow() Statement {
 	return Statement{Name: "ClockNow", SQL: "SELECT clock_timestamp()"}
@@ -264,6 +280,35 @@ func SchemaLock() Statement {
 // SchemaDrop drops both schemas of a run.
 func SchemaDrop(s Schemas) Statement {
 	return Statement{Name: "SchemaDrop", SQL: fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", ident(s.Jobs), ident(s.Receiver))}
+}
+
+// SchemaDropOne drops one schema and everything in it.
+func SchemaDropOne(name string) Statement {
+	return Statement{Name: "SchemaDropOne", SQL: "DROP SCHEMA IF EXISTS " + ident(name) + " CASCADE"}
+}
+
+// JobIDRestart makes a jobs schema number its jobs from start, so job ids
+// from different schemas never meet at a shared receiver.
+func JobIDRestart(schema string, start int64) Statement {
+	return Statement{Name: "JobIDRestart", SQL: fmt.Sprintf("ALTER TABLE %s.jobs ALTER COLUMN id RESTART WITH %d", ident(schema), start)}
+}
+
+// InstanceLock holds a server instance's session-level advisory lock for
+// as long as its connection lives: while it is held, the instance's schemas
+// are in use.
+func InstanceLock(key int64) Statement {
+	return Statement{Name: "InstanceLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
+}
+
+// InstanceTryLock takes another instance's lock if nobody holds it: then
+// that instance is gone, and its schemas are left over.
+func InstanceTryLock(key int64) Statement {
+	return Statement{Name: "InstanceTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
+}
+
+// InstanceUnlock gives back a lock taken with InstanceTryLock.
+func InstanceUnlock(key int64) Statement {
+	return Statement{Name: "InstanceUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
 }
 
 // SchemaList lists the schemas whose names start with prefix.

@@ -88,6 +88,13 @@ type DecisionRecord struct {
 	At        time.Time       `json:"at"`
 }
 
+// ReceiverView reads what a receiver holds and decided: a Receiver on the
+// same database, or a standalone receiver's HTTP API.
+type ReceiverView interface {
+	Get(ctx context.Context, jobID int64) (Held, error)
+	Decisions(ctx context.Context, jobID int64) ([]DecisionRecord, error)
+}
+
 // Receiver keeps the rules of the external system that workers call before
 // they commit (rule 4): newest epoch per job wins, older epochs are refused,
 // the same epoch is accepted again. Safe for concurrent use when its DB is.

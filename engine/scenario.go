@@ -17,6 +17,9 @@ const (
 	ZombieFirst       Ordering = "zombie-first"
 	CrashBeforeCommit Ordering = "crash-before-commit"
 	ClockSkew         Ordering = "clock-skew"
+	// FreePlay has no script: a person adds jobs and workers and pauses,
+	// resumes and kills workers at will. Only the playground server runs it.
+	FreePlay Ordering = "free-play"
 )
 
 // Orderings lists every scenario in a stable order.
@@ -24,10 +27,10 @@ func Orderings() []Ordering {
 	return []Ordering{NewOwnerFirst, ZombieFirst, CrashBeforeCommit, ClockSkew}
 }
 
-// ParseOrdering parses a scenario name.
+// ParseOrdering parses a scenario name, free-play included.
 func ParseOrdering(s string) (Ordering, error) {
 	var names []string
-	for _, o := range Orderings() {
+	for _, o := range append(Orderings(), FreePlay) {
 		if string(o) == s {
 			return o, nil
 		}
@@ -47,6 +50,8 @@ func (o Ordering) Title() string {
 		return "a worker dies between its receiver call and its commit"
 	case ClockSkew:
 		return "a worker's own clock runs ahead"
+	case FreePlay:
+		return "free play: add jobs and workers, pause, resume and kill them"
 	}
 	return string(o)
 }
@@ -130,6 +135,8 @@ func Script(o Ordering) (Scenario, error) {
 			{Action: ActDeliver, Worker: NewOwner, Say: "Worker B delivers again, with epoch 2: the receiver accepts the newer epoch."},
 			commitB,
 		}
+	case FreePlay:
+		s.Steps = []Step{}
 	case ClockSkew:
 		s.Steps = []Step{
 			claimA,

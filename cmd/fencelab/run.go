@@ -90,7 +90,7 @@ func openLab(ctx context.Context, getenv func(string) string, log *slog.Logger, 
 	e := receiver.Standalone(&receiver.Handler{
 		ReceiverFunc: receiver.Fixed(rcv),
 		OnDecisionFunc: func(_ echo.Context, d engine.Delivery, rc engine.Receipt, traces []engine.Trace) {
-			emit(receiverEvent(d, rc, traces))
+			emit(receiver.Event(d, rc, traces))
 		},
 	}, log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,38 +114,6 @@ func openLab(ctx context.Context, getenv func(string) string, log *slog.Logger, 
 	l.sup = sup
 	l.closers = append(l.closers, func() { _ = sup.Close() })
 	return l, nil
-}
-
-// receiverEvent says what the receiver decided, with the SQL it ran.
-func receiverEvent(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) engine.Event {
-	from := engine.ResultFrom(d.Payload)
-	e := engine.Event{Kind: engine.KindReceiver, Actor: "receiver", At: rc.DBTime, JobID: d.JobID, Epoch: engine.Int64(d.Epoch),
-		Owner: d.Owner, Outcome: string(rc.Decision)}
-	for _, t := range traces {
-		if t.Name == "ReceiverDeliver" {
-			e.Name, e.SQL, e.Args, e.Rows = t.Name, t.SQL, engine.FormatArgs(t.Args), engine.Int64(t.Rows)
-		}
-	}
-	switch rc.Decision {
-	case engine.AcceptedFirst:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d: the first delivery it has seen.", from, d.Epoch, d.JobID)
-	case engine.AcceptedNewer:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d, superseding epoch %d.", from, d.Epoch, d.JobID, deref(rc.Superseded))
-	case engine.AcceptedSame:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d again: the same epoch, an idempotent retry.", from, d.Epoch, d.JobID)
-	case engine.AcceptedOlder:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's OLDER epoch %d for job %d over epoch %d: it went backwards.", from, d.Epoch, d.JobID, deref(rc.Superseded))
-	case engine.RefusedStale:
-		e.Text = fmt.Sprintf("The receiver refused worker %s's epoch %d for job %d: it already holds epoch %d.", from, d.Epoch, d.JobID, rc.HeldEpoch)
-	}
-	return e
-}
-
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 const runSummary = `Runs one scenario end to end: two real worker processes (the zombie truly
@@ -176,6 +144,9 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if *ordering == "" {
 		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, crash-before-commit or clock-skew)")
+	}
+	if *ordering == string(engine.FreePlay) {
+		return usagef("fencelab run: free play needs a person at the controls: start the playground with fencelab serve")
 	}
 	if *lease <= 0 {
 		return usagef("fencelab run: --lease %v must be positive", *lease)

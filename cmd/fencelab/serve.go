@@ -2,16 +2,165 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/session"
 )
 
-const serveSummary = `The playground server. Not built yet: it comes with the server issue.
-Until then, run a scenario end to end with: fencelab run --ordering zombie-first`
+const serveSummary = `The playground server: sessions of real worker processes on PostgreSQL,
+streamed live over WebSocket, driven through a JSON API (see the README).
+Postgres: DATABASE_URL if set, otherwise a private throwaway cluster.
+On SIGTERM or Ctrl-C it stops every run, kills and reaps every worker,
+drops every session schema and closes every socket within 10 seconds.`
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
 
 func serveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", serveSummary, stderr)
+	defAddr := ":8080"
+	if p := getenv("PORT"); p != "" {
+		defAddr = ":" + p
+	}
+	addr := fs.String("addr", defAddr, "address to listen on ($PORT sets the default port)")
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "a host pattern whose pages may embed this server and open its WebSocket, e.g. blog.example.com or *.example.com (repeatable)")
+	receiverURL := fs.String("receiver-url", "", "a standalone `fencelab receiver` to deliver to instead of the built-in one, e.g. http://127.0.0.1:8081")
+	var lim session.Limits
+	lim.Fill()
+	fs.IntVar(&lim.MaxSessions, "max-sessions", lim.MaxSessions, "sessions at once")
+	fs.IntVar(&lim.MaxRuns, "max-runs", lim.MaxRuns, "runs at once, across all sessions (each holds 2 or more worker processes)")
+	fs.IntVar(&lim.MaxWorkers, "max-workers", lim.MaxWorkers, "live workers in one free-play run")
+	fs.IntVar(&lim.MaxJobs, "max-jobs", lim.MaxJobs, "jobs in one free-play run")
+	fs.DurationVar(&lim.MaxStall, "max-stall", lim.MaxStall, "a worker frozen longer than this is killed")
+	fs.DurationVar(&lim.MaxRunTime, "max-run-time", lim.MaxRunTime, "a run older than this is stopped")
+	fs.DurationVar(&lim.SessionIdle, "session-idle", lim.SessionIdle, "a session unused and unwatched for this long ends")
+	fs.DurationVar(&lim.MinLease, "min-lease", lim.MinLease, "shortest lease a run may ask for")
+	fs.DurationVar(&lim.MaxLease, "max-lease", lim.MaxLease, "longest lease a run may ask for")
+	fs.IntVar(&lim.MaxEvents, "max-events", lim.MaxEvents, "events kept per session")
+	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
+	maxMessage := fs.Int64("max-message", 16<<10, "largest WebSocket message from a client, in bytes")
+	rate := fs.Float64("message-rate", 20, "WebSocket messages a second a client may send")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	return usagef("fencelab serve: the playground server is not built yet (it comes with the server issue); for now run: fencelab run --ordering zombie-first")
+	if err := checkServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, origins); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("fencelab serve: --log-level %q must be debug, info, warn or error", *logLevel)
+	}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return usagef("fencelab serve: --log-format %q must be text or json", *logFormat)
+	}
+	log := slog.New(handler)
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return usagef("fencelab serve: --addr %s: %v", *addr, err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	srv, err := server.New(ctx, server.Config{
+		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: origins,
+		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
+	})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	log.Info("ready", "url", srv.URL(), "in", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "fencelab: playground at %s\n", srv.URL())
+
+	select {
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	log.Info("stopped: runs ended, workers reaped, schemas dropped")
+	return nil
+}
+
+func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int64, rate float64, receiverURL string, origins []string) error {
+	bad := func(format string, a ...any) error { return usagef("fencelab serve: "+format, a...) }
+	switch {
+	case l.MaxSessions < 1 || l.MaxSessions > 100_000:
+		return bad("--max-sessions %d must be between 1 and 100000", l.MaxSessions)
+	case l.MaxRuns < 1 || l.MaxRuns > 1000:
+		return bad("--max-runs %d must be between 1 and 1000", l.MaxRuns)
+	case l.MaxWorkers < 1 || l.MaxWorkers > 26:
+		return bad("--max-workers %d must be between 1 and 26", l.MaxWorkers)
+	case l.MaxJobs < 1 || l.MaxJobs > 10_000:
+		return bad("--max-jobs %d must be between 1 and 10000", l.MaxJobs)
+	case l.MaxStall < time.Second:
+		return bad("--max-stall %v must be at least 1s", l.MaxStall)
+	case l.MaxRunTime < 10*time.Second:
+		return bad("--max-run-time %v must be at least 10s", l.MaxRunTime)
+	case l.SessionIdle < 10*time.Second:
+		return bad("--session-idle %v must be at least 10s", l.SessionIdle)
+	case l.MinLease < engine.MinRunLease || l.MaxLease > engine.MaxRunLease || l.MinLease > l.MaxLease:
+		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, engine.MinRunLease, engine.MaxRunLease)
+	case l.MaxEvents < 1000 || l.MaxEvents > 10_000_000:
+		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
+	case maxBody < 1024 || maxBody > 64<<20:
+		return bad("--max-body %d must be between 1024 and 67108864", maxBody)
+	case maxMessage < 256 || maxMessage > 16<<20:
+		return bad("--max-message %d must be between 256 and 16777216", maxMessage)
+	case rate <= 0 || rate > 10_000:
+		return bad("--message-rate %g must be above 0 and at most 10000", rate)
+	}
+	if receiverURL != "" {
+		u, err := url.Parse(receiverURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("--receiver-url %q is not an http(s) URL", receiverURL)
+		}
+	}
+	for _, o := range origins {
+		if strings.Contains(o, "/") || strings.ContainsAny(o, " \t") {
+			return bad("--allow-origin %q must be a host pattern such as blog.example.com or *.example.com, not a URL", o)
+		}
+	}
+	return nil
 }

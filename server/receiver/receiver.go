@@ -6,6 +6,7 @@ package receiver
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -126,4 +127,36 @@ func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
 	h.Register(e.Group(""))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e
+}
+
+// Event says what the receiver decided, with the SQL it ran, as an event.
+func Event(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) engine.Event {
+	from := engine.ResultFrom(d.Payload)
+	e := engine.Event{Kind: engine.KindReceiver, Actor: "receiver", At: rc.DBTime, JobID: d.JobID, Epoch: engine.Int64(d.Epoch),
+		Owner: d.Owner, Outcome: string(rc.Decision)}
+	for _, t := range traces {
+		if t.Name == "ReceiverDeliver" {
+			e.Name, e.SQL, e.Args, e.Rows = t.Name, t.SQL, engine.FormatArgs(t.Args), engine.Int64(t.Rows)
+		}
+	}
+	switch rc.Decision {
+	case engine.AcceptedFirst:
+		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d: the first delivery it has seen.", from, d.Epoch, d.JobID)
+	case engine.AcceptedNewer:
+		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d, superseding epoch %d.", from, d.Epoch, d.JobID, deref(rc.Superseded))
+	case engine.AcceptedSame:
+		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d again: the same epoch, an idempotent retry.", from, d.Epoch, d.JobID)
+	case engine.AcceptedOlder:
+		e.Text = fmt.Sprintf("The receiver accepted worker %s's OLDER epoch %d for job %d over epoch %d: it went backwards.", from, d.Epoch, d.JobID, deref(rc.Superseded))
+	case engine.RefusedStale:
+		e.Text = fmt.Sprintf("The receiver refused worker %s's epoch %d for job %d: it already holds epoch %d.", from, d.Epoch, d.JobID, rc.HeldEpoch)
+	}
+	return e
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

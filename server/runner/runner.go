@@ -1,11 +1,14 @@
-// Package runner plays a scenario script with real worker processes: two
-// `fencelab worker --step` processes driven checkpoint by checkpoint, frozen
-// with SIGSTOP, thawed with SIGCONT, killed with SIGKILL, while leases run
-// out on the database clock. It needs no HTTP of its own: `fencelab run`
-// uses it directly, and the playground server drives it step by step.
+// Package runner runs a scenario with real worker processes. A scripted
+// run plays one of the engine's scripts with two `fencelab worker --step`
+// processes driven checkpoint by checkpoint, frozen with SIGSTOP, thawed
+// with SIGCONT, killed with SIGKILL, while leases run out on the database
+// clock. A free-play run has no script: workers run on their own, and a
+// person adds jobs and workers and pauses, resumes and kills them at will.
 //
-// The outcome of a run is read from the database and the receiver by
-// engine.Evaluate, never from what the workers believe.
+// The runner needs no HTTP of its own: `fencelab run` uses it directly and
+// the playground server drives it step by step. Every event of a run goes
+// to one EmitFunc, numbered by whoever keeps the log. The outcome is read
+// from the database and the receiver, never from what the workers believe.
 package runner
 
 import (
@@ -25,66 +28,139 @@ import (
 
 // Config is what a run needs around it.
 type Config struct {
+	// ID names the run on every event it emits.
+	ID          string
 	Run         engine.RunConfig
 	Pool        *pgxpool.Pool // for the job, the database clock and the outcome
 	DatabaseURL string        // passed to the workers, which connect on their own
 	Schemas     engine.Schemas
 	ReceiverURL string // where the workers deliver
-	Supervisor  *supervisor.Supervisor
-	// EmitFunc receives every event of the run in order. It is called from
-	// several goroutines, one at a time, and must not block for long.
+	// ReceiverView reads the receiver for the outcome. Default: the
+	// receiver's schema on Pool.
+	ReceiverView engine.ReceiverView
+	Supervisor   *supervisor.Supervisor
+	// EmitFunc receives every event of the run, one at a time, in order. It
+	// must not block for long.
 	EmitFunc func(engine.Event)
 	// StepTimeout bounds each step beyond any lease it waits for. Default 20s.
 	StepTimeout time.Duration
+	// MaxWorkers and MaxJobs bound a free-play run. Defaults 6 and 100.
+	MaxWorkers int
+	MaxJobs    int
+	// Work is how long a free-play worker works on each job. Default 3s.
+	Work time.Duration
+	// MaxStall kills a worker that has been frozen longer. 0: no limit.
+	MaxStall time.Duration
+	// Poll is how often lease expiry is checked on the database clock.
+	// Default 100ms.
+	Poll time.Duration
 }
+
+// ErrLimit marks an error caused by a bound of the run (workers, jobs).
+var ErrLimit = limitError{}
+
+type limitError struct{}
+
+func (limitError) Error() string { return "limit reached" }
+
+// HTTPStatus makes a reached limit a 409 Conflict over HTTP.
+func (limitError) HTTPStatus() int { return 409 }
 
 // workerState is what the runner knows of a worker, from its events and
 // its process state.
 type workerState struct {
+	label     string
+	owner     string
+	skew      time.Duration
 	proc      *supervisor.Proc
 	ready     bool
-	waitingAt string // the checkpoint it waits at, "" while busy
+	waitingAt string // the checkpoint it waits at, "" while busy (step mode)
 	waits     int    // how many times it has reported waiting at a checkpoint
-	released  bool   // let past a checkpoint while frozen
 	frozen    bool
+	frozenAt  time.Time
 	exited    bool
 	jobID     int64
 	epoch     int64
 	triedDone bool // it sent a commit (complete or fail) statement
 }
 
-// Run is one run of a scenario. Its methods are safe to call from one
-// goroutine at a time; events arrive on other goroutines.
+// WorkerInfo is a worker as the page and the API show it.
+type WorkerInfo struct {
+	Label     string `json:"label"`
+	Owner     string `json:"owner"`
+	Pid       int    `json:"pid"`
+	State     string `json:"state"` // from /proc while it lives: running, sleeping, stopped, ...
+	Frozen    bool   `json:"frozen"`
+	Exited    bool   `json:"exited"`
+	WaitingAt string `json:"waiting_at,omitempty"`
+	JobID     int64  `json:"job_id,omitempty"`
+	Epoch     int64  `json:"epoch,omitempty"`
+	SkewMS    int64  `json:"skew_ms,omitempty"`
+}
+
+// Run is one run. Its methods are safe for concurrent use; the steps of a
+// scripted run are played one at a time.
 type Run struct {
 	cfg      Config
 	scenario engine.Scenario
 	queue    *engine.Queue
-	receiver *engine.Receiver
+	receiver engine.ReceiverView
 	jobID    int64
+	free     bool
 
+	stepMu  sync.Mutex // one step at a time
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change of a worker
 	workers map[string]*workerState
-	next    int // index of the next step
-	emitMu  sync.Mutex
+	order   []string // labels in the order they were spawned
+	next    int      // index of the next step
 	closed  bool
-	outcome *engine.Outcome
+	expired map[string]bool     // lease expiries already reported
+	leases  map[int64]leaseInfo // each running job's lease, as Postgres last reported it
+	jobs    int
+
+	emitMu sync.Mutex
+	stop   context.CancelFunc
+	bg     sync.WaitGroup
 }
 
-// Start validates cfg, inserts the scenario's job, spawns workers A and B
-// and waits until both are ready to claim. The caller must Close the run.
+func (c *Config) fill() error {
+	if err := c.Run.Validate(); err != nil {
+		return err
+	}
+	if err := c.Schemas.Validate(); err != nil {
+		return err
+	}
+	if c.Pool == nil || c.Supervisor == nil || c.DatabaseURL == "" || c.ReceiverURL == "" {
+		return errors.New("runner: Pool, Supervisor, DatabaseURL and ReceiverURL are required")
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = 20 * time.Second
+	}
+	if c.EmitFunc == nil {
+		c.EmitFunc = func(engine.Event) {}
+	}
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = 6
+	}
+	if c.MaxJobs == 0 {
+		c.MaxJobs = 100
+	}
+	if c.Work == 0 {
+		c.Work = 3 * time.Second
+	}
+	if c.Poll == 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+	return nil
+}
+
+// Start validates cfg, inserts the scenario's job and spawns its workers:
+// A and B waiting at their first checkpoint for a scripted run; A and B
+// working on their own for free play. The caller must Close the run.
 func Start(ctx context.Context, cfg Config) (*Run, error) {
-	if err := cfg.Run.Validate(); err != nil {
+	if err := cfg.fill(); err != nil {
 		return nil, err
-	}
-	if err := cfg.Schemas.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.StepTimeout == 0 {
-		cfg.StepTimeout = 20 * time.Second
-	}
-	if cfg.EmitFunc == nil {
-		cfg.EmitFunc = func(engine.Event) {}
 	}
 	sc, err := engine.Script(cfg.Run.Ordering)
 	if err != nil {
@@ -94,22 +170,44 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	rcv, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: cfg.Schemas.Receiver, Guards: cfg.Run.Broken})
-	if err != nil {
-		return nil, err
+	rv := cfg.ReceiverView
+	if rv == nil {
+		rcv, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: cfg.Schemas.Receiver, Guards: cfg.Run.Broken})
+		if err != nil {
+			return nil, err
+		}
+		rv = rcv
 	}
-	r := &Run{cfg: cfg, scenario: sc, queue: q, receiver: rcv, changed: make(chan struct{}), workers: map[string]*workerState{}}
+	r := &Run{cfg: cfg, scenario: sc, queue: q, receiver: rv, free: cfg.Run.Ordering == engine.FreePlay,
+		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]leaseInfo{}}
+	bgctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stop = stop
 
 	r.note(ctx, engine.KindStep, "", fmt.Sprintf("Run: %s. %s.", sc.Title, cfg.Run.String()))
-	id, err := q.Insert(ctx, []byte(`{"task":"send invoice #1042 to the billing service"}`), 0)
+	if err := r.listen(bgctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.bg.Add(1)
+	go r.watch(bgctx)
+
+	if r.free {
+		for range 2 {
+			if _, err := r.AddWorker(ctx, WorkerOptions{}); err != nil {
+				r.Close()
+				return nil, err
+			}
+		}
+		return r, nil
+	}
+	id, err := r.AddJob(ctx, []byte(`{"task":"send invoice #1042 to the billing service"}`))
 	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("start run: %w", err)
 	}
 	r.jobID = id
-	r.note(ctx, engine.KindNote, "postgres", fmt.Sprintf("Job %d is inserted, pending, at epoch 0.", id))
-
 	for _, label := range []string{engine.Zombie, engine.NewOwner} {
-		if err := r.spawn(label); err != nil {
+		if err := r.spawn(label, cfg.Run.Owner(label), cfg.Run.WorkerSkew(label), true, 0); err != nil {
 			r.Close()
 			return nil, err
 		}
@@ -125,35 +223,61 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	return r, nil
 }
 
-func (r *Run) spawn(label string) error {
+// ID returns the run's id.
+func (r *Run) ID() string { return r.cfg.ID }
+
+// Config returns the run's settings.
+func (r *Run) Config() engine.RunConfig { return r.cfg.Run }
+
+// Free reports whether the run is free play.
+func (r *Run) Free() bool { return r.free }
+
+// spawn starts a worker process and waits for nothing.
+func (r *Run) spawn(label, owner string, skew time.Duration, step bool, work time.Duration) error {
 	c := r.cfg.Run
 	args := []string{
-		"--step",
 		"--database-url", r.cfg.DatabaseURL,
 		"--schema", r.cfg.Schemas.Jobs,
 		"--receiver", r.cfg.ReceiverURL,
-		"--name", c.Owner(label),
+		"--name", owner,
 		"--lease", c.Lease.String(),
+	}
+	if step {
+		args = append(args, "--step")
+	} else {
+		args = append(args, "--work", work.String(), "--poll", "200ms")
 	}
 	for _, g := range c.Broken.Broken() {
 		args = append(args, "--break", g.String())
 	}
-	if s := c.WorkerSkew(label); s != 0 {
-		args = append(args, "--skew", s.String())
+	if skew != 0 {
+		args = append(args, "--skew", skew.String())
 	}
-	ws := &workerState{}
+	ws := &workerState{label: label, owner: owner, skew: skew}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errors.New("the run is over")
+	}
 	r.workers[label] = ws
+	r.order = append(r.order, label)
 	r.mu.Unlock()
 	p, err := r.cfg.Supervisor.Start(supervisor.Spec{Label: label, Args: args, EventFunc: r.onWorkerEvent})
 	if err != nil {
+		r.mu.Lock()
+		delete(r.workers, label)
+		r.order = r.order[:len(r.order)-1]
+		r.mu.Unlock()
 		return err
 	}
 	r.mu.Lock()
 	ws.proc = p
 	r.mu.Unlock()
-	r.emit(context.Background(), engine.Event{Kind: engine.KindProcess, Actor: label, Pid: p.Pid, State: "running", Outcome: "spawned",
-		Text: fmt.Sprintf("Worker %s is spawned as a real process (pid %d), claiming as %s.", label, p.Pid, c.Owner(label))})
+	text := fmt.Sprintf("Worker %s is spawned as a real process (pid %d), claiming as %s.", label, p.Pid, owner)
+	if skew != 0 {
+		text = strings.TrimSuffix(text, ".") + fmt.Sprintf("; its own clock runs %v ahead.", skew)
+	}
+	r.emit(context.Background(), engine.Event{Kind: engine.KindProcess, Actor: label, Pid: p.Pid, State: "running", Outcome: "spawned", Owner: owner, Text: text})
 	return nil
 }
 
@@ -161,6 +285,9 @@ func (r *Run) spawn(label string) error {
 // knows of the worker. In that order: a step that waits on this event must
 // not report its end before the event itself is in the log.
 func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
+	if e.Kind == engine.KindSQL && e.Name == "JobClaim" && e.Rows != nil && *e.Rows == 1 && e.Epoch != nil {
+		r.takeover(e.JobID, *e.Epoch, e.At)
+	}
 	r.emit(context.Background(), e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,9 +299,9 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
 	case e.Kind == engine.KindProcess && e.Outcome == "ready":
 		w.ready = true
 	case e.Kind == engine.KindProcess && e.Outcome == "exited":
-		w.exited, w.waitingAt = true, ""
+		w.exited, w.waitingAt, w.frozen = true, "", false
 	case e.Kind == engine.KindCheckpoint && e.Outcome == "waiting":
-		w.waitingAt, w.released = e.Name, false
+		w.waitingAt = e.Name
 		w.waits++
 		if e.Name == worker.CheckpointClaim {
 			w.jobID, w.epoch = 0, 0
@@ -183,14 +310,22 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
 		w.jobID, w.epoch = e.JobID, *e.Epoch
 	case e.Kind == engine.KindSQL && (e.Name == "JobComplete" || e.Name == "JobFail"):
 		w.triedDone = true
+		if r.free {
+			w.jobID, w.epoch = 0, 0
+		}
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
 
-// emit stamps an event that has no database time with the database clock
-// and hands it on. Events reach EmitFunc one at a time.
+// Emit adds an event from outside the run — the receiver's decisions —
+// to the run's events, in order with the rest.
+func (r *Run) Emit(ctx context.Context, e engine.Event) { r.emit(ctx, e) }
+
+// emit stamps an event with the run's id and, when it has no database
+// time, with the database clock, and hands it on, one at a time.
 func (r *Run) emit(ctx context.Context, e engine.Event) {
+	e.Run = r.cfg.ID
 	if e.At.IsZero() {
 		e.At = r.dbNow(ctx)
 	}
@@ -222,15 +357,23 @@ func (r *Run) waitFor(ctx context.Context, label string, cond func(*workerState)
 	for {
 		r.mu.Lock()
 		w := r.workers[label]
+		if w == nil {
+			r.mu.Unlock()
+			return fmt.Errorf("no worker %s", label)
+		}
 		ok := cond(w)
-		exited := w.exited
+		exited, frozen := w.exited, w.frozen
 		ch := r.changed
 		r.mu.Unlock()
-		if ok {
+		switch {
+		case ok:
 			return nil
-		}
-		if exited {
+		case exited:
 			return fmt.Errorf("worker %s has exited", label)
+		case frozen:
+			// Paused by hand in the middle of a step: the step is over as
+			// far as the runner can tell; the worker goes on when resumed.
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -240,203 +383,379 @@ func (r *Run) waitFor(ctx context.Context, label string, cond func(*workerState)
 	}
 }
 
-// JobID returns the run's job.
-func (r *Run) JobID() int64 { return r.jobID }
-
-// Scenario returns the script the run plays.
-func (r *Run) Scenario() engine.Scenario { return r.scenario }
-
-// Done reports whether every step has been played.
-func (r *Run) Done() bool {
+func (r *Run) worker(label string) (*workerState, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.next >= len(r.scenario.Steps)
-}
-
-// StepIndex returns the index of the next step to play.
-func (r *Run) StepIndex() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.next
-}
-
-// Step plays the next step of the script and returns it. It returns
-// io.EOF-like ErrDone when every step has been played.
-func (r *Run) Step(ctx context.Context) (engine.Step, error) {
-	r.mu.Lock()
-	if r.next >= len(r.scenario.Steps) {
-		r.mu.Unlock()
-		return engine.Step{}, ErrDone
-	}
-	i := r.next
-	st := r.scenario.Steps[i]
-	r.next++
-	r.mu.Unlock()
-
-	r.emit(ctx, engine.Event{Kind: engine.KindStep, Actor: "runner", Name: string(st.Action),
-		Text: fmt.Sprintf("Step %d of %d: %s", i+1, len(r.scenario.Steps), st.Say)})
-	timeout := r.cfg.StepTimeout
-	if st.Action == engine.ActAwaitExpiry {
-		timeout += r.cfg.Run.Lease
-	}
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := r.play(sctx, st); err != nil {
-		return st, fmt.Errorf("step %d (%s %s): %w", i+1, st.Action, st.Worker, err)
-	}
-	return st, nil
-}
-
-// ErrDone is returned by Step once the script is over.
-var ErrDone = errors.New("the run has no steps left")
-
-func (r *Run) worker(label string) *workerState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.workers[label]
-}
-
-func (r *Run) play(ctx context.Context, st engine.Step) error {
-	w := r.worker(st.Worker)
-	if w == nil {
-		return fmt.Errorf("no worker %q", st.Worker)
-	}
-	switch st.Action {
-	case engine.ActClaim:
-		return r.proceed(ctx, st.Worker, worker.CheckpointClaim)
-	case engine.ActDeliver:
-		return r.proceed(ctx, st.Worker, worker.CheckpointDeliver)
-	case engine.ActCommit:
-		return r.proceed(ctx, st.Worker, worker.CheckpointCommit)
-	case engine.ActFreeze:
-		return r.freeze(ctx, st.Worker, st.Release)
-	case engine.ActThaw:
-		return r.thaw(ctx, st.Worker)
-	case engine.ActKill:
-		return r.kill(ctx, st.Worker)
-	case engine.ActAwaitExpiry:
-		return r.awaitExpiry(ctx, st.Worker)
-	}
-	return fmt.Errorf("unknown action %q", st.Action)
-}
-
-// proceed lets a worker past the checkpoint it waits at and waits until it
-// settles at the next one. A worker that holds no job skips the job's
-// steps; a frozen worker takes the command but cannot act on it until it
-// is thawed.
-func (r *Run) proceed(ctx context.Context, label, checkpoint string) error {
-	r.mu.Lock()
 	w := r.workers[label]
-	at, frozen, exited, job := w.waitingAt, w.frozen, w.exited, w.jobID
+	if w == nil || w.proc == nil {
+		return nil, fmt.Errorf("%w: no worker %q in this run", engine.ErrInvalidInput, label)
+	}
+	return w, nil
+}
+
+// Workers describes every worker of the run, its state read from /proc.
+func (r *Run) Workers() []WorkerInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]WorkerInfo, 0, len(r.order))
+	for _, l := range r.order {
+		w := r.workers[l]
+		wi := WorkerInfo{Label: l, Owner: w.owner, Frozen: w.frozen, Exited: w.exited, WaitingAt: w.waitingAt,
+			JobID: w.jobID, Epoch: w.epoch, SkewMS: w.skew.Milliseconds()}
+		if w.proc != nil {
+			wi.Pid = w.proc.Pid
+			wi.State = w.proc.Status().String()
+		}
+		out = append(out, wi)
+	}
+	return out
+}
+
+// Pause freezes a worker with SIGSTOP and returns once /proc shows it stopped.
+func (r *Run) Pause(ctx context.Context, label string) error {
+	w, err := r.worker(label)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	exited, frozen := w.exited, w.frozen
 	r.mu.Unlock()
 	switch {
 	case exited:
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s has exited: nothing to do.", label))
-		return nil
-	case checkpoint != worker.CheckpointClaim && job == 0 && at == worker.CheckpointClaim:
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s holds no job: it skips this step.", label))
-		return nil
-	case at != checkpoint:
-		return fmt.Errorf("worker %s waits at %q, not %q", label, at, checkpoint)
+		return fmt.Errorf("%w: worker %s has exited", engine.ErrInvalidInput, label)
+	case frozen:
+		return fmt.Errorf("%w: worker %s is already paused", engine.ErrInvalidInput, label)
 	}
-	// Mark the worker busy before the command goes out: its answer may
-	// arrive before Send returns.
-	r.mu.Lock()
-	w.waitingAt = ""
-	w.released = frozen
-	before := w.waits
-	r.mu.Unlock()
-	if err := w.proc.Send(worker.Command{Cmd: "proceed", Checkpoint: checkpoint}); err != nil {
-		return err
-	}
-	if frozen {
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s is frozen: it will go on as soon as it wakes.", label))
-		return nil
-	}
-	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waits > before })
-}
-
-func (r *Run) freeze(ctx context.Context, label string, release bool) error {
-	w := r.worker(label)
 	if err := w.proc.Pause(ctx); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	w.frozen = true
-	at := w.waitingAt
+	w.frozen, w.frozenAt = true, time.Now()
 	r.mu.Unlock()
-	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: w.proc.Status().String(), Outcome: "stopped",
-		Text: fmt.Sprintf("Worker %s (pid %d) is frozen by SIGSTOP: /proc says %q.", label, w.proc.Pid, w.proc.Status().String())})
-	if release && at != "" {
-		return r.proceed(ctx, label, at)
-	}
+	st := w.proc.Status().String()
+	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: st, Outcome: "stopped",
+		Text: fmt.Sprintf("Worker %s (pid %d) is frozen by SIGSTOP: /proc says %q. Its heartbeat stops with it.", label, w.proc.Pid, st)})
 	return nil
 }
 
-func (r *Run) thaw(ctx context.Context, label string) error {
-	w := r.worker(label)
+// Resume thaws a frozen worker with SIGCONT.
+func (r *Run) Resume(ctx context.Context, label string) error {
+	w, err := r.worker(label)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	exited, frozen := w.exited, w.frozen
+	r.mu.Unlock()
+	switch {
+	case exited:
+		return fmt.Errorf("%w: worker %s has exited", engine.ErrInvalidInput, label)
+	case !frozen:
+		return fmt.Errorf("%w: worker %s is not paused", engine.ErrInvalidInput, label)
+	}
 	if err := w.proc.Resume(ctx); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	w.frozen = false
 	r.mu.Unlock()
-	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: w.proc.Status().String(), Outcome: "continued",
-		Text: fmt.Sprintf("Worker %s (pid %d) is thawed by SIGCONT and carries on as if no time had passed.", label, w.proc.Pid)})
-	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waitingAt != "" })
+	st := w.proc.Status().String()
+	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: st, Outcome: "continued",
+		Text: fmt.Sprintf("Worker %s (pid %d) is thawed by SIGCONT (/proc says %q) and carries on as if no time had passed.", label, w.proc.Pid, st)})
+	return nil
 }
 
-func (r *Run) kill(ctx context.Context, label string) error {
-	w := r.worker(label)
+// Kill kills a worker with SIGKILL and returns once it is reaped.
+func (r *Run) Kill(ctx context.Context, label string) error {
+	w, err := r.worker(label)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	exited := w.exited
+	r.mu.Unlock()
+	if exited {
+		return fmt.Errorf("%w: worker %s has already exited", engine.ErrInvalidInput, label)
+	}
+	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, Outcome: "killing",
+		Text: fmt.Sprintf("Worker %s (pid %d) is sent SIGKILL.", label, w.proc.Pid)})
 	if err := w.proc.Kill(ctx); err != nil {
 		return err
 	}
-	return r.waitFor(ctx, label, func(w *workerState) bool { return w.exited })
-}
-
-// awaitExpiry waits until the lease on the worker's job has run out on the
-// database clock: it reads lease_until and now() from Postgres, sleeps the
-// difference, and reads again.
-func (r *Run) awaitExpiry(ctx context.Context, label string) error {
+	// Wait for the exit event itself, frozen or not, so it is in the log
+	// before the kill is reported done.
 	for {
-		j, err := r.queue.Get(ctx, r.jobID)
-		if err != nil {
-			return err
-		}
-		if j.Status != engine.StatusRunning || j.LeaseUntil == nil || !j.LeaseUntil.After(j.DBTime) {
-			lease := "no lease"
-			if j.LeaseUntil != nil {
-				lease = fmt.Sprintf("lease_until %s < now() %s", j.LeaseUntil.UTC().Format("15:04:05.000"), j.DBTime.UTC().Format("15:04:05.000"))
-			}
-			r.emit(ctx, engine.Event{Kind: engine.KindLease, Actor: "postgres", At: j.DBTime, JobID: j.ID, Epoch: engine.Int64(j.Epoch),
-				Owner: j.Owner, LeaseUntil: j.LeaseUntil, Outcome: "expired",
-				Text: fmt.Sprintf("Job %d's lease (epoch %d, %s) has run out on the database clock: %s.", j.ID, j.Epoch, j.Owner, lease)})
+		r.mu.Lock()
+		exited, ch := w.exited, r.changed
+		r.mu.Unlock()
+		if exited {
 			return nil
 		}
-		wait := j.LeaseUntil.Sub(j.DBTime) + 2*time.Millisecond
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-ch:
 		}
 	}
 }
 
-// Finish plays every remaining step, then stops the workers and evaluates
-// the outcome.
-func (r *Run) Finish(ctx context.Context) (engine.Outcome, error) {
-	for !r.Done() {
-		if _, err := r.Step(ctx); err != nil {
-			return engine.Outcome{}, err
+// leaseInfo is a lease as Postgres last reported it.
+type leaseInfo struct {
+	epoch int64
+	owner string
+	until time.Time
+}
+
+// noteLease keeps track of each running job's lease from the row changes
+// Postgres reports; before a claim takes a job over, it reports the lease
+// that ran out, if the watcher has not seen it yet.
+func (r *Run) noteLease(ctx context.Context, c rowChange) {
+	switch c.Op {
+	case "claim":
+		r.takeover(c.JobID, c.Epoch, c.At)
+		fallthrough
+	case "renew":
+		if c.LeaseUntil != nil {
+			owner := ""
+			if c.Owner != nil {
+				owner = *c.Owner
+			}
+			r.mu.Lock()
+			r.leases[c.JobID] = leaseInfo{epoch: c.Epoch, owner: owner, until: *c.LeaseUntil}
+			r.mu.Unlock()
+		}
+	default:
+		r.mu.Lock()
+		delete(r.leases, c.JobID)
+		r.mu.Unlock()
+	}
+}
+
+// takeover reports the lease a new claim of a job replaced, if it had run
+// out on the database clock by the time of the claim: a claim can beat the
+// watcher to an expired lease, and the log must still say it ran out.
+func (r *Run) takeover(jobID, epoch int64, at time.Time) {
+	r.mu.Lock()
+	old, ok := r.leases[jobID]
+	r.mu.Unlock()
+	if !ok || at.IsZero() || old.until.After(at) || (old.epoch == epoch && epoch != 0) {
+		return
+	}
+	until := old.until
+	r.leaseExpired(context.Background(), engine.Job{ID: jobID, Epoch: old.epoch, Owner: old.owner, LeaseUntil: &until, DBTime: at})
+}
+
+// leaseExpired reports a lease that ran out on the database clock, once.
+func (r *Run) leaseExpired(ctx context.Context, j engine.Job) {
+	key := fmt.Sprintf("%d/%d/%d", j.ID, j.Epoch, j.LeaseUntil.UnixMicro())
+	r.mu.Lock()
+	seen := r.expired[key]
+	r.expired[key] = true
+	holder := ""
+	for _, l := range r.order {
+		if w := r.workers[l]; w.jobID == j.ID && w.epoch == j.Epoch {
+			holder = l
 		}
 	}
-	return r.Evaluate(ctx)
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	who := j.Owner
+	if holder != "" {
+		who = "worker " + holder
+	}
+	r.emit(ctx, engine.Event{Kind: engine.KindLease, Actor: "postgres", At: j.DBTime, JobID: j.ID, Epoch: engine.Int64(j.Epoch),
+		Owner: j.Owner, LeaseUntil: j.LeaseUntil, Outcome: "expired",
+		Text: fmt.Sprintf("Job %d's lease (epoch %d, %s) ran out on the database clock: lease_until %s < now() %s. The job is claimable again.",
+			j.ID, j.Epoch, who, j.LeaseUntil.UTC().Format("15:04:05.000"), j.DBTime.UTC().Format("15:04:05.000"))})
+}
+
+// watch reports lease expiries as the database clock passes them, and
+// kills a worker frozen longer than MaxStall.
+func (r *Run) watch(ctx context.Context) {
+	defer r.bg.Done()
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := r.queue.Expired(ctx)
+		if err == nil {
+			for _, j := range jobs {
+				r.leaseExpired(ctx, j)
+			}
+		}
+		if r.cfg.MaxStall > 0 {
+			r.killStalled(ctx)
+		}
+	}
+}
+
+func (r *Run) killStalled(ctx context.Context) {
+	r.mu.Lock()
+	var stalled []string
+	for _, l := range r.order {
+		if w := r.workers[l]; w.frozen && !w.exited && time.Since(w.frozenAt) > r.cfg.MaxStall {
+			stalled = append(stalled, l)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range stalled {
+		r.note(ctx, engine.KindNote, l, fmt.Sprintf("Worker %s has been frozen for longer than %v, this server's limit: it is killed.", l, r.cfg.MaxStall))
+		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = r.Kill(kctx, l)
+		cancel()
+	}
+}
+
+// AddJob inserts a job into the run's queue.
+func (r *Run) AddJob(ctx context.Context, payload []byte) (int64, error) {
+	r.mu.Lock()
+	if r.jobs >= r.cfg.MaxJobs {
+		r.mu.Unlock()
+		return 0, fmt.Errorf("%w: this run already has %d jobs, its limit", ErrLimit, r.cfg.MaxJobs)
+	}
+	r.jobs++
+	r.mu.Unlock()
+	id, err := r.queue.Insert(ctx, payload, 0)
+	if err != nil {
+		r.mu.Lock()
+		r.jobs--
+		r.mu.Unlock()
+		return 0, err
+	}
+	return id, nil // Postgres reports the new row itself
+}
+
+// WorkerOptions configures a worker added to a free-play run.
+type WorkerOptions struct {
+	// Skew is how far the worker's own clock runs ahead.
+	Skew time.Duration
+	// Work overrides how long it works on each job.
+	Work time.Duration
+}
+
+// AddWorker spawns a worker for a free-play run, labelled with the next
+// letter, working on its own with leases and renewals.
+func (r *Run) AddWorker(ctx context.Context, o WorkerOptions) (string, error) {
+	if !r.free {
+		return "", fmt.Errorf("%w: workers can only be added in free play", engine.ErrInvalidInput)
+	}
+	if o.Skew < -engine.MaxSkew || o.Skew > engine.MaxSkew {
+		return "", fmt.Errorf("%w: skew %v must be within ±%v", engine.ErrInvalidInput, o.Skew, engine.MaxSkew)
+	}
+	if o.Work < 0 || o.Work > time.Minute {
+		return "", fmt.Errorf("%w: work %v must be between 0 and 1m", engine.ErrInvalidInput, o.Work)
+	}
+	if o.Work == 0 {
+		o.Work = r.cfg.Work
+	}
+	r.mu.Lock()
+	live := 0
+	for _, w := range r.workers {
+		if !w.exited {
+			live++
+		}
+	}
+	n := len(r.order)
+	r.mu.Unlock()
+	if live >= r.cfg.MaxWorkers {
+		return "", fmt.Errorf("%w: this run already has %d live workers, its limit", ErrLimit, r.cfg.MaxWorkers)
+	}
+	if n >= 26 {
+		return "", fmt.Errorf("%w: a run has at most 26 workers, A to Z", ErrLimit)
+	}
+	label := string(rune('A' + n))
+	owner := "worker-" + strings.ToLower(label)
+	if r.cfg.Run.SameIdentity {
+		owner = "worker-a"
+	}
+	if err := r.spawn(label, owner, o.Skew, false, o.Work); err != nil {
+		return "", err
+	}
+	return label, nil
+}
+
+// Report checks every job of the run against the invariants.
+func (r *Run) Report(ctx context.Context) (engine.Report, error) {
+	return engine.ReportJobs(ctx, r.queue, r.receiver, r.cfg.MaxJobs)
+}
+
+// Jobs reads the run's jobs as the database holds them.
+func (r *Run) Jobs(ctx context.Context) ([]engine.Job, error) {
+	return r.queue.List(ctx, r.cfg.MaxJobs)
+}
+
+// stopWorkers asks idle step-mode workers to exit and kills the rest.
+func (r *Run) stopWorkers(ctx context.Context) {
+	r.mu.Lock()
+	var all []*workerState
+	for _, l := range r.order {
+		all = append(all, r.workers[l])
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range all {
+		if w.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.mu.Lock()
+			frozen, at := w.frozen, w.waitingAt
+			r.mu.Unlock()
+			if !frozen && at != "" {
+				_ = w.proc.Send(worker.Command{Cmd: "stop"})
+				select {
+				case <-w.proc.Done():
+					return
+				case <-time.After(2 * time.Second):
+				}
+			}
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = w.proc.Kill(kctx)
+			cancel()
+		}()
+	}
+	wg.Wait()
+}
+
+// Close stops the run's watchers and kills whatever workers are left. It
+// is safe to call more than once.
+func (r *Run) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.stopWorkers(context.Background())
+	if r.stop != nil {
+		r.stop()
+	}
+	r.bg.Wait()
 }
 
 // Evaluate stops the workers and reads the outcome from the database and
-// the receiver. It reports the verdict as an event.
+// the receiver. It reports the verdict as an event. For free play it
+// returns the zero Outcome and reports on every job instead (see Report).
 func (r *Run) Evaluate(ctx context.Context) (engine.Outcome, error) {
 	r.stopWorkers(ctx)
+	if r.free {
+		rep, err := r.Report(ctx)
+		if err != nil {
+			return engine.Outcome{}, err
+		}
+		data, _ := json.Marshal(rep)
+		r.emit(ctx, engine.Event{Kind: engine.KindVerdict, Actor: "runner", Outcome: safeWord(rep.Safe), Text: rep.Verdict, Data: data})
+		return engine.Outcome{}, nil
+	}
 	r.mu.Lock()
 	tried := r.workers[engine.Zombie].triedDone
 	r.mu.Unlock()
@@ -444,9 +763,6 @@ func (r *Run) Evaluate(ctx context.Context) (engine.Outcome, error) {
 	if err != nil {
 		return o, err
 	}
-	r.mu.Lock()
-	r.outcome = &o
-	r.mu.Unlock()
 	data, _ := json.Marshal(o)
 	r.emit(ctx, engine.Event{Kind: engine.KindVerdict, Actor: "runner", Outcome: safeWord(o.Safe), Text: o.Verdict, Data: data})
 	return o, nil
@@ -457,80 +773,4 @@ func safeWord(safe bool) string {
 		return "safe"
 	}
 	return "unsafe"
-}
-
-// stopWorkers asks idle workers to exit and kills the rest.
-func (r *Run) stopWorkers(ctx context.Context) {
-	r.mu.Lock()
-	var all []*workerState
-	for _, w := range r.workers {
-		all = append(all, w)
-	}
-	r.mu.Unlock()
-	for _, w := range all {
-		if w.proc == nil {
-			continue
-		}
-		r.mu.Lock()
-		frozen, at := w.frozen, w.waitingAt
-		r.mu.Unlock()
-		if !frozen && at != "" {
-			_ = w.proc.Send(worker.Command{Cmd: "stop"})
-			select {
-			case <-w.proc.Done():
-				continue
-			case <-time.After(2 * time.Second):
-			}
-		}
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = w.proc.Kill(kctx)
-		cancel()
-	}
-}
-
-// Close kills whatever workers are left. It is safe to call twice.
-func (r *Run) Close() {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.closed = true
-	r.mu.Unlock()
-	r.stopWorkers(context.Background())
-}
-
-// Table renders an outcome as the article's table row.
-func Table(o engine.Outcome) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", "ordering", "zombie's receiver call", "zombie's commit", "final state")
-	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", o.Ordering, o.ZombieReceiverCall.Words(), o.ZombieCommit.Words(), FinalWords(o))
-	return b.String()
-}
-
-// FinalWords says the final state as the article's table does.
-func FinalWords(o engine.Outcome) string {
-	row, rcv := workerName(o.Final.ResultFrom), workerName(o.Receiver.PayloadFrom)
-	s := fmt.Sprintf("epoch %d, ", o.Final.Epoch)
-	if row == rcv {
-		s += fmt.Sprintf("%s's result in the row and at the receiver", row)
-	} else {
-		s += fmt.Sprintf("%s's result in the row, %s's at the receiver (epoch %d)", row, rcv, o.Receiver.Epoch)
-	}
-	if o.Final.Status != engine.StatusDone {
-		s += fmt.Sprintf("; the job is %s", o.Final.Status)
-	}
-	return s
-}
-
-func workerName(label string) string {
-	switch label {
-	case "":
-		return "nobody"
-	case engine.Zombie:
-		return "the zombie (A)"
-	case engine.NewOwner:
-		return "the new owner (B)"
-	}
-	return "worker " + label
 }

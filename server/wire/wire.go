@@ -35,13 +35,22 @@ type Body struct {
 	Status int    `json:"status"`
 }
 
+// StatusError is an error that knows the HTTP status it is answered with.
+type StatusError interface {
+	error
+	HTTPStatus() int
+}
+
 // Status maps an error to its HTTP status.
 func Status(err error) int {
 	var he *Error
 	var ee *echo.HTTPError
+	var se StatusError
 	switch {
 	case errors.As(err, &he):
 		return he.Status
+	case errors.As(err, &se):
+		return se.HTTPStatus()
 	case errors.As(err, &ee):
 		return ee.Code
 	case errors.Is(err, engine.ErrInvalidInput):
@@ -81,6 +90,9 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		}
 		body := Body{Error: Message(err, status), Status: status}
+		if status == http.StatusServiceUnavailable {
+			c.Response().Header().Set("Retry-After", "30")
+		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
 			return

@@ -320,6 +320,9 @@ type call struct {
 	held  *engine.Claim // what the worker holds; filled by a claim
 	lease time.Time     // a renewal's new lease end
 	err   error
+	// quietNoJob keeps an empty claim out of the events: an idle worker
+	// polls, and one "found no job" says all there is to say.
+	quietNoJob bool
 }
 
 // run makes an engine call on a Queue that records the statements it runs,
@@ -337,6 +340,9 @@ func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
 		return err
 	}
 	c.err = fn(q)
+	if c.quietNoJob && errors.Is(c.err, engine.ErrNoJob) {
+		return c.err
+	}
 	for _, t := range traces {
 		w.emit(w.statementEvent(c, t))
 	}
@@ -345,15 +351,17 @@ func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
 
 func (w *Worker) loop(ctx context.Context) error {
 	done := 0
+	idle := false
 	for w.cfg.MaxJobs == 0 || done < w.cfg.MaxJobs {
 		if err := w.checkpoint(ctx, CheckpointClaim, nil); err != nil {
 			return ignoreStop(err)
 		}
 		var c engine.Claim
-		err := w.run(&call{op: "claim", held: &c}, func(q *engine.Queue) (err error) {
+		err := w.run(&call{op: "claim", held: &c, quietNoJob: idle && !w.cfg.Step}, func(q *engine.Queue) (err error) {
 			c, err = q.Claim(ctx, w.cfg.Name, w.cfg.Lease)
 			return err
 		})
+		idle = errors.Is(err, engine.ErrNoJob)
 		if errors.Is(err, engine.ErrNoJob) {
 			if w.cfg.UntilEmpty {
 				return nil

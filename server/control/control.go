@@ -1,0 +1,284 @@
+// Package control decodes the commands that drive a playground session,
+// whether they arrive as an HTTP body or as a WebSocket message. Decoding
+// is strict: unknown fields, fields that do not apply to the action, and
+// out-of-range values are refused with one sentence that says what was
+// wrong, before anything happens.
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// Action names what a command does.
+type Action string
+
+// The actions.
+const (
+	Run          Action = "run"           // start a run: a scripted ordering (auto or step) or free play
+	Step         Action = "step"          // play the next step of a scripted run (pausing auto play)
+	Pause        Action = "pause"         // pause auto play between steps
+	Play         Action = "play"          // resume auto play
+	Pace         Action = "pace"          // set the delay between auto steps
+	Finish       Action = "finish"        // play the rest of a scripted run at once, or end free play, and give the verdict
+	Reset        Action = "reset"         // end the current run: kill its workers, drop its schemas
+	PauseWorker  Action = "pause_worker"  // SIGSTOP a worker
+	ResumeWorker Action = "resume_worker" // SIGCONT a worker
+	KillWorker   Action = "kill_worker"   // SIGKILL a worker
+	AddJob       Action = "add_job"       // free play: insert a job
+	AddWorker    Action = "add_worker"    // free play: spawn a worker
+	Verdict      Action = "verdict"       // free play: check every job now
+	Matrix       Action = "matrix"        // run every guard × ordering in the background
+)
+
+// Command is one decoded command. Only the fields its action takes are set.
+type Command struct {
+	Action       Action          `json:"action"`
+	Ordering     engine.Ordering `json:"ordering,omitempty"`
+	Mode         string          `json:"mode,omitempty"` // auto | step (scripted runs)
+	Broken       []string        `json:"broken,omitempty"`
+	Style        string          `json:"style,omitempty"`
+	SameIdentity bool            `json:"same_identity,omitempty"`
+	LeaseMS      int64           `json:"lease_ms,omitempty"`
+	SkewMS       int64           `json:"skew_ms,omitempty"`
+	PaceMS       *int64          `json:"pace_ms,omitempty"`
+	Worker       string          `json:"worker,omitempty"`
+	WorkMS       int64           `json:"work_ms,omitempty"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+}
+
+// Limits bound what a command may ask for.
+type Limits struct {
+	MinLease time.Duration
+	MaxLease time.Duration
+	MaxPace  time.Duration
+}
+
+// DefaultLimits are the engine's run bounds and a 10s pace.
+func DefaultLimits() Limits {
+	return Limits{MinLease: engine.MinRunLease, MaxLease: engine.MaxRunLease, MaxPace: 10 * time.Second}
+}
+
+// fields says which fields each action takes besides "action".
+var fields = map[Action][]string{
+	Run:          {"ordering", "mode", "broken", "style", "same_identity", "lease_ms", "skew_ms", "pace_ms"},
+	Step:         nil,
+	Pause:        nil,
+	Play:         nil,
+	Pace:         {"pace_ms"},
+	Finish:       nil,
+	Reset:        nil,
+	PauseWorker:  {"worker"},
+	ResumeWorker: {"worker"},
+	KillWorker:   {"worker"},
+	AddJob:       {"payload"},
+	AddWorker:    {"skew_ms", "work_ms"},
+	Verdict:      nil,
+	Matrix:       {"lease_ms", "same_identity"},
+}
+
+// Actions lists every action, sorted.
+func Actions() []string {
+	out := make([]string, 0, len(fields))
+	for a := range fields {
+		out = append(out, string(a))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Error is a command that was refused before it did anything.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// HTTPStatus makes a refused command a 400 Bad Request over HTTP.
+func (e *Error) HTTPStatus() int { return 400 }
+
+func bad(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+
+// Decode reads one command from b and checks it against the limits.
+func Decode(b []byte, lim Limits) (Command, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil || raw == nil {
+		return Command{}, bad("a command is a JSON object like {\"action\":\"step\"}")
+	}
+	if dec.More() {
+		return Command{}, bad("a command is one JSON object; there is more after it")
+	}
+	var action Action
+	if err := json.Unmarshal(raw["action"], &action); err != nil || action == "" {
+		return Command{}, bad("the command has no \"action\" (one of %s)", strings.Join(Actions(), ", "))
+	}
+	allowed, ok := fields[action]
+	if !ok {
+		return Command{}, bad("unknown action %q (want one of %s)", action, strings.Join(Actions(), ", "))
+	}
+	for k := range raw {
+		if k == "action" {
+			continue
+		}
+		if !contains(allowed, k) {
+			if len(allowed) == 0 {
+				return Command{}, bad("%s takes no fields, but got %q", action, k)
+			}
+			return Command{}, bad("%s does not take %q (it takes %s)", action, k, strings.Join(allowed, ", "))
+		}
+	}
+	strict := json.NewDecoder(bytes.NewReader(b))
+	strict.DisallowUnknownFields()
+	var c Command
+	if err := strict.Decode(&c); err != nil {
+		return Command{}, bad("the command's fields have the wrong types: %s", jsonError(err))
+	}
+	return c, c.validate(lim)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func (c *Command) validate(lim Limits) error {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	if c.PaceMS != nil && (*c.PaceMS < 0 || ms(*c.PaceMS) > lim.MaxPace) {
+		return bad("pace_ms %d must be between 0 and %d", *c.PaceMS, lim.MaxPace.Milliseconds())
+	}
+	switch c.Action {
+	case Run:
+		if c.Ordering == "" {
+			return bad("run needs an ordering (one of %s)", orderings())
+		}
+		if _, err := engine.ParseOrdering(string(c.Ordering)); err != nil {
+			return bad("unknown ordering %q (want one of %s)", c.Ordering, orderings())
+		}
+		switch {
+		case c.Ordering == engine.FreePlay && c.Mode != "":
+			return bad("free play has no mode: its workers run on their own")
+		case c.Ordering != engine.FreePlay && c.Mode == "":
+			c.Mode = "auto"
+		case c.Ordering != engine.FreePlay && c.Mode != "auto" && c.Mode != "step":
+			return bad("mode %q must be auto or step", c.Mode)
+		}
+		if _, err := c.Guards(); err != nil {
+			return err
+		}
+		if err := c.leaseOK(lim); err != nil {
+			return err
+		}
+		if c.SkewMS < 0 || ms(c.SkewMS) > engine.MaxSkew {
+			return bad("skew_ms %d must be between 0 and %d", c.SkewMS, engine.MaxSkew.Milliseconds())
+		}
+		if c.SkewMS != 0 && c.Ordering != engine.ClockSkew {
+			return bad("skew_ms applies only to the clock-skew ordering (in free play, give it to add_worker)")
+		}
+	case Pace:
+		if c.PaceMS == nil {
+			return bad("pace needs pace_ms")
+		}
+	case PauseWorker, ResumeWorker, KillWorker:
+		if c.Worker == "" {
+			return bad("%s needs a worker label, such as \"A\"", c.Action)
+		}
+		if len(c.Worker) > 8 || strings.IndexFunc(c.Worker, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
+			return bad("worker %q is not a worker label (one to eight capital letters, such as \"A\")", c.Worker)
+		}
+	case AddJob:
+		if len(c.Payload) == 0 {
+			c.Payload = json.RawMessage(`{"task":"a job added by hand"}`)
+		}
+		if err := engine.ValidatePayload("payload", c.Payload); err != nil {
+			return bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+		}
+	case AddWorker:
+		if c.SkewMS < -engine.MaxSkew.Milliseconds() || c.SkewMS > engine.MaxSkew.Milliseconds() {
+			return bad("skew_ms %d must be within ±%d", c.SkewMS, engine.MaxSkew.Milliseconds())
+		}
+		if c.WorkMS < 0 || c.WorkMS > time.Minute.Milliseconds() {
+			return bad("work_ms %d must be between 0 and 60000", c.WorkMS)
+		}
+	case Matrix:
+		if err := c.leaseOK(lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Command) leaseOK(lim Limits) error {
+	if c.LeaseMS == 0 {
+		return nil
+	}
+	d := time.Duration(c.LeaseMS) * time.Millisecond
+	if d < lim.MinLease || d > lim.MaxLease {
+		return bad("lease_ms %d must be between %d and %d", c.LeaseMS, lim.MinLease.Milliseconds(), lim.MaxLease.Milliseconds())
+	}
+	return nil
+}
+
+func orderings() string {
+	var names []string
+	for _, o := range append(engine.Orderings(), engine.FreePlay) {
+		names = append(names, string(o))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Guards returns the broken guards the command names: its style's, plus
+// each one in Broken.
+func (c Command) Guards() (engine.Guards, error) {
+	var gs engine.Guards
+	if c.Style != "" {
+		st, err := engine.StyleByName(c.Style)
+		if err != nil {
+			return 0, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+		}
+		gs = st.Broken
+	}
+	for _, n := range c.Broken {
+		g, err := engine.ParseGuard(n)
+		if err != nil {
+			return 0, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+		}
+		gs = gs.Break(g)
+	}
+	return gs, nil
+}
+
+// RunConfig returns the engine's run config for a run command.
+func (c Command) RunConfig() (engine.RunConfig, error) {
+	gs, err := c.Guards()
+	if err != nil {
+		return engine.RunConfig{}, err
+	}
+	rc := engine.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity,
+		Lease: time.Duration(c.LeaseMS) * time.Millisecond}
+	if c.Ordering == engine.ClockSkew {
+		rc.Skew = time.Duration(c.SkewMS) * time.Millisecond
+	}
+	if err := rc.Validate(); err != nil {
+		return rc, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+	}
+	return rc, nil
+}

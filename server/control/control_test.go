@@ -1,0 +1,121 @@
+package control_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/control"
+)
+
+func TestDecode_Good(t *testing.T) {
+	lim := control.DefaultLimits()
+	for in, check := range map[string]func(control.Command) bool{
+		`{"action":"step"}`: func(c control.Command) bool { return c.Action == control.Step },
+		`{"action":"run","ordering":"zombie-first"}`: func(c control.Command) bool {
+			return c.Mode == "auto" && c.Ordering == engine.ZombieFirst
+		},
+		`{"action":"run","ordering":"new-owner-first","mode":"step","broken":["epoch-check","owner-check"],"same_identity":true,"lease_ms":300}`: func(c control.Command) bool {
+			rc, err := c.RunConfig()
+			return err == nil && !rc.Broken.On(engine.EpochCheck) && !rc.Broken.On(engine.OwnerCheck) && rc.SameIdentity && rc.Lease.Milliseconds() == 300
+		},
+		`{"action":"run","ordering":"clock-skew","skew_ms":5000,"style":"token"}`: func(c control.Command) bool {
+			rc, err := c.RunConfig()
+			return err == nil && rc.Skew.Milliseconds() == 5000 && !rc.Broken.On(engine.ReceiverCheck)
+		},
+		`{"action":"run","ordering":"free-play"}`:             func(c control.Command) bool { return c.Mode == "" },
+		`{"action":"pace","pace_ms":0}`:                       func(c control.Command) bool { return *c.PaceMS == 0 },
+		`{"action":"pause_worker","worker":"B"}`:              func(c control.Command) bool { return c.Worker == "B" },
+		`{"action":"add_job"}`:                                func(c control.Command) bool { return json.Valid(c.Payload) },
+		`{"action":"add_job","payload":{"n":1}}`:              func(c control.Command) bool { return string(c.Payload) == `{"n":1}` },
+		`{"action":"add_worker","skew_ms":-2000,"work_ms":0}`: func(c control.Command) bool { return c.SkewMS == -2000 },
+		`{"action":"matrix","lease_ms":200}`:                  func(c control.Command) bool { return c.LeaseMS == 200 },
+	} {
+		c, err := control.Decode([]byte(in), lim)
+		if err != nil || !check(c) {
+			t.Errorf("Decode(%s) = %+v, %v", in, c, err)
+		}
+	}
+}
+
+func TestDecode_BadInputSaysWhatWasWrong(t *testing.T) {
+	lim := control.DefaultLimits()
+	for in, want := range map[string]string{
+		``:                                       "JSON object",
+		`[]`:                                     "JSON object",
+		`null`:                                   "JSON object",
+		`{"action":"step"}{}`:                    "more after it",
+		`{}`:                                     "no \"action\"",
+		`{"action":7}`:                           "no \"action\"",
+		`{"action":"dance"}`:                     "unknown action",
+		`{"action":"step","worker":"A"}`:         "takes no fields",
+		`{"action":"pause_worker","pace_ms":1}`:  "does not take \"pace_ms\"",
+		`{"action":"run"}`:                       "needs an ordering",
+		`{"action":"run","ordering":"sideways"}`: "unknown ordering",
+		`{"action":"run","ordering":"zombie-first","mode":"fast"}`:          "auto or step",
+		`{"action":"run","ordering":"free-play","mode":"step"}`:             "free play has no mode",
+		`{"action":"run","ordering":"zombie-first","broken":["seatbelt"]}`:  "unknown guard",
+		`{"action":"run","ordering":"zombie-first","broken":"epoch-check"}`: "wrong types",
+		`{"action":"run","ordering":"zombie-first","style":"bespoke"}`:      "unknown queue style",
+		`{"action":"run","ordering":"zombie-first","lease_ms":5}`:           "lease_ms 5",
+		`{"action":"run","ordering":"zombie-first","lease_ms":99999999}`:    "lease_ms",
+		`{"action":"run","ordering":"zombie-first","lease_ms":-1}`:          "lease_ms",
+		`{"action":"run","ordering":"zombie-first","lease_ms":1.5}`:         "wrong types",
+		`{"action":"run","ordering":"zombie-first","skew_ms":100}`:          "only to the clock-skew",
+		`{"action":"run","ordering":"clock-skew","skew_ms":-100}`:           "skew_ms",
+		`{"action":"pace"}`:                                                   "needs pace_ms",
+		`{"action":"pace","pace_ms":-3}`:                                      "pace_ms -3",
+		`{"action":"pace","pace_ms":3600000}`:                                 "pace_ms",
+		`{"action":"kill_worker"}`:                                            "needs a worker",
+		`{"action":"kill_worker","worker":"a; rm -rf /"}`:                     "not a worker label",
+		`{"action":"add_job","payload":null}`:                                 "null",
+		`{"action":"add_job","payload":"` + strings.Repeat("x", 70000) + `"}`: "limit",
+		`{"action":"add_worker","work_ms":-1}`:                                "work_ms",
+		`{"action":"add_worker","skew_ms":99999999999}`:                       "skew_ms",
+		`{"action":"matrix","lease_ms":1}`:                                    "lease_ms",
+	} {
+		_, err := control.Decode([]byte(in), lim)
+		if err == nil {
+			t.Errorf("Decode(%.60s) succeeded, want an error with %q", in, want)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Decode(%.60s) = %q, want one line with %q", in, err, want)
+		}
+	}
+}
+
+// FuzzDecode: any input is either refused with a sentence, or decodes to a
+// command whose action is known and which decodes the same when encoded
+// again. Never a panic.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"action":"step"}`, `{"action":"run","ordering":"zombie-first","broken":["epoch-check"],"lease_ms":300}`,
+		`{"action":"pause_worker","worker":"A"}`, `{"action":"add_job","payload":{"a":[1,2]}}`, `{"action":"pace","pace_ms":10}`, `{`, `{"action":"run","ordering":"clock-skew","skew_ms":9}`} {
+		f.Add([]byte(s))
+	}
+	lim := control.DefaultLimits()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := control.Decode(b, lim)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an error with no words")
+			}
+			return
+		}
+		if !strings.Contains(strings.Join(control.Actions(), ","), string(c.Action)) {
+			t.Fatalf("decoded unknown action %q", c.Action)
+		}
+		again, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := control.Decode(again, lim)
+		if err != nil {
+			t.Fatalf("re-encoded %s no longer decodes: %v", again, err)
+		}
+		if c2.Action != c.Action || c2.Ordering != c.Ordering || c2.Worker != c.Worker {
+			t.Fatalf("round trip changed the command: %+v vs %+v", c, c2)
+		}
+	})
+}

@@ -1,0 +1,228 @@
+// Package server is the playground's HTTP and WebSocket server: sessions,
+// each with real worker processes under a supervisor, the receiver the
+// workers call, and every event streamed live. Routes are in routes.go;
+// errors become HTTP statuses in one place, wire.Handler.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/wire"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+)
+
+// Config configures a Server. Validate fills the defaults.
+type Config struct {
+	// Listener is where the server accepts connections; bind it first
+	// (net.Listen) so a test can use 127.0.0.1:0 and read the address back.
+	Listener    net.Listener
+	Pool        *pgxpool.Pool
+	DatabaseURL string // passed to the worker processes
+	// Exe is the fencelab binary the workers run as. Default: this process.
+	Exe string
+	Log *slog.Logger
+	// AllowOrigins lists the host patterns (as coder/websocket matches them,
+	// e.g. "blog.example.com" or "*.example.com") whose pages may open this
+	// server's WebSocket. The server's own origin is always allowed.
+	AllowOrigins []string
+	// ExternalReceiver is a standalone `fencelab receiver` to deliver to
+	// instead of the built-in one.
+	ExternalReceiver string
+	Limits           session.Limits
+	// MaxBody bounds a request body; MaxMessage a WebSocket message;
+	// MessageRate the messages per second a socket may send.
+	MaxBody     int64
+	MaxMessage  int64
+	MessageRate float64
+	// Pages, if set, adds the page routes (the web package) to the server.
+	Pages func(e *echo.Echo, s *Server)
+}
+
+// Validate checks the config and fills the defaults.
+func (c *Config) Validate() error {
+	if c.Listener == nil || c.Pool == nil || c.DatabaseURL == "" {
+		return errors.New("server: Listener, Pool and DatabaseURL are required")
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = 128 << 10
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = 16 << 10
+	}
+	if c.MessageRate == 0 {
+		c.MessageRate = 20
+	}
+	if c.MaxBody < 1024 || c.MaxMessage < 256 || c.MessageRate <= 0 {
+		return errors.New("server: max body must be at least 1KiB, max message at least 256 bytes, message rate positive")
+	}
+	c.Limits.Fill()
+	return nil
+}
+
+// Server is the running playground. Serve runs it; Shutdown stops it and
+// everything it started.
+type Server struct {
+	cfg      Config
+	echo     *echo.Echo
+	http     *http.Server
+	Sessions *session.Manager
+	sup      *supervisor.Supervisor
+	started  time.Time
+
+	mu      sync.Mutex
+	sockets map[*websocket.Conn]struct{}
+	closing bool
+	sweep   chan struct{}
+	swept   chan struct{}
+}
+
+// New builds a server on cfg.Listener: a worker supervisor, the session
+// manager (which drops the schemas of servers that are gone) and the routes.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sup, err := supervisor.New(supervisor.Config{Exe: cfg.Exe, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := session.NewManager(ctx, session.Config{
+		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Log: cfg.Log,
+		ReceiverBase: loopbackURL(cfg.Listener.Addr()) + "/receiver/", ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
+		Limits: cfg.Limits,
+	})
+	if err != nil {
+		_ = sup.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
+		sweep: make(chan struct{}), swept: make(chan struct{})}
+	s.echo = wire.NewEcho(cfg.Log)
+	s.routes(s.echo)
+	if cfg.Pages != nil {
+		cfg.Pages(s.echo, s)
+	}
+	s.http = &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
+	go s.sweeper()
+	return s, nil
+}
+
+// loopbackURL is how the workers on this machine reach the listener.
+func loopbackURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// URL returns the server's address for people, such as http://127.0.0.1:8080.
+func (s *Server) URL() string { return loopbackURL(s.cfg.Listener.Addr()) }
+
+// Echo returns the router, for tests and the web package.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// Config returns the server's configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// Serve accepts connections until Shutdown. It returns nil after Shutdown.
+func (s *Server) Serve() error {
+	err := s.http.Serve(s.cfg.Listener)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) sweeper() {
+	defer close(s.swept)
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.sweep:
+			return
+		case <-t.C:
+			s.Sessions.Sweep()
+		}
+	}
+}
+
+// Shutdown stops the server: no new connections, every run stopped and
+// its workers killed and reaped, every session schema dropped, every socket
+// closed by the server itself (http.Server.Shutdown does not close
+// hijacked connections). It returns when all that is done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.mu.Unlock()
+	close(s.sweep)
+	<-s.swept
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Sessions.Close() // ends runs, kills workers, drops schemas, closes the logs and so the sockets
+		_ = s.sup.Close()
+		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
+	}()
+	herr := s.http.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
+		return fmt.Errorf("shutdown: %w", ctx.Err())
+	}
+	return herr
+}
+
+func (s *Server) track(c *websocket.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.sockets[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *websocket.Conn) {
+	s.mu.Lock()
+	delete(s.sockets, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) closeSockets(code websocket.StatusCode, why string) {
+	s.mu.Lock()
+	conns := make([]*websocket.Conn, 0, len(s.sockets))
+	for c := range s.sockets {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close(code, why)
+	}
+}

@@ -1,0 +1,280 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/hub"
+	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/server/wire"
+	"github.com/labstack/echo/v4"
+)
+
+// The WebSocket protocol. Every frame is one JSON object with a "type".
+//
+// Server to client:
+//
+//	{"type":"hello","session":ID,"role":"driver"|"viewer","since":N,"last_seq":M}
+//	{"type":"event","event":{...}}          every event after since, in order, then live
+//	{"type":"live","seq":N}                 the backlog is sent: from here on, events are live
+//	{"type":"reply","id":ID,"ok":true,"result":{...}} / {"type":"reply","id":ID,"ok":false,"status":409,"error":"..."}
+//	{"type":"pong","id":ID}
+//	{"type":"error","error":"..."}          a message that could not be read; nothing happened
+//
+// Client to server:
+//
+//	{"type":"command","id":ID,"command":{"action":"step"}}   drivers only
+//	{"type":"ping","id":ID}
+//
+// A client that falls behind is closed with 1008 (policy violation) and
+// resumes with ?since= the last seq it saw; so is one that sends more than
+// the message rate allows. Messages larger than the limit close the socket
+// with 1009.
+
+const (
+	writeTimeout = 5 * time.Second
+	pingEvery    = 20 * time.Second
+	// statusGone: the events the client asked for are no longer kept.
+	statusGone websocket.StatusCode = 4001
+)
+
+// clientMessage is one frame from a client.
+type clientMessage struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id,omitempty"`
+	Command json.RawMessage `json:"command,omitempty"`
+}
+
+// DecodeClientMessage reads one client frame strictly.
+func DecodeClientMessage(b []byte) (clientMessage, error) {
+	var m clientMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return m, errors.New(`a message is a JSON object like {"type":"command","id":"1","command":{"action":"step"}}`)
+	}
+	if dec.More() {
+		return m, errors.New("a message is one JSON object; there is more after it")
+	}
+	if len(m.ID) > 64 {
+		return m, errors.New("the message id is longer than 64 characters")
+	}
+	switch m.Type {
+	case "ping":
+		if len(m.Command) > 0 {
+			return m, errors.New("a ping carries no command")
+		}
+	case "command":
+		if len(m.Command) == 0 {
+			return m, errors.New("a command message needs a command object")
+		}
+	default:
+		return m, fmt.Errorf("unknown message type %q (want command or ping)", m.Type)
+	}
+	return m, nil
+}
+
+// rateLimiter is a token bucket: rate tokens a second, up to burst.
+type rateLimiter struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func (l *rateLimiter) allow(now time.Time) bool {
+	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// socket streams a session's events to one client from ?since= on, and
+// takes commands from a driver.
+func (s *Server) socket(c echo.Context) error {
+	sess, err := s.session(c)
+	if err != nil {
+		return err
+	}
+	since, err := seqParam(c, "since", 0)
+	if err != nil {
+		return err
+	}
+	token := c.QueryParam("token")
+	driver := false
+	if token != "" {
+		if !sess.CanDrive(token) {
+			return fmt.Errorf("%w: that control token is not this session's", session.ErrForbidden)
+		}
+		driver = true
+	}
+	if !isUpgrade(c.Request()) {
+		return wire.New(http.StatusUpgradeRequired, "this is a WebSocket endpoint: connect with a WebSocket client")
+	}
+	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowOrigins})
+	if err != nil {
+		return nil // Accept has answered the client already (e.g. 403 for a foreign origin)
+	}
+	if !s.track(conn) {
+		conn.Close(websocket.StatusGoingAway, "the server is shutting down")
+		return nil
+	}
+	defer s.untrack(conn)
+	conn.SetReadLimit(s.cfg.MaxMessage)
+	s.serveSocket(sess, conn, since, driver)
+	return nil
+}
+
+func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since int64, driver bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	write := func(b []byte) error {
+		wctx, wcancel := context.WithTimeout(ctx, writeTimeout)
+		defer wcancel()
+		return conn.Write(wctx, websocket.MessageText, b)
+	}
+	writeJSON := func(v any) error {
+		b, _ := json.Marshal(v)
+		return write(b)
+	}
+
+	sub, backlog, err := sess.Log.Subscribe(since)
+	if errors.Is(err, hub.ErrGone) {
+		conn.Close(statusGone, "the events after that seq are no longer kept; reload the session")
+		return
+	}
+	if err != nil {
+		conn.Close(websocket.StatusGoingAway, "the session has ended")
+		return
+	}
+	defer sub.Close()
+	role := "viewer"
+	if driver {
+		role = "driver"
+	}
+	hello := map[string]any{"type": "hello", "session": sess.ID, "role": role, "since": since, "last_seq": sess.Log.LastSeq()}
+	if writeJSON(hello) != nil {
+		return
+	}
+	last := since
+	for _, en := range backlog {
+		if write(en.Frame) != nil {
+			return
+		}
+		last = en.Event.Seq
+	}
+	if writeJSON(map[string]any{"type": "live", "seq": last}) != nil {
+		return
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		s.readSocket(ctx, sess, conn, driver, writeJSON)
+	}()
+	defer wg.Wait()
+
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case en, ok := <-sub.C:
+			if !ok {
+				if errors.Is(sub.Err(), hub.ErrSlow) {
+					conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("too slow: reconnect with since=%d", last))
+				} else {
+					conn.Close(websocket.StatusGoingAway, "the session has ended")
+				}
+				return
+			}
+			if write(en.Frame) != nil {
+				conn.CloseNow()
+				return
+			}
+			last = en.Event.Seq
+		case <-ping.C:
+			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+			err := conn.Ping(pctx)
+			pcancel()
+			if err != nil {
+				conn.CloseNow()
+				return
+			}
+		case <-ctx.Done():
+			conn.CloseNow()
+			return
+		}
+	}
+}
+
+// readSocket reads client messages until the socket closes.
+func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *websocket.Conn, driver bool, reply func(any) error) {
+	lim := &rateLimiter{rate: s.cfg.MessageRate, burst: 2 * s.cfg.MessageRate, tokens: 2 * s.cfg.MessageRate, last: time.Now()}
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		typ, b, err := conn.Read(ctx)
+		if err != nil {
+			return // closed, or too big (the library closes with 1009)
+		}
+		if !lim.allow(time.Now()) {
+			conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("too many messages: at most %g a second", s.cfg.MessageRate))
+			return
+		}
+		sess.Touch()
+		if typ != websocket.MessageText {
+			_ = reply(map[string]any{"type": "error", "error": "messages are JSON text, not binary"})
+			continue
+		}
+		m, err := DecodeClientMessage(b)
+		if err != nil {
+			_ = reply(map[string]any{"type": "error", "error": err.Error()})
+			continue
+		}
+		if m.Type == "ping" {
+			_ = reply(map[string]any{"type": "pong", "id": m.ID})
+			continue
+		}
+		if !driver {
+			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": http.StatusForbidden,
+				"error": "you are watching this session: driving it needs its control token"})
+			continue
+		}
+		cmd, err := control.Decode(m.Command, s.limits())
+		if err != nil {
+			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": http.StatusBadRequest, "error": err.Error()})
+			continue
+		}
+		// A step can take as long as a lease: run it aside so pings and
+		// other commands (pause a worker) still get through.
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			res, err := sess.Execute(context.Background(), cmd)
+			if err != nil {
+				status := wire.Status(err)
+				_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": status, "error": wire.Message(err, status)})
+				return
+			}
+			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": true, "result": res})
+		}()
+	}
+}
+
+// isUpgrade reports whether a request asks for a WebSocket.
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
+}
