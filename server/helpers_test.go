@@ -243,6 +243,9 @@ func (s *sess) dial(ctx context.Context, since int64, token string) (*wsClient, 
 			}
 			var m map[string]json.RawMessage
 			_ = json.Unmarshal(b, &m)
+			if m != nil {
+				m["_recv"], _ = json.Marshal(time.Now()) // when it was read, for latency
+			}
 			w.frames <- m
 		}
 	}()

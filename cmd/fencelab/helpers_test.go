@@ -121,7 +121,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	t.Fatalf("%s: still not true after %v: %s", what, timeout, last)
 }
 
-// started is a fencelab process running in the background whose stderr
+// started is a fencelab process running in the background whose output
 // lines can be waited for.
 type started struct {
 	cmd   *exec.Cmd
@@ -135,16 +135,20 @@ func start(t *testing.T, env []string, args ...string) *started {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
+	// stdout and stderr both go to one pipe, read line by line.
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	s := &started{cmd: cmd, seen: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		sc := bufio.NewScanner(stderr)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			s.mu.Lock()
@@ -163,8 +167,8 @@ func start(t *testing.T, env []string, args ...string) *started {
 	return s
 }
 
-// waitLine waits until a stderr line contains want.
-func (s *started) waitLine(t *testing.T, want string, timeout time.Duration) {
+// waitLine waits until an output line contains want, and returns it.
+func (s *started) waitLine(t *testing.T, want string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -172,7 +176,7 @@ func (s *started) waitLine(t *testing.T, want string, timeout time.Duration) {
 		for _, l := range s.lines {
 			if strings.Contains(l, want) {
 				s.mu.Unlock()
-				return
+				return l
 			}
 		}
 		ch := s.seen

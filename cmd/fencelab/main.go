@@ -5,6 +5,7 @@
 //	fencelab worker    one worker process (the server and `run` spawn these)
 //	fencelab receiver  the external receiver as a standalone HTTP service
 //	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
+//	fencelab probe     is a server alive? (the Docker HEALTHCHECK)
 //
 // main only wires signals to a context and calls run, so tests can call run
 // with their own arguments, environment and output.
@@ -63,6 +64,7 @@ Usage:
   fencelab worker [flags]    one worker process (spawned by serve and run)
   fencelab receiver [flags]  the external receiver as a standalone HTTP service
   fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
+  fencelab probe [flags]     ask a running server whether it is alive (for HEALTHCHECK)
 
 Postgres: DATABASE_URL if set, otherwise a private throwaway cluster started
 from this machine's PostgreSQL server binaries.
@@ -91,11 +93,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return receiverCmd(ctx, rest, getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, getenv, stdout, stderr)
+	case "probe":
+		return probeCmd(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver or bench; see fencelab --help)", cmd)
+	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench or probe; see fencelab --help)", cmd)
 }
 
 // newFlagSet returns a flag set that reports errors as usage errors and

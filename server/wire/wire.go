@@ -63,8 +63,9 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
-// Message returns what the user is told: the error's own sentence for a
-// 4xx, a generic one for a 5xx (whose detail goes to the log).
+// Message returns what the user is told: the error's own sentence, except
+// for a 500, whose detail goes to the log only. (A 503 says which capacity
+// is used up.)
 func Message(err error, status int) string {
 	var ee *echo.HTTPError
 	if errors.As(err, &ee) {
@@ -73,10 +74,17 @@ func Message(err error, status int) string {
 		}
 		return http.StatusText(ee.Code)
 	}
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		return "internal error; the server log has the details"
 	}
-	return err.Error()
+	// Drop the kind a sentinel puts in front ("invalid input: ", "busy: "):
+	// the status says it already.
+	msg := err.Error()
+	var se StatusError
+	if errors.As(err, &se) {
+		msg = strings.TrimPrefix(msg, se.Error()+": ")
+	}
+	return strings.TrimPrefix(msg, engine.ErrInvalidInput.Error()+": ")
 }
 
 // Handler returns an Echo HTTPErrorHandler that answers JSON and logs 5xx.

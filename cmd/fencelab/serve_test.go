@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/pgtest"
+)
+
+// served is a `fencelab serve` process and its URL.
+type served struct {
+	*started
+	url string
+}
+
+func serve(t *testing.T, env ...string) served {
+	t.Helper()
+	t0 := time.Now()
+	p := start(t, env, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	line := p.waitLine(t, "playground at http://", 60*time.Second)
+	url := regexp.MustCompile(`http://[0-9.:]+`).FindString(line)
+	t.Logf("ready in %v at %s", time.Since(t0).Round(time.Millisecond), url)
+	return served{p, url}
+}
+
+// post sends a JSON command to a session as its driver.
+func post(t *testing.T, url, token, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST %s %s: %d %s", url, body, resp.StatusCode, b)
+	}
+	return m
+}
+
+// busy gives a server two live runs with frozen workers.
+func busy(t *testing.T, s served) {
+	t.Helper()
+	for _, run := range []string{`{"action":"run","ordering":"free-play"}`, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":10000}`} {
+		sess := post(t, s.url+"/api/sessions", "", "")
+		id, tok := sess["id"].(string), sess["token"].(string)
+		cmds := s.url + "/api/sessions/" + id + "/commands"
+		post(t, cmds, tok, run)
+		if strings.Contains(run, "step") {
+			post(t, cmds, tok, `{"action":"step"}`)
+			post(t, cmds, tok, `{"action":"step"}`) // A frozen by SIGSTOP
+		} else {
+			post(t, cmds, tok, `{"action":"add_job"}`)
+			post(t, cmds, tok, `{"action":"pause_worker","worker":"B"}`)
+		}
+	}
+}
+
+func flSchemas(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := pgtest.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'fl\_%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestServe_SignalsLeaveNothingBehind stops a busy `fencelab serve` by
+// SIGTERM and by Ctrl-C (SIGINT): it exits 0 within 10 seconds and leaves
+// no worker process and no session schema.
+func TestServe_SignalsLeaveNothingBehind(t *testing.T) {
+	// Not parallel with the other serve tests: it counts fl_ schemas.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			m := marker(t)
+			s := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
+			busy(t, s)
+			if n := flSchemas(t); n != 4 {
+				t.Fatalf("%d session schemas before the signal, want 4", n)
+			}
+			if n := len(marked(t, m)); n < 5 {
+				t.Fatalf("%d processes before the signal, want the server and 4 workers", n)
+			}
+			t0 := time.Now()
+			_ = s.cmd.Process.Signal(sig)
+			select {
+			case <-s.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server did not exit within 10s")
+			}
+			if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("exit code %d after %v, want 0", code, sig)
+			}
+			t.Logf("stopped in %v", time.Since(t0).Round(time.Millisecond))
+			if left := marked(t, m); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+			if n := flSchemas(t); n != 0 {
+				t.Errorf("%d session schemas left", n)
+			}
+		})
+	}
+}
+
+// TestServe_SIGKILL: nothing can clean up after a SIGKILL, so nothing may
+// need to. Workers die by their parent-death signal; a private cluster by
+// its own, with its folder removed by its watchdog; with DATABASE_URL, the
+// next server drops the schemas the dead one left.
+func TestServe_SIGKILL(t *testing.T) {
+	t.Run("own cluster", func(t *testing.T) {
+		m := marker(t)
+		s := serve(t, "DATABASE_URL=", m)
+		busy(t, s)
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		eventually(t, 20*time.Second, "no worker, postgres or watchdog left", func() (bool, string) {
+			left := marked(t, m)
+			return len(left) == 0, strings.Join(left, "\n")
+		})
+	})
+	t.Run("DATABASE_URL", func(t *testing.T) {
+		m := marker(t)
+		s := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
+		busy(t, s)
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		eventually(t, 10*time.Second, "no worker left", func() (bool, string) {
+			left := marked(t, m)
+			return len(left) == 0, strings.Join(left, "\n")
+		})
+		if n := flSchemas(t); n != 4 {
+			t.Fatalf("%d schemas after SIGKILL; the test expects the dead server's 4", n)
+		}
+		next := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
+		if n := flSchemas(t); n != 0 {
+			t.Errorf("the next server left %d of the dead one's schemas", n)
+		}
+		_ = next.cmd.Process.Signal(syscall.SIGTERM)
+		<-next.done
+	})
+}
+
+// TestServe_HealthAndReady checks /healthz and /readyz of a real server.
+func TestServe_HealthAndReady(t *testing.T) {
+	s := serve(t, "DATABASE_URL="+pgtest.DSN(t))
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"status"`) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.done
+	_ = fmt.Sprint()
+}
