@@ -843,3 +843,20 @@ func (a *atomicCount) get() int {
 	defer a.mu.Unlock()
 	return a.n
 }
+
+// TestExpectedOutcome_IsTheArticlesTable pins the specification the page
+// and the tests mark runs against to DESIGN.md's outcome table.
+func TestExpectedOutcome_IsTheArticlesTable(t *testing.T) {
+	t.Parallel()
+	for o, want := range map[engine.Ordering]engine.Expected{
+		engine.NewOwnerFirst: {ZombieReceiverCall: "rejected", ZombieCommit: "rejected", Epoch: 2, ResultFrom: "B", ReceiverFrom: "B"},
+		engine.ZombieFirst:   {ZombieReceiverCall: "accepted_then_superseded", ZombieCommit: "rejected", Epoch: 2, ResultFrom: "B", ReceiverFrom: "B"},
+	} {
+		if got, ok := engine.ExpectedOutcome(o); !ok || got != want {
+			t.Errorf("%s: %+v, want %+v", o, got, want)
+		}
+	}
+	if _, ok := engine.ExpectedOutcome(engine.FreePlay); ok {
+		t.Error("free play has an expected outcome")
+	}
+}

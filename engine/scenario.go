@@ -231,3 +231,31 @@ func (c RunConfig) String() string {
 	}
 	return s
 }
+
+// Expected is what a correct build shows for an ordering: the article's
+// table, and its row for the crash and the skewed clock. It is the
+// specification the page marks each run's cells right or wrong against;
+// the tests check that the engine meets it.
+type Expected struct {
+	ZombieReceiverCall Call   `json:"zombie_receiver_call"`
+	ZombieCommit       Call   `json:"zombie_commit"`
+	Epoch              int64  `json:"epoch"`
+	ResultFrom         string `json:"result_from"`
+	ReceiverFrom       string `json:"receiver_from"`
+}
+
+// ExpectedOutcome returns the correct build's outcome for an ordering;
+// free play has none.
+func ExpectedOutcome(o Ordering) (Expected, bool) {
+	switch o {
+	case NewOwnerFirst:
+		return Expected{CallRejected, CallRejected, 2, NewOwner, NewOwner}, true
+	case ZombieFirst:
+		return Expected{CallAcceptedThenSuperseded, CallRejected, 2, NewOwner, NewOwner}, true
+	case CrashBeforeCommit:
+		return Expected{CallAcceptedThenSuperseded, CallNotAttempted, 2, NewOwner, NewOwner}, true
+	case ClockSkew:
+		return Expected{CallAccepted, CallAccepted, 1, Zombie, Zombie}, true
+	}
+	return Expected{}, false
+}

@@ -61,9 +61,10 @@ type scenarioInfo struct {
 }
 
 type orderingInfo struct {
-	Name  engine.Ordering `json:"name"`
-	Title string          `json:"title"`
-	Steps []engine.Step   `json:"steps"`
+	Name     engine.Ordering  `json:"name"`
+	Title    string           `json:"title"`
+	Steps    []engine.Step    `json:"steps"`
+	Expected *engine.Expected `json:"expected,omitempty"` // what a correct build shows
 }
 
 type guardInfo struct {
@@ -76,7 +77,11 @@ func Scenarios() scenarioInfo {
 	info := scenarioInfo{Styles: engine.Styles(), Actions: control.Actions()}
 	for _, o := range append(engine.Orderings(), engine.FreePlay) {
 		sc, _ := engine.Script(o)
-		info.Orderings = append(info.Orderings, orderingInfo{Name: o, Title: sc.Title, Steps: sc.Steps})
+		oi := orderingInfo{Name: o, Title: sc.Title, Steps: sc.Steps}
+		if x, ok := engine.ExpectedOutcome(o); ok {
+			oi.Expected = &x
+		}
+		info.Orderings = append(info.Orderings, oi)
 	}
 	for _, g := range engine.AllGuards() {
 		info.Guards = append(info.Guards, guardInfo{Name: g.String(), Help: g.Help()})

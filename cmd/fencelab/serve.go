@@ -14,6 +14,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/web"
 )
 
 const serveSummary = `The playground server: sessions of real worker processes on PostgreSQL,
@@ -43,7 +44,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	addr := fs.String("addr", defAddr, "address to listen on ($PORT sets the default port)")
 	var origins listFlag
-	fs.Var(&origins, "allow-origin", "a host pattern whose pages may embed this server and open its WebSocket, e.g. blog.example.com or *.example.com (repeatable)")
+	fs.Var(&origins, "allow-origin", "an origin whose pages may embed the playground and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
 	receiverURL := fs.String("receiver-url", "", "a standalone `fencelab receiver` to deliver to instead of the built-in one, e.g. http://127.0.0.1:8081")
 	var lim session.Limits
 	lim.Fill()
@@ -94,8 +95,15 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeDB()
+	var hosts, frameAncestors []string
+	for _, o := range origins {
+		h, _ := originHost(o)
+		hosts = append(hosts, h)
+		frameAncestors = append(frameAncestors, strings.TrimSuffix(o, "/"))
+	}
 	srv, err := server.New(ctx, server.Config{
-		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: origins,
+		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts,
+		Pages:            web.Register(web.Options{FrameAncestors: frameAncestors}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
 	})
 	if err != nil {
@@ -158,9 +166,26 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		}
 	}
 	for _, o := range origins {
-		if strings.Contains(o, "/") || strings.ContainsAny(o, " \t") {
-			return bad("--allow-origin %q must be a host pattern such as blog.example.com or *.example.com, not a URL", o)
+		if _, err := originHost(o); err != nil {
+			return bad("--allow-origin %q: %v", o, err)
 		}
 	}
 	return nil
+}
+
+// originHost checks an origin such as https://blog.example.com or
+// https://*.example.com and returns its host pattern, as the WebSocket
+// origin check matches it.
+func originHost(origin string) (string, error) {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("want an origin such as https://blog.example.com")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("an origin has no path, query or user: want scheme://host[:port]")
+	}
+	if strings.ContainsAny(u.Host, " '\";") {
+		return "", fmt.Errorf("the host has characters an origin cannot have")
+	}
+	return u.Host, nil
 }

@@ -5,6 +5,7 @@
 package receiver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -134,6 +135,7 @@ func Event(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) engine.E
 	from := engine.ResultFrom(d.Payload)
 	e := engine.Event{Kind: engine.KindReceiver, Actor: "receiver", At: rc.DBTime, JobID: d.JobID, Epoch: engine.Int64(d.Epoch),
 		Owner: d.Owner, Outcome: string(rc.Decision)}
+	e.Data, _ = json.Marshal(map[string]any{"from": from, "held_epoch": rc.HeldEpoch, "superseded": rc.Superseded, "superseded_owner": rc.SupersededOwner})
 	for _, t := range traces {
 		if t.Name == "ReceiverDeliver" {
 			e.Name, e.SQL, e.Args, e.Rows = t.Name, t.SQL, engine.FormatArgs(t.Args), engine.Int64(t.Rows)

@@ -552,6 +552,8 @@ func (w *Worker) statementEvent(c *call, t engine.Trace) engine.Event {
 	var fe *engine.FencedError
 	if errors.As(c.err, &fe) && len(fe.Reasons) > 0 {
 		why = ": " + strings.Join(fe.Reasons, "; ")
+	} else {
+		fe = nil
 	}
 	if t.Err != nil {
 		e.Kind, e.Outcome, e.Error = engine.KindError, "error", t.Err.Error()
@@ -567,11 +569,18 @@ func (w *Worker) statementEvent(c *call, t engine.Trace) engine.Event {
 			l, h.JobID, h.Epoch, h.LeaseUntil.UTC().Format("15:04:05.000"))
 	case t.Name == "LeaseRenew" && t.Rows == 0:
 		e.Outcome, e.Text = "fenced", fmt.Sprintf("Worker %s's lease renewal on job %d at epoch %d matched no row: its lease is lost.", l, h.JobID, h.Epoch)
+		if fe != nil {
+			e.Error = strings.Join(fe.Reasons, "; ")
+		}
 	case t.Name == "LeaseRenew":
 		e.LeaseUntil = engine.Time(c.lease)
 		e.Outcome, e.Text = "ok", fmt.Sprintf("Worker %s renewed its lease on job %d at epoch %d (1 row).", l, h.JobID, h.Epoch)
 	case (t.Name == "JobComplete" || t.Name == "JobFail") && t.Rows == 0:
 		e.Outcome, e.Text = "fenced", fmt.Sprintf("Worker %s's %s of job %d at epoch %d matched no row: fenced, its result is dropped.", l, opName(c.op), h.JobID, h.Epoch)
+		if fe != nil {
+			e.Error = strings.Join(fe.Reasons, "; ")
+			e.Text = strings.TrimSuffix(e.Text, ".") + " (" + e.Error + ")."
+		}
 	case t.Name == "JobComplete":
 		e.Outcome, e.Text = "ok", fmt.Sprintf("Worker %s committed job %d at epoch %d (1 row).", l, h.JobID, h.Epoch)
 	case t.Name == "JobFail":

@@ -1,0 +1,26 @@
+// Package e2e holds fencelab's browser tests: they build the fencelab
+// binary, start `fencelab serve` against the test PostgreSQL, open the
+// playground in headless Chromium through chromedp and drive it the way a
+// person would, by data-testid.
+//
+// The package has no non-test code; the harness lives in harness_test.go:
+//
+//   - startServer(t, args...) starts one `fencelab serve` for a test (share
+//     one among cases by starting it in the parent test and using it from
+//     subtests, through srv.WithT(t));
+//   - newTab(t, width, height, opts...) opens a tab in the one browser of
+//     the test binary, and fails the test on any JavaScript exception,
+//     console.error or browser-log error (AllowErrors and ExpectErrors
+//     relax that), saving a full-page screenshot in e2e/artifacts/ when the
+//     test fails;
+//   - the Tab's helpers (Click, SetValue, Press, PollState, …) select by
+//     data-testid and wait without sleeping.
+//
+// Run them with
+//
+//	go test ./e2e/ -count=1 -v
+//
+// They need Chromium (apt-get install chromium chromium-driver) and the
+// PostgreSQL server binaries, or DATABASE_URL. Without Chromium the tests
+// skip, except with CI=true, where they fail.
+package e2e

@@ -1,0 +1,527 @@
+// main.js — the playground page: it starts from the state the server
+// rendered, follows the session's events over the WebSocket, and drives the
+// session through its JSON API. window.fencelab exposes the page's state to
+// tests and to a host page.
+
+import { Api, Stream } from "./api.js";
+import { apply, fold, newRun, whatHappened, isHeartbeat, laneOf, LANE_RUNNER } from "./model.js";
+import { $, byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
+import { bindKeys } from "./keys.js";
+
+const boot = JSON.parse(document.getElementById("fencelab-state").textContent);
+const scenarios = boot.scenarios;
+const sessionId = boot.session.id;
+const tokenKey = `fencelab.token.${sessionId}`;
+
+// The control token: handed to the page that made the session, carried in a
+// drive link's #token=, or kept in this tab from before. Never in the URL bar.
+let token = boot.token || "";
+const hashToken = new URLSearchParams(location.hash.slice(1)).get("token");
+if (hashToken) token = hashToken;
+if (!token) { try { token = sessionStorage.getItem(tokenKey) || ""; } catch { /* storage may be off */ } }
+if (token) { try { sessionStorage.setItem(tokenKey, token); } catch { /* fine */ } }
+
+const api = new Api(sessionId, token);
+const page = {
+  role: token ? "driver" : "viewer",
+  live: fold(boot.session.run || {}, boot.events).run,
+  infos: [],
+  view: null, // the run on screen: the live one, or a replay
+  scrub: null, // an index into view.run.events when scrubbing, else null
+  runs: new Map((boot.session.runs || []).map((r) => [r.id, r])),
+  matrix: new Map(), // run id -> {ordering, broken, state}
+  oldRuns: new Set(),
+  conn: { state: "connecting", behind: 0, caughtUp: 0, reconnects: 0 },
+  errors: [],
+  offset: 0, // database clock minus this one, from live events
+  dirty: true,
+  feed: [],
+};
+page.infos = fold(boot.session.run || {}, boot.events).rows;
+page.view = { run: page.live, infos: page.infos, replay: false };
+
+const timeline = new Timeline(byTest("timeline"));
+const form = byTest("setup");
+
+// ---- URL: the session's own address, with the setup as a permalink ----------
+
+function setupFromForm() {
+  const fd = new FormData(form);
+  const broken = [...form.querySelectorAll('input[name="guard"]')].filter((c) => !c.checked).map((c) => c.value);
+  return {
+    ordering: fd.get("ordering"), mode: fd.get("mode"), style: fd.get("style") || "fencelab", broken,
+    same: !!fd.get("same"), lease: Number(fd.get("lease")), pace: Number(fd.get("pace")), skew: Number(fd.get("skew")),
+  };
+}
+
+function permalinkQuery(s) {
+  const q = new URLSearchParams();
+  q.set("ordering", s.ordering);
+  if (s.ordering !== "free-play") q.set("mode", s.mode);
+  if (s.style && s.style !== "fencelab") q.set("style", s.style);
+  const styleBroken = (scenarios.styles.find((x) => x.name === s.style) || {}).broken || "";
+  const extra = s.broken.filter((g) => !styleBroken.split(",").includes(g));
+  if (extra.length) q.set("break", extra.join(","));
+  if (s.same) q.set("same", "1");
+  q.set("lease", String(s.lease));
+  if (s.ordering !== "free-play") q.set("pace", String(s.pace));
+  if (s.ordering === "clock-skew" && s.skew) q.set("skew", String(s.skew));
+  if (boot.embed) q.set("embed", "1");
+  if (boot.present) q.set("present", "1");
+  return q.toString();
+}
+
+function updateURL() {
+  const q = permalinkQuery(setupFromForm());
+  byTest("permalink").href = `/?${q}`;
+  history.replaceState(null, "", `/s/${sessionId}?${q}`);
+}
+
+// ---- drawing ----------------------------------------------------------------
+
+function dbNow() { return Date.now() + page.offset; }
+
+function scrubbing() { return page.scrub !== null; }
+
+function shownRun() {
+  if (!scrubbing()) return page.view.run;
+  return fold(runSummary(page.view.run), page.view.run.events, page.scrub).run;
+}
+
+function runSummary(run) {
+  return { id: run.id, ordering: run.ordering, mode: run.mode, lease_ms: run.leaseMs, pace_ms: run.paceMs, steps: run.steps, skew_ms: run.skewMs };
+}
+
+function drawAll() {
+  page.dirty = false;
+  const run = shownRun();
+  timeline.setLanes(lanes(page.view.run));
+  timeline.showHeartbeats = byTest("show-heartbeats").checked;
+  timeline.redraw(page.view.run.events, page.view.infos, scrubbing() ? page.scrub : Infinity);
+  drawSide(run);
+}
+
+function drawSide(run) {
+  renderLanes(byTest("lanes"), run, { canDrive: page.role === "driver" && !page.view.replay, scrubbing: scrubbing() });
+  byTest("lanes").classList.toggle("replay", page.view.replay);
+  const narration = byTest("narration");
+  if (page.view.replay) narration.textContent = `Replaying run ${run.id} (${run.ordering}${run.broken.length ? ", " + run.broken.join(", ") + " off" : ""}). Press Back to live to return.`;
+  else if (run.narration) narration.textContent = run.narration;
+  else if (run.id && !run.ended) narration.textContent = run.mode === "free" ? "Free play: add jobs and workers; pause, resume and kill them." : "Starting…";
+  if (run.outcome || run.report || run.ended) renderOutcome(run, scenarios); else { clearOutcome(); renderOutcome(run, scenarios); }
+  drawControls(run);
+  drawScrub();
+  drawPredict(run);
+}
+
+function drawControls(run) {
+  const live = page.live.id && !page.live.ended;
+  const driver = page.role === "driver";
+  byTest("role").textContent = driver ? "You drive" : "You are watching";
+  byTest("role").dataset.role = page.role;
+  for (const el of form.querySelectorAll("input, select, button")) el.disabled = !driver;
+  byTest("step").disabled = !driver || (live && page.live.mode === "free");
+  byTest("back").disabled = page.view.run.events.length === 0;
+  byTest("run").textContent = live && page.live.mode === "auto" ? (page.live.paused ? "Play" : "Pause") : "Run";
+  byTest("free-controls").hidden = !(live && page.live.mode === "free");
+  byTest("skew-wrap").hidden = form.elements.ordering.value !== "clock-skew";
+  byTest("mode-wrap").hidden = form.elements.ordering.value === "free-play";
+  byTest("matrix-run").disabled = !driver;
+  for (const el of byTest("free-controls").querySelectorAll("button")) el.disabled = !driver;
+  byTest("lease-out").textContent = `${(Number(form.elements.lease.value) / 1000).toFixed(1)} s`;
+  const pace = Number(form.elements.pace.value);
+  byTest("pace-out").textContent = pace === 0 ? "as fast as it goes" : `${(pace / 1000).toFixed(1)} s a step`;
+  byTest("skew-out").textContent = `${(Number(form.elements.skew.value) / 1000).toFixed(1)} s`;
+}
+
+function drawScrub() {
+  const s = byTest("scrub");
+  const n = page.view.run.events.length;
+  s.max = String(n);
+  s.value = String(scrubbing() ? page.scrub : n);
+  s.disabled = n === 0;
+  byTest("scrub-pos").textContent = scrubbing() ? `event ${page.scrub} of ${n}` : page.view.replay ? "end" : "live";
+}
+
+function drawPredict(run) {
+  const out = byTest("predict-result");
+  let pick = "";
+  try { pick = localStorage.getItem("fencelab.predict") || ""; } catch { /* fine */ }
+  for (const r of document.querySelectorAll('input[name="predict"]')) r.checked = r.value === pick;
+  const o = run.outcome;
+  if (!o || (o.ordering !== "new-owner-first" && o.ordering !== "zombie-first")) {
+    out.textContent = pick ? "Your pick is kept. Now run it." : "";
+    return;
+  }
+  const happened = whatHappened(o);
+  const words = { overwrites: "A's result landed over B's work", fenced: "A was refused; B's result stands", both: "the job was done twice: both results count somewhere" };
+  out.dataset.right = pick === happened ? "true" : "false";
+  out.textContent = pick ? `You said: ${words[pick]}. It happened: ${words[happened]}. ${pick === happened ? "✓ Right." : "✗ Not this time."}` : `It happened: ${words[happened]}.`;
+}
+
+// ---- the live feed for screen readers ------------------------------------------
+
+function narrate(e) {
+  if (isHeartbeat(e) || e.kind === "run" || (e.kind === "checkpoint" && e.outcome === "waiting") || e.kind === "row") return;
+  const feed = byTest("live-feed");
+  const p = document.createElement("p");
+  p.textContent = e.text;
+  feed.appendChild(p);
+  while (feed.childElementCount > 6) feed.firstElementChild.remove();
+}
+
+// ---- events ---------------------------------------------------------------------
+
+function startLiveRun(id) {
+  if (page.live.id) page.oldRuns.add(page.live.id);
+  page.live = newRun({ id });
+  page.infos = [];
+  if (!page.view.replay) {
+    page.view = { run: page.live, infos: page.infos, replay: false };
+    page.scrub = null;
+    clearOutcome();
+  }
+  page.dirty = true;
+}
+
+function onEvent(e, catchingUp) {
+  if (e.at && !catchingUp) {
+    const off = Date.parse(e.at) - Date.now();
+    page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
+  }
+  const d = e.data && typeof e.data === "object" ? e.data : null;
+  if (e.kind === "run" && e.outcome === "matrix" && Array.isArray(d)) {
+    for (const c of d) page.matrix.set(c.run, { ordering: c.ordering, broken: c.broken || "none", state: "pending" });
+    drawMatrix();
+    return;
+  }
+  if (e.kind === "run" && d && d.id) page.runs.set(d.id, d);
+  if (e.run && page.matrix.has(e.run)) {
+    const cell = page.matrix.get(e.run);
+    if (e.kind === "verdict") cell.state = e.outcome;
+    else if (e.kind === "error") cell.state = "error";
+    else if (cell.state === "pending") cell.state = "running";
+    drawMatrix();
+    if (window.parent !== window) post("matrix", { run: e.run, state: cell.state });
+    return;
+  }
+  if (!e.run || page.oldRuns.has(e.run)) return;
+  if (e.run !== page.live.id) startLiveRun(e.run);
+  const info = apply(page.live, e);
+  page.infos.push(info);
+  if (!page.view.replay) {
+    if (!document.hidden && !page.dirty && !scrubbing()) {
+      const known = lanes(page.live);
+      if (known.length !== timeline.lanes.length) page.dirty = true;
+      else {
+        timeline.append(e, info, page.live.events.length - 1);
+        drawSide(page.live);
+        if (!catchingUp && laneOf(e) !== LANE_RUNNER) maybeScroll();
+      }
+    } else page.dirty = true;
+  }
+  if (!catchingUp) narrate(e);
+  if (e.kind === "verdict") {
+    post("verdict", { run: e.run, safe: e.outcome === "safe", verdict: e.text, outcome: d });
+    maybeScroll(true);
+  }
+}
+
+let stick = true;
+function maybeScroll(force) {
+  if (!stick && !force) return;
+  const tl = byTest("timeline");
+  const last = tl.lastElementChild;
+  if (last && (force || stick)) last.scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+}
+
+function frame() {
+  if (!document.hidden) {
+    if (page.dirty) drawAll();
+    tickLeases(byTest("lanes"), dbNow);
+  }
+  const reduce = matchMedia("(prefers-reduced-motion: reduce)").matches;
+  if (reduce) setTimeout(frame, 500); else requestAnimationFrame(frame);
+}
+
+document.addEventListener("visibilitychange", () => { if (!document.hidden) page.dirty = true; });
+
+// ---- commands --------------------------------------------------------------------
+
+const errBox = byTest("error");
+function showError(msg) {
+  errBox.textContent = msg;
+  errBox.hidden = !msg;
+}
+
+async function send(cmd) {
+  if (page.role !== "driver") { showError("You are watching this session: only its driver can do that. Start your own with the Permalink."); return null; }
+  try {
+    const r = await api.command(cmd);
+    showError("");
+    return r;
+  } catch (err) {
+    if (err.status === 503) showError(`${err.message} (The live demo is busy: try again in a minute.)`);
+    else showError(err.message);
+    post("error", { status: err.status, error: err.message });
+    return null;
+  }
+}
+
+function runCommand(overrides = {}) {
+  const s = setupFromForm();
+  const cmd = { action: "run", ordering: s.ordering, broken: s.broken, same_identity: s.same, lease_ms: s.lease };
+  if (s.ordering !== "free-play") {
+    cmd.mode = overrides.mode || s.mode;
+    cmd.pace_ms = s.pace;
+  }
+  if (s.ordering === "clock-skew" && s.skew) cmd.skew_ms = s.skew;
+  backToLive();
+  return send(cmd);
+}
+
+function liveRun() { return page.live.id && !page.live.ended ? page.live : null; }
+
+/** Space: run, or pause and play an auto run. */
+function runOrToggle() {
+  const r = liveRun();
+  if (!r) return runCommand();
+  if (r.mode === "auto") return send({ action: r.paused ? "play" : "pause" });
+  if (r.mode === "step") return send({ action: "step" });
+  return null;
+}
+
+/** →: the next step, or forward through a finished run. */
+function stepForward() {
+  if (scrubbing()) return scrubTo(nextVisible(page.scrub, +1));
+  const r = liveRun();
+  if (!r) return page.view.replay ? null : runCommand({ mode: "step" });
+  if (r.mode === "free") return null;
+  return send({ action: "step" });
+}
+
+/** ←: back through the events. */
+function stepBack() {
+  const n = page.view.run.events.length;
+  if (n === 0) return;
+  scrubTo(nextVisible(scrubbing() ? page.scrub : n, -1));
+}
+
+function nextVisible(from, dir) {
+  const evs = page.view.run.events;
+  let i = from;
+  for (;;) {
+    i += dir;
+    if (i <= 0) return 0;
+    if (i >= evs.length) return evs.length;
+    if (timeline.visible(evs[i - 1])) return i;
+  }
+}
+
+function scrubTo(i) {
+  const n = page.view.run.events.length;
+  page.scrub = i >= n ? null : Math.max(0, i);
+  page.dirty = true;
+  if (page.scrub !== null) {
+    requestAnimationFrame(() => {
+      const li = byTest("timeline").querySelector(`li[data-index="${page.scrub - 1}"]`);
+      if (li) li.scrollIntoView({ block: "nearest" });
+    });
+  }
+}
+
+function reset() {
+  backToLive();
+  return send({ action: "reset" });
+}
+
+function backToLive() {
+  if (!page.view.replay && !scrubbing()) return;
+  page.view = { run: page.live, infos: page.infos, replay: false };
+  page.scrub = null;
+  clearOutcome();
+  page.dirty = true;
+  byTest("back-live")?.remove();
+}
+
+async function openRun(id) {
+  try {
+    const evs = await api.runEvents(id);
+    const summary = page.runs.get(id) || { id };
+    const { run, rows } = fold(summary, evs);
+    run.id = id;
+    page.view = { run, infos: rows, replay: true };
+    page.scrub = null;
+    clearOutcome();
+    page.dirty = true;
+    if (!byTest("back-live")) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.dataset.testid = "back-live";
+      b.textContent = "Back to live";
+      b.addEventListener("click", backToLive);
+      byTest("narration").after(b);
+    }
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+// ---- controls ---------------------------------------------------------------
+
+form.addEventListener("submit", (ev) => { ev.preventDefault(); runOrToggle(); });
+byTest("step").addEventListener("click", stepForward);
+byTest("back").addEventListener("click", stepBack);
+byTest("reset").addEventListener("click", reset);
+byTest("add-job").addEventListener("click", () => send({ action: "add_job" }));
+byTest("add-worker").addEventListener("click", () => send({ action: "add_worker" }));
+byTest("check").addEventListener("click", () => send({ action: "verdict" }));
+byTest("finish").addEventListener("click", () => send({ action: "finish" }));
+byTest("matrix-run").addEventListener("click", () => {
+  for (const c of document.querySelectorAll('button.mcell')) { c.dataset.state = "pending"; c.textContent = "…"; }
+  send({ action: "matrix", lease_ms: 300 });
+});
+byTest("show-heartbeats").addEventListener("change", () => { page.dirty = true; });
+byTest("scrub").addEventListener("input", (ev) => scrubTo(Number(ev.target.value)));
+byTest("lanes").addEventListener("click", (ev) => {
+  const b = ev.target.closest("button[data-act]");
+  if (b) send({ action: b.dataset.act, worker: b.dataset.worker });
+});
+form.addEventListener("change", (ev) => {
+  const t = ev.target;
+  if (t.name === "style") {
+    // A queue style is a set of guards: show it on the guard switches.
+    const st = scenarios.styles.find((x) => x.name === t.value);
+    const broken = (st && st.broken ? st.broken.split(",") : []).filter(Boolean);
+    for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !broken.includes(c.value);
+  }
+  if (t.name === "guard") {
+    const fence = form.querySelector('input[name="style"][value="fencelab"]');
+    const all = [...form.querySelectorAll('input[name="guard"]')].every((c) => c.checked);
+    if (all && fence) fence.checked = true;
+  }
+  if (t.name === "pace" && liveRun() && liveRun().mode === "auto") send({ action: "pace", pace_ms: Number(t.value) });
+  updateURL();
+  drawControls(shownRun());
+});
+form.addEventListener("input", () => drawControls(shownRun()));
+for (const r of document.querySelectorAll('input[name="predict"]')) {
+  r.addEventListener("change", () => {
+    try { localStorage.setItem("fencelab.predict", r.value); } catch { /* fine */ }
+    drawPredict(shownRun());
+  });
+}
+byTest("timeline").addEventListener("scroll", () => {
+  const tl = byTest("timeline");
+  stick = tl.scrollTop + tl.clientHeight >= tl.scrollHeight - 40;
+});
+
+function drawMatrix() {
+  for (const [id, c] of page.matrix) {
+    const el = byTest(`matrix-${c.ordering}-${c.broken || "none"}`);
+    if (!el) continue;
+    el.dataset.state = c.state;
+    el.dataset.run = id;
+    el.disabled = !(c.state === "safe" || c.state === "unsafe" || c.state === "error");
+    el.textContent = { pending: "…", running: "⟳", safe: "✓ safe", unsafe: "✗ UNSAFE", error: "! error" }[c.state] || "·";
+    el.setAttribute("aria-label", `${c.ordering} with ${c.broken === "none" ? "all guards on" : c.broken + " off"}: ${c.state}`);
+  }
+}
+byTest("matrix").addEventListener("click", (ev) => {
+  const b = ev.target.closest("button.mcell[data-run]");
+  if (b && !b.disabled) openRun(b.dataset.run);
+});
+
+// Help and share dialogs.
+const help = byTest("help");
+function toggleHelp() { if (help.open) help.close(); else help.showModal(); }
+byTest("help-open").addEventListener("click", toggleHelp);
+byTest("share").addEventListener("click", () => {
+  const base = `${location.origin}/s/${sessionId}`;
+  byTest("share-watch").value = base;
+  byTest("share-drive").value = token ? `${base}#token=${token}` : "";
+  byTest("share-drive-wrap").hidden = !token;
+  byTest("share-dialog").showModal();
+});
+
+bindKeys({ runOrToggle, stepForward, stepBack, reset, toggleHelp, closeDialogs: () => { for (const d of document.querySelectorAll("dialog[open]")) d.close(); } });
+
+// ---- the matrix and runs the session already has ------------------------------
+
+for (const r of boot.session.runs || []) {
+  if (r.background) {
+    const broken = r.broken && r.broken.length ? r.broken[0] : "none";
+    page.matrix.set(r.id, { ordering: r.ordering, broken, state: r.outcome ? (r.outcome.safe ? "safe" : "unsafe") : r.ended ? "error" : "running" });
+  } else if (boot.session.run && r.id !== boot.session.run.id) page.oldRuns.add(r.id);
+}
+drawMatrix();
+
+// ---- the host page (an iframe's parent) ------------------------------------------
+
+function post(type, detail) {
+  if (window.parent === window) return;
+  window.parent.postMessage({ source: "fencelab", type, ...detail }, "*");
+}
+
+// ---- start ---------------------------------------------------------------------
+
+// A page opened on a session with a run shows that run's setup, unless its
+// link says otherwise.
+const cur = boot.session.run;
+if (cur && !new URLSearchParams(location.search).has("ordering")) {
+  form.elements.ordering.value = cur.ordering;
+  if (cur.mode === "auto" || cur.mode === "step") form.elements.mode.value = cur.mode;
+  for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !(cur.broken || []).includes(c.value);
+  form.elements.same.checked = !!cur.same_identity;
+  form.elements.lease.value = String(cur.lease_ms);
+  if (cur.mode === "auto") form.elements.pace.value = String(cur.pace_ms);
+  if (cur.skew_ms) form.elements.skew.value = String(cur.skew_ms);
+}
+
+// In a narrow column the guards fold away, unless the link broke some.
+if (matchMedia("(max-width: 760px)").matches && boot.setup.broken.length === 0 && !boot.setup.same_identity) byTest("more").open = false;
+updateURL();
+// A token carried in from a link or an earlier visit is checked first: a
+// stale one would only get the socket refused.
+if (token && !boot.token) {
+  const res = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}`, { headers: { Authorization: `Bearer ${token}` } }).catch(() => null);
+  if (res && res.status === 403) {
+    token = "";
+    api.token = "";
+    page.role = "viewer";
+    try { sessionStorage.removeItem(tokenKey); } catch { /* fine */ }
+  }
+}
+const stream = new Stream({
+  sessionId, token, since: boot.session.last_seq,
+  onEvent,
+  onStatus: (st) => { page.conn = st; renderConnection(st); },
+  onGone: () => showError("This session has ended. Reload the page for a new one."),
+});
+stream.open();
+drawAll();
+requestAnimationFrame(frame);
+
+window.addEventListener("error", (ev) => page.errors.push(String(ev.message)));
+window.addEventListener("unhandledrejection", (ev) => page.errors.push(String(ev.reason)));
+
+window.fencelab = {
+  ready: true,
+  version: boot.version,
+  api,
+  stream,
+  state() {
+    const r = page.live;
+    return {
+      sessionId, role: page.role, lastSeq: stream.last, connection: page.conn.state, caughtUp: page.conn.caughtUp, reconnects: page.conn.reconnects,
+      run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,
+      outcome: r.outcome, report: r.report, verdict: r.verdict || null,
+      workers: [...r.workers.values()].map((w) => ({ label: w.label, pid: w.pid, state: w.state, frozen: w.frozen, exited: w.exited })),
+      seqs: r.events.map((e) => e.seq),
+      view: { replay: page.view.replay, run: page.view.run.id, scrub: page.scrub, events: page.view.run.events.length },
+      matrix: Object.fromEntries([...page.matrix].map(([id, c]) => [`${c.ordering}/${c.broken}`, c.state])),
+      errors: page.errors.slice(),
+    };
+  },
+};
+post("ready", { session: sessionId, role: page.role });

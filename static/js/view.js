@@ -1,0 +1,324 @@
+// view.js — drawing the run: the lanes (a card per worker, the job row,
+// the receiver), the timeline (a row per event, in its actor's lane, with
+// the bands of frozen workers and expired leases behind), the outcome table
+// and the guard matrix. Pure DOM; no framework.
+
+import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, CALL_WORDS, finalWords } from "./model.js";
+
+export const $ = (sel, root = document) => root.querySelector(sel);
+export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
+
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+
+/** The lanes of a run: its workers in order, then the row and the receiver. */
+export function lanes(run) {
+  const ws = [...run.workers.keys()].sort();
+  return [...ws, LANE_ROW, LANE_RECEIVER];
+}
+
+function laneTitle(l) {
+  if (l === LANE_ROW) return "Postgres row";
+  if (l === LANE_RECEIVER) return "Receiver";
+  return `Worker ${l}`;
+}
+
+// ---- badges ------------------------------------------------------------
+
+const RECEIVER_BADGE = {
+  "accepted-first": ["ok", "✓ accepted (first)"],
+  "accepted-newer": ["ok", "✓ accepted (newer epoch)"],
+  "accepted-same": ["same", "✓ accepted again (same epoch)"],
+  "accepted-older": ["bad", "⚠ accepted an OLDER epoch"],
+  "refused-stale": ["refused", "✗ refused: stale epoch"],
+};
+
+/** The badge that says at a glance what an event came to. */
+export function badge(e) {
+  switch (e.kind) {
+    case "sql":
+      if (e.outcome === "fenced") return ["fenced", e.name === "LeaseRenew" ? "✗ lease lost" : "✗ fenced"];
+      if (e.outcome === "no-job") return ["quiet", "no job"];
+      if (e.outcome === "error") return ["bad", "error"];
+      if (e.name === "JobClaim") return ["ok", "claimed"];
+      if (e.name === "JobComplete") return ["ok", "✓ committed"];
+      if (e.name === "JobFail") return ["ok", "failed (retry)"];
+      if (e.name === "LeaseRenew") return ["quiet", "♥ renewed"];
+      return ["quiet", e.name];
+    case "call":
+      return e.outcome === "refused-stale" ? ["refused", "receiver said 409"] : e.outcome === "error" ? ["bad", "call failed"] : ["ok", "receiver said 200"];
+    case "receiver":
+      return RECEIVER_BADGE[e.outcome] || ["quiet", e.outcome];
+    case "process":
+      if (e.outcome === "stopped") return ["frozen", "❄ frozen (SIGSTOP)"];
+      if (e.outcome === "continued") return ["ok", "▶ thawed (SIGCONT)"];
+      if (e.outcome === "exited") return /SIGKILL/.test(e.state) ? ["bad", "✝ killed (SIGKILL)"] : ["quiet", "exited"];
+      if (e.outcome === "spawned") return ["quiet", `pid ${e.pid}`];
+      return null;
+    case "lease":
+      return ["expired", "⌛ lease ran out"];
+    case "row":
+      return ["row", `row: ${e.state}`];
+    case "verdict":
+      return e.outcome === "safe" ? ["ok", "✓ Safe"] : ["bad", "✗ Unsafe"];
+    case "error":
+      return ["bad", "error"];
+  }
+  return null;
+}
+
+function sqlBlock(e) {
+  if (!e.sql) return "";
+  const rows = e.rows ?? 0;
+  const args = (e.args || []).map((a, i) => `$${i + 1} = ${a}`).join("\n");
+  return `<details class="sql"><summary>SQL · ${esc(e.name)} · <b>${rows} row${rows === 1 ? "" : "s"}</b></summary><pre><code>${esc(e.sql)}</code>${args ? `<code class="args">${esc(args)}</code>` : ""}</pre></details>`;
+}
+
+function timeLabel(e, t0) {
+  if (!e.at || !t0) return "";
+  const ms = Date.parse(e.at) - t0;
+  return `+${(ms / 1000).toFixed(3)} s`;
+}
+
+/** The card of one event. */
+export function card(e) {
+  const b = badge(e);
+  const lane = laneOf(e);
+  const chip = /^[A-Z]{1,8}$/.test(e.actor) ? `<span class="chip w-${esc(e.actor)}" aria-hidden="true">${esc(e.actor)}</span>` : `<span class="chip who">${esc(laneTitle(lane) === "Worker " + e.actor ? e.actor : e.actor)}</span>`;
+  const epoch = e.epoch != null && e.kind !== "step" ? `<span class="badge epoch" title="the epoch this event is about">epoch ${e.epoch}</span>` : "";
+  const reason = e.kind === "sql" && e.outcome === "fenced" && e.error ? `<p class="reason">Why: ${esc(e.error)}.</p>` : "";
+  return `<article class="card">
+    <header>${chip}${epoch}${b ? `<span class="badge o-${b[0]}">${esc(b[1])}</span>` : ""}<span class="sup" hidden>↺ superseded</span></header>
+    <p>${esc(e.text)}</p>${reason}${sqlBlock(e)}</article>`;
+}
+
+/**
+ * Timeline draws events as rows. Rows are appended as events arrive; a
+ * full redraw happens for a replay, a scrub or a change of filter.
+ */
+export class Timeline {
+  constructor(root) {
+    this.root = root;
+    this.showHeartbeats = false;
+    this.lanes = [];
+    this.t0 = 0;
+  }
+
+  setLanes(ls) {
+    this.lanes = ls;
+    this.root.style.setProperty("--lanes", String(ls.length));
+  }
+
+  visible(e) {
+    return isShown(e) && (this.showHeartbeats || !isHeartbeat(e));
+  }
+
+  row(e, info, index) {
+    const li = document.createElement("li");
+    const lane = laneOf(e);
+    li.className = `ev k-${e.kind} x-${(e.outcome || "none").replace(/[^a-z-]/g, "")}${lane === LANE_RUNNER ? " wide" : ""}`;
+    li.dataset.seq = e.seq;
+    li.dataset.index = index;
+    li.dataset.testid = "event";
+    li.dataset.lane = lane;
+    if (!this.t0 && e.at) this.t0 = Date.parse(e.at);
+    const cells = this.lanes.map((l) => {
+      const cls = ["cell"];
+      if (info.frozen.includes(l)) cls.push("frozen");
+      if (l === LANE_ROW && info.expired.length) cls.push("expired");
+      const here = l === lane || (lane === LANE_RUNNER && l === this.lanes[0]);
+      return `<div class="${cls.join(" ")}"${here ? "" : ' aria-hidden="true"'}>${here ? card(e) : ""}</div>`;
+    });
+    const bands = [];
+    if (info.frozen.length) bands.push(`<span class="band frozen">${info.frozen.map((l) => `${esc(l)} frozen`).join(", ")}</span>`);
+    if (info.expired.length) bands.push(`<span class="band expired">lease expired</span>`);
+    li.innerHTML = `<span class="when">${esc(timeLabel(e, this.t0))}</span>${bands.length ? `<span class="bands">${bands.join("")}</span>` : ""}<div class="cells">${cells.join("")}</div>`;
+    if (info.mark && info.mark.supersedes) this.markSuperseded(info.mark.supersedes);
+    return li;
+  }
+
+  markSuperseded(seq) {
+    const li = this.root.querySelector(`li[data-seq="${seq}"]`);
+    if (!li) return;
+    li.classList.add("superseded");
+    const s = li.querySelector(".sup");
+    if (s) s.hidden = false;
+  }
+
+  append(e, info, index) {
+    if (!this.visible(e)) {
+      if (info.mark && info.mark.supersedes) this.markSuperseded(info.mark.supersedes);
+      return null;
+    }
+    const li = this.row(e, info, index);
+    this.root.appendChild(li);
+    return li;
+  }
+
+  redraw(events, infos, upTo) {
+    this.root.textContent = "";
+    this.t0 = 0;
+    const frag = document.createDocumentFragment();
+    const pending = [];
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i];
+      if (!this.visible(e)) {
+        if (infos[i].mark && infos[i].mark.supersedes) pending.push(infos[i].mark.supersedes);
+        continue;
+      }
+      const li = this.row(e, infos[i], i);
+      if (i >= upTo) li.classList.add("future");
+      frag.appendChild(li);
+    }
+    this.root.appendChild(frag);
+    for (const s of pending) this.markSuperseded(s);
+    for (const i of infos) if (i.mark && i.mark.supersedes) this.markSuperseded(i.mark.supersedes);
+  }
+}
+
+// ---- lanes ---------------------------------------------------------------
+
+/** The lane headers: a card per worker, the job row, the receiver. */
+export function renderLanes(root, run, opts) {
+  const ls = lanes(run);
+  root.style.setProperty("--lanes", String(ls.length));
+  const html = ls.map((l) => {
+    if (l === LANE_ROW) return rowCard(run);
+    if (l === LANE_RECEIVER) return receiverCard(run);
+    return workerCard(run.workers.get(l), opts);
+  });
+  root.innerHTML = html.join("");
+}
+
+function workerCard(w, opts) {
+  const st = w.exited ? (/SIGKILL/.test(w.state) ? "killed" : "exited") : w.frozen ? "frozen" : "alive";
+  const dis = (cond) => (!opts.canDrive || opts.scrubbing || cond ? " disabled" : "");
+  const holds = w.jobId ? `holds job ${w.jobId} at <span class="badge epoch">epoch ${w.epoch}</span>` : "holds no job";
+  return `<section class="lane worker s-${st}" data-testid="worker-${esc(w.label)}" aria-label="Worker ${esc(w.label)}">
+    <h3><span class="chip w-${esc(w.label)}">${esc(w.label)}</span> ${esc(w.owner || "worker")}</h3>
+    <p class="proc">pid <b data-testid="worker-${esc(w.label)}-pid">${w.pid || "—"}</b> · <span data-testid="worker-${esc(w.label)}-state">${esc(st === "frozen" ? "stopped (T)" : w.state)}</span>${w.frozen ? ' <span class="ice">❄ frozen</span>' : ""}</p>
+    <p class="holds">${holds}</p>
+    ${w.skewText ? `<p class="skew">its clock runs ${esc(w.skewText)} ahead</p>` : ""}
+    <div class="wbtn">
+      <button type="button" data-testid="worker-${esc(w.label)}-pause" data-act="pause_worker" data-worker="${esc(w.label)}"${dis(w.frozen || w.exited)}>Pause</button>
+      <button type="button" data-testid="worker-${esc(w.label)}-resume" data-act="resume_worker" data-worker="${esc(w.label)}"${dis(!w.frozen || w.exited)}>Resume</button>
+      <button type="button" data-testid="worker-${esc(w.label)}-kill" data-act="kill_worker" data-worker="${esc(w.label)}"${dis(w.exited)}>Kill</button>
+    </div></section>`;
+}
+
+function rowCard(run) {
+  const jobs = [...run.jobs.values()];
+  const body = jobs.length === 0 ? "<p>No job yet.</p>" : jobs.slice(-6).map((j) => `
+    <div class="job s-${esc(j.status)}${j.expired ? " expired" : ""}" data-testid="job-${j.id}">
+      <p><b>job ${j.id}</b> · <span class="status">${esc(j.status)}</span> · <span class="badge epoch">epoch ${j.epoch}</span>${j.owner ? ` · ${esc(j.owner)}` : ""}</p>
+      ${j.status === "running" && j.leaseUntil ? `<div class="lease" data-until="${esc(j.leaseUntil)}" data-lease-ms="${run.leaseMs}">
+        <span class="lease-label">lease, database clock</span><span class="bar"><span class="fill"></span></span><span class="left" data-testid="lease-left-${j.id}"></span></div>
+        ${skewBars(run, j)}` : ""}
+      ${j.expired && j.status === "running" ? '<p class="expired-note">⌛ lease expired: claimable</p>' : ""}
+    </div>`).join("");
+  return `<section class="lane row" data-testid="lane-row" aria-label="Postgres row"><h3>Postgres row</h3>${body}</section>`;
+}
+
+function skewBars(run, j) {
+  let out = "";
+  for (const w of run.workers.values()) {
+    const ms = skewMs(w);
+    if (!ms) continue;
+    out += `<div class="lease own" data-until="${esc(j.leaseUntil)}" data-lease-ms="${run.leaseMs}" data-skew-ms="${ms}">
+      <span class="lease-label">by ${esc(w.label)}'s own clock</span><span class="bar"><span class="fill"></span></span><span class="left"></span></div>`;
+  }
+  return out;
+}
+
+function skewMs(w) {
+  if (!w.skewText) return 0;
+  const m = /^([\d.]+)(ms|s|m)$/.exec(w.skewText.replace(/\.$/, ""));
+  if (!m) return 0;
+  return Number(m[1]) * ({ ms: 1, s: 1000, m: 60000 }[m[2]]);
+}
+
+function receiverCard(run) {
+  const rs = [...run.receiver.entries()];
+  const body = rs.length === 0 ? "<p>Nothing delivered yet.</p>" : rs.slice(-6).map(([id, r]) => `
+    <p data-testid="receiver-${id}"><b>job ${id}</b> · holds <span class="badge epoch">epoch ${r.epoch ?? "—"}</span> from ${esc(r.from ? "worker " + r.from : "nobody")} · ${r.decisions.length} call${r.decisions.length === 1 ? "" : "s"}</p>`).join("");
+  return `<section class="lane receiver" data-testid="lane-receiver" aria-label="Receiver"><h3>Receiver</h3>${body}</section>`;
+}
+
+/** Run the lease bars down on the database clock. */
+export function tickLeases(root, dbNow) {
+  for (const el of root.querySelectorAll(".lease[data-until]")) {
+    const until = Date.parse(el.dataset.until);
+    const total = Number(el.dataset.leaseMs) || 1000;
+    const now = dbNow() + (Number(el.dataset.skewMs) || 0);
+    const left = until - now;
+    const frac = Math.max(0, Math.min(1, left / total));
+    el.querySelector(".fill").style.transform = `scaleX(${frac})`;
+    el.classList.toggle("gone", left <= 0);
+    el.querySelector(".left").textContent = left > 0 ? `${(left / 1000).toFixed(1)} s left` : "expired";
+  }
+}
+
+// ---- outcome -------------------------------------------------------------
+
+/** Fill the article's table with this run's outcome, cell by cell. */
+export function renderOutcome(run, scenarios) {
+  for (const tr of document.querySelectorAll('[data-testid="outcome"] tbody tr')) {
+    tr.classList.toggle("current", tr.dataset.ordering === run.ordering);
+  }
+  const o = run.outcome;
+  const v = byTest("verdict");
+  if (!o) {
+    if (run.report) {
+      v.textContent = run.report.verdict;
+      v.dataset.state = run.report.safe ? "safe" : "unsafe";
+    } else if (run.id) {
+      v.textContent = run.ended ? (run.error ? `The run stopped: ${run.error}` : "The run was stopped before its end.") : "The run is under way…";
+      v.dataset.state = "pending";
+    }
+    return;
+  }
+  const info = scenarios.orderings.find((x) => x.name === o.ordering);
+  const x = info && info.expected;
+  const cells = [
+    ["call", CALL_WORDS[o.zombie_receiver_call], x && o.zombie_receiver_call === x.zombie_receiver_call],
+    ["commit", CALL_WORDS[o.zombie_commit], x && o.zombie_commit === x.zombie_commit],
+    ["final", finalWords(o.final.epoch, o.final.result_from, o.receiver.payload_from),
+      x && o.final.epoch === x.epoch && o.final.result_from === x.result_from && o.receiver.payload_from === x.receiver_from && o.final.status === "done"],
+  ];
+  for (const [name, words, ok] of cells) {
+    const td = byTest(`outcome-${o.ordering}-${name}`);
+    if (!td) continue;
+    const exp = td.querySelector(".expected");
+    td.dataset.ok = ok ? "true" : "false";
+    td.innerHTML = `<span class="got"><span class="mark ${ok ? "ok" : "bad"}" aria-hidden="true">${ok ? "✓" : "✗"}</span> ${esc(words)}<span class="sr-only">${ok ? " (as a correct build)" : " (not as a correct build)"}</span></span>`;
+    if (exp) td.appendChild(exp);
+    if (!ok && exp) exp.classList.add("shown");
+  }
+  v.dataset.state = o.safe ? "safe" : "unsafe";
+  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(o.verdict)}`;
+}
+
+/** Reset the table's cells to the correct build's values. */
+export function clearOutcome() {
+  for (const td of document.querySelectorAll('[data-testid="outcome"] td')) {
+    const exp = td.querySelector(".expected");
+    td.textContent = "";
+    delete td.dataset.ok;
+    if (exp) { exp.classList.remove("shown"); td.appendChild(exp); }
+  }
+}
+
+// ---- connection ------------------------------------------------------------
+
+export function renderConnection(st) {
+  const el = byTest("connection");
+  el.dataset.state = st.state;
+  const words = {
+    connecting: "Connecting…",
+    reconnecting: "Connection lost: reconnecting…",
+    behind: `Catching up: ${st.behind} behind`,
+    live: st.reconnects ? `● Live · reconnected, caught up ${st.caughtUp} event${st.caughtUp === 1 ? "" : "s"}` : "● Live",
+    offline: "Offline: this session has ended",
+  };
+  el.textContent = words[st.state] || st.state;
+}

@@ -1,0 +1,114 @@
+package templates_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/templates"
+)
+
+func render(t *testing.T, p templates.PageData) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := templates.Page(p).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func page() templates.PageData {
+	return templates.PageData{Title: "t", Nonce: "n0nce", AssetBase: "/static/v1/",
+		Setup: templates.Setup{Ordering: engine.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
+			Broken: engine.Guards(0).Break(engine.EpochCheck), SameIdentity: true},
+		State: map[string]any{"hello": "</script><script>alert(1)</script>"}}
+}
+
+func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
+	html := render(t, page())
+	var want []string
+	for _, g := range engine.AllGuards() {
+		want = append(want, "guard-"+g.String())
+	}
+	for _, s := range engine.Styles() {
+		want = append(want, "style-"+s.Name)
+	}
+	for _, o := range engine.Orderings() {
+		want = append(want, "outcome-"+string(o), "outcome-"+string(o)+"-call", "outcome-"+string(o)+"-commit", "outcome-"+string(o)+"-final")
+		for _, g := range append([]string{"none"}, guardNames()...) {
+			want = append(want, "matrix-"+string(o)+"-"+g)
+		}
+	}
+	want = append(want, "ordering", "mode", "run", "step", "back", "reset", "lease", "pace", "skew", "same-identity", "timeline",
+		"lanes", "verdict", "predict", "predict-fenced", "matrix-run", "connection", "help", "scrub", "live-feed", "share", "permalink")
+	for _, id := range want {
+		if !strings.Contains(html, `data-testid="`+id+`"`) {
+			t.Errorf("the page lacks data-testid=%q", id)
+		}
+	}
+}
+
+func guardNames() []string {
+	var out []string
+	for _, g := range engine.AllGuards() {
+		out = append(out, g.String())
+	}
+	return out
+}
+
+func TestPage_StartsFromTheSetup(t *testing.T) {
+	html := render(t, page())
+	checks := map[string]bool{
+		`<option value="new-owner-first" selected>`:                            true,
+		`<option value="step" selected>`:                                       true,
+		`value="epoch-check" data-testid="guard-epoch-check">`:                 true, // unticked: broken
+		`value="owner-check" data-testid="guard-owner-check" checked>`:         true,
+		`name="same" data-testid="same-identity" checked>`:                     true,
+		`name="lease" min="100" max="5000" step="100" value="1500"`:            true,
+		`<option value="zombie-first" selected>`:                               false,
+		`value="epoch-check" data-testid="guard-epoch-check" checked>`:         false,
+	}
+	for frag, want := range checks {
+		if got := strings.Contains(html, frag); got != want {
+			t.Errorf("%q in the page: %v, want %v", frag, got, want)
+		}
+	}
+}
+
+// TestPage_StateScriptIsSafeAndCarriesTheNonce: the state goes to the script
+// as JSON that cannot close its own <script>, with the CSP nonce.
+func TestPage_StateScriptIsSafeAndCarriesTheNonce(t *testing.T) {
+	html := render(t, page())
+	m := regexp.MustCompile(`(?s)<script id="fencelab-state" type="application/json" nonce="n0nce">(.*?)</script>`).FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no state script with the nonce in:\n%.2000s", html)
+	}
+	var state map[string]string
+	if err := json.Unmarshal([]byte(m[1]), &state); err != nil || state["hello"] != "</script><script>alert(1)</script>" {
+		t.Fatalf("state does not round-trip: %v %v", state, err)
+	}
+	for _, s := range regexp.MustCompile(`<script[^>]*>`).FindAllString(html, -1) {
+		if !strings.Contains(s, `nonce="n0nce"`) && !strings.Contains(s, `src="/static/`) {
+			t.Errorf("a script without the nonce or a static source: %s", s)
+		}
+	}
+	if strings.Contains(html, " style=") || strings.Contains(html, "<style") {
+		t.Error("inline styles would break the CSP's style-src 'self'")
+	}
+}
+
+func TestPage_Modes(t *testing.T) {
+	p := page()
+	p.Embed, p.Present = true, true
+	p.Notice = "busy <now>"
+	html := render(t, p)
+	for _, frag := range []string{`<body class="embed present">`, `data-testid="notice">busy &lt;now&gt;</p>`} {
+		if !strings.Contains(html, frag) {
+			t.Errorf("missing %q", frag)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+// Package web serves the playground's pages: it renders templates with the
+// session's state and serves the embedded static files under a content
+// version, cacheable for a year. Routes:
+//
+//	GET /                      a new session's playground, as its driver (setup from the query)
+//	GET /s/:id                 an existing session's playground (a viewer, unless the page holds its token)
+//	GET /static/:version/*     CSS, ES modules, icons
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/static"
+	"github.com/fencelab/fencelab/templates"
+	"github.com/labstack/echo/v4"
+)
+
+// Options configures the pages.
+type Options struct {
+	// FrameAncestors lists the origins (such as https://blog.example.com)
+	// allowed to embed the page in an iframe; the server's own always is.
+	FrameAncestors []string
+}
+
+// Register adds the page routes to e. It is the server's Config.Pages.
+func Register(opts Options) func(e *echo.Echo, s *server.Server) {
+	return func(e *echo.Echo, s *server.Server) {
+		h := &handler{s: s, opts: opts}
+		e.GET("/", h.index)
+		e.GET("/s/:id", h.sessionPage)
+		e.GET("/static/:version/*", h.static)
+	}
+}
+
+type handler struct {
+	s    *server.Server
+	opts Options
+}
+
+// pageState is what the script starts from.
+type pageState struct {
+	Session   session.Snapshot `json:"session"`
+	Events    []engine.Event   `json:"events"`
+	Token     string           `json:"token,omitempty"`
+	Scenarios any              `json:"scenarios"`
+	Setup     setupJSON        `json:"setup"`
+	Embed     bool             `json:"embed"`
+	Present   bool             `json:"present"`
+	Version   string           `json:"version"`
+	Ignored   []string         `json:"ignored,omitempty"`
+}
+
+type setupJSON struct {
+	Ordering     engine.Ordering `json:"ordering"`
+	Mode         string          `json:"mode"`
+	Broken       []string        `json:"broken"`
+	Style        string          `json:"style"`
+	SameIdentity bool            `json:"same_identity"`
+	LeaseMS      int64           `json:"lease_ms"`
+	PaceMS       int64           `json:"pace_ms"`
+	SkewMS       int64           `json:"skew_ms"`
+}
+
+// maxInitialEvents bounds the events rendered into the first page; the
+// socket brings the rest.
+const maxInitialEvents = 5000
+
+func nonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// parseSetup reads the permalink's query; what it cannot use it ignores,
+// and says so.
+func parseSetup(c echo.Context) (templates.Setup, []string) {
+	q := c.QueryParams()
+	st := templates.Setup{Ordering: engine.ZombieFirst, Mode: "auto", LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
+	var ignored []string
+	if v := q.Get("ordering"); v != "" {
+		if o, err := engine.ParseOrdering(v); err == nil {
+			st.Ordering = o
+		} else {
+			ignored = append(ignored, fmt.Sprintf("ordering %q", v))
+		}
+	}
+	if v := q.Get("mode"); v != "" {
+		if v == "auto" || v == "step" {
+			st.Mode = v
+		} else {
+			ignored = append(ignored, fmt.Sprintf("mode %q", v))
+		}
+	}
+	if v := q.Get("style"); v != "" {
+		if s, err := engine.StyleByName(v); err == nil {
+			st.Style, st.Broken = s.Name, s.Broken
+		} else {
+			ignored = append(ignored, fmt.Sprintf("style %q", v))
+		}
+	}
+	if v := q.Get("break"); v != "" {
+		for _, n := range strings.Split(v, ",") {
+			if g, err := engine.ParseGuard(strings.TrimSpace(n)); err == nil {
+				st.Broken = st.Broken.Break(g)
+			} else {
+				ignored = append(ignored, fmt.Sprintf("guard %q", n))
+			}
+		}
+	}
+	if v := q.Get("same"); v == "1" || v == "true" {
+		st.SameIdentity = true
+	}
+	num := func(name string, lo, hi int64, dst *int64) {
+		v := q.Get(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			ignored = append(ignored, fmt.Sprintf("%s %q (want %d to %d)", name, v, lo, hi))
+			return
+		}
+		*dst = n
+	}
+	num("lease", engine.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
+	num("pace", 0, 3000, &st.PaceMS)
+	num("skew", 0, 10000, &st.SkewMS)
+	return st, ignored
+}
+
+func (h *handler) index(c echo.Context) error {
+	sess, err := h.s.Sessions.Create()
+	if err != nil {
+		if errors.Is(err, session.ErrBusy) {
+			return h.render(c, http.StatusServiceUnavailable, nil, "",
+				"The live demo is busy right now: too many people are running it at once. Try again in a minute.")
+		}
+		return err
+	}
+	return h.render(c, http.StatusOK, sess, sess.Token, "")
+}
+
+func (h *handler) sessionPage(c echo.Context) error {
+	sess, err := h.s.Sessions.Get(c.Param("id"))
+	if err != nil {
+		return h.render(c, http.StatusNotFound, nil, "", "There is no such session here any more: sessions end after a while without use, and when the server restarts. Here is a new one.")
+	}
+	sess.Touch()
+	return h.render(c, http.StatusOK, sess, "", "")
+}
+
+// render writes the playground page for sess (a fresh session when sess is
+// nil and the status is not OK: the page then says why in notice).
+func (h *handler) render(c echo.Context, status int, sess *session.Session, token, notice string) error {
+	setup, ignored := parseSetup(c)
+	if sess == nil && status == http.StatusNotFound {
+		s, err := h.s.Sessions.Create()
+		if err == nil {
+			sess, token = s, s.Token
+		} else {
+			status, notice = http.StatusServiceUnavailable, "The live demo is busy right now: too many people are running it at once. Try again in a minute."
+		}
+	}
+	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
+		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []engine.Event{},
+		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
+			SameIdentity: setup.SameIdentity, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
+	if sess != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+		defer cancel()
+		st.Session = sess.Snapshot(ctx, token != "")
+		if st.Session.Run != nil {
+			evs, err := sess.Log.Since(0, st.Session.Run.ID, 0)
+			if err == nil {
+				for _, e := range evs {
+					if e.Seq <= st.Session.LastSeq {
+						st.Events = append(st.Events, e)
+					}
+				}
+				if over := len(st.Events) - maxInitialEvents; over > 0 {
+					st.Events = st.Events[over:]
+				}
+			}
+		}
+	}
+	if len(ignored) > 0 && notice == "" {
+		notice = "Part of the link could not be used and was ignored: " + strings.Join(ignored, ", ") + "."
+	}
+	n := nonce()
+	p := templates.PageData{Title: "fencelab — fencing tokens, for real", Nonce: n, AssetBase: "/static/" + static.Version() + "/",
+		Embed: st.Embed, Present: st.Present, Setup: setup, State: st, Notice: notice}
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.csp(n))
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return templates.Page(p).Render(c.Request().Context(), c.Response())
+}
+
+// csp is the page's Content-Security-Policy: scripts only from this server
+// (and the one JSON block, by nonce), no inline styles, and framing only by
+// the allowed origins.
+func (h *handler) csp(nonce string) string {
+	ancestors := append([]string{"'self'"}, h.opts.FrameAncestors...)
+	return strings.Join([]string{
+		"default-src 'self'",
+		"script-src 'self' 'nonce-" + nonce + "'",
+		"style-src 'self'",
+		"img-src 'self' data:",
+		"connect-src 'self'",
+		"font-src 'self'",
+		"object-src 'none'",
+		"base-uri 'none'",
+		"form-action 'self'",
+		"frame-ancestors " + strings.Join(ancestors, " "),
+	}, "; ")
+}
+
+func (h *handler) static(c echo.Context) error {
+	p := path.Clean("/" + c.Param("*"))[1:]
+	if p == "" || strings.HasPrefix(p, ".") {
+		return echo.NewHTTPError(http.StatusNotFound, "no such file")
+	}
+	b, err := fs.ReadFile(static.FS, p)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusNotFound, "no such file: "+p)
+	}
+	hd := c.Response().Header()
+	if c.Param("version") == static.Version() {
+		hd.Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		hd.Set("Cache-Control", "no-cache") // an old page asking for old files gets today's
+	}
+	hd.Set("X-Content-Type-Options", "nosniff")
+	ct := mime.TypeByExtension(path.Ext(p))
+	switch path.Ext(p) {
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	case ".svg":
+		ct = "image/svg+xml"
+	}
+	return c.Blob(http.StatusOK, ct, b)
+}
