@@ -63,14 +63,14 @@ func guardNames() []string {
 func TestPage_StartsFromTheSetup(t *testing.T) {
 	html := render(t, page())
 	checks := map[string]bool{
-		`<option value="new-owner-first" selected>`:                            true,
-		`<option value="step" selected>`:                                       true,
-		`value="epoch-check" data-testid="guard-epoch-check">`:                 true, // unticked: broken
-		`value="owner-check" data-testid="guard-owner-check" checked>`:         true,
-		`name="same" data-testid="same-identity" checked>`:                     true,
-		`name="lease" min="100" max="5000" step="100" value="1500"`:            true,
-		`<option value="zombie-first" selected>`:                               false,
-		`value="epoch-check" data-testid="guard-epoch-check" checked>`:         false,
+		`<option value="new-owner-first" selected>`:                    true,
+		`<option value="step" selected>`:                               true,
+		`value="epoch-check" data-testid="guard-epoch-check">`:         true, // unticked: broken
+		`value="owner-check" data-testid="guard-owner-check" checked>`: true,
+		`name="same" data-testid="same-identity" checked>`:             true,
+		`name="lease" min="100" max="5000" step="100" value="1500"`:    true,
+		`<option value="zombie-first" selected>`:                       false,
+		`value="epoch-check" data-testid="guard-epoch-check" checked>`: false,
 	}
 	for frag, want := range checks {
 		if got := strings.Contains(html, frag); got != want {
