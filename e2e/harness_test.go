@@ -11,19 +11,29 @@ package e2e
 //     that mark and are stopped by each test's cleanup, well before.
 //   - The browser is shared by every test, so it can only be closed after
 //     m.Run, i.e. after pgtest.Run returns: too late for pgtest's check,
-//     which would see it still running. So Chromium is started without the
-//     suite mark and with a mark of its own (FENCELAB_E2E_BROWSER), and
-//     TestMain closes it after pgtest.Run and runs the same kind of check
-//     on that mark (pgtest.Marked): if any Chromium process is left 10s
-//     after the close, the suite fails and the leftovers are killed.
+//     which would see it still running. And that check could not see most
+//     of Chromium anyway: its zygotes, renderers, GPU and utility processes
+//     start with an emptied environment, so no environment mark reaches
+//     them. So Chromium is started without pgtest's suite mark, with a mark
+//     of its own (FENCELAB_E2E_BROWSER: the browser process and its crash
+//     handlers) and with a user-data-dir of its own (which every other
+//     Chromium process has on its command line). TestMain closes it after
+//     pgtest.Run and fails the suite if any process with either is left
+//     10s later (and kills those).
 //   - Everything a test starts is stopped by its t.Cleanup. The first of the
 //     harness's cleanups to run for a test first runs its "end hooks": each
 //     tab reports its JavaScript errors and, if the test failed, saves a
-//     screenshot, while the server and the page are still alive, whatever
-//     order the test started them in.
+//     screenshot, while the server and the page are still alive. Then the
+//     test's tabs are closed, each with its own profile (browser context),
+//     whose disposal closes its connections, and only then its servers are
+//     stopped: whatever order the test opened them in. (A connection that
+//     Chromium opens ahead of need, with no request on it yet, holds up the
+//     server's graceful shutdown for 5s: net/http's Shutdown waits that
+//     long for a new connection to send its first request.)
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,9 +142,11 @@ func binary(t testing.TB) string {
 // Per-test end hooks: run once, by the first harness cleanup of the test.
 
 type testEnd struct {
-	mu    sync.Mutex
-	hooks []func()
-	once  sync.Once
+	mu        sync.Mutex
+	hooks     []func()
+	once      sync.Once
+	closers   []func()
+	closeOnce sync.Once
 }
 
 var testEnds sync.Map // *testing.T → *testEnd
@@ -163,6 +175,30 @@ func runTestEnd(t *testing.T) {
 		e.mu.Unlock()
 		for _, fn := range hooks {
 			fn()
+		}
+	})
+}
+
+// atTabsClose registers fn, which closes a tab of the test; closeTabs runs
+// them, newest first.
+func atTabsClose(t *testing.T, fn func()) {
+	e := endOf(t)
+	e.mu.Lock()
+	e.closers = append(e.closers, fn)
+	e.mu.Unlock()
+}
+
+// closeTabs closes the test's tabs, once, after its end hooks: the tab
+// cleanups and the server cleanups call it, so tabs are closed before any
+// server of the test is stopped, whatever order they were opened in.
+func closeTabs(t *testing.T) {
+	e := endOf(t)
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		closers := slices.Clone(e.closers)
+		e.mu.Unlock()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
 	})
 }
@@ -315,6 +351,7 @@ func startServer(t *testing.T, extraArgs ...string) *Server {
 	s := &Server{t: t, st: st}
 	t.Cleanup(func() {
 		runTestEnd(t)
+		closeTabs(t)
 		s.Stop()
 		if t.Failed() {
 			s.logOutput(t)
@@ -518,12 +555,12 @@ func (s *Server) DriveURL(id, token string) string {
 // The browser.
 
 var (
-	browserOnce sync.Once
-	browserCtx  context.Context    // the browser's first context; tabs are its children
-	allocCancel context.CancelFunc // cancels the allocator and waits for it
-	browserMark string
-	browserErr  error
-	browserPath string
+	browserOnce    sync.Once
+	browserCtx     context.Context    // the browser's first context; tabs are its children
+	allocCancel    context.CancelFunc // cancels the allocator and waits for it
+	browserMark    string             // FENCELAB_E2E_BROWSER=…
+	browserDataDir string             // Chromium's user-data-dir
+	browserErr     error
 )
 
 // chromiumNotFound is the skip message when there is no browser.
@@ -568,7 +605,6 @@ func requireBrowser(t *testing.T) context.Context {
 }
 
 func startBrowser(path string) error {
-	browserPath = path
 	browserMark = fmt.Sprintf("%s=%d-%d", browserMarkEnv, os.Getpid(), time.Now().UnixNano())
 	// The environment of this process without pgtest's suite mark, plus
 	// the browser's own mark (see the top of this file).
@@ -579,12 +615,16 @@ func startBrowser(path string) error {
 		}
 	}
 	env = append(env, browserMark)
+	dir, err := os.MkdirTemp("", "fencelab-e2e-chromium-*")
+	if err != nil {
+		return err
+	}
+	browserDataDir = dir
 
 	// chromedp's defaults (headless, no-first-run, disable-background-
-	// networking, disable-sync, disable-dev-shm-usage, …) plus ours. No
-	// user-data-dir flag: chromedp then makes a fresh temp profile, removes
-	// it at the end and kills any child still using it. Its default
-	// command set-up gives Chromium a parent-death signal.
+	// networking, disable-sync, disable-dev-shm-usage, …) plus ours. Its
+	// default command set-up gives Chromium a parent-death signal, so it
+	// dies with this process.
 	opts := slices.Clone(chromedp.DefaultExecAllocatorOptions[:])
 	opts = append(opts,
 		chromedp.ExecPath(path),
@@ -597,32 +637,34 @@ func startBrowser(path string) error {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 800), // each tab sets its own viewport
 		chromedp.NoInheritEnv,
 		chromedp.Env(env...),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, _ := chromedp.NewContext(allocCtx) // cancelled through cancelAlloc, closed by stopBrowser
+	browserCtx, allocCancel = ctx, cancelAlloc
 	// The first Run starts the browser and binds it to ctx: no timeout here.
 	errc := make(chan error, 1)
 	go func() { errc <- chromedp.Do(ctx) }()
 	select {
-	case err := <-errc:
-		if err != nil {
-			cancelAlloc()
-			return err
-		}
+	case err = <-errc:
 	case <-time.After(60 * time.Second):
-		cancelAlloc()
-		return errors.New("no browser within 60s")
+		err = errors.New("no browser within 60s")
 	}
-	browserCtx, allocCancel = ctx, cancelAlloc
-	return nil
+	if err != nil {
+		if serr := stopBrowser(); serr != nil {
+			err = fmt.Errorf("%w; then %w", err, serr)
+		}
+		browserCtx = nil
+	}
+	return err
 }
 
 // stopBrowser closes the browser (gracefully, ≤10s, then by force), waits
-// for chromedp to reap it and remove its profile, and then checks that no
-// Chromium process is left.
+// for chromedp to reap it, checks that no Chromium process is left 10s
+// later (killing any), and removes its profile.
 func stopBrowser() error {
 	if browserCtx == nil {
 		return nil
@@ -634,12 +676,69 @@ func stopBrowser() error {
 	}
 	cancel()
 	allocCancel()
-	if left := waitMarkedGone(browserMark, 10*time.Second); len(left) > 0 {
-		killMarked(browserMark)
+	deadline := time.Now().Add(10 * time.Second)
+	left := chromiumLeft()
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		left = chromiumLeft()
+	}
+	if len(left) > 0 {
+		for _, p := range left {
+			var pid int
+			if _, err := fmt.Sscanf(p, "pid %d", &pid); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
 		errs = append(errs, fmt.Errorf("Chromium processes still running 10s after the browser was closed (killed now):\n  %s",
 			strings.Join(left, "\n  ")))
 	}
+	for i := 0; ; i++ { // a dying child can still write in it for a moment
+		err := os.RemoveAll(browserDataDir)
+		if err == nil {
+			break
+		}
+		if i == 20 {
+			errs = append(errs, fmt.Errorf("removing Chromium's profile: %w", err))
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return errors.Join(errs...)
+}
+
+// chromiumLeft lists the live processes (not zombies) of this binary's
+// Chromium: those with its environment mark, and those with its
+// user-data-dir on their command line, as "pid N (state): command line".
+func chromiumLeft() []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	mark := []byte("\x00" + browserMark + "\x00")
+	dirArg := []byte("\x00--user-data-dir=" + browserDataDir + "\x00")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if !bytes.Contains(append([]byte{0}, cmdline...), dirArg) && !bytes.Contains(append([]byte{0}, env...), mark) {
+			continue
+		}
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
+			continue
+		}
+		cmd := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		if len(cmd) > 200 {
+			cmd = cmd[:200] + "…"
+		}
+		out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, stat[i+2], cmd))
+	}
+	return out
 }
 
 // ---------------------------------------------------------------------------
@@ -653,9 +752,10 @@ type Tab struct {
 
 	Width, Height int
 
-	t      *testing.T
-	cancel context.CancelFunc
-	cfg    tabConfig
+	t       *testing.T
+	cancel  context.CancelFunc
+	cfg     tabConfig
+	profile cdp.BrowserContextID
 
 	mu      sync.Mutex
 	errs    []string
@@ -663,8 +763,9 @@ type Tab struct {
 }
 
 type tabConfig struct {
-	allow  []string
-	expect bool
+	allow     []string
+	expect    bool
+	shareWith *Tab
 }
 
 // TabOption configures newTab.
@@ -682,13 +783,24 @@ func ExpectErrors() TabOption {
 	return func(c *tabConfig) { c.expect = true }
 }
 
-// newTab opens a tab (in a window of its own) of the test binary's browser
-// with a width×height CSS-pixel viewport. Until the test ends it records
-// every uncaught exception, console.error (and failed console.assert) and
-// error entry of the browser log (e.g. a failed request), and then fails
+// SameProfileAs opens the tab in the profile (browser context) of other, a
+// tab of the same test opened before: they share cookies, storage and
+// cache, as two tabs of one person do. Without it each tab has a fresh
+// profile of its own, as a different person would.
+func SameProfileAs(other *Tab) TabOption {
+	return func(c *tabConfig) { c.shareWith = other }
+}
+
+// newTab opens a tab of the test binary's browser, in a window and a fresh
+// profile of its own (see SameProfileAs), with a width×height CSS-pixel
+// viewport. Until the test ends it records every uncaught exception,
+// console.error (and failed console.assert) and error entry of the browser
+// log (e.g. a failed request, a 404 favicon.ico included), and then fails
 // the test on any that no AllowErrors substring matches (unless
-// ExpectErrors). If the test failed, it saves a full-page screenshot to
-// e2e/artifacts/<TestName>-<width>.png. The test's cleanup closes the tab.
+// ExpectErrors). If the test failed, it then saves a full-page screenshot to
+// e2e/artifacts/<TestName>-<width>.png. The test's cleanup closes the tab
+// (and disposes of its profile, closing its connections) before it stops
+// the test's servers.
 func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 	t.Helper()
 	parent := requireBrowser(t)
@@ -699,12 +811,22 @@ func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 	// The listener sees the tab's events from its first message, on the
 	// goroutine that reads them, so an error is recorded before the reply
 	// to any command sent after it is seen.
-	ctx, cancel := chromedp.NewContext(parent, chromedp.WithListener(tab.onEvent))
+	copts := []chromedp.ContextOption{chromedp.WithListener(tab.onEvent)}
+	if other := tab.cfg.shareWith; other != nil {
+		if other.profile == "" {
+			t.Fatalf("e2e: SameProfileAs: the other tab has no profile")
+		}
+		copts = append(copts, chromedp.WithExistingBrowserContext(other.profile))
+	} else {
+		copts = append(copts, chromedp.WithNewBrowserContext())
+	}
+	ctx, cancel := chromedp.NewContext(parent, copts...)
 	tab.Ctx, tab.cancel = ctx, cancel
 	atTestEnd(t, tab.finish)
+	atTabsClose(t, cancel) // closes the tab (and its own profile) and waits
 	t.Cleanup(func() {
 		runTestEnd(t)
-		cancel() // closes the tab and waits for it
+		closeTabs(t)
 	})
 
 	// The first Run creates the target and binds it to ctx: no timeout on
@@ -719,6 +841,7 @@ func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 	case <-time.After(defaultTimeout):
 		t.Fatalf("e2e: no tab within %v", defaultTimeout)
 	}
+	tab.profile = chromedp.FromContext(ctx).BrowserContextID
 	err := tab.do(defaultTimeout,
 		chromedp.EmulateViewport(int64(width), int64(height)),
 		// Every tab behaves as the focused one (focus events, :focus-visible,
@@ -1081,9 +1204,13 @@ func (tab *Tab) onElement(what, testid, fn string) json.RawMessage {
 // and clicks its centre with the mouse, as a person would.
 func (tab *Tab) Click(testid string) {
 	tab.t.Helper()
-	if err := tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid)))); err != nil {
-		tab.t.Fatalf("e2e: Click(%q): %v (waited up to %v for a visible %s; present: %s)", testid, err, defaultTimeout, sel(testid),
-			tab.describe(`String(!!document.querySelector(`+jsString(sel(testid))+`))`))
+	err := tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid))))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		tab.t.Fatalf("e2e: Click(%q): no visible %s within %v (in the page: %s)", testid, sel(testid), defaultTimeout,
+			tab.describe(`document.querySelector(`+jsString(sel(testid))+`) ? "present, not visible" : "absent"`))
+	case err != nil:
+		tab.t.Fatalf("e2e: Click(%q): %v", testid, err)
 	}
 }
 

@@ -189,7 +189,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.sup.Close()
 		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
 	}()
-	herr := s.http.Shutdown(ctx)
+	// http.Server.Shutdown waits up to 5 s for a connection a browser opened
+	// ahead of need and never used; a server that has ended every session
+	// has nothing left to answer on it, so such stragglers are closed.
+	hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+	herr := s.http.Shutdown(hctx)
+	hcancel()
+	if errors.Is(herr, context.DeadlineExceeded) && ctx.Err() == nil {
+		herr = s.http.Close()
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
