@@ -99,6 +99,10 @@ function drawAll() {
   timeline.showHeartbeats = byTest("show-heartbeats").checked;
   timeline.redraw(page.view.run.events, page.view.infos, scrubbing() ? page.scrub : Infinity);
   drawSide(run);
+  if (!scrubbing() && stick) {
+    const tl = byTest("timeline");
+    tl.scrollTop = tl.scrollHeight; // the newest events in view
+  }
 }
 
 function drawSide(run) {

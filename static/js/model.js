@@ -90,6 +90,8 @@ export function apply(run, e) {
     case "run":
       if (d && d.id === run.id) {
         Object.assign(run, {
+          ordering: d.ordering, mode: d.mode, title: d.title, leaseMs: d.lease_ms, skewMs: d.skew_ms || 0,
+          broken: d.broken || [], sameIdentity: !!d.same_identity, background: !!d.background,
           paused: !!d.paused, paceMs: d.pace_ms, ended: !!d.ended, outcome: d.outcome || run.outcome,
           report: d.report || run.report, error: d.error || run.error, stepIndex: d.step_index ?? run.stepIndex,
         });

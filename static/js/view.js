@@ -298,8 +298,11 @@ export function renderOutcome(run, scenarios) {
   v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(o.verdict)}`;
 }
 
-/** Reset the table's cells to the correct build's values. */
+/** Reset the verdict, and the table's cells to the correct build's values. */
 export function clearOutcome() {
+  const v = byTest("verdict");
+  v.textContent = "No run yet.";
+  v.dataset.state = "none";
   for (const td of document.querySelectorAll('[data-testid="outcome"] td')) {
     const exp = td.querySelector(".expected");
     td.textContent = "";
