@@ -20,6 +20,10 @@ import (
 //	GET    /api/sessions/:id/runs                every run and its outcome
 //	GET    /api/sessions/:id/runs/:run           one run
 //	GET    /api/sessions/:id/ws                  WebSocket: ?since=SEQ[&token=T]
+//	GET    /api/sessions/:id/runs/:run/transcript.sql   what each worker ran, in order, as SQL
+//	GET    /api/recordings                       recorded runs, for when the live demo is busy
+//	GET    /api/recordings/find                  the recording closest to ?ordering=&broken=&same=
+//	GET    /api/recordings/:key                  one recording with its events
 //	POST   /receiver/:key/deliveries             a live run's receiver (the workers call it)
 //	GET    /receiver/:key/deliveries/:job_id     what it holds
 //	GET    /receiver/:key/decisions/:job_id      what it decided
@@ -41,6 +45,10 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/sessions/:id/runs", s.runs)
 	api.GET("/sessions/:id/runs/:run", s.run)
 	api.GET("/sessions/:id/ws", s.socket)
+	api.GET("/sessions/:id/runs/:run/transcript.sql", s.transcript)
+	api.GET("/recordings", s.recordings)
+	api.GET("/recordings/find", s.findRecording)
+	api.GET("/recordings/:key", s.recordingByKey)
 
 	s.receiverRoutes(e.Group("/receiver/:key"))
 }

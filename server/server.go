@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/wire"
@@ -41,6 +42,9 @@ type Config struct {
 	// instead of the built-in one.
 	ExternalReceiver string
 	Limits           session.Limits
+	// Recordings keeps finished runs to replay when the server is busy.
+	// Default: a store with the embedded seed recordings.
+	Recordings *recording.Store
 	// MaxBody bounds a request body; MaxMessage a WebSocket message;
 	// MessageRate the messages per second a socket may send.
 	MaxBody     int64
@@ -71,6 +75,13 @@ func (c *Config) Validate() error {
 		return errors.New("server: max body must be at least 1KiB, max message at least 256 bytes, message rate positive")
 	}
 	c.Limits.Fill()
+	if c.Recordings == nil {
+		rs, err := recording.New(128)
+		if err != nil {
+			return err
+		}
+		c.Recordings = rs
+	}
 	return nil
 }
 
@@ -104,7 +115,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mgr, err := session.NewManager(ctx, session.Config{
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Log: cfg.Log,
 		ReceiverBase: loopbackURL(cfg.Listener.Addr()) + "/receiver/", ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
-		Limits: cfg.Limits,
+		Limits: cfg.Limits, Recordings: cfg.Recordings,
 	})
 	if err != nil {
 		_ = sup.Close()

@@ -105,3 +105,18 @@ func paceSeconds(ms int64) string {
 	}
 	return fmt.Sprintf("%.1f s a step", float64(ms)/1000)
 }
+
+// shortOrdering is an ordering's name for a narrow column.
+func shortOrdering(o engine.Ordering) string {
+	switch o {
+	case engine.NewOwnerFirst:
+		return "owner 1st"
+	case engine.ZombieFirst:
+		return "zombie 1st"
+	case engine.CrashBeforeCommit:
+		return "crash"
+	case engine.ClockSkew:
+		return "skew"
+	}
+	return string(o)
+}

@@ -4,6 +4,7 @@
 //
 //	GET /                      a new session's playground, as its driver (setup from the query)
 //	GET /s/:id                 an existing session's playground (a viewer, unless the page holds its token)
+//	GET /s/:id/runs/:run/replay.html   one run as a self-contained HTML file that replays it offline
 //	GET /static/:version/*     CSS, ES modules, icons
 package web
 
@@ -42,6 +43,7 @@ func Register(opts Options) func(e *echo.Echo, s *server.Server) {
 		h := &handler{s: s, opts: opts}
 		e.GET("/", h.index)
 		e.GET("/s/:id", h.sessionPage)
+		e.GET("/s/:id/runs/:run/replay.html", h.replay)
 		e.GET("/static/:version/*", h.static)
 	}
 }
@@ -62,6 +64,10 @@ type pageState struct {
 	Present   bool             `json:"present"`
 	Version   string           `json:"version"`
 	Ignored   []string         `json:"ignored,omitempty"`
+	// EmbedOrigins are the host pages allowed to drive an embedded page by
+	// postMessage (the same list as frame-ancestors).
+	EmbedOrigins []string `json:"embed_origins"`
+	Busy         bool     `json:"busy,omitempty"`
 }
 
 type setupJSON struct {
@@ -176,6 +182,7 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 		}
 	}
 	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
+		EmbedOrigins: append([]string{}, h.opts.FrameAncestors...), Busy: sess == nil,
 		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []engine.Event{},
 		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
 			SameIdentity: setup.SameIdentity, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
@@ -258,4 +265,68 @@ func (h *handler) static(c echo.Context) error {
 		ct = "image/svg+xml"
 	}
 	return c.Blob(http.StatusOK, ct, b)
+}
+
+// bundle inlines the replay's modules into one script for a file that must
+// work alone, offline: model.js, view.js and replay.js, in that order, with
+// their import lines dropped and their exports made plain declarations.
+func bundle() (string, error) {
+	var b strings.Builder
+	for _, f := range []string{"js/model.js", "js/view.js", "js/replay.js"} {
+		src, err := fs.ReadFile(static.FS, f)
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(string(src), "\n") {
+			if strings.HasPrefix(line, "import ") {
+				continue
+			}
+			line = strings.TrimPrefix(line, "export ")
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return strings.ReplaceAll(b.String(), "</script", `<\/script`), nil
+}
+
+// replayData is the JSON a replay file starts from.
+type replayData struct {
+	Summary   session.RunSummary `json:"summary"`
+	Events    []engine.Event     `json:"events"`
+	Scenarios any                `json:"scenarios"`
+}
+
+// replay serves one run as a self-contained HTML file to download: it
+// replays the run offline, with the server gone.
+func (h *handler) replay(c echo.Context) error {
+	sess, rs, evs, err := h.s.RunEvents(c)
+	if err != nil {
+		return err
+	}
+	js, err := bundle()
+	if err != nil {
+		return err
+	}
+	css, err := fs.ReadFile(static.FS, "css/app.css")
+	if err != nil {
+		return err
+	}
+	rs.Workers, rs.Jobs = nil, nil
+	broken := "all guards on"
+	if len(rs.Broken) > 0 {
+		broken = strings.Join(rs.Broken, ", ") + " off"
+	}
+	d := templates.ReplayData{
+		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
+		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, rs.Title, broken),
+		CSS:   string(css), JS: js,
+		Data: replayData{Summary: rs, Events: evs, Scenarios: server.Scenarios()},
+	}
+	hd := c.Response().Header()
+	// The file renders only its own inline content; served, it is a download.
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:")
+	hd.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="fencelab-%s-%s.html"`, sess.ID[:8], rs.ID))
+	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(http.StatusOK)
+	return templates.Replay(d).Render(c.Request().Context(), c.Response())
 }

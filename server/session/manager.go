@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -109,6 +110,9 @@ type Config struct {
 	// every run delivers to instead.
 	ExternalReceiver string
 	Limits           Limits
+	// Recordings, if set, keeps every scripted run that finishes, to replay
+	// when the server is too busy to start another.
+	Recordings *recording.Store
 }
 
 // Manager owns every session. It is safe for concurrent use.

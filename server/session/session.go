@@ -14,6 +14,7 @@ import (
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
 )
 
@@ -494,9 +495,26 @@ func (h *runHandle) finish(ctx context.Context) {
 				h.outcome = &o
 			}
 			h.mu.Unlock()
+			if err == nil {
+				h.record(o)
+			}
 		}
 		h.close("finished")
 	})
+}
+
+// record keeps a finished run's events, to replay when the server is busy.
+func (h *runHandle) record(o engine.Outcome) {
+	store := h.s.m.cfg.Recordings
+	if store == nil {
+		return
+	}
+	evs, err := h.s.Log.Since(0, h.id, 0)
+	if err != nil {
+		return
+	}
+	store.Add(recording.Recording{Ordering: h.cfg.Ordering, Broken: h.cfg.Broken.Names(), SameIdentity: h.cfg.SameIdentity,
+		LeaseMS: h.cfg.Lease.Milliseconds(), Recorded: time.Now(), Outcome: &o, Events: evs})
 }
 
 // fail ends a run that could not go on, saying why.

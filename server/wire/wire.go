@@ -94,8 +94,11 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		status := Status(err)
-		if status >= 500 {
+		switch {
+		case status == http.StatusInternalServerError:
 			log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		case status >= 500:
+			log.Info("refused: at capacity", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		}
 		body := Body{Error: Message(err, status), Status: status}
 		if status == http.StatusServiceUnavailable {

@@ -7,10 +7,12 @@ import { Api, Stream } from "./api.js";
 import { apply, fold, newRun, whatHappened, isHeartbeat, laneOf, LANE_RUNNER } from "./model.js";
 import { $, byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
 import { bindKeys } from "./keys.js";
+import { Player } from "./replay.js";
+import { Lesson, renderLesson } from "./lesson.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-state").textContent);
 const scenarios = boot.scenarios;
-const sessionId = boot.session.id;
+const sessionId = boot.session.id || ""; // none when the server was too busy to make one
 const tokenKey = `fencelab.token.${sessionId}`;
 
 // The control token: handed to the page that made the session, carried in a
@@ -36,7 +38,11 @@ const page = {
   offset: 0, // database clock minus this one, from live events
   dirty: true,
   feed: [],
+  csp: [],
+  ignoredMessages: 0,
+  recording: null, // the recording being played, when the live demo is busy
 };
+const params = new URLSearchParams(location.search);
 page.infos = fold(boot.session.run || {}, boot.events).rows;
 page.view = { run: page.live, infos: page.infos, replay: false };
 
@@ -74,7 +80,8 @@ function permalinkQuery(s) {
 function updateURL() {
   const q = permalinkQuery(setupFromForm());
   byTest("permalink").href = `/?${q}`;
-  history.replaceState(null, "", `/s/${sessionId}?${q}`);
+  const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
+  if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}`);
 }
 
 // ---- drawing ----------------------------------------------------------------
@@ -116,6 +123,20 @@ function drawSide(run) {
   drawControls(run);
   drawScrub();
   drawPredict(run);
+  drawExports(run);
+  if (lesson) renderLesson(byTest("lesson"), lesson, esc);
+}
+
+function drawExports(run) {
+  document.body.classList.toggle("idle", !run.id);
+  const ex = byTest("exports");
+  const ok = sessionId && run.id && run.id !== "recording" && (run.ended || run.outcome);
+  ex.hidden = !ok;
+  if (!ok) return;
+  const id = encodeURIComponent(sessionId), r = encodeURIComponent(run.id);
+  byTest("export-ndjson").href = `/api/sessions/${id}/events.ndjson?run=${r}`;
+  byTest("export-sql").href = `/api/sessions/${id}/runs/${r}/transcript.sql`;
+  byTest("export-html").href = `/s/${id}/runs/${r}/replay.html`;
 }
 
 function drawControls(run) {
@@ -123,8 +144,11 @@ function drawControls(run) {
   const driver = page.role === "driver";
   byTest("role").textContent = driver ? "You drive" : "You are watching";
   byTest("role").dataset.role = page.role;
-  for (const el of form.querySelectorAll("input, select, button")) el.disabled = !driver;
+  // With no session at all (the server was too busy), the setup and Run
+  // still work: Run plays a recorded run of that setup.
+  for (const el of form.querySelectorAll("input, select, button")) el.disabled = !driver && !!sessionId;
   byTest("step").disabled = !driver || (live && page.live.mode === "free");
+  byTest("reset").disabled = !driver;
   byTest("back").disabled = page.view.run.events.length === 0;
   byTest("run").textContent = live && page.live.mode === "auto" ? (page.live.paused ? "Play" : "Pause") : "Run";
   byTest("free-controls").hidden = !(live && page.live.mode === "free");
@@ -225,6 +249,7 @@ function onEvent(e, catchingUp) {
     } else page.dirty = true;
   }
   if (!catchingUp) narrate(e);
+  if (lesson) lesson.onEvent(e);
   if (e.kind === "verdict") {
     post("verdict", { run: e.run, safe: e.outcome === "safe", verdict: e.text, outcome: d });
     maybeScroll(true);
@@ -259,17 +284,61 @@ function showError(msg) {
 }
 
 async function send(cmd) {
+  if (!sessionId && cmd.action === "run") { playRecording(cmd, "no session could be made"); return null; }
   if (page.role !== "driver") { showError("You are watching this session: only its driver can do that. Start your own with the Permalink."); return null; }
   try {
     const r = await api.command(cmd);
     showError("");
     return r;
   } catch (err) {
-    if (err.status === 503) showError(`${err.message} (The live demo is busy: try again in a minute.)`);
-    else showError(err.message);
     post("error", { status: err.status, error: err.message });
+    if (err.status === 503 && cmd.action === "run" && cmd.ordering !== "free-play") {
+      showError("");
+      playRecording(cmd, err.message);
+      return null;
+    }
+    showError(err.message);
     return null;
   }
+}
+
+// ---- when the live demo is busy: a recorded run -----------------------------------
+
+async function playRecording(cmd, why) {
+  const q = new URLSearchParams({ ordering: cmd.ordering, broken: (cmd.broken || []).join(","), same: cmd.same_identity ? "1" : "" });
+  let rec;
+  try {
+    const res = await fetch(`/api/recordings/find?${q}`);
+    if (!res.ok) throw new Error((await res.json()).error);
+    rec = await res.json();
+  } catch (err) {
+    showError(`The live demo is busy (${why}) and no recorded run is at hand: ${err.message}`);
+    return;
+  }
+  const summary = { id: "recording", ordering: rec.ordering, mode: "step", lease_ms: rec.lease_ms, broken: rec.broken, same_identity: rec.same_identity };
+  page.recording = rec.key;
+  const note = byTest("recorded");
+  const when = rec.seed ? "a run recorded when this server was built" : `a run recorded ${new Date(rec.recorded).toLocaleString()}`;
+  const same = rec.key === recordingKey(cmd) ? "this very setup" : "the closest setup kept";
+  note.textContent = `The live demo is busy right now, so here is a recorded run instead: ${when}, of ${same} (${rec.ordering}${rec.broken.length ? ", " + rec.broken.join(", ") + " off" : ", all guards on"}). Its events are the real ones, replayed.`;
+  note.hidden = false;
+  page.view = { run: newRun(summary), infos: [], replay: true };
+  page.scrub = null;
+  clearOutcome();
+  timeline.setLanes(lanes(fold(summary, rec.events).run));
+  byTest("timeline").textContent = "";
+  const player = new Player({ summary, events: rec.events, timeline, speed: 1.5, onDraw: (p) => {
+    page.view.run = p.run;
+    page.view.infos = p.infos;
+    drawSide(p.run);
+    if (p.pos === p.events.length && p.run.outcome) post("verdict", { run: "recording", safe: p.run.outcome.safe, verdict: p.run.outcome.verdict, outcome: p.run.outcome, recorded: true });
+  } });
+  player.play();
+}
+
+function recordingKey(cmd) {
+  const b = [...(cmd.broken || [])].sort();
+  return [cmd.ordering, ...b, ...(cmd.same_identity ? ["same-identity"] : [])].join("+");
 }
 
 function runCommand(overrides = {}) {
@@ -297,6 +366,7 @@ function runOrToggle() {
 
 /** →: the next step, or forward through a finished run. */
 function stepForward() {
+  if (lesson) return lesson.next();
   if (scrubbing()) return scrubTo(nextVisible(page.scrub, +1));
   const r = liveRun();
   if (!r) return page.view.replay ? null : runCommand({ mode: "step" });
@@ -306,6 +376,7 @@ function stepForward() {
 
 /** ←: back through the events. */
 function stepBack() {
+  if (lesson) return lesson.prev();
   const n = page.view.run.events.length;
   if (n === 0) return;
   scrubTo(nextVisible(scrubbing() ? page.scrub : n, -1));
@@ -445,7 +516,23 @@ byTest("share").addEventListener("click", () => {
   byTest("share-watch").value = base;
   byTest("share-drive").value = token ? `${base}#token=${token}` : "";
   byTest("share-drive-wrap").hidden = !token;
+  const q = permalinkQuery(setupFromForm()).replace(/(^|&)(embed|present)=1/g, "");
+  const src = `${location.origin}/?embed=1&${q}`;
+  byTest("embed-code").value = `<iframe src="${src}" title="fencelab: a zombie worker and its fencing token, live" width="100%" height="560" style="border:0;max-width:720px" loading="lazy"></iframe>\n<script>addEventListener("message", (e) => { if (e.origin === "${location.origin}" && e.data && e.data.source === "fencelab" && e.data.type === "height") for (const f of document.querySelectorAll('iframe[src^="${location.origin}/"]')) if (f.contentWindow === e.source) f.style.height = e.data.height + "px"; });<\/script>`;
+  byTest("present-link").href = `/?present=1&${q}`;
+  byTest("lesson-link").href = "/?lesson=predict&present=1";
+  byTest("copied").textContent = "";
   byTest("share-dialog").showModal();
+});
+byTest("copy-embed").addEventListener("click", async () => {
+  const ta = byTest("embed-code");
+  try {
+    await navigator.clipboard.writeText(ta.value);
+    byTest("copied").textContent = "Copied.";
+  } catch {
+    ta.select();
+    byTest("copied").textContent = "Selected: press Ctrl+C (or ⌘C) to copy.";
+  }
 });
 
 bindKeys({ runOrToggle, stepForward, stepBack, reset, toggleHelp, closeDialogs: () => { for (const d of document.querySelectorAll("dialog[open]")) d.close(); } });
@@ -461,10 +548,55 @@ for (const r of boot.session.runs || []) {
 drawMatrix();
 
 // ---- the host page (an iframe's parent) ------------------------------------------
+//
+// To the host: {source:"fencelab", type:"ready"|"height"|"verdict"|"matrix"|"error", ...}.
+// From the host, only from an allowed origin: {type:"setup", ordering, mode,
+// broken, lease_ms, pace_ms, same_identity, skew_ms} and {type:"run", ...the same}.
+
+const hostOrigin = (location.ancestorOrigins && location.ancestorOrigins.length) ? location.ancestorOrigins[0] : "*";
 
 function post(type, detail) {
   if (window.parent === window) return;
-  window.parent.postMessage({ source: "fencelab", type, ...detail }, "*");
+  // Never the token: only what any watcher may see.
+  window.parent.postMessage({ source: "fencelab", type, ...detail }, hostOrigin);
+}
+
+function originAllowed(origin) {
+  if (origin === location.origin) return true;
+  return (boot.embed_origins || []).some((o) => {
+    if (!o.includes("*")) return o === origin;
+    // https://*.example.com allows any subdomain of example.com.
+    const [head, tail] = o.split("*");
+    return origin.startsWith(head) && origin.endsWith(tail) && /^[a-z0-9.-]+$/.test(origin.slice(head.length, origin.length - tail.length));
+  });
+}
+
+function applySetup(m) {
+  const f = form.elements;
+  if (typeof m.ordering === "string" && [...f.ordering.options].some((o) => o.value === m.ordering)) f.ordering.value = m.ordering;
+  if (m.mode === "auto" || m.mode === "step") f.mode.value = m.mode;
+  if (Array.isArray(m.broken)) for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !m.broken.includes(c.value);
+  if (typeof m.same_identity === "boolean") f.same.checked = m.same_identity;
+  const num = (name, v) => { if (Number.isFinite(v)) f[name].value = String(v); };
+  num("lease", m.lease_ms); num("pace", m.pace_ms); num("skew", m.skew_ms);
+  updateURL();
+  drawControls(shownRun());
+}
+
+window.addEventListener("message", (ev) => {
+  const m = ev.data;
+  if (!m || typeof m !== "object" || m.source === "fencelab") return;
+  if (!originAllowed(ev.origin)) { page.ignoredMessages++; return; }
+  if (m.type === "setup") applySetup(m);
+  else if (m.type === "run") { applySetup(m); runCommand(); }
+});
+
+if (window.parent !== window) {
+  let last = 0;
+  new ResizeObserver(() => {
+    const h = Math.ceil(document.documentElement.scrollHeight);
+    if (h !== last) { last = h; post("height", { height: h }); }
+  }).observe(document.body);
 }
 
 // ---- start ---------------------------------------------------------------------
@@ -496,13 +628,24 @@ if (token && !boot.token) {
     try { sessionStorage.removeItem(tokenKey); } catch { /* fine */ }
   }
 }
+document.addEventListener("securitypolicyviolation", (e) => page.csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+
+var lesson = null;
+if (params.get("lesson")) {
+  lesson = new Lesson({ chapter: params.get("lesson"), send, runSteps: () => page.live.steps, onChange: () => { renderLesson(byTest("lesson"), lesson, esc); } });
+  byTest("lesson").hidden = false;
+  renderLesson(byTest("lesson"), lesson, esc);
+}
+if (boot.embed) byTest("more").open = false;
+if (lesson) byTest("narration").textContent = "";
+
 const stream = new Stream({
   sessionId, token, since: boot.session.last_seq,
   onEvent,
   onStatus: (st) => { page.conn = st; renderConnection(st); },
   onGone: () => showError("This session has ended. Reload the page for a new one."),
 });
-stream.open();
+if (sessionId) stream.open(); else renderConnection({ state: "offline" });
 drawAll();
 requestAnimationFrame(frame);
 
@@ -525,6 +668,12 @@ window.fencelab = {
       view: { replay: page.view.replay, run: page.view.run.id, scrub: page.scrub, events: page.view.run.events.length },
       matrix: Object.fromEntries([...page.matrix].map(([id, c]) => [`${c.ordering}/${c.broken}`, c.state])),
       errors: page.errors.slice(),
+      csp: page.csp.slice(),
+      lesson: lesson ? lesson.state() : null,
+      recording: page.recording,
+      recorded: page.recording ? { events: page.view.run.events.length, outcome: page.view.run.outcome } : null,
+      ignoredMessages: page.ignoredMessages,
+      embed: !!boot.embed, present: !!boot.present,
     };
   },
 };

@@ -1,0 +1,151 @@
+// Package recording keeps recorded runs: the real event logs of runs that
+// finished, to replay when the live demo is too busy to start another.
+// It starts from seed recordings made by real runs and embedded in the
+// binary (see seed/), and keeps the latest finished run of each setup.
+package recording
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+//go:embed seed/*.json
+var seedFS embed.FS
+
+// Recording is one finished run and its whole event log.
+type Recording struct {
+	Key          string          `json:"key"`
+	Ordering     engine.Ordering `json:"ordering"`
+	Broken       []string        `json:"broken"`
+	SameIdentity bool            `json:"same_identity"`
+	LeaseMS      int64           `json:"lease_ms"`
+	Recorded     time.Time       `json:"recorded"`
+	Seed         bool            `json:"seed"`
+	Outcome      *engine.Outcome `json:"outcome"`
+	Events       []engine.Event  `json:"events,omitempty"`
+}
+
+// Summary is a recording without its events.
+func (r Recording) Summary() Recording {
+	r.Events = nil
+	return r
+}
+
+// Key names a setup: the ordering, the broken guards (sorted) and whether
+// the two workers share a name.
+func Key(o engine.Ordering, broken []string, same bool) string {
+	b := append([]string(nil), broken...)
+	sort.Strings(b)
+	k := string(o)
+	if len(b) > 0 {
+		k += "+" + strings.Join(b, "+")
+	}
+	if same {
+		k += "+same-identity"
+	}
+	return k
+}
+
+var keyRE = regexp.MustCompile(`^[a-z][a-z+-]{0,200}$`)
+
+// ValidKey reports whether s has the shape of a key.
+func ValidKey(s string) bool { return keyRE.MatchString(s) }
+
+// Store holds recordings, at most one per setup, newest wins. Safe for
+// concurrent use.
+type Store struct {
+	mu    sync.Mutex
+	byKey map[string]*Recording
+	max   int
+}
+
+// New returns a store holding the embedded seeds, with room for max setups.
+func New(max int) (*Store, error) {
+	s := &Store{byKey: map[string]*Recording{}, max: max}
+	files, err := fs.Glob(seedFS, "seed/*.json")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		b, err := seedFS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r Recording
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("recording %s: %w", f, err)
+		}
+		r.Seed = true
+		s.byKey[r.Key] = &r
+	}
+	return s, nil
+}
+
+// Add keeps a finished run, replacing the previous one of its setup. Seeds
+// are replaced by fresher runs too; when the store is full, the oldest
+// recording that is not a seed goes.
+func (s *Store) Add(r Recording) {
+	if r.Outcome == nil || len(r.Events) == 0 {
+		return
+	}
+	r.Key = Key(r.Ordering, r.Broken, r.SameIdentity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byKey[r.Key]; !ok && len(s.byKey) >= s.max {
+		var oldest *Recording
+		for _, x := range s.byKey {
+			if !x.Seed && (oldest == nil || x.Recorded.Before(oldest.Recorded)) {
+				oldest = x
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		delete(s.byKey, oldest.Key)
+	}
+	s.byKey[r.Key] = &r
+}
+
+// Get returns the recording of a key.
+func (s *Store) Get(key string) (Recording, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.byKey[key]
+	if !ok {
+		return Recording{}, false
+	}
+	return *r, true
+}
+
+// Find returns the recording closest to a setup: that very setup, else the
+// correct build of the same ordering, else the correct build of
+// zombie-first. ok is false only when the store is empty of all three.
+func (s *Store) Find(o engine.Ordering, broken []string, same bool) (Recording, bool) {
+	for _, k := range []string{Key(o, broken, same), Key(o, nil, false), Key(engine.ZombieFirst, nil, false)} {
+		if r, ok := s.Get(k); ok {
+			return r, true
+		}
+	}
+	return Recording{}, false
+}
+
+// List returns every recording's summary, by key.
+func (s *Store) List() []Recording {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Recording, 0, len(s.byKey))
+	for _, r := range s.byKey {
+		out = append(out, r.Summary())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
