@@ -63,6 +63,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 // defaultTimeout bounds every wait of the Tab helpers.
@@ -97,46 +98,16 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	servertest.Cleanup()
 	os.Exit(code)
 }
 
 // ---------------------------------------------------------------------------
 // The binary.
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/fencelab once per test run and returns its path;
-// TestMain removes it.
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "fencelab-e2e-*")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "fencelab")
-		const pkg = "github.com/fencelab/fencelab/cmd/fencelab"
-		t0 := time.Now()
-		out, err := exec.Command("go", "build", "-o", binPath, pkg).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build -o %s %s: %v\n%s", binPath, pkg, err, out)
-			return
-		}
-		t.Logf("e2e: built %s in %v", pkg, time.Since(t0).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatalf("e2e: cannot build fencelab: %v", buildErr)
-	}
-	return binPath
-}
+// binary is the fencelab binary, built once per test run
+// (server/servertest); TestMain removes it.
+func binary(t testing.TB) string { return servertest.Binary(t) }
 
 // ---------------------------------------------------------------------------
 // Per-test end hooks: run once, by the first harness cleanup of the test.

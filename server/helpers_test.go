@@ -9,10 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,44 +17,18 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/server/session"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	servertest.Cleanup()
 	os.Exit(code)
 }
 
-// binary builds the fencelab binary once: the server spawns it as its
-// worker processes, and the black-box tests run it whole.
-func binary(tb testing.TB) string {
-	tb.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "fencelab-bin-*")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "fencelab")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/fencelab/fencelab/cmd/fencelab").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binPath
-}
+// binary is the fencelab binary the server spawns as its workers.
+func binary(tb testing.TB) string { return servertest.Binary(tb) }
 
 // testServer is a real server in this process on 127.0.0.1:0.
 type testServer struct {

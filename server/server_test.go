@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 )
 
@@ -417,5 +420,74 @@ func TestShutdown_ReapsWorkersAndDropsSchemas(t *testing.T) {
 	}
 	if code := w.closeStatus(t, 5*time.Second); code != websocket.StatusGoingAway {
 		t.Errorf("the socket was closed with %v, want 1001 going away", code)
+	}
+}
+
+// TestExternalReceiver points the server at a standalone receiver (another
+// service with its own schema) instead of its built-in one: the workers
+// deliver there, and the outcome is read from it over HTTP.
+func TestExternalReceiver(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	rs := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := engine.Setup(ctx, pool, rs); err != nil {
+		t.Fatal(err)
+	}
+	rcv, _ := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: rs.Receiver})
+	ext := httptest.NewServer(receiver.Standalone(&receiver.Handler{ReceiverFunc: receiver.Fixed(rcv)}, slog.New(slog.DiscardHandler)))
+	defer ext.Close()
+	ts := startServer(t, func(c *server.Config) { c.ExternalReceiver = ext.URL })
+	s := ts.newSession()
+	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"auto","lease_ms":300,"pace_ms":0}`)
+	o := s.verdictOf(r.Run, 30*time.Second)
+	if !o.Safe || o.ZombieReceiverCall != engine.CallAcceptedThenSuperseded || o.Receiver.PayloadFrom != "B" || o.Receiver.Epoch != 2 {
+		t.Fatalf("outcome via the standalone receiver: %+v", o)
+	}
+	// The deliveries are in the standalone receiver's own table.
+	held, err := rcv.Get(ctx, o.JobID)
+	if err != nil || held.Epoch != 2 || engine.ResultFrom(held.Payload) != "B" {
+		t.Fatalf("the standalone receiver holds %+v, %v", held, err)
+	}
+}
+
+// TestSession_IdleExpiryEndsItsRuns: a session nobody uses or watches ends:
+// its run's workers are killed, its schemas dropped.
+func TestSession_IdleExpiryEndsItsRuns(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.Limits.SessionIdle = 200 * time.Millisecond })
+	s := ts.newSession()
+	s.cmd(`{"action":"run","ordering":"free-play"}`)
+	pids := []int{}
+	for _, w := range s.snapshot().Run.Workers {
+		pids = append(pids, w.Pid)
+	}
+	time.Sleep(400 * time.Millisecond) // idle, and nobody watching
+	ts.Sessions.Sweep()
+	if a := ts.do("GET", "/api/sessions/"+s.ID, "", "", ""); a.Status != http.StatusNotFound {
+		t.Fatalf("an idle session is still there: %d", a.Status)
+	}
+	for _, pid := range pids {
+		if st := supervisor.ProcState(pid); st != 0 && st != 'Z' {
+			t.Errorf("worker %d of the expired session is alive (%c)", pid, st)
+		}
+	}
+	var n int
+	_ = pgtest.Pool(t).QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)", "fl_"+ts.Sessions.Instance()+"_").Scan(&n)
+	if n != 0 {
+		t.Errorf("%d schemas of the expired session are left", n)
+	}
+	// A watched session does not expire.
+	w := ts.newSession()
+	c, _, err := w.dial(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.c.CloseNow()
+	c.next(t, "live", 5*time.Second)
+	time.Sleep(400 * time.Millisecond)
+	ts.Sessions.Sweep()
+	if a := ts.do("GET", "/api/sessions/"+w.ID, "", "", ""); a.Status != http.StatusOK {
+		t.Fatalf("a watched session expired: %d", a.Status)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,43 +16,18 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/pgtest"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	servertest.Cleanup()
 	os.Exit(code)
 }
 
-// binary builds the fencelab binary once per test run: the tests drive it
-// as a black box, as a person or the CI would.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "fencelab-bin-*")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "fencelab")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// binary is the fencelab binary, built once: the tests drive it as a black
+// box, as a person or the CI would.
+func binary(t *testing.T) string { return servertest.Binary(t) }
 
 // fencelab runs the binary to completion with DATABASE_URL pointing at the
 // test cluster (unless env overrides it) and returns stdout, stderr and the

@@ -73,20 +73,18 @@ func (h *Handler) deliver(c echo.Context) error {
 	return c.JSON(http.StatusOK, Answer{Receipt: rc})
 }
 
-func jobID(c echo.Context) (int64, error) {
+// target reads the job id of a GET route and finds the receiver.
+func (h *Handler) target(c echo.Context) (*engine.Receiver, int64, error) {
 	id, err := strconv.ParseInt(c.Param("job_id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, wire.New(http.StatusBadRequest, "job id "+strconv.Quote(c.Param("job_id"))+" is not a positive integer")
+		return nil, 0, wire.New(http.StatusBadRequest, "job id "+strconv.Quote(c.Param("job_id"))+" is not a positive integer")
 	}
-	return id, nil
+	r, err := h.ReceiverFunc(c)
+	return r, id, err
 }
 
 func (h *Handler) held(c echo.Context) error {
-	id, err := jobID(c)
-	if err != nil {
-		return err
-	}
-	r, err := h.ReceiverFunc(c)
+	r, id, err := h.target(c)
 	if err != nil {
 		return err
 	}
@@ -98,11 +96,7 @@ func (h *Handler) held(c echo.Context) error {
 }
 
 func (h *Handler) decisions(c echo.Context) error {
-	id, err := jobID(c)
-	if err != nil {
-		return err
-	}
-	r, err := h.ReceiverFunc(c)
+	r, id, err := h.target(c)
 	if err != nil {
 		return err
 	}
