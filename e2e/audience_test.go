@@ -153,7 +153,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "build-up" && s.lesson.index === -1`, 30*time.Second)
 	for i := 0; i < 3; i++ {
 		tab.Press("PageDown")
-		tab.PollState(fmt.Sprintf(`s.lesson.index === %d && s.lesson.waiting === ""`, i), 30*time.Second)
+		tab.PollState(fmt.Sprintf(`s.lesson.index === %d && s.lesson.ready`, i), 30*time.Second)
 	}
 	tab.Press("PageDown") // "the lease runs out"
 	tab.PollState(`s.lesson.index === 3 && s.lesson.waiting !== ""`, 5*time.Second)
@@ -163,7 +163,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	if st := tab.State()["lesson"].(map[string]any); st["index"].(float64) != 3 {
 		t.Fatalf("the lesson moved on while waiting for the lease: %v", st)
 	}
-	tab.PollState(`s.lesson.waiting === ""`, 30*time.Second)
+	tab.PollState(`s.lesson.ready`, 30*time.Second)
 	waited := time.Since(pressedAt)
 	st := tab.State()
 	seqs := st["lesson"].(map[string]any)["waitedFor"].([]any)
@@ -175,7 +175,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	}
 	t.Logf("the lesson waited %v for the lease to run out on the database clock (lease 3s)", waited.Round(time.Millisecond))
 	tab.Press("PageDown")
-	tab.PollState(`s.lesson.index === 4 && s.lesson.waiting === "" && s.workers.some(w => w.label === "B")`, 30*time.Second)
+	tab.PollState(`s.lesson.index === 4 && s.lesson.ready && s.workers.some(w => w.label === "B")`, 30*time.Second)
 	if txt := tab.Text("lesson-text"); !strings.Contains(txt, "epoch goes up to 2") {
 		t.Errorf("lesson text %q", txt)
 	}

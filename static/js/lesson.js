@@ -138,7 +138,8 @@ export class Lesson {
   }
 
   state() {
-    return { chapter: this.chapter.id, index: this.index, waiting: this.waiting, text: this.text(), waitedFor: this.waitedFor.slice() };
+    return { chapter: this.chapter.id, index: this.index, waiting: this.waiting, busy: this.busy, ready: !this.waiting && !this.busy,
+      text: this.text(), waitedFor: this.waitedFor.slice() };
   }
 }
 
@@ -148,6 +149,7 @@ export function renderLesson(root, lesson, esc) {
   const total = lesson.steps().length;
   root.innerHTML = `<h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
     <p class="say" data-testid="lesson-text">${esc(lesson.text())}</p>
-    ${lesson.waiting ? `<p class="waiting" data-testid="lesson-waiting">⏳ ${esc(lesson.waiting)}</p>` : `<p class="hint">PageDown or → to go on · PageUp or ← to go back</p>`}
+    ${lesson.waiting ? `<p class="waiting" data-testid="lesson-waiting">◔ ${esc(lesson.waiting)}</p>`
+      : lesson.busy ? `<p class="hint">…</p>` : `<p class="hint">PageDown or → to go on · PageUp or ← to go back</p>`}
     <nav aria-label="Chapters">${links}</nav>`;
 }

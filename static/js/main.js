@@ -116,7 +116,9 @@ function drawSide(run) {
   renderLanes(byTest("lanes"), run, { canDrive: page.role === "driver" && !page.view.replay, scrubbing: scrubbing() });
   byTest("lanes").classList.toggle("replay", page.view.replay);
   const narration = byTest("narration");
-  if (page.view.replay) narration.textContent = `Replaying run ${run.id} (${run.ordering}${run.broken.length ? ", " + run.broken.join(", ") + " off" : ""}). Press Back to live to return.`;
+  const setup = `${run.ordering}${run.broken.length ? ", " + run.broken.join(", ") + " off" : ", all guards on"}`;
+  if (page.view.replay && run.id === "recording") narration.textContent = run.narration || `A recorded run (${setup}).`;
+  else if (page.view.replay) narration.textContent = `Replaying run ${run.id} (${setup}). Press Back to live to return.`;
   else if (run.narration) narration.textContent = run.narration;
   else if (run.id && !run.ended) narration.textContent = run.mode === "free" ? "Free play: add jobs and workers; pause, resume and kill them." : "Starting…";
   if (run.outcome || run.report || run.ended) renderOutcome(run, scenarios); else { clearOutcome(); renderOutcome(run, scenarios); }
@@ -256,12 +258,14 @@ function onEvent(e, catchingUp) {
   }
 }
 
+// The timeline follows new events while its reader is at its end; a reader
+// who scrolls up to read stays where they are.
 let stick = true;
 function maybeScroll(force) {
   if (!stick && !force) return;
   const tl = byTest("timeline");
-  const last = tl.lastElementChild;
-  if (last && (force || stick)) last.scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  tl.scrollTop = tl.scrollHeight;
+  stick = true;
 }
 
 function frame() {

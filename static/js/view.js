@@ -56,7 +56,7 @@ export function badge(e) {
       if (e.outcome === "spawned") return ["quiet", `pid ${e.pid}`];
       return null;
     case "lease":
-      return ["expired", "⌛ lease ran out"];
+      return ["expired", "◔ lease ran out"];
     case "row":
       return ["row", `row: ${e.state}`];
     case "verdict":
@@ -214,7 +214,7 @@ function rowCard(run) {
       ${j.status === "running" && j.leaseUntil ? `<div class="lease" data-until="${esc(j.leaseUntil)}" data-lease-ms="${run.leaseMs}">
         <span class="lease-label">lease, database clock</span><span class="bar"><span class="fill"></span></span><span class="left" data-testid="lease-left-${j.id}"></span></div>
         ${skewBars(run, j)}` : ""}
-      ${j.expired && j.status === "running" ? '<p class="expired-note">⌛ lease expired: claimable</p>' : ""}
+      ${j.expired && j.status === "running" ? '<p class="expired-note">◔ lease expired: claimable</p>' : ""}
     </div>`).join("");
   return `<section class="lane row" data-testid="lane-row" aria-label="Postgres row"><h3>Postgres row</h3>${body}</section>`;
 }
