@@ -262,7 +262,9 @@ func TestPermalink_ReproducesTheSetup(t *testing.T) {
 // HTML file from disk; it replays the run and shows the same verdict.
 func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
 	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
+	// This tab stays open while the server is stopped: its socket's tries
+	// to reconnect are refused, as they should be.
+	tab := newTab(t, 1280, 900, AllowErrors("ERR_CONNECTION_REFUSED"))
 	o := runFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0&break=receiver-check")
 	if o["safe"] != false {
 		t.Fatalf("receiver-check off in new-owner-first should be unsafe: %v", o)
