@@ -55,6 +55,12 @@ func openDB(ctx context.Context, getenv func(string) string, log *slog.Logger) (
 		return "", nil, nil, usagef("DATABASE_URL: %v", err)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "fencelab"
+	// Sessions, the receiver's upserts and the event stamps share this pool;
+	// each run's workers connect on their own (two each, plus one to LISTEN),
+	// so 20 here and 12 runs stay within Postgres's default 100 connections.
+	if pcfg.MaxConns < 20 {
+		pcfg.MaxConns = 20
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err == nil {
 		err = pool.Ping(ctx)

@@ -81,8 +81,8 @@ func (l *Limits) Fill() {
 			*p = v
 		}
 	}
-	def(&l.MaxSessions, 500)
-	def(&l.MaxRuns, 16)
+	def(&l.MaxSessions, 5000)
+	def(&l.MaxRuns, 12)
 	def(&l.MaxWorkers, 6)
 	def(&l.MaxJobs, 100)
 	dur(&l.MaxStall, 10*time.Minute)
