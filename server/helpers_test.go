@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -275,9 +274,4 @@ func (w *wsClient) closeStatus(tb testing.TB, timeout time.Duration) websocket.S
 			tb.Fatalf("the server did not close the socket within %v", timeout)
 		}
 	}
-}
-
-func jsonBody(v any) string {
-	b, _ := json.Marshal(v)
-	return string(bytes.TrimSpace(b))
 }

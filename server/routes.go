@@ -6,7 +6,7 @@ import (
 )
 
 // routes lists every route of the API in one place. The page routes are
-// added by the web package (Config.Pages).
+// added by the web package (Config.PagesFunc).
 //
 //	GET    /healthz                              alive
 //	GET    /readyz                               the database answers

@@ -50,8 +50,8 @@ type Config struct {
 	MaxBody     int64
 	MaxMessage  int64
 	MessageRate float64
-	// Pages, if set, adds the page routes (the web package) to the server.
-	Pages func(e *echo.Echo, s *Server)
+	// PagesFunc, if set, adds the page routes (the web package) to the server.
+	PagesFunc func(e *echo.Echo, s *Server)
 }
 
 // Validate checks the config and fills the defaults.
@@ -125,8 +125,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.routes(s.echo)
-	if cfg.Pages != nil {
-		cfg.Pages(s.echo, s)
+	if cfg.PagesFunc != nil {
+		cfg.PagesFunc(s.echo, s)
 	}
 	s.http = &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}

@@ -37,7 +37,7 @@ type Options struct {
 	FrameAncestors []string
 }
 
-// Register adds the page routes to e. It is the server's Config.Pages.
+// Register adds the page routes to e. It is the server's Config.PagesFunc.
 func Register(opts Options) func(e *echo.Echo, s *server.Server) {
 	return func(e *echo.Echo, s *server.Server) {
 		h := &handler{s: s, opts: opts}

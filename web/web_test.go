@@ -25,7 +25,7 @@ func start(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv, err := server.New(context.Background(), server.Config{Listener: ln, Pool: pgtest.Pool(t), DatabaseURL: pgtest.DSN(t),
-		Pages: web.Register(web.Options{FrameAncestors: []string{"https://blog.example.com"}})})
+		PagesFunc: web.Register(web.Options{FrameAncestors: []string{"https://blog.example.com"}})})
 	if err != nil {
 		t.Fatal(err)
 	}

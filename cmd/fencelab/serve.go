@@ -103,7 +103,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	srv, err := server.New(ctx, server.Config{
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts,
-		Pages:            web.Register(web.Options{FrameAncestors: frameAncestors}),
+		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
 	})
 	if err != nil {

@@ -10,18 +10,16 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // The package whose binary the tests run.
 const pkg = "github.com/fencelab/fencelab/cmd/fencelab"
 
 var (
-	once  sync.Once
-	dir   string
-	path  string
-	err   error
-	built time.Duration
+	once sync.Once
+	dir  string
+	path string
+	err  error
 )
 
 // Binary builds cmd/fencelab on first use and returns its path. Call
@@ -34,12 +32,10 @@ func Binary(tb testing.TB) string {
 			return
 		}
 		path = filepath.Join(dir, "fencelab")
-		t0 := time.Now()
 		out, berr := exec.Command("go", "build", "-o", path, pkg).CombinedOutput()
 		if berr != nil {
 			err = fmt.Errorf("go build -o %s %s: %v\n%s", path, pkg, berr, out)
 		}
-		built = time.Since(t0)
 	})
 	if err != nil {
 		tb.Fatalf("cannot build fencelab: %v", err)
