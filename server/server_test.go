@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -489,5 +490,35 @@ func TestSession_IdleExpiryEndsItsRuns(t *testing.T) {
 	ts.Sessions.Sweep()
 	if a := ts.do("GET", "/api/sessions/"+w.ID, "", "", ""); a.Status != http.StatusOK {
 		t.Fatalf("a watched session expired: %d", a.Status)
+	}
+}
+
+// TestSecrets_StayOutOfEventsAndCommandLines: the per-run receiver key is
+// in no event (watchers see every event), and the database URL is on no
+// worker's command line (every local user sees those).
+func TestSecrets_StayOutOfEventsAndCommandLines(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	for !s.cmd(`{"action":"step"}`).Done {
+		if snap := s.snapshot(); snap.Run != nil && len(snap.Run.Workers) > 0 && snap.Run.StepIndex == 1 {
+			for _, w := range snap.Run.Workers {
+				cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w.Pid))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(cmdline), pgtest.DSN(t)) || strings.Contains(string(cmdline), "database-url") {
+					t.Errorf("worker %s's command line carries the database URL: %q", w.Label, cmdline)
+				}
+			}
+		}
+	}
+	b, _ := json.Marshal(s.events(0, ""))
+	if strings.Contains(string(b), "/receiver/") {
+		t.Fatalf("an event carries the run's receiver URL, key and all")
+	}
+	if !strings.Contains(string(b), `POST .../deliveries`) {
+		t.Fatalf("the receiver call is not shown at all")
 	}
 }

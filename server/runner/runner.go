@@ -236,7 +236,6 @@ func (r *Run) Free() bool { return r.free }
 func (r *Run) spawn(label, owner string, skew time.Duration, step bool, work time.Duration) error {
 	c := r.cfg.Run
 	args := []string{
-		"--database-url", r.cfg.DatabaseURL,
 		"--schema", r.cfg.Schemas.Jobs,
 		"--receiver", r.cfg.ReceiverURL,
 		"--name", owner,
@@ -262,7 +261,10 @@ func (r *Run) spawn(label, owner string, skew time.Duration, step bool, work tim
 	r.workers[label] = ws
 	r.order = append(r.order, label)
 	r.mu.Unlock()
-	p, err := r.cfg.Supervisor.Start(supervisor.Spec{Label: label, Args: args, EventFunc: r.onWorkerEvent})
+	// The connection string goes in the environment, not on the command
+	// line, where any local user could read its password.
+	p, err := r.cfg.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: []string{"DATABASE_URL=" + r.cfg.DatabaseURL},
+		EventFunc: r.onWorkerEvent})
 	if err != nil {
 		r.mu.Lock()
 		delete(r.workers, label)

@@ -91,6 +91,9 @@ func (s *Supervisor) spawner() {
 type Spec struct {
 	Label string   // shown in events; also passed as --label
 	Args  []string // flags for `fencelab worker`, without --label
+	// Env is added to the worker's environment: the place for secrets such
+	// as DATABASE_URL, which a command line would show to every local user.
+	Env []string
 	// EventFunc receives every event the worker prints and every change of
 	// its process state, in order, from one goroutine per worker. It must
 	// not block for long.
@@ -118,7 +121,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	}
 	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
 	cmd := exec.Command(s.cfg.Exe, args...)
-	cmd.Env = append(os.Environ(), s.cfg.ExtraEnv...)
+	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // its own group: a terminal's Ctrl-C is ours to pass on, and signals reach all of it
 		Pdeathsig: syscall.SIGKILL, // dies with us, even if we are SIGKILLed

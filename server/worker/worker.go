@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -607,7 +608,7 @@ func (w *Worker) deliver(ctx context.Context, c engine.Claim, result []byte) err
 	d := engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result}
 	body, _ := json.Marshal(d)
 	e := engine.Event{Kind: engine.KindCall, Op: "deliver", Name: "ReceiverCall", JobID: c.JobID, Epoch: engine.Int64(c.Epoch),
-		Owner: c.Owner, Args: []string{"POST " + w.cfg.ReceiverURL, string(body)}}
+		Owner: c.Owner, Args: []string{"POST " + redactURL(w.cfg.ReceiverURL), string(body)}}
 	rc, status, err := w.post(ctx, body)
 	e.At = rc.DBTime
 	switch {
@@ -657,4 +658,15 @@ func (w *Worker) post(ctx context.Context, body []byte) (engine.Receipt, int, er
 		return rc, resp.StatusCode, fmt.Errorf("receiver answered HTTP %d with a body that is not a receipt: %v", resp.StatusCode, err)
 	}
 	return rc, resp.StatusCode, nil
+}
+
+// redactURL keeps a receiver URL's last path element only: the path may
+// carry a secret key (the playground's per-run receiver), and events are
+// shown to everyone who watches.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the receiver"
+	}
+	return ".../" + path.Base(u.Path)
 }
