@@ -77,9 +77,7 @@ func TestA11y_NoSeriousFindings(t *testing.T) {
 			t.Run(tc.name+"/"+scheme, func(t *testing.T) {
 				tab := newTab(t, 1280, 900)
 				tab.EmulateMedia(map[string]string{"prefers-color-scheme": scheme})
-				tab.Navigate(srv.WithT(t).URL + "/?" + tc.query)
-				tab.WaitReady()
-				tab.PollState(`s.connection === "live"`, 30*time.Second)
+				openLive(tab, srv.WithT(t).URL+"/?"+tc.query)
 				reportAxe(t, tc.name+" before a run", axe(t, tab))
 				tab.Press(" ")
 				tab.PollState(`s.outcome !== null`, 60*time.Second)

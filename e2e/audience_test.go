@@ -186,9 +186,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 func TestClassroom_StudentWatchesLive(t *testing.T) {
 	srv := startServer(t)
 	teacher := newTab(t, 1920, 1080)
-	teacher.Navigate(srv.URL + "/?ordering=zombie-first&mode=step&lease=300")
-	teacher.WaitReady()
-	teacher.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(teacher, srv.URL+"/?ordering=zombie-first&mode=step&lease=300")
 	id := teacher.State()["sessionId"].(string)
 	student := newTab(t, 375, 800)
 	student.Navigate(srv.WatchURL(id))
@@ -226,9 +224,7 @@ func TestClassroom_StudentWatchesLive(t *testing.T) {
 func TestPermalink_ReproducesTheSetup(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
-	tab.Navigate(srv.URL + "/?ordering=clock-skew&mode=step&break=db-clock,receiver-check&same=1&lease=700&pace=200&skew=3000")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?ordering=clock-skew&mode=step&break=db-clock,receiver-check&same=1&lease=700&pace=200&skew=3000")
 	for id, want := range map[string]string{"ordering": "clock-skew", "mode": "step", "lease": "700", "pace": "200", "skew": "3000"} {
 		var got string
 		tab.Eval(fmt.Sprintf(`document.querySelector('[data-testid=%q]').value`, id), &got)
@@ -329,9 +325,7 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 	srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":30000}`) // holds the only run slot
 	// The browser logs each 503 as a failed load: here that is the point.
 	tab := newTab(t, 375, 800, AllowErrors("503"))
-	tab.Navigate(srv.URL + "/?ordering=new-owner-first&mode=auto&lease=300&pace=0")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?ordering=new-owner-first&mode=auto&lease=300&pace=0")
 	tab.Click("run")
 	tab.PollState(`s.recording === "new-owner-first" && s.recorded.outcome && s.recorded.outcome.safe === true`, 60*time.Second)
 	if txt := tab.Text("recorded"); !strings.Contains(txt, "busy") || !strings.Contains(txt, "recorded run") {

@@ -9,13 +9,19 @@ import (
 	"time"
 )
 
+// openLive opens a page of the playground and waits until its socket is live.
+func openLive(tab *Tab, url string) {
+	tab.t.Helper()
+	tab.Navigate(url)
+	tab.WaitReady()
+	tab.PollState(`s.connection === "live"`, 30*time.Second)
+}
+
 // runFromPage opens the playground with a permalink, runs it from the page
 // and waits for the outcome.
 func runFromPage(t *testing.T, srv *Server, tab *Tab, query string) map[string]any {
 	t.Helper()
-	tab.Navigate(srv.URL + "/?" + query)
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?"+query)
 	tab.Click("run")
 	tab.PollState(`s.outcome !== null && s.outcome !== undefined`, 60*time.Second)
 	return tab.State()["outcome"].(map[string]any)
@@ -61,9 +67,7 @@ func TestPage_TheArticlesTable(t *testing.T) {
 func TestPage_StepModeAndScrubbing(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
-	tab.Navigate(srv.URL + "/?ordering=new-owner-first&mode=step&lease=300")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?ordering=new-owner-first&mode=step&lease=300")
 	tab.Click("run")
 	tab.PollState(`s.run && s.run.mode === "step" && s.run.stepIndex === 0 && s.workers.length === 2`, 30*time.Second)
 	for i := 1; i <= 8; i++ {
@@ -113,9 +117,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 			t.Parallel()
 			srv := srv.WithT(t)
 			tab := newTab(t, 1280, 900)
-			tab.Navigate(srv.URL + "/?ordering=" + tc.ordering + "&mode=auto&lease=300&pace=0")
-			tab.WaitReady()
-			tab.PollState(`s.connection === "live"`, 30*time.Second)
+			openLive(tab, srv.URL+"/?ordering="+tc.ordering+"&mode=auto&lease=300&pace=0")
 			tab.SetChecked("guard-"+tc.guard, false)
 			tab.Click("run")
 			tab.PollState(`s.outcome !== null`, 60*time.Second)
@@ -151,9 +153,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
-	tab.Navigate(srv.URL + "/")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/")
 	tab.Click("matrix-run")
 	tab.PollState(`Object.keys(s.matrix).length === 32 && Object.values(s.matrix).every(v => v === "safe" || v === "unsafe" || v === "error")`, 3*time.Minute)
 	m := tab.State()["matrix"].(map[string]any)
@@ -199,9 +199,7 @@ func procState(pid int) string {
 func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
-	tab.Navigate(srv.URL + "/?ordering=free-play&lease=2000")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?ordering=free-play&lease=2000")
 	tab.Click("run")
 	tab.PollState(`s.workers.length === 2 && s.workers.every(w => w.pid > 0)`, 30*time.Second)
 	var pid int
@@ -233,9 +231,7 @@ func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
 func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
-	tab.Navigate(srv.URL + "/?ordering=zombie-first&mode=auto&lease=400&pace=400")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?ordering=zombie-first&mode=auto&lease=400&pace=400")
 	tab.Click("run")
 	tab.PollState(`s.run && s.run.stepIndex >= 2`, 30*time.Second)
 	tab.Eval(`window.fencelab.stream.drop(); true`, nil)
@@ -273,9 +269,7 @@ func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 func TestPage_KeyboardAlone(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
-	tab.Navigate(srv.URL + "/?lease=300")
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
+	openLive(tab, srv.URL+"/?lease=300")
 	// Tab to the scenario picker and choose "new owner first" (the first).
 	for i := 0; i < 30 && tab.Focused() != "ordering"; i++ {
 		tab.Press("Tab")
