@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/engine/pgtest"
 )
 
 // openLive opens a page of the playground and waits until its socket is live.
@@ -180,18 +181,12 @@ func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 	tab.PollState(`s.view.replay === false`, 10*time.Second)
 }
 
-// procState reads a process's state letter from /proc.
+// procState reads a process's state letter from /proc ("" when gone).
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
+	if st := pgtest.ProcState(pid); st != 0 {
+		return string(st)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
+	return ""
 }
 
 // TestPage_PauseReallyStopsTheWorker pauses a worker from the page and reads

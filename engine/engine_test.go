@@ -860,3 +860,30 @@ func TestExpectedOutcome_IsTheArticlesTable(t *testing.T) {
 		t.Error("free play has an expected outcome")
 	}
 }
+
+func TestSetupReceiver_AloneAndIdempotent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	name := pgtest.Schema(t)
+	for range 2 {
+		if err := engine.SetupReceiver(ctx, pool, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: name})
+	if _, err := deliver(t, r, 1, 1, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.ResetReceiver(ctx, pool, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, 1); !errors.Is(err, engine.ErrJobNotFound) {
+		t.Fatalf("after a reset the receiver still holds job 1: %v", err)
+	}
+	for _, bad := range []string{"", "Bad", "pg_x"} {
+		if err := engine.SetupReceiver(ctx, pool, bad); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("SetupReceiver(%q) = %v", bad, err)
+		}
+	}
+}

@@ -116,9 +116,6 @@ func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
 // Guards returns the guards this queue runs with.
 func (q *Queue) Guards() Guards { return q.guard }
 
-// Schema returns the jobs schema.
-func (q *Queue) Schema() string { return q.cfg.Schema }
-
 func (q *Queue) trace(st Statement, rows int64, dbTime time.Time, err error, start time.Time) {
 	if q.cfg.TraceFunc != nil {
 		q.cfg.TraceFunc(Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})

@@ -131,6 +131,38 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 	})
 }
 
+// SetupReceiver creates the receiver's schema alone, for a receiver that is
+// a service of its own (`fencelab receiver`) with no job queue beside it.
+func SetupReceiver(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+			return fmt.Errorf("setup lock: %w", err)
+		}
+		recv, err := schemaSQL("receiver.sql", schema, "")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, recv); err != nil {
+			return fmt.Errorf("setup schema %s: %w", schema, err)
+		}
+		return nil
+	})
+}
+
+// ResetReceiver drops the receiver's schema and creates it again, empty.
+func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	if err := execStatement(ctx, db, SchemaDropOne(schema)); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return SetupReceiver(ctx, db, schema)
+}
+
 // Drop removes both schemas and everything in them.
 func Drop(ctx context.Context, db TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {

@@ -149,9 +149,6 @@ func loopbackURL(a net.Addr) string {
 // URL returns the server's address for people, such as http://127.0.0.1:8080.
 func (s *Server) URL() string { return loopbackURL(s.cfg.Listener.Addr()) }
 
-// Echo returns the router, for tests and the web package.
-func (s *Server) Echo() *echo.Echo { return s.echo }
-
 // Config returns the server's configuration.
 func (s *Server) Config() Config { return s.cfg }
 

@@ -148,39 +148,39 @@ func parseSetup(c echo.Context) (templates.Setup, []string) {
 	return st, ignored
 }
 
+const busyNotice = "The live demo is busy right now: too many people are running it at once. Here is a recorded run instead; try again in a minute."
+
 func (h *handler) index(c echo.Context) error {
+	return h.fresh(c, http.StatusOK, "")
+}
+
+// fresh renders a new session's page, as its driver; when the server has
+// no session left to give, the page still comes, with a notice, and plays
+// recorded runs.
+func (h *handler) fresh(c echo.Context, status int, notice string) error {
 	sess, err := h.s.Sessions.Create()
+	if errors.Is(err, session.ErrBusy) {
+		return h.render(c, http.StatusServiceUnavailable, nil, "", busyNotice)
+	}
 	if err != nil {
-		if errors.Is(err, session.ErrBusy) {
-			return h.render(c, http.StatusServiceUnavailable, nil, "",
-				"The live demo is busy right now: too many people are running it at once. Try again in a minute.")
-		}
 		return err
 	}
-	return h.render(c, http.StatusOK, sess, sess.Token, "")
+	return h.render(c, status, sess, sess.Token, notice)
 }
 
 func (h *handler) sessionPage(c echo.Context) error {
 	sess, err := h.s.Sessions.Get(c.Param("id"))
 	if err != nil {
-		return h.render(c, http.StatusNotFound, nil, "", "There is no such session here any more: sessions end after a while without use, and when the server restarts. Here is a new one.")
+		return h.fresh(c, http.StatusNotFound, "There is no such session here any more: sessions end after a while without use, and when the server restarts. Here is a new one.")
 	}
 	sess.Touch()
 	return h.render(c, http.StatusOK, sess, "", "")
 }
 
-// render writes the playground page for sess (a fresh session when sess is
-// nil and the status is not OK: the page then says why in notice).
+// render writes the playground page for sess, or with no session at all
+// (sess nil) when the server had none to give.
 func (h *handler) render(c echo.Context, status int, sess *session.Session, token, notice string) error {
 	setup, ignored := parseSetup(c)
-	if sess == nil && status == http.StatusNotFound {
-		s, err := h.s.Sessions.Create()
-		if err == nil {
-			sess, token = s, s.Token
-		} else {
-			status, notice = http.StatusServiceUnavailable, "The live demo is busy right now: too many people are running it at once. Try again in a minute."
-		}
-	}
 	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
 		EmbedOrigins: append([]string{}, h.opts.FrameAncestors...), Busy: sess == nil,
 		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []engine.Event{},

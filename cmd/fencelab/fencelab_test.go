@@ -492,6 +492,14 @@ func TestReceiverService_HTTP(t *testing.T) {
 	buf := make([]byte, 256)
 	n, _ := out.Read(buf)
 	base := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).FindString(string(buf[:n]))
+	// The receiver is a service of its own: it makes its schema and nothing else.
+	var others int
+	if err := pgtest.Pool(t).QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1) AND nspname <> $1", schema).Scan(&others); err != nil {
+		t.Fatal(err)
+	}
+	if others != 0 {
+		t.Errorf("the standalone receiver made %d schemas besides its own", others)
+	}
 	post := func(body string, ctype string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/deliveries", strings.NewReader(body))
 		if ctype != "" {

@@ -49,17 +49,11 @@ func receiverCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer closeDB()
-	// The receiver is another system: its schema pairs with a jobs schema
-	// of the same name plus "_jobs" only so that Setup can run unchanged.
-	schemas := engine.Schemas{Jobs: *schema + "_jobs", Receiver: *schema}
-	if len(schemas.Jobs) > 48 {
-		schemas.Jobs = "fencelab_unused_jobs"
-	}
-	setup := engine.Setup
+	setup := engine.SetupReceiver
 	if *reset {
-		setup = engine.Reset
+		setup = engine.ResetReceiver
 	}
-	if err := setup(ctx, pool, schemas); err != nil {
+	if err := setup(ctx, pool, *schema); err != nil {
 		return err
 	}
 	rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: *schema, Guards: broken})

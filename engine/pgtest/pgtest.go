@@ -166,7 +166,7 @@ func Marked(mark string) []string {
 		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+mark+"\x00")) {
 			continue
 		}
-		st := procState(pid)
+		st := ProcState(pid)
 		if st == 0 || st == 'Z' || st == 'X' {
 			continue
 		}
@@ -176,7 +176,9 @@ func Marked(mark string) []string {
 	return out
 }
 
-func procState(pid int) byte {
+// ProcState reads a process's state letter from /proc/<pid>/stat (R, S, T,
+// Z, ...), or 0 when there is no such process.
+func ProcState(pid int) byte {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0

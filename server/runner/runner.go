@@ -73,7 +73,6 @@ type workerState struct {
 	owner     string
 	skew      time.Duration
 	proc      *supervisor.Proc
-	ready     bool
 	waitingAt string // the checkpoint it waits at, "" while busy (step mode)
 	waits     int    // how many times it has reported waiting at a checkpoint
 	frozen    bool
@@ -229,9 +228,6 @@ func (r *Run) ID() string { return r.cfg.ID }
 // Config returns the run's settings.
 func (r *Run) Config() engine.RunConfig { return r.cfg.Run }
 
-// Free reports whether the run is free play.
-func (r *Run) Free() bool { return r.free }
-
 // spawn starts a worker process and waits for nothing.
 func (r *Run) spawn(label, owner string, skew time.Duration, step bool, work time.Duration) error {
 	c := r.cfg.Run
@@ -298,8 +294,6 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
 		return
 	}
 	switch {
-	case e.Kind == engine.KindProcess && e.Outcome == "ready":
-		w.ready = true
 	case e.Kind == engine.KindProcess && e.Outcome == "exited":
 		w.exited, w.waitingAt, w.frozen = true, "", false
 	case e.Kind == engine.KindCheckpoint && e.Outcome == "waiting":

@@ -12,9 +12,6 @@ import (
 // ErrDone is returned by Step once the script is over.
 var ErrDone = errors.New("the run has no steps left")
 
-// JobID returns a scripted run's job.
-func (r *Run) JobID() int64 { return r.jobID }
-
 // Scenario returns the script the run plays.
 func (r *Run) Scenario() engine.Scenario { return r.scenario }
 

@@ -166,9 +166,6 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 // schema name it makes (fl_<instance>_...).
 func (m *Manager) Instance() string { return m.instance }
 
-// Limits returns the caps in force.
-func (m *Manager) Limits() Limits { return m.cfg.Limits }
-
 // schemaPrefix starts every schema a server makes: fl_<instance>_.
 const schemaPrefix = "fl_"
 

@@ -5,7 +5,7 @@
 
 import { Api, Stream } from "./api.js";
 import { apply, fold, newRun, whatHappened, isHeartbeat, laneOf, LANE_RUNNER } from "./model.js";
-import { $, byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
+import { byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
 import { bindKeys } from "./keys.js";
 import { Player } from "./replay.js";
 import { Lesson, renderLesson } from "./lesson.js";
@@ -37,7 +37,6 @@ const page = {
   errors: [],
   offset: 0, // database clock minus this one, from live events
   dirty: true,
-  feed: [],
   csp: [],
   ignoredMessages: 0,
   recording: null, // the recording being played, when the live demo is busy

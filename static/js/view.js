@@ -5,7 +5,6 @@
 
 import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, CALL_WORDS, finalWords } from "./model.js";
 
-export const $ = (sel, root = document) => root.querySelector(sel);
 export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
 
 const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -15,12 +14,6 @@ export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
 export function lanes(run) {
   const ws = [...run.workers.keys()].sort();
   return [...ws, LANE_ROW, LANE_RECEIVER];
-}
-
-function laneTitle(l) {
-  if (l === LANE_ROW) return "Postgres row";
-  if (l === LANE_RECEIVER) return "Receiver";
-  return `Worker ${l}`;
 }
 
 // ---- badges ------------------------------------------------------------
@@ -84,7 +77,9 @@ function timeLabel(e, t0) {
 export function card(e) {
   const b = badge(e);
   const lane = laneOf(e);
-  const chip = /^[A-Z]{1,8}$/.test(e.actor) ? `<span class="chip w-${esc(e.actor)}" aria-hidden="true">${esc(e.actor)}</span>` : `<span class="chip who">${esc(laneTitle(lane) === "Worker " + e.actor ? e.actor : e.actor)}</span>`;
+  const chip = lane !== LANE_RUNNER && /^[A-Z]{1,8}$/.test(e.actor)
+    ? `<span class="chip w-${esc(e.actor)}" aria-hidden="true">${esc(e.actor)}</span>`
+    : `<span class="chip who">${esc(e.actor)}</span>`;
   const epoch = e.epoch != null && e.kind !== "step" ? `<span class="badge epoch" title="the epoch this event is about">epoch ${e.epoch}</span>` : "";
   const reason = e.kind === "sql" && e.outcome === "fenced" && e.error ? `<p class="reason">Why: ${esc(e.error)}.</p>` : "";
   return `<article class="card">
@@ -133,7 +128,6 @@ export class Timeline {
     if (info.frozen.length) bands.push(`<span class="band frozen">${info.frozen.map((l) => `${esc(l)} frozen`).join(", ")}</span>`);
     if (info.expired.length) bands.push(`<span class="band expired">lease expired</span>`);
     li.innerHTML = `<span class="when">${esc(timeLabel(e, this.t0))}</span>${bands.length ? `<span class="bands">${bands.join("")}</span>` : ""}<div class="cells">${cells.join("")}</div>`;
-    if (info.mark && info.mark.supersedes) this.markSuperseded(info.mark.supersedes);
     return li;
   }
 
@@ -146,12 +140,8 @@ export class Timeline {
   }
 
   append(e, info, index) {
-    if (!this.visible(e)) {
-      if (info.mark && info.mark.supersedes) this.markSuperseded(info.mark.supersedes);
-      return null;
-    }
-    const li = this.row(e, info, index);
-    this.root.appendChild(li);
+    const li = this.visible(e) ? this.root.appendChild(this.row(e, info, index)) : null;
+    if (info.mark && info.mark.supersedes) this.markSuperseded(info.mark.supersedes);
     return li;
   }
 
@@ -159,20 +149,15 @@ export class Timeline {
     this.root.textContent = "";
     this.t0 = 0;
     const frag = document.createDocumentFragment();
-    const pending = [];
     for (let i = 0; i < events.length; i++) {
-      const e = events[i];
-      if (!this.visible(e)) {
-        if (infos[i].mark && infos[i].mark.supersedes) pending.push(infos[i].mark.supersedes);
-        continue;
-      }
-      const li = this.row(e, infos[i], i);
+      if (!this.visible(events[i])) continue;
+      const li = this.row(events[i], infos[i], i);
       if (i >= upTo) li.classList.add("future");
       frag.appendChild(li);
     }
     this.root.appendChild(frag);
-    for (const s of pending) this.markSuperseded(s);
-    for (const i of infos) if (i.mark && i.mark.supersedes) this.markSuperseded(i.mark.supersedes);
+    // Marks point at earlier rows, so they go on once every row is in.
+    for (const i of infos) if (i && i.mark && i.mark.supersedes) this.markSuperseded(i.mark.supersedes);
   }
 }
 
