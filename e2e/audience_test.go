@@ -170,7 +170,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	last := int(seqs[len(seqs)-1].(float64))
 	evs := srv.GetJSON(fmt.Sprintf("/api/sessions/%s/events?since=%d&limit=1", st["sessionId"], last-1))["events"].([]any)
 	e := evs[0].(map[string]any)
-	if e["kind"] != "lease" || e["outcome"] != "expired" {
+	if l, _ := e["lease"].(map[string]any); e["kind"] != "lease" || l == nil || l["change"] != "expired" || l["clock"] != "database" {
 		t.Fatalf("the lesson went on after event %v, not a lease expiry", e)
 	}
 	t.Logf("the lesson waited %v for the lease to run out on the database clock (lease 3s)", waited.Round(time.Millisecond))
@@ -245,7 +245,7 @@ func TestPermalink_ReproducesTheSetup(t *testing.T) {
 		}
 	}
 	tab.Click("run")
-	tab.PollState(`s.run && s.run.mode === "step"`, 30*time.Second)
+	tab.PollState(`s.run && s.run.mode === "step" && s.run.phase === "ready"`, 30*time.Second)
 	run := srv.GetJSON("/api/sessions/" + tab.State()["sessionId"].(string))["run"].(map[string]any)
 	if run["ordering"] != "clock-skew" || run["lease_ms"].(float64) != 700 || run["skew_ms"].(float64) != 3000 || run["same_identity"] != true ||
 		fmt.Sprint(run["broken"]) != "[receiver-check db-clock]" {

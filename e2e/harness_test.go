@@ -62,6 +62,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/fencelab/fencelab/engine/lab/labtest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -234,6 +235,7 @@ type Server struct {
 type serverState struct {
 	cmd     *exec.Cmd
 	mark    string
+	tap     string // the server's event tap
 	stdout  lockedBuffer
 	stderr  lockedBuffer
 	done    chan struct{} // closed once the process has exited and been reaped
@@ -264,13 +266,17 @@ func startServer(t *testing.T, extraArgs ...string) *Server {
 	st := &serverState{
 		mark: fmt.Sprintf("%s=%s-%d-%d", serverMarkEnv, sanitize(t.Name()), serverSeq.Add(1), time.Now().UnixNano()),
 		done: make(chan struct{}),
+		// Every event the server emits is tapped, and checked against the
+		// protocol's schema once the server has stopped.
+		tap: filepath.Join(t.TempDir(), "events.ndjson"),
 	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, st.mark)
-	// If this test binary dies, the kernel kills the server (and the
-	// server's workers die by their own parent-death signal).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, st.mark, labtest.TapEnv+"="+st.tap)
+	// If this test binary dies, the kernel kills the server where it has a
+	// parent-death signal (serverAttr), and the server's workers die with
+	// the server.
+	cmd.SysProcAttr = serverAttr()
 	st.cmd = cmd
 
 	outR, outW, err := os.Pipe()
@@ -396,6 +402,11 @@ func (s *Server) Stop() {
 			s.t.Error(msg)
 		}
 		s.t.Logf("e2e: fencelab serve at %s stopped in %v", s.URL, time.Since(t0).Round(time.Millisecond))
+		n := labtest.File(s.t, s.st.tap)
+		if shouting() {
+			checkShouted(s.t, s.st.tap)
+		}
+		s.t.Logf("e2e: %d events of the server match the protocol's schema", n)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -94,7 +95,7 @@ func (e *env) awaitExpiry(q *engine.Queue, id int64) {
 }
 
 func result(worker string) []byte {
-	b, _ := json.Marshal(engine.Result{Worker: worker, Output: "done by " + worker})
+	b, _ := json.Marshal(lab.Result{Worker: worker, Output: "done by " + worker})
 	return b
 }
 
@@ -243,7 +244,7 @@ func TestJobComplete_ZombieIsFenced(t *testing.T) {
 		t.Fatalf("the owner's complete: %v", err)
 	}
 	j, _ = q.Get(e.ctx, id)
-	if j.Status != engine.StatusDone || engine.ResultFrom(j.Result) != "B" || j.LeaseUntil != nil {
+	if j.Status != engine.StatusDone || lab.ResultFrom(j.Result) != "B" || j.LeaseUntil != nil {
 		t.Fatalf("after the owner's complete: %+v", j)
 	}
 	// A second complete by the owner is refused too: the job is done.
@@ -355,6 +356,16 @@ func TestBadInput_ClearErrorsAndNothingChanges(t *testing.T) {
 	}
 	_, err = r.Get(e.ctx, 77)
 	add("receiver holds nothing", err, engine.ErrJobNotFound)
+	// Valid JSON that Postgres cannot store: the database's refusal, by
+	// SQLSTATE, is the caller's bad input, never an internal error.
+	for _, raw := range []string{`{"a":"\u0000"}`, `{"a":"\ud800"}`, `{"a":"x\udc00y"}`} {
+		_, err = q.Insert(e.ctx, []byte(raw), 0)
+		add("insert "+raw, err, engine.ErrInvalidInput)
+		_, err = q.Complete(e.ctx, c, []byte(raw))
+		add("complete with "+raw, err, engine.ErrInvalidInput)
+		_, err = r.Deliver(e.ctx, engine.Delivery{JobID: id, Epoch: 1, Owner: "a", Payload: []byte(raw)})
+		add("deliver "+raw, err, engine.ErrInvalidInput)
+	}
 
 	for _, tc := range cases {
 		if !errors.Is(tc.err, tc.want) {
@@ -404,7 +415,7 @@ func TestReceiver_KeepsTheNewestEpochRefusesOlderAcceptsSame(t *testing.T) {
 		t.Fatalf("stale delivery = %+v, %v; want refused with held epoch 2", rc, err)
 	}
 	held, err := r.Get(e.ctx, 1)
-	if err != nil || held.Epoch != 2 || engine.ResultFrom(held.Payload) != "B" {
+	if err != nil || held.Epoch != 2 || lab.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("held = %+v, %v; want B's payload at epoch 2", held, err)
 	}
 	ds, err := r.Decisions(e.ctx, 1)
@@ -738,7 +749,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 		// the history records who wrote what, as it does for processes.
 		cfg, _ := pgxpool.ParseConfig(pgtest.DSN(t))
 		cfg.MaxConns = 1
-		cfg.ConnConfig.RuntimeParams["application_name"] = engine.AppName(owner)
+		cfg.ConnConfig.RuntimeParams["application_name"] = lab.AppName(owner)
 		pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -782,7 +793,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 						return
 					}
 				}
-				payload, _ := json.Marshal(engine.Result{Worker: owner})
+				payload, _ := json.Marshal(lab.Result{Worker: owner})
 				if _, err := r.Deliver(e.ctx, engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: owner, Payload: payload}); errors.Is(err, engine.ErrStale) {
 					stale.add()
 				} else if err != nil {
@@ -822,7 +833,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 			t.Errorf("job %d: %v", j.ID, err)
 			continue
 		}
-		if vs := engine.Check(h, ds, &held); len(vs) > 0 {
+		if vs := lab.Check(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d broke invariants: %+v", j.ID, vs)
 		}
 	}
@@ -846,21 +857,6 @@ func (a *atomicCount) get() int {
 
 // TestExpectedOutcome_IsTheArticlesTable pins the specification the page
 // and the tests mark runs against to DESIGN.md's outcome table.
-func TestExpectedOutcome_IsTheArticlesTable(t *testing.T) {
-	t.Parallel()
-	for o, want := range map[engine.Ordering]engine.Expected{
-		engine.NewOwnerFirst: {ZombieReceiverCall: "rejected", ZombieCommit: "rejected", Epoch: 2, ResultFrom: "B", ReceiverFrom: "B"},
-		engine.ZombieFirst:   {ZombieReceiverCall: "accepted_then_superseded", ZombieCommit: "rejected", Epoch: 2, ResultFrom: "B", ReceiverFrom: "B"},
-	} {
-		if got, ok := engine.ExpectedOutcome(o); !ok || got != want {
-			t.Errorf("%s: %+v, want %+v", o, got, want)
-		}
-	}
-	if _, ok := engine.ExpectedOutcome(engine.FreePlay); ok {
-		t.Error("free play has an expected outcome")
-	}
-}
-
 func TestSetupReceiver_AloneAndIdempotent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -885,5 +881,94 @@ func TestSetupReceiver_AloneAndIdempotent(t *testing.T) {
 		if err := engine.SetupReceiver(ctx, pool, bad); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("SetupReceiver(%q) = %v", bad, err)
 		}
+	}
+}
+
+// TestJobComplete_FencedReasonsAreTheRowAsTheWriteSawIt shows that the
+// reasons of a fenced write describe the row at the moment of the write,
+// read by the compare-and-set statement itself: a change that lands right
+// after the refused write does not leak into its reasons.
+func TestJobComplete_FencedReasonsAreTheRowAsTheWriteSawIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.queue(0)
+	id := e.insert(owner, 1)[0]
+	a, _ := owner.Claim(e.ctx, "worker-a", shortLease)
+	e.awaitExpiry(owner, id)
+	b, err := owner.Claim(e.ctx, "worker-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zombie's queue reports each statement as it returns: the moment
+	// its compare-and-set has been judged, the new owner commits.
+	var once sync.Once
+	zombie, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, TraceFunc: func(tr engine.Trace) {
+		if tr.Name == "JobComplete" {
+			once.Do(func() {
+				if _, err := owner.Complete(context.Background(), b, result("B")); err != nil {
+					t.Errorf("the new owner's commit: %v", err)
+				}
+			})
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = zombie.Complete(e.ctx, a, result("A"))
+	var fe *engine.FencedError
+	if !errors.As(err, &fe) {
+		t.Fatalf("zombie's complete = %v, want a *FencedError", err)
+	}
+	want := []engine.FenceReason{engine.ReasonOwnerChanged, engine.ReasonEpochChanged}
+	if fe.RowStatus != engine.StatusRunning || fe.RowEpoch != 2 || fe.RowOwner != "worker-b" || fmt.Sprint(fe.Reasons) != fmt.Sprint(want) {
+		t.Fatalf("fenced = %+v; want the row as the write saw it: running, epoch 2, worker-b, reasons %v", fe, want)
+	}
+	if j, _ := owner.Get(e.ctx, id); j.Status != engine.StatusDone {
+		t.Fatalf("the new owner's commit did not land: %+v", j)
+	}
+	// Now the job is done: a late write meets all three reasons.
+	_, err = zombie.Fail(e.ctx, a, "late")
+	if !errors.As(err, &fe) || fmt.Sprint(fe.Reasons) != fmt.Sprint([]engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged}) {
+		t.Fatalf("fail on a done job = %v (%+v)", err, fe)
+	}
+	// With the epoch check off, the epoch is no reason.
+	lax := e.queue(engine.Guards(0).Break(engine.EpochCheck))
+	_, err = lax.Renew(e.ctx, a, time.Minute)
+	if !errors.As(err, &fe) || fmt.Sprint(fe.Reasons) != fmt.Sprint([]engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged}) {
+		t.Fatalf("renew with epoch-check off = %v (%+v)", err, fe)
+	}
+}
+
+// TestErrors_DatabaseDownIsUnavailableAndSaysNoSecret shows that a
+// database that cannot be reached gives ErrUnavailable, with a message that
+// names neither the user, the password nor the address of the connection.
+func TestErrors_DatabaseDownIsUnavailableAndSaysNoSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig("postgres://secretuser:secretpass@127.0.0.1:1/secretdb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: "nowhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Claim(ctx, "worker-a", time.Second)
+	if !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("claim on a dead database = %v, want ErrUnavailable", err)
+	}
+	for _, secret := range []string{"secretuser", "secretpass", "secretdb", "127.0.0.1"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error %q shows %q", err, secret)
+		}
+	}
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		t.Errorf("the driver's error is not kept underneath: %T", err)
 	}
 }

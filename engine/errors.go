@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -24,13 +28,56 @@ var (
 	ErrStale = errors.New("stale epoch")
 
 	// ErrInvalidInput marks every error caused by bad input (a bad schema
-	// name, an empty payload, an absurd lease). Nothing was changed.
-	// Front ends map it to a 4xx status or exit code 2.
+	// name, an empty payload, an absurd lease, a character Postgres cannot
+	// store). Nothing was changed. Use errors.As with *InputError for the
+	// sentence alone.
 	ErrInvalidInput = errors.New("invalid input")
+
+	// ErrUnavailable means the database could not do the work right now: it
+	// is down, restarting, out of connections, or the call timed out.
+	// Nothing the caller sent was wrong; it may try again later.
+	ErrUnavailable = errors.New("the database is unavailable")
+)
+
+// InputError is bad input in one plain sentence, such as "lease 5ms is out
+// of range: it must be between 10ms and 24h0m0s". errors.Is(err,
+// ErrInvalidInput) is true for it. Its message carries no prefix, so a front
+// end can show it as it is.
+type InputError struct{ Msg string }
+
+// Error returns the sentence.
+func (e *InputError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrInvalidInput) true for an *InputError.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// invalidf returns an *InputError.
+func invalidf(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Invalidf returns an *InputError with a plain message, for callers that
+// validate input of their own before it reaches the engine.
+func Invalidf(format string, args ...any) error { return invalidf(format, args...) }
+
+// FenceReason says which kept guard a fenced write failed.
+type FenceReason string
+
+// The reasons a compare-and-set can match no row. A *FencedError lists each
+// kept guard the row failed, read by the same statement as the write.
+const (
+	// ReasonNotRunning: the status check is on and the job is no longer running.
+	ReasonNotRunning FenceReason = "not-running"
+	// ReasonOwnerChanged: the owner check is on and another owner holds the job.
+	ReasonOwnerChanged FenceReason = "owner-changed"
+	// ReasonEpochChanged: the epoch check is on and the row's epoch moved on.
+	ReasonEpochChanged FenceReason = "epoch-changed"
 )
 
 // FencedError says why a write by a worker that lost its job was dropped.
-// It carries what the worker held and what the row holds now.
+// It carries what the worker held and what the row held at the moment of
+// the write: the compare-and-set statement reads the row under the same
+// lock it writes with, so the reasons describe that very moment.
 type FencedError struct {
 	Op        string // "complete", "fail" or "renew"
 	JobID     int64
@@ -39,17 +86,14 @@ type FencedError struct {
 	RowOwner  string
 	RowEpoch  int64
 	RowStatus Status
-	// Reasons lists, in words, each kept guard the row failed.
-	Reasons []string
+	// Reasons lists each kept guard the row failed, in guard order.
+	Reasons []FenceReason
 }
 
-// Error says which write was fenced and why, in one line.
+// Error says which write was fenced and what the row held, in one line.
 func (e *FencedError) Error() string {
-	why := strings.Join(e.Reasons, "; ")
-	if why == "" {
-		why = "the row changed under it"
-	}
-	return fmt.Sprintf("%s job %d: fenced: %s held epoch %d, but %s", e.Op, e.JobID, e.HeldOwner, e.HeldEpoch, why)
+	return fmt.Sprintf("%s job %d: fenced: %s held epoch %d, but the row is %s at epoch %d owned by %q",
+		e.Op, e.JobID, e.HeldOwner, e.HeldEpoch, e.RowStatus, e.RowEpoch, e.RowOwner)
 }
 
 // Is makes errors.Is(err, ErrFenced) true for a *FencedError.
@@ -70,7 +114,69 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStale) true for a *StaleError.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// invalidf returns an ErrInvalidInput error with a plain message.
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+// dbError is a database error the engine has translated: a sentinel
+// (ErrInvalidInput or ErrUnavailable) and a sentence for people, with the
+// driver's error kept underneath for errors.As. Its message names the
+// SQLSTATE but never the driver's text, which for a failed connection
+// carries the host, user and database of the connection string.
+type dbError struct {
+	op       string
+	sentinel error
+	msg      string
+	cause    error
+}
+
+func (e *dbError) Error() string   { return e.op + ": " + e.msg }
+func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
+
+// translate turns an error from Postgres or the driver into the engine's
+// own, by SQLSTATE, never by message text. It is the one place the engine
+// does so. Errors it does not know are wrapped with the operation's name.
+//
+//   - class 22 (data exception: a NUL in JSON, a lone surrogate, a number
+//     out of range) and class 23 (a check constraint) are the caller's
+//     input: ErrInvalidInput.
+//   - class 08 (connection), 53 (insufficient resources: too many
+//     connections), 57 (operator intervention: shutdown, cancel), 55P03 (a
+//     lock timeout), a failed connect, a network error and a deadline are
+//     ErrUnavailable.
+func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "22"):
+			return &dbError{op, &InputError{Msg: dataMessage(pe)}, dataMessage(pe), err}
+		case strings.HasPrefix(pe.Code, "23"):
+			msg := fmt.Sprintf("the database refused the values (SQLSTATE %s)", pe.Code)
+			return &dbError{op, &InputError{Msg: msg}, msg, err}
+		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57"), pe.Code == "55P03":
+			return &dbError{op, ErrUnavailable, fmt.Sprintf("%v (SQLSTATE %s)", ErrUnavailable, pe.Code), err}
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded):
+		return &dbError{op, ErrUnavailable, ErrUnavailable.Error(), err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// dataMessage says in words what a data exception was about.
+func dataMessage(pe *pgconn.PgError) string {
+	switch pe.Code {
+	case "22P05": // untranslatable_character: \u0000 in jsonb or text
+		return "the input has a character Postgres cannot store (a NUL, \\u0000) (SQLSTATE 22P05)"
+	case "22P02": // invalid_text_representation: a lone surrogate in JSON
+		return "the input is not text Postgres can store (a lone UTF-16 surrogate?) (SQLSTATE 22P02)"
+	case "22003":
+		return "a number is out of range (SQLSTATE 22003)"
+	case "22021":
+		return "the input is not valid UTF-8 (SQLSTATE 22021)"
+	}
+	return fmt.Sprintf("the database refused the input (SQLSTATE %s)", pe.Code)
 }

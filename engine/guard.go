@@ -101,7 +101,7 @@ func ParseGuard(s string) (Guard, error) {
 			return Guard(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown guard %q (want one of %s)", ErrInvalidInput, s, strings.Join(guardNames[:], ", "))
+	return 0, invalidf("unknown guard %q (want one of %s)", s, strings.Join(guardNames[:], ", "))
 }
 
 // Guards is the set of guards a run has broken. The zero value breaks none:
@@ -192,55 +192,4 @@ func (gs *Guards) UnmarshalText(b []byte) error {
 	}
 	*gs = p
 	return nil
-}
-
-// Style is a well-known queue's way of guarding a late completion, expressed
-// as the guards it keeps. None of them fences the external receiver.
-type Style struct {
-	Name   string `json:"name"`
-	Title  string `json:"title"`
-	Source string `json:"source"` // where in that queue's code the check lives
-	Broken Guards `json:"broken"`
-}
-
-// Styles lists the queue-style presets, fencelab's own first.
-func Styles() []Style {
-	noFence := Guards(0).Break(ReceiverCheck)
-	return []Style{
-		{
-			Name:   "fencelab",
-			Title:  "fencelab: owner + epoch compare-and-set, fenced receiver",
-			Source: "engine/queries.go: JobComplete, ReceiverDeliver",
-		},
-		{
-			Name:   "state-only",
-			Title:  "state only (River, pg-boss)",
-			Source: "River: JobSetStateIfRunningMany (riverpgxv5 river_job.sql) matches state = 'running', never the attempt; pg-boss: completeJobs (src/plans.ts) matches state = 'active'",
-			Broken: noFence.Break(OwnerCheck).Break(EpochCheck),
-		},
-		{
-			Name:   "id-only",
-			Title:  "job id only (Oban, graphile-worker)",
-			Source: "Oban: Engines.Basic complete_job updates where id = job.id; graphile-worker: batchCompleteJobs (src/sql/completeJobs.ts) deletes where id = n",
-			Broken: noFence.Break(StatusCheck).Break(OwnerCheck).Break(EpochCheck),
-		},
-		{
-			Name:   "token",
-			Title:  "attempt or token (Temporal, Hatchet, BullMQ)",
-			Source: "Temporal: RespondActivityTaskCompleted refuses a task token whose attempt differs; Hatchet: ReleaseTasks drops a stale retry_count; BullMQ: moveToFinished.lua checks the lock token",
-			Broken: noFence,
-		},
-	}
-}
-
-// StyleByName finds a preset by its name.
-func StyleByName(name string) (Style, error) {
-	var names []string
-	for _, s := range Styles() {
-		if s.Name == name {
-			return s, nil
-		}
-		names = append(names, s.Name)
-	}
-	return Style{}, fmt.Errorf("%w: unknown queue style %q (want one of %s)", ErrInvalidInput, name, strings.Join(names, ", "))
 }

@@ -185,7 +185,7 @@ func (q *Queue) Insert(ctx context.Context, payload []byte, maxAttempts int) (in
 	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&id, &at)
 	q.trace(st, rowsOf(err), at, err, start)
 	if err != nil {
-		return 0, fmt.Errorf("insert job: %w", err)
+		return 0, translate("insert job", err)
 	}
 	return id, nil
 }
@@ -212,7 +212,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 		return Claim{}, ErrNoJob
 	}
 	if err != nil {
-		return Claim{}, fmt.Errorf("claim: %w", err)
+		return Claim{}, translate("claim", err)
 	}
 	c.Payload = payload
 	return c, nil
@@ -229,23 +229,17 @@ func (q *Queue) Renew(ctx context.Context, c Claim, lease time.Duration) (time.T
 	if err := ValidateLease(lease); err != nil {
 		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
 	}
-	st := LeaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc())
-	start := time.Now()
-	var until, at time.Time
-	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&until, &at)
-	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, q.fenced(ctx, "renew", c)
+	var until *time.Time
+	if _, err := q.cas(ctx, "renew", c, LeaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc()), &until); err != nil {
+		return time.Time{}, err
 	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
-	}
-	return until, nil
+	return *until, nil
 }
 
 // Complete records the job's result by compare-and-set on owner and epoch
 // (rule 3). When the caller no longer owns the job, the result is dropped
-// and a *FencedError says what the row holds now.
+// and a *FencedError says what the row held at that moment. It returns the
+// database time of the commit.
 func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time, error) {
 	if err := q.validateHeld("complete", c); err != nil {
 		return time.Time{}, err
@@ -253,19 +247,8 @@ func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time
 	if err := ValidatePayload("result", result); err != nil {
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
 	}
-	st := JobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result)
-	start := time.Now()
-	var epoch int64
-	var at time.Time
-	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&epoch, &at)
-	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, q.fenced(ctx, "complete", c)
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
-	}
-	return at, nil
+	var epoch *int64
+	return q.cas(ctx, "complete", c, JobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result), &epoch)
 }
 
 // Fail records a failure by compare-and-set on owner and epoch. The job
@@ -281,20 +264,67 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 	if len(reason) > MaxReasonLen {
 		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
 	}
-	st := JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason)
-	start := time.Now()
-	var status Status
-	var attempts int
+	var status *Status
+	if _, err := q.cas(ctx, "fail", c, JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason), &status); err != nil {
+		return "", err
+	}
+	return *status, nil
+}
+
+// cas runs a compare-and-set statement built by casStatement: it scans
+// the row as the statement saw it, the UPDATE's one returned column into
+// returned (NULL when nothing was written) and the database time. Nothing
+// written becomes a *FencedError whose reasons come from the row that same
+// statement locked and judged.
+func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, returned any) (time.Time, error) {
+	var rowStatus Status
+	var rowOwner *string
+	var rowEpoch int64
 	var at time.Time
-	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&status, &attempts, &at)
-	q.trace(st, rowsOf(err), at, noRowsOK(err), start)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", q.fenced(ctx, "fail", c)
+	start := time.Now()
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&rowStatus, &rowOwner, &rowEpoch, returned, &at)
+	written := err == nil && !isNullPtr(returned)
+	rows := int64(0)
+	if written {
+		rows = 1
 	}
-	if err != nil {
-		return "", fmt.Errorf("fail job %d: %w", c.JobID, err)
+	q.trace(st, rows, at, noRowsOK(err), start)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, fmt.Errorf("%s job %d: %w", op, c.JobID, ErrJobNotFound)
+	case err != nil:
+		return time.Time{}, translate(fmt.Sprintf("%s job %d", op, c.JobID), err)
+	case written:
+		return at, nil
 	}
-	return status, nil
+	fe := &FencedError{Op: op, JobID: c.JobID, HeldOwner: c.Owner, HeldEpoch: c.Epoch, RowEpoch: rowEpoch, RowStatus: rowStatus}
+	if rowOwner != nil {
+		fe.RowOwner = *rowOwner
+	}
+	if q.guard.On(StatusCheck) && rowStatus != StatusRunning {
+		fe.Reasons = append(fe.Reasons, ReasonNotRunning)
+	}
+	if q.guard.On(OwnerCheck) && fe.RowOwner != c.Owner {
+		fe.Reasons = append(fe.Reasons, ReasonOwnerChanged)
+	}
+	if q.guard.On(EpochCheck) && rowEpoch != c.Epoch {
+		fe.Reasons = append(fe.Reasons, ReasonEpochChanged)
+	}
+	return at, fe
+}
+
+// isNullPtr reports whether p points at a nil pointer: a NULL scanned from
+// the UPDATE's side of the outer join, which means it wrote nothing.
+func isNullPtr(p any) bool {
+	switch v := p.(type) {
+	case **time.Time:
+		return *v == nil
+	case **int64:
+		return *v == nil
+	case **Status:
+		return *v == nil
+	}
+	return false
 }
 
 // Get reads one job. An unknown id gives ErrJobNotFound.
@@ -310,7 +340,7 @@ func (q *Queue) Get(ctx context.Context, id int64) (Job, error) {
 		return Job{}, fmt.Errorf("get job %d: %w", id, ErrJobNotFound)
 	}
 	if err != nil {
-		return Job{}, fmt.Errorf("get job %d: %w", id, err)
+		return Job{}, translate(fmt.Sprintf("get job %d", id), err)
 	}
 	return j, nil
 }
@@ -323,18 +353,18 @@ func (q *Queue) List(ctx context.Context, limit int) ([]Job, error) {
 	st := JobList(q.cfg.Schema, limit)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+		return nil, translate("list jobs", err)
 	}
 	defer rows.Close()
 	var out []Job
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
+			return nil, translate("list jobs", err)
 		}
 		out = append(out, j)
 	}
-	return out, rows.Err()
+	return out, translate("list jobs", rows.Err())
 }
 
 func scanJob(row pgx.Row) (Job, error) {
@@ -366,36 +396,6 @@ func (q *Queue) validateHeld(op string, c Claim) error {
 	return nil
 }
 
-// fenced explains a compare-and-set that matched no row: it reads the row
-// as it is now and names each kept guard the caller failed. The read is a
-// separate statement, so under a race it may show a later state; it only
-// explains the refusal, which has already happened.
-func (q *Queue) fenced(ctx context.Context, op string, c Claim) error {
-	j, err := q.Get(ctx, c.JobID)
-	if err != nil {
-		return fmt.Errorf("%s job %d: %w", op, c.JobID, unwrapGet(err))
-	}
-	fe := &FencedError{Op: op, JobID: c.JobID, HeldOwner: c.Owner, HeldEpoch: c.Epoch,
-		RowOwner: j.Owner, RowEpoch: j.Epoch, RowStatus: j.Status}
-	if q.guard.On(StatusCheck) && j.Status != StatusRunning {
-		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the job is %s, no longer running", j.Status))
-	}
-	if q.guard.On(OwnerCheck) && j.Owner != c.Owner {
-		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the job is owned by %s now", j.Owner))
-	}
-	if q.guard.On(EpochCheck) && j.Epoch != c.Epoch {
-		fe.Reasons = append(fe.Reasons, fmt.Sprintf("the row is at epoch %d", j.Epoch))
-	}
-	return fe
-}
-
-func unwrapGet(err error) error {
-	if errors.Is(err, ErrJobNotFound) {
-		return ErrJobNotFound
-	}
-	return err
-}
-
 func rowsOf(err error) int64 {
 	if err == nil {
 		return 1
@@ -418,7 +418,7 @@ func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
 	st := JobListExpired(q.cfg.Schema)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
-		return nil, fmt.Errorf("expired leases: %w", err)
+		return nil, translate("expired leases", err)
 	}
 	defer rows.Close()
 	var out []Job
@@ -426,7 +426,7 @@ func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
 		var j Job
 		var owner *string
 		if err := rows.Scan(&j.ID, &owner, &j.Epoch, &j.LeaseUntil, &j.DBTime); err != nil {
-			return nil, fmt.Errorf("expired leases: %w", err)
+			return nil, translate("expired leases", err)
 		}
 		if owner != nil {
 			j.Owner = *owner
@@ -434,5 +434,5 @@ func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
 		j.Status = StatusRunning
 		out = append(out, j)
 	}
-	return out, rows.Err()
+	return out, translate("expired leases", rows.Err())
 }

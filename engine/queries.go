@@ -106,21 +106,56 @@ func JobClaim(schema string, gs Guards, owner string, lease time.Duration, worke
 
 // casWhere adds the compare-and-set clauses shared by renew, complete and
 // fail: the job id, then one clause per ownership guard.
-func casWhere(b *builder, gs Guards, jobID int64, owner string, epoch int64) {
-	b.line(" WHERE id = %s", b.arg(jobID))
-	b.guarded(gs, StatusCheck, "   AND status = 'running'")
+func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {
+	b.line("  WHERE id = %s", idArg)
+	b.guarded(gs, StatusCheck, "    AND status = 'running'")
 	// Placeholders are only numbered for clauses that are sent, so a
 	// broken guard's comment names the value it no longer compares.
 	if gs.On(OwnerCheck) {
-		b.line("   AND owner = %s", b.arg(owner))
+		b.line("    AND owner = %s", b.arg(owner))
 	} else {
-		b.guarded(gs, OwnerCheck, "   AND owner = <the owner held>")
+		b.guarded(gs, OwnerCheck, "    AND owner = <the owner held>")
 	}
 	if gs.On(EpochCheck) {
-		b.line("   AND epoch = %s", b.arg(epoch))
+		b.line("    AND epoch = %s", b.arg(epoch))
 	} else {
-		b.guarded(gs, EpochCheck, "   AND epoch = <the epoch held>")
+		b.guarded(gs, EpochCheck, "    AND epoch = <the epoch held>")
 	}
+}
+
+// casStatement builds a compare-and-set on one job as a single statement
+// that also says what the row held when it was judged. The row is locked
+// first (the CTE "seen", which the UPDATE joins, so it is read and locked
+// before the UPDATE can touch the row); the UPDATE then matches the row only
+// if every kept guard holds; and the statement returns the row as seen
+// beside the UPDATE's own result. When the guards fail, the reasons come
+// from that same locked row, never from a later read.
+//
+// Its one row is: the row's status, owner and epoch as seen (no row at all:
+// no such job), then returning (NULL when the write was fenced), then now().
+func casStatement(b *builder, schema string, gs Guards, jobID int64, owner string, epoch int64, set []string, returning string) {
+	t := ident(schema) + ".jobs"
+	idArg := b.arg(jobID)
+	b.line("WITH seen AS (")
+	b.line("  SELECT status AS row_status, owner AS row_owner, epoch AS row_epoch")
+	b.line("    FROM %s", t)
+	b.line("   WHERE id = %s", idArg)
+	b.line("     FOR UPDATE")
+	b.line("), done AS (")
+	b.line("  UPDATE %s", t)
+	for i, l := range set {
+		if i == 0 {
+			b.line("     SET %s", l)
+		} else {
+			b.line("         %s", l)
+		}
+	}
+	b.line("    FROM seen")
+	casWhere(b, gs, idArg, owner, epoch)
+	b.lines = append(b.lines, "  RETURNING "+returning)
+	b.line(")")
+	b.line("SELECT seen.row_status, seen.row_owner, seen.row_epoch, done.*, now()")
+	b.line("  FROM seen LEFT JOIN done ON true")
 }
 
 // LeaseRenew extends a lease by compare-and-set, like a commit: a zombie's
@@ -128,11 +163,10 @@ func casWhere(b *builder, gs Guards, jobID int64, owner string, epoch int64) {
 func LeaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) Statement {
 	b := &builder{name: "LeaseRenew"}
 	clock := clockExpr(b, gs, workerNow)
-	b.line("UPDATE %s.jobs", ident(schema))
-	b.line("   SET lease_until = %s + %s::interval,%s", clock, b.arg(interval(lease)), offNote(gs, DBClock, "the worker's own clock, not now()"))
-	b.line("       updated_at = now()")
-	casWhere(b, gs, jobID, owner, epoch)
-	b.line("RETURNING lease_until, now()")
+	casStatement(b, schema, gs, jobID, owner, epoch, []string{
+		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, b.arg(interval(lease)), offNote(gs, DBClock, "the worker's own clock, not now()")),
+		"updated_at = now()",
+	}, "lease_until AS new_lease_until")
 	return b.build()
 }
 
@@ -140,13 +174,12 @@ func LeaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64
 // the epoch it holds.
 func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte) Statement {
 	b := &builder{name: "JobComplete"}
-	b.line("UPDATE %s.jobs", ident(schema))
-	b.line("   SET status = 'done',")
-	b.line("       result = %s::jsonb,", b.arg(string(result)))
-	b.line("       lease_until = NULL,")
-	b.line("       updated_at = now()")
-	casWhere(b, gs, jobID, owner, epoch)
-	b.line("RETURNING epoch, now()")
+	casStatement(b, schema, gs, jobID, owner, epoch, []string{
+		"status = 'done',",
+		fmt.Sprintf("result = %s::jsonb,", b.arg(string(result))),
+		"lease_until = NULL,",
+		"updated_at = now()",
+	}, "epoch AS new_epoch")
 	return b.build()
 }
 
@@ -154,13 +187,12 @@ func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int6
 // goes back to pending for a retry, or to failed once its attempts are used up.
 func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string) Statement {
 	b := &builder{name: "JobFail"}
-	b.line("UPDATE %s.jobs", ident(schema))
-	b.line("   SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,")
-	b.line("       error = %s,", b.arg(reason))
-	b.line("       lease_until = NULL,")
-	b.line("       updated_at = now()")
-	casWhere(b, gs, jobID, owner, epoch)
-	b.line("RETURNING status, attempts, now()")
+	casStatement(b, schema, gs, jobID, owner, epoch, []string{
+		"status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,",
+		fmt.Sprintf("error = %s,", b.arg(reason)),
+		"lease_until = NULL,",
+		"updated_at = now()",
+	}, "status AS new_status")
 	return b.build()
 }
 
@@ -293,22 +325,22 @@ func JobIDRestart(schema string, start int64) Statement {
 	return Statement{Name: "JobIDRestart", SQL: fmt.Sprintf("ALTER TABLE %s.jobs ALTER COLUMN id RESTART WITH %d", ident(schema), start)}
 }
 
-// InstanceLock holds a server instance's session-level advisory lock for
-// as long as its connection lives: while it is held, the instance's schemas
-// are in use.
-func InstanceLock(key int64) Statement {
-	return Statement{Name: "InstanceLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
+// AdvisoryLock takes a session-level advisory lock and holds it for as
+// long as the connection lives. Processes that share a database use it to
+// say "I am alive and these schemas are mine".
+func AdvisoryLock(key int64) Statement {
+	return Statement{Name: "AdvisoryLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
 }
 
-// InstanceTryLock takes another instance's lock if nobody holds it: then
-// that instance is gone, and its schemas are left over.
-func InstanceTryLock(key int64) Statement {
-	return Statement{Name: "InstanceTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
+// AdvisoryTryLock takes an advisory lock if nobody holds it: a lock that
+// is free means the process that held it is gone.
+func AdvisoryTryLock(key int64) Statement {
+	return Statement{Name: "AdvisoryTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
 }
 
-// InstanceUnlock gives back a lock taken with InstanceTryLock.
-func InstanceUnlock(key int64) Statement {
-	return Statement{Name: "InstanceUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
+// AdvisoryUnlock gives back a lock taken with AdvisoryTryLock.
+func AdvisoryUnlock(key int64) Statement {
+	return Statement{Name: "AdvisoryUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
 }
 
 // SchemaList lists the schemas whose names start with prefix.

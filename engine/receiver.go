@@ -88,13 +88,6 @@ type DecisionRecord struct {
 	At        time.Time       `json:"at"`
 }
 
-// ReceiverView reads what a receiver holds and decided: a Receiver on the
-// same database, or a standalone receiver's HTTP API.
-type ReceiverView interface {
-	Get(ctx context.Context, jobID int64) (Held, error)
-	Decisions(ctx context.Context, jobID int64) ([]DecisionRecord, error)
-}
-
 // Receiver keeps the rules of the external system that workers call before
 // they commit (rule 4): newest epoch per job wins, older epochs are refused,
 // the same epoch is accepted again. Safe for concurrent use when its DB is.
@@ -186,7 +179,7 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 		return err
 	})
 	if err != nil {
-		return Receipt{}, fmt.Errorf("deliver job %d: %w", d.JobID, err)
+		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
 	}
 	if rc.Decision == RefusedStale {
 		return rc, &StaleError{JobID: d.JobID, Epoch: d.Epoch, HeldEpoch: rc.HeldEpoch}
@@ -213,7 +206,7 @@ func (r *Receiver) get(ctx context.Context, db DB, jobID int64) (Held, error) {
 		return Held{}, fmt.Errorf("receiver holds nothing for job %d: %w", jobID, ErrJobNotFound)
 	}
 	if err != nil {
-		return Held{}, fmt.Errorf("receiver get job %d: %w", jobID, err)
+		return Held{}, translate(fmt.Sprintf("receiver get job %d", jobID), err)
 	}
 	h.Payload = payload
 	return h, nil
@@ -225,9 +218,10 @@ func (r *Receiver) Decisions(ctx context.Context, jobID int64) ([]DecisionRecord
 		return nil, fmt.Errorf("receiver decisions: %w", err)
 	}
 	st := ReceiverDecisionList(r.schema, jobID)
+	op := fmt.Sprintf("receiver decisions for job %d", jobID)
 	rows, err := r.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
-		return nil, fmt.Errorf("receiver decisions for job %d: %w", jobID, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	var out []DecisionRecord
@@ -235,10 +229,10 @@ func (r *Receiver) Decisions(ctx context.Context, jobID int64) ([]DecisionRecord
 		var d DecisionRecord
 		var payload []byte
 		if err := rows.Scan(&d.Seq, &d.JobID, &d.Epoch, &d.Owner, &payload, &d.Decision, &d.HeldEpoch, &d.PrevEpoch, &d.At); err != nil {
-			return nil, err
+			return nil, translate(op, err)
 		}
 		d.Payload = payload
 		out = append(out, d)
 	}
-	return out, rows.Err()
+	return out, translate(op, rows.Err())
 }

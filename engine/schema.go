@@ -111,7 +111,7 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
 		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
-			return fmt.Errorf("setup lock: %w", err)
+			return translate("setup lock", err)
 		}
 		jobs, err := schemaSQL("jobs.sql", s.Jobs, s.Channel())
 		if err != nil {
@@ -122,10 +122,10 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, jobs); err != nil {
-			return fmt.Errorf("setup schema %s: %w", s.Jobs, err)
+			return translate("setup schema "+s.Jobs, err)
 		}
 		if _, err := tx.Exec(ctx, recv); err != nil {
-			return fmt.Errorf("setup schema %s: %w", s.Receiver, err)
+			return translate("setup schema "+s.Receiver, err)
 		}
 		return nil
 	})
@@ -139,14 +139,14 @@ func SetupReceiver(ctx context.Context, db TxDB, schema string) error {
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
 		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
-			return fmt.Errorf("setup lock: %w", err)
+			return translate("setup lock", err)
 		}
 		recv, err := schemaSQL("receiver.sql", schema, "")
 		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, recv); err != nil {
-			return fmt.Errorf("setup schema %s: %w", schema, err)
+			return translate("setup schema "+schema, err)
 		}
 		return nil
 	})
@@ -158,7 +158,7 @@ func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
 		return err
 	}
 	if err := execStatement(ctx, db, SchemaDropOne(schema)); err != nil {
-		return fmt.Errorf("drop schema %s: %w", schema, err)
+		return translate("drop schema "+schema, err)
 	}
 	return SetupReceiver(ctx, db, schema)
 }
@@ -170,10 +170,10 @@ func Drop(ctx context.Context, db TxDB, s Schemas) error {
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
 		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
-			return fmt.Errorf("drop lock: %w", err)
+			return translate("drop lock", err)
 		}
 		if err := execStatement(ctx, tx, SchemaDrop(s)); err != nil {
-			return fmt.Errorf("drop schemas %s, %s: %w", s.Jobs, s.Receiver, err)
+			return translate("drop schemas "+s.Jobs+", "+s.Receiver, err)
 		}
 		return nil
 	})
@@ -190,13 +190,13 @@ func Reset(ctx context.Context, db TxDB, s Schemas) error {
 func inTx(ctx context.Context, db TxDB, fn func(pgx.Tx) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return err
+		return translate("begin", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	return translate("commit", tx.Commit(ctx))
 }
 
 func execStatement(ctx context.Context, db DB, st Statement) error {

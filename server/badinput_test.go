@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server"
 )
 
@@ -44,7 +44,12 @@ func TestAPI_BadInputOnEveryRoute(t *testing.T) {
 		{"POST", sp + "/commands", tok, js, `{"action":"step","extra":true}`, 400},
 		{"POST", sp + "/commands", tok, js, `{"action":"run","ordering":"zombie-first","lease_ms":1}`, 400},
 		{"POST", sp + "/commands", tok, js, `{"action":"run","ordering":"zombie-first","broken":["nope"]}`, 400},
-		{"POST", sp + "/commands", tok, js, `{"action":"pause_worker","worker":"Q"}`, 400},
+		{"POST", sp + "/commands", tok, js, `{"action":"pause_worker","worker":"Q"}`, 404},
+		{"POST", sp + "/commands", tok, js, `{"action":"add_job","payload":{"a":"\u0000"}}`, 400},
+		{"POST", sp + "/commands", tok, js, `{"action":"add_job","payload":{"a":"\ud800"}}`, 400},
+		{"POST", sp + "/commands", tok, js, `{"action":"run","ordering":"zombie-first","pace_ms":9223372036854775807}`, 400},
+		{"POST", sp + "/commands", tok, js, `{"action":"run","ordering":"zombie-first","lease_ms":9223372036854775807}`, 400},
+		{"POST", sp + "/commands", tok, js, `{"action":"run","ordering":"clock-skew","skew_ms":9223372036854775807}`, 400},
 		{"POST", sp + "/commands", tok, js, `{"action":"pause_worker","worker":"a"}`, 400},
 		{"POST", sp + "/commands", tok, js, `{"action":"step"}`, 409},
 		{"POST", sp + "/commands", tok, js, `{"action":"add_job","payload":"` + strings.Repeat("x", 70000) + `"}`, 400},
@@ -76,11 +81,11 @@ func TestAPI_BadInputOnEveryRoute(t *testing.T) {
 		}
 	}
 	after := s.snapshot()
-	if after.Run.ID != before.Run.ID || len(after.Run.Jobs) != len(before.Run.Jobs) || len(after.Runs) != len(before.Runs) {
+	if after.Run.ID != before.Run.ID || len(after.Jobs) != len(before.Jobs) || len(after.Runs) != len(before.Runs) {
 		t.Fatalf("bad input changed the session: before %+v, after %+v", before.Run, after.Run)
 	}
 	for _, e := range s.events(before.LastSeq, "") {
-		if e.Kind == engine.KindRun || (e.Kind == engine.KindProcess && e.Outcome == "stopped") || (e.Kind == engine.KindRow && e.Op == "insert") {
+		if e.RunState != nil || (e.Process != nil && e.Process.Change == lab.ProcStopped) || (e.Row != nil && e.Row.Op == lab.RowInsert) {
 			t.Fatalf("bad input led to an event: %+v", e)
 		}
 	}
@@ -191,8 +196,8 @@ func TestAPI_Caps(t *testing.T) {
 	}
 	// The stall cap: a worker frozen past it is killed.
 	s.cmd(`{"action":"pause_worker","worker":"C"}`)
-	s.waitEvent(5*time.Second, "C killed for stalling too long", func(e engine.Event) bool {
-		return e.Kind == engine.KindProcess && e.Actor == "C" && e.Outcome == "exited"
+	s.waitEvent(5*time.Second, "C killed for stalling too long", func(e lab.Event) bool {
+		return e.Process != nil && e.Actor == "C" && e.Process.Change == lab.ProcExited && e.Process.Cause == lab.CauseStallLimit
 	})
 	// And the run still works.
 	rep := s.cmd(`{"action":"verdict"}`)

@@ -5,17 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
@@ -46,50 +44,30 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Pool.Ping(ctx); err != nil {
-		return wire.New(http.StatusServiceUnavailable, "the database does not answer: "+err.Error())
+		s.cfg.Log.Warn("readyz: the database does not answer", "err", err)
+		return fault.Errorf(fault.Unavailable, "the database does not answer")
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "sessions": s.Sessions.Count(), "runs": s.Sessions.RunsInFlight()})
 }
 
-// scenarioInfo is what /api/scenarios lists: everything a page needs to
-// offer choices, from the engine itself.
+// scenarioInfo is what /api/scenarios lists: the lab's catalog and the
+// commands a driver may send.
 type scenarioInfo struct {
-	Orderings []orderingInfo `json:"orderings"`
-	Guards    []guardInfo    `json:"guards"`
-	Styles    []engine.Style `json:"styles"`
-	Actions   []string       `json:"actions"`
+	lab.Catalog
+	Actions []string `json:"actions"`
 }
 
-type orderingInfo struct {
-	Name     engine.Ordering  `json:"name"`
-	Title    string           `json:"title"`
-	Steps    []engine.Step    `json:"steps"`
-	Expected *engine.Expected `json:"expected,omitempty"` // what a correct build shows
-}
-
-type guardInfo struct {
-	Name string `json:"name"`
-	Help string `json:"help"`
-}
-
-// Scenarios describes the orderings, guards and styles.
+// Scenarios describes the orderings, guards, styles and words, and the
+// actions of the API.
 func Scenarios() scenarioInfo {
-	info := scenarioInfo{Styles: engine.Styles(), Actions: control.Actions()}
-	for _, o := range append(engine.Orderings(), engine.FreePlay) {
-		sc, _ := engine.Script(o)
-		oi := orderingInfo{Name: o, Title: sc.Title, Steps: sc.Steps}
-		if x, ok := engine.ExpectedOutcome(o); ok {
-			oi.Expected = &x
-		}
-		info.Orderings = append(info.Orderings, oi)
-	}
-	for _, g := range engine.AllGuards() {
-		info.Guards = append(info.Guards, guardInfo{Name: g.String(), Help: g.Help()})
-	}
-	return info
+	return scenarioInfo{Catalog: lab.NewCatalog(), Actions: control.Actions()}
 }
 
 func (s *Server) scenarios(c echo.Context) error { return c.JSON(http.StatusOK, Scenarios()) }
+
+func (s *Server) protocolSchema(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/schema+json", lab.Schema)
+}
 
 // created is the answer to POST /api/sessions.
 type created struct {
@@ -112,9 +90,12 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	snap, err := sess.Snapshot(c.Request().Context(), true)
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusCreated, created{ID: sess.ID, Token: sess.Token,
-		WatchURL: "/s/" + sess.ID, DriveURL: "/s/" + sess.ID + "#token=" + sess.Token,
-		Snapshot: sess.Snapshot(c.Request().Context(), true)})
+		WatchURL: "/s/" + sess.ID, DriveURL: "/s/" + sess.ID + "#token=" + sess.Token, Snapshot: snap})
 }
 
 // tokenOf reads a control token from the Authorization header (Bearer),
@@ -135,7 +116,7 @@ func tokenOf(c echo.Context) string {
 func (s *Server) session(c echo.Context) (*session.Session, error) {
 	id := c.Param("id")
 	if len(id) == 0 || len(id) > 64 {
-		return nil, fmt.Errorf("%w: %q is not a session id", session.ErrNotFound, id)
+		return nil, fault.Errorf(fault.NotFound, "that is not a session id")
 	}
 	sess, err := s.Sessions.Get(id)
 	if err != nil {
@@ -154,9 +135,9 @@ func (s *Server) driver(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		switch t := tokenOf(c); {
 		case t == "":
-			return fmt.Errorf("%w: driving this session needs its control token (Authorization: Bearer TOKEN); without it you can watch", session.ErrForbidden)
+			return fault.Errorf(fault.Forbidden, "driving this session needs its control token (Authorization: Bearer TOKEN); without it you can watch")
 		case !sess.CanDrive(t):
-			return fmt.Errorf("%w: that control token is not this session's", session.ErrForbidden)
+			return fault.Errorf(fault.Forbidden, "that control token is not this session's")
 		}
 		c.Set("session", sess)
 		return next(c)
@@ -170,9 +151,13 @@ func (s *Server) getSession(c echo.Context) error {
 	}
 	t := tokenOf(c)
 	if t != "" && !sess.CanDrive(t) {
-		return fmt.Errorf("%w: that control token is not this session's", session.ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "that control token is not this session's")
 	}
-	return c.JSON(http.StatusOK, sess.Snapshot(c.Request().Context(), t != ""))
+	snap, err := sess.Snapshot(c.Request().Context(), t != "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, snap)
 }
 
 func (s *Server) deleteSession(c echo.Context) error {
@@ -189,7 +174,7 @@ func (s *Server) limits() control.Limits {
 
 func (s *Server) command(c echo.Context) error {
 	sess := c.Get("session").(*session.Session)
-	body, err := readBody(c, s.cfg.MaxBody)
+	body, err := wire.ReadBody(c, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
@@ -206,23 +191,6 @@ func (s *Server) command(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-// readBody reads a JSON body of at most limit bytes.
-func readBody(c echo.Context, limit int64) ([]byte, error) {
-	r := c.Request()
-	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return nil, wire.New(http.StatusUnsupportedMediaType, "the body must be JSON (Content-Type: application/json)")
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, wire.New(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", limit))
-		}
-		return nil, wire.New(http.StatusBadRequest, "could not read the body: "+err.Error())
-	}
-	return b, nil
-}
-
 // seqParam reads a non-negative integer query parameter.
 func seqParam(c echo.Context, name string, def int64) (int64, error) {
 	v := c.QueryParam(name)
@@ -231,24 +199,24 @@ func seqParam(c echo.Context, name string, def int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, wire.New(http.StatusBadRequest, fmt.Sprintf("%s=%q must be a whole number, 0 or more", name, v))
+		return 0, fault.Errorf(fault.Invalid, "%s=%s must be a whole number, 0 or more", name, strconv.QuoteToASCII(shorten(v)))
 	}
 	return n, nil
 }
 
 func runParam(c echo.Context) (string, error) {
 	r := c.QueryParam("run")
-	if len(r) > 32 || strings.ContainsAny(r, "/\\\"' ") {
-		return "", wire.New(http.StatusBadRequest, fmt.Sprintf("run=%q is not a run id", r))
+	if r != "" && !runIDRE.MatchString(r) {
+		return "", fault.Errorf(fault.Invalid, "run=%s is not a run id", strconv.QuoteToASCII(shorten(r)))
 	}
 	return r, nil
 }
 
 // eventPage is the answer to GET .../events.
 type eventPage struct {
-	Events  []engine.Event `json:"events"`
-	LastSeq int64          `json:"last_seq"`
-	More    bool           `json:"more"`
+	Events  []lab.Event `json:"events"`
+	LastSeq int64       `json:"last_seq"`
+	More    bool        `json:"more"`
 }
 
 func (s *Server) events(c echo.Context) error {
@@ -265,7 +233,7 @@ func (s *Server) events(c echo.Context) error {
 		return err
 	}
 	if limit < 1 || limit > 10000 {
-		return wire.New(http.StatusBadRequest, fmt.Sprintf("limit=%d must be between 1 and 10000", limit))
+		return fault.Errorf(fault.Invalid, "limit=%d must be between 1 and 10000", limit)
 	}
 	run, err := runParam(c)
 	if err != nil {
@@ -274,7 +242,7 @@ func (s *Server) events(c echo.Context) error {
 	last := sess.Log.LastSeq()
 	evs, err := sess.Log.Since(since, run, int(limit)+1)
 	if errors.Is(err, hub.ErrGone) {
-		return wire.New(http.StatusGone, "the events after that sequence number are no longer kept; start from 0")
+		return fault.Errorf(fault.Gone, "the events after that sequence number are no longer kept; start from 0")
 	}
 	if err != nil {
 		return err
@@ -284,7 +252,7 @@ func (s *Server) events(c echo.Context) error {
 		page.Events, page.More = evs[:limit], true
 	}
 	if page.Events == nil {
-		page.Events = []engine.Event{}
+		page.Events = []lab.Event{}
 	}
 	return c.JSON(http.StatusOK, page)
 }
@@ -304,7 +272,7 @@ func (s *Server) eventsNDJSON(c echo.Context) error {
 	}
 	evs, err := sess.Log.Since(since, run, 0)
 	if errors.Is(err, hub.ErrGone) {
-		return wire.New(http.StatusGone, "the events after that sequence number are no longer kept; start from 0")
+		return fault.Errorf(fault.Gone, "the events after that sequence number are no longer kept; start from 0")
 	}
 	if err != nil {
 		return err
@@ -332,7 +300,11 @@ func (s *Server) runs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, sess.Snapshot(c.Request().Context(), false).Runs)
+	snap, err := sess.Snapshot(c.Request().Context(), false)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, snap.Runs)
 }
 
 func (s *Server) run(c echo.Context) error {
@@ -347,18 +319,9 @@ func (s *Server) run(c echo.Context) error {
 	return c.JSON(http.StatusOK, rs)
 }
 
-// receiverRoutes serves each live run's receiver under its secret key.
-func (s *Server) receiverRoutes(g *echo.Group) {
-	h := &receiver.Handler{
-		ReceiverFunc: func(c echo.Context) (*engine.Receiver, error) {
-			r, _, err := s.Sessions.Receiver(c.Param("key"))
-			return r, err
-		},
-		OnDecisionFunc: func(c echo.Context, d engine.Delivery, rc engine.Receipt, traces []engine.Trace) {
-			if _, emit, err := s.Sessions.Receiver(c.Param("key")); err == nil {
-				emit(receiver.Event(d, rc, traces))
-			}
-		},
+func shorten(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
 	}
-	h.Register(g)
+	return s
 }

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/lab/labtest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -42,7 +43,13 @@ func startServer(tb testing.TB, tweak func(*server.Config)) *testServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg := server.Config{Listener: ln, Pool: pgtest.Pool(tb), DatabaseURL: pgtest.DSN(tb), Exe: binary(tb)}
+	cfg := server.Config{Listener: ln, Pool: pgtest.Pool(tb), DatabaseURL: pgtest.DSN(tb), Exe: binary(tb),
+		// Every event the server keeps must be what the protocol's schema says.
+		TapFunc: func(b []byte) {
+			if err := labtest.Check(b); err != nil {
+				tb.Errorf("an event breaks the protocol schema: %v\n%s", err, b)
+			}
+		}}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -147,19 +154,19 @@ func (s *sess) snapshot() session.Snapshot {
 	return snap
 }
 
-func (s *sess) events(since int64, run string) []engine.Event {
+func (s *sess) events(since int64, run string) []lab.Event {
 	s.ts.t.Helper()
 	a := s.ts.do("GET", fmt.Sprintf("/api/sessions/%s/events?since=%d&run=%s&limit=10000", s.ID, since, run), "", "", "")
 	if a.Status != http.StatusOK {
 		s.ts.t.Fatalf("events: %d %s", a.Status, a.Body)
 	}
-	var p struct{ Events []engine.Event }
+	var p struct{ Events []lab.Event }
 	a.json(s.ts.t, &p)
 	return p.Events
 }
 
 // waitEvent polls the log until an event matches, and returns it.
-func (s *sess) waitEvent(timeout time.Duration, what string, match func(engine.Event) bool) engine.Event {
+func (s *sess) waitEvent(timeout time.Duration, what string, match func(lab.Event) bool) lab.Event {
 	s.ts.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -171,18 +178,17 @@ func (s *sess) waitEvent(timeout time.Duration, what string, match func(engine.E
 		time.Sleep(30 * time.Millisecond)
 	}
 	s.ts.t.Fatalf("no event %s after %v", what, timeout)
-	return engine.Event{}
+	return lab.Event{}
 }
 
 // verdictOf waits for a run's verdict and decodes its outcome.
-func (s *sess) verdictOf(run string, timeout time.Duration) engine.Outcome {
+func (s *sess) verdictOf(run string, timeout time.Duration) lab.Outcome {
 	s.ts.t.Helper()
-	e := s.waitEvent(timeout, "verdict of "+run, func(e engine.Event) bool { return e.Kind == engine.KindVerdict && e.Run == run })
-	var o engine.Outcome
-	if err := json.Unmarshal(e.Data, &o); err != nil {
-		s.ts.t.Fatalf("verdict data: %v", err)
+	e := s.waitEvent(timeout, "verdict of "+run, func(e lab.Event) bool { return e.Kind == lab.KindVerdict && e.Run == run })
+	if e.Verdict == nil || e.Verdict.Outcome == nil {
+		s.ts.t.Fatalf("verdict of %s carries no outcome: %+v", run, e)
 	}
-	return o
+	return *e.Verdict.Outcome
 }
 
 // wsClient is a WebSocket client of a session.
@@ -228,8 +234,8 @@ func typeOf(m map[string]json.RawMessage) string {
 	return t
 }
 
-func eventOf(m map[string]json.RawMessage) engine.Event {
-	var e engine.Event
+func eventOf(m map[string]json.RawMessage) lab.Event {
+	var e lab.Event
 	_ = json.Unmarshal(m["event"], &e)
 	return e
 }

@@ -8,19 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/lab/labtest"
 	"github.com/fencelab/fencelab/server/recording"
 )
 
 // seedSetups are the runs recorded into the binary: every ordering as a
 // correct build, and each cell of the guard table that is unsafe.
 var seedSetups = []struct {
-	ordering engine.Ordering
+	ordering lab.Ordering
 	broken   []string
 }{
-	{engine.NewOwnerFirst, nil}, {engine.ZombieFirst, nil}, {engine.CrashBeforeCommit, nil}, {engine.ClockSkew, nil},
-	{engine.NewOwnerFirst, []string{"epoch-increment"}}, {engine.ZombieFirst, []string{"epoch-increment"}},
-	{engine.NewOwnerFirst, []string{"receiver-check"}}, {engine.ClockSkew, []string{"db-clock"}},
+	{lab.NewOwnerFirst, nil}, {lab.ZombieFirst, nil}, {lab.CrashBeforeCommit, nil}, {lab.ClockSkew, nil},
+	{lab.NewOwnerFirst, []string{"epoch-increment"}}, {lab.ZombieFirst, []string{"epoch-increment"}},
+	{lab.NewOwnerFirst, []string{"receiver-check"}}, {lab.ClockSkew, []string{"db-clock"}},
 }
 
 // TestRecordingSeeds checks the recorded runs embedded in the binary: each
@@ -45,15 +46,19 @@ func TestRecordingSeeds(t *testing.T) {
 			t.Errorf("no seed for %s %v", st.ordering, st.broken)
 			continue
 		}
+		labtest.Events(t, r.Events) // a seed speaks today's protocol
 		var sql, verdict int
+		pids := map[string]bool{}
 		for _, e := range r.Events {
-			if e.Kind == engine.KindSQL && e.SQL != "" && e.Pid > 0 {
+			if e.Process != nil && e.Process.Change == lab.ProcSpawned && e.Process.Pid > 0 {
+				pids[e.Actor] = true
+			}
+			if e.SQL != nil && e.SQL.Stmt.SQL != "" && pids[e.Actor] {
 				sql++
 			}
-			if e.Kind == engine.KindVerdict {
+			if e.Verdict != nil {
 				verdict++
-				var o engine.Outcome
-				if err := json.Unmarshal(e.Data, &o); err != nil || o.Safe != r.Outcome.Safe || o.Verdict != r.Outcome.Verdict {
+				if o := e.Verdict.Outcome; o == nil || o.Safe != r.Outcome.Safe || o.Verdict != r.Outcome.Verdict {
 					t.Errorf("%s: the verdict event does not match the outcome", r.Key)
 				}
 			}
@@ -62,7 +67,7 @@ func TestRecordingSeeds(t *testing.T) {
 			t.Errorf("%s: %d statements from worker processes, %d verdicts: not a real run's log", r.Key, sql, verdict)
 		}
 		if len(st.broken) == 0 {
-			x, _ := engine.ExpectedOutcome(st.ordering)
+			x, _ := lab.ExpectedOutcome(st.ordering)
 			o := r.Outcome
 			if !o.Safe || o.ZombieReceiverCall != x.ZombieReceiverCall || o.ZombieCommit != x.ZombieCommit || o.Final.Epoch != x.Epoch {
 				t.Errorf("%s: the correct build's seed is %+v", r.Key, o)
@@ -88,7 +93,13 @@ func recordSeeds(t *testing.T) {
 		}
 		r := s.cmd(fmt.Sprintf(`{"action":"run","ordering":%q,"mode":"auto","lease_ms":600,"pace_ms":400,"broken":%s}`, st.ordering, broken))
 		s.verdictOf(r.Run, time.Minute)
-		rec, ok := ts.Config().Recordings.Get(recording.Key(st.ordering, st.broken, false))
+		// The run is recorded once it has ended, just after its verdict.
+		var rec recording.Recording
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			rec, ok = ts.Config().Recordings.Get(recording.Key(st.ordering, st.broken, false))
+			ok = ok && !rec.Seed
+		}
 		if !ok {
 			t.Fatalf("the server did not record %s", r.Run)
 		}

@@ -9,6 +9,7 @@ import (
 // added by the web package (Config.PagesFunc).
 //
 //	GET    /healthz                              alive
+//	GET    /api/protocol.schema.json             the event protocol as a JSON Schema
 //	GET    /readyz                               the database answers
 //	GET    /api/scenarios                        orderings, scripts, guards, styles, actions
 //	POST   /api/sessions                         new session: its id and control token
@@ -36,6 +37,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	api := e.Group("/api")
 	api.GET("/scenarios", s.scenarios)
+	api.GET("/protocol.schema.json", s.protocolSchema)
 	api.POST("/sessions", s.createSession)
 	api.GET("/sessions/:id", s.getSession)
 	api.DELETE("/sessions/:id", s.deleteSession, s.driver)
@@ -50,5 +52,5 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/recordings/find", s.findRecording)
 	api.GET("/recordings/:key", s.recordingByKey)
 
-	s.receiverRoutes(e.Group("/receiver/:key"))
+	s.receivers.Register(e.Group("/receiver"))
 }

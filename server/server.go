@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -52,6 +53,9 @@ type Config struct {
 	MessageRate float64
 	// PagesFunc, if set, adds the page routes (the web package) to the server.
 	PagesFunc func(e *echo.Echo, s *Server)
+	// TapFunc, if set, sees every event of every session as it is kept,
+	// encoded (the event tap; see EventTap).
+	TapFunc func(encoded []byte)
 }
 
 // Validate checks the config and fills the defaults.
@@ -88,12 +92,13 @@ func (c *Config) Validate() error {
 // Server is the running playground. Serve runs it; Shutdown stops it and
 // everything it started.
 type Server struct {
-	cfg      Config
-	echo     *echo.Echo
-	http     *http.Server
-	Sessions *session.Manager
-	sup      *supervisor.Supervisor
-	started  time.Time
+	cfg       Config
+	echo      *echo.Echo
+	http      *http.Server
+	Sessions  *session.Manager
+	sup       *supervisor.Supervisor
+	receivers *receiver.Registry
+	started   time.Time
 
 	mu      sync.Mutex
 	sockets map[*websocket.Conn]struct{}
@@ -112,16 +117,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	receivers := receiver.NewRegistry(loopbackURL(cfg.Listener.Addr()) + "/receiver")
 	mgr, err := session.NewManager(ctx, session.Config{
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Log: cfg.Log,
-		ReceiverBase: loopbackURL(cfg.Listener.Addr()) + "/receiver/", ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
-		Limits: cfg.Limits, Recordings: cfg.Recordings,
+		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
+		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc,
 	})
 	if err != nil {
 		_ = sup.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
+	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.routes(s.echo)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/receiver"
@@ -25,14 +26,14 @@ import (
 func TestAPI_TheArticlesOrderings(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	want := map[engine.Ordering]engine.Call{engine.NewOwnerFirst: engine.CallRejected, engine.ZombieFirst: engine.CallAcceptedThenSuperseded}
-	for _, o := range []engine.Ordering{engine.NewOwnerFirst, engine.ZombieFirst} {
+	want := map[lab.Ordering]lab.Call{lab.NewOwnerFirst: lab.CallRejected, lab.ZombieFirst: lab.CallAcceptedThenSuperseded}
+	for _, o := range []lab.Ordering{lab.NewOwnerFirst, lab.ZombieFirst} {
 		for _, mode := range []string{"auto", "step"} {
 			t.Run(string(o)+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				s := ts.newSession()
 				r := s.cmd(fmt.Sprintf(`{"action":"run","ordering":%q,"mode":%q,"lease_ms":300,"pace_ms":0}`, o, mode))
-				var out engine.Outcome
+				var out lab.Outcome
 				if mode == "step" {
 					steps := 0
 					for {
@@ -46,13 +47,13 @@ func TestAPI_TheArticlesOrderings(t *testing.T) {
 							t.Fatal("the run never ended")
 						}
 					}
-					if sc, _ := engine.Script(o); steps != len(sc.Steps) {
+					if sc, _ := lab.Script(o); steps != len(sc.Steps) {
 						t.Errorf("%d steps, want %d", steps, len(sc.Steps))
 					}
 				} else {
 					out = s.verdictOf(r.Run, 30*time.Second)
 				}
-				if out.ZombieReceiverCall != want[o] || out.ZombieCommit != engine.CallRejected || !out.Safe ||
+				if out.ZombieReceiverCall != want[o] || out.ZombieCommit != lab.CallRejected || !out.Safe ||
 					out.Final.Epoch != 2 || out.Final.ResultFrom != "B" || out.Receiver.PayloadFrom != "B" || out.Receiver.Epoch != 2 {
 					t.Fatalf("outcome = %+v", out)
 				}
@@ -73,15 +74,17 @@ func TestAPI_CrashBeforeCommit(t *testing.T) {
 	s := ts.newSession()
 	r := s.cmd(`{"action":"run","ordering":"crash-before-commit","mode":"auto","lease_ms":300,"pace_ms":0}`)
 	o := s.verdictOf(r.Run, 30*time.Second)
-	if o.ZombieReceiverCall != engine.CallAcceptedThenSuperseded || o.ZombieCommit != engine.CallNotAttempted ||
+	if o.ZombieReceiverCall != lab.CallAcceptedThenSuperseded || o.ZombieCommit != lab.CallNotAttempted ||
 		o.Receiver.Epoch != 2 || o.Receiver.PayloadFrom != "B" || !o.Safe {
 		t.Fatalf("outcome = %+v", o)
 	}
-	s.waitEvent(time.Second, "A killed by SIGKILL", func(e engine.Event) bool {
-		return e.Kind == engine.KindProcess && e.Actor == "A" && strings.Contains(e.State, "SIGKILL")
+	s.waitEvent(time.Second, "A killed by SIGKILL, by the script", func(e lab.Event) bool {
+		return e.Process != nil && e.Actor == "A" && e.Process.Change == lab.ProcExited && e.Process.Signal == "SIGKILL" &&
+			e.Process.State == lab.StateKilled && e.Process.Cause == lab.CauseScript
 	})
-	s.waitEvent(time.Second, "the receiver accepting epoch 2 over 1", func(e engine.Event) bool {
-		return e.Kind == engine.KindReceiver && e.Outcome == string(engine.AcceptedNewer) && *e.Epoch == 2
+	s.waitEvent(time.Second, "the receiver accepting epoch 2 over 1", func(e lab.Event) bool {
+		return e.Receiver != nil && e.Receiver.Decision == engine.AcceptedNewer && e.Receiver.Epoch == 2 &&
+			e.Receiver.Superseded != nil && *e.Receiver.Superseded == 1
 	})
 }
 
@@ -102,14 +105,14 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	if st := supervisor.ProcState(a.Pid); st != 'T' {
 		t.Fatalf("after pause, /proc/%d says %q, want T (stopped)", a.Pid, st)
 	}
-	if w := s.snapshot().Run.Workers[0]; !w.Frozen || w.State != "stopped" {
+	if w := s.snapshot().Run.Workers[0]; !w.Frozen || w.State != lab.StateStopped || w.Letter != "T" {
 		t.Fatalf("the API says %+v", w)
 	}
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
 	if st := supervisor.ProcState(a.Pid); st == 'T' || st == 0 {
 		t.Fatalf("after resume, /proc/%d says %q", a.Pid, st)
 	}
-	if a := s.try(`{"action":"resume_worker","worker":"A"}`); a.Status != http.StatusBadRequest {
+	if a := s.try(`{"action":"resume_worker","worker":"A"}`); a.Status != http.StatusConflict {
 		t.Fatalf("resuming a running worker: %d %s", a.Status, a.Body)
 	}
 
@@ -118,20 +121,20 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	s.cmd(`{"action":"pause_worker","worker":"A"}`)
 	s.cmd(`{"action":"pause_worker","worker":"B"}`)
 	s.cmd(`{"action":"add_job"}`)
-	claim := s.waitEvent(10*time.Second, "C claims the job", func(e engine.Event) bool {
-		return e.Kind == engine.KindSQL && e.Name == "JobClaim" && e.Actor == "C" && e.Rows != nil && *e.Rows == 1
+	claim := s.waitEvent(10*time.Second, "C claims the job", func(e lab.Event) bool {
+		return e.SQL != nil && e.SQL.Op == lab.OpClaim && e.SQL.Result == lab.ResultOK && e.Actor == "C"
 	})
 	s.cmd(`{"action":"kill_worker","worker":"C"}`)
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
 	s.cmd(`{"action":"resume_worker","worker":"B"}`)
-	s.waitEvent(10*time.Second, "the lease running out", func(e engine.Event) bool {
-		return e.Kind == engine.KindLease && e.JobID == claim.JobID && *e.Epoch == 1
+	s.waitEvent(10*time.Second, "the lease running out", func(e lab.Event) bool {
+		return e.Lease != nil && e.Lease.Change == lab.LeaseExpired && e.Lease.JobID == claim.SQL.JobID && e.Lease.Epoch == 1 && e.Lease.Holder == "C"
 	})
-	done := s.waitEvent(20*time.Second, "another worker committing at epoch 2", func(e engine.Event) bool {
-		return e.Kind == engine.KindSQL && e.Name == "JobComplete" && e.Rows != nil && *e.Rows == 1 && e.JobID == claim.JobID
+	done := s.waitEvent(20*time.Second, "another worker committing at epoch 2", func(e lab.Event) bool {
+		return e.SQL != nil && e.SQL.Op == lab.OpComplete && e.SQL.Result == lab.ResultOK && e.SQL.JobID == claim.SQL.JobID
 	})
-	if *done.Epoch != 2 || done.Actor == "C" {
-		t.Fatalf("job finished by %s at epoch %d", done.Actor, *done.Epoch)
+	if *done.SQL.Epoch != 2 || done.Actor == "C" {
+		t.Fatalf("job finished by %s at epoch %d", done.Actor, *done.SQL.Epoch)
 	}
 	res := s.cmd(`{"action":"finish"}`)
 	if res.Report == nil || !res.Report.Safe {
@@ -139,7 +142,7 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	}
 	var rcv string
 	for _, j := range res.Report.Jobs {
-		if j.JobID == claim.JobID {
+		if j.JobID == claim.SQL.JobID {
 			rcv = j.ReceiverFrom
 		}
 	}
@@ -247,7 +250,8 @@ func TestWS_SlowReaderIsCutOffOthersKeepPace(t *testing.T) {
 		// Appends come in batches the reading client keeps up with, as a
 		// run's events do; the slow one reads nothing at all.
 		for j := range batch {
-			sess.Log.Append(engine.Event{Kind: engine.KindNote, Text: fmt.Sprint(i+j, big)})
+			sess.Log.Append(lab.Event{V: lab.ProtocolVersion, Kind: lab.KindNote, Actor: lab.ActorRunner, Text: fmt.Sprint(i+j, big),
+				Note: &lab.NoteEvent{Code: lab.NoteLog, Line: big}})
 		}
 		seqs = append(seqs, collect(t, fast, int64(i+batch), 10*time.Second)...)
 	}
@@ -442,12 +446,12 @@ func TestExternalReceiver(t *testing.T) {
 	s := ts.newSession()
 	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"auto","lease_ms":300,"pace_ms":0}`)
 	o := s.verdictOf(r.Run, 30*time.Second)
-	if !o.Safe || o.ZombieReceiverCall != engine.CallAcceptedThenSuperseded || o.Receiver.PayloadFrom != "B" || o.Receiver.Epoch != 2 {
+	if !o.Safe || o.ZombieReceiverCall != lab.CallAcceptedThenSuperseded || o.Receiver.PayloadFrom != "B" || o.Receiver.Epoch != 2 {
 		t.Fatalf("outcome via the standalone receiver: %+v", o)
 	}
 	// The deliveries are in the standalone receiver's own table.
 	held, err := rcv.Get(ctx, o.JobID)
-	if err != nil || held.Epoch != 2 || engine.ResultFrom(held.Payload) != "B" {
+	if err != nil || held.Epoch != 2 || lab.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("the standalone receiver holds %+v, %v", held, err)
 	}
 }
@@ -518,7 +522,7 @@ func TestSecrets_StayOutOfEventsAndCommandLines(t *testing.T) {
 	if strings.Contains(string(b), "/receiver/") {
 		t.Fatalf("an event carries the run's receiver URL, key and all")
 	}
-	if !strings.Contains(string(b), `POST .../deliveries`) {
+	if !strings.Contains(string(b), `"url":".../deliveries"`) {
 		t.Fatalf("the receiver call is not shown at all")
 	}
 }

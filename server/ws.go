@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
 )
 
 // The WebSocket protocol. Every frame is one JSON object with a "type".
@@ -45,6 +48,9 @@ const (
 	pingEvery    = 20 * time.Second
 	// statusGone: the events the client asked for are no longer kept.
 	statusGone websocket.StatusCode = 4001
+	// statusEnded: the session has ended (idle, or its driver ended it);
+	// reconnecting would find nothing. A shutdown closes with 1001 instead.
+	statusEnded websocket.StatusCode = 4002
 )
 
 // clientMessage is one frame from a client.
@@ -83,22 +89,6 @@ func DecodeClientMessage(b []byte) (clientMessage, error) {
 	return m, nil
 }
 
-// rateLimiter is a token bucket: rate tokens a second, up to burst.
-type rateLimiter struct {
-	rate, burst, tokens float64
-	last                time.Time
-}
-
-func (l *rateLimiter) allow(now time.Time) bool {
-	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	l.last = now
-	if l.tokens < 1 {
-		return false
-	}
-	l.tokens--
-	return true
-}
-
 // socket streams a session's events to one client from ?since= on, and
 // takes commands from a driver.
 func (s *Server) socket(c echo.Context) error {
@@ -114,12 +104,12 @@ func (s *Server) socket(c echo.Context) error {
 	driver := false
 	if token != "" {
 		if !sess.CanDrive(token) {
-			return fmt.Errorf("%w: that control token is not this session's", session.ErrForbidden)
+			return fault.Errorf(fault.Forbidden, "that control token is not this session's")
 		}
 		driver = true
 	}
 	if !isUpgrade(c.Request()) {
-		return wire.New(http.StatusUpgradeRequired, "this is a WebSocket endpoint: connect with a WebSocket client")
+		return fault.Errorf(fault.Upgrade, "this is a WebSocket endpoint: connect with a WebSocket client")
 	}
 	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowOrigins})
 	if err != nil {
@@ -154,7 +144,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 		return
 	}
 	if err != nil {
-		conn.Close(websocket.StatusGoingAway, "the session has ended")
+		conn.Close(s.endCode(), "the session has ended")
 		return
 	}
 	defer sub.Close()
@@ -162,7 +152,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 	if driver {
 		role = "driver"
 	}
-	hello := map[string]any{"type": "hello", "session": sess.ID, "role": role, "since": since, "last_seq": sess.Log.LastSeq()}
+	hello := map[string]any{"type": "hello", "session": sess.ID, "role": role, "since": since, "last_seq": sess.Log.LastSeq(), "protocol_version": lab.ProtocolVersion}
 	if writeJSON(hello) != nil {
 		return
 	}
@@ -195,7 +185,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 				if errors.Is(sub.Err(), hub.ErrSlow) {
 					conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("too slow: reconnect with since=%d", last))
 				} else {
-					conn.Close(websocket.StatusGoingAway, "the session has ended")
+					conn.Close(s.endCode(), "the session has ended")
 				}
 				return
 			}
@@ -221,7 +211,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 
 // readSocket reads client messages until the socket closes.
 func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *websocket.Conn, driver bool, reply func(any) error) {
-	lim := &rateLimiter{rate: s.cfg.MessageRate, burst: 2 * s.cfg.MessageRate, tokens: 2 * s.cfg.MessageRate, last: time.Now()}
+	lim := rate.NewLimiter(rate.Limit(s.cfg.MessageRate), max(1, int(2*s.cfg.MessageRate)))
 	var running sync.WaitGroup
 	defer running.Wait()
 	for {
@@ -229,7 +219,7 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 		if err != nil {
 			return // closed, or too big (the library closes with 1009)
 		}
-		if !lim.allow(time.Now()) {
+		if !lim.Allow() {
 			conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("too many messages: at most %g a second", s.cfg.MessageRate))
 			return
 		}
@@ -248,13 +238,13 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 			continue
 		}
 		if !driver {
-			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": http.StatusForbidden,
-				"error": "you are watching this session: driving it needs its control token"})
+			err := fault.Errorf(fault.Forbidden, "you are watching this session: driving it needs its control token")
+			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
 			continue
 		}
 		cmd, err := control.Decode(m.Command, s.limits())
 		if err != nil {
-			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": http.StatusBadRequest, "error": err.Error()})
+			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
 			continue
 		}
 		// A step can take as long as a lease: run it aside so pings and
@@ -264,13 +254,23 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 			defer running.Done()
 			res, err := sess.Execute(context.Background(), cmd)
 			if err != nil {
-				status := wire.Status(err)
-				_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": status, "error": wire.Message(err, status)})
+				_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
 				return
 			}
 			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": true, "result": res})
 		}()
 	}
+}
+
+// endCode is the close code of a socket whose session's log has closed: a
+// session that ended, or the whole server going away.
+func (s *Server) endCode() websocket.StatusCode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return websocket.StatusGoingAway
+	}
+	return statusEnded
 }
 
 // isUpgrade reports whether a request asks for a WebSocket.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // PageData is everything a page needs.
@@ -30,8 +31,8 @@ type PageData struct {
 
 // Setup is what the controls start at: from the permalink, or defaults.
 type Setup struct {
-	Ordering     engine.Ordering
-	Mode         string // auto or step
+	Ordering     lab.Ordering
+	Mode         lab.Mode // auto or step
 	Broken       engine.Guards
 	Style        string
 	SameIdentity bool
@@ -61,15 +62,13 @@ type orderingChoice struct {
 	Label string
 }
 
-// orderingChoices lists the scenarios a person picks from.
+// orderingChoices lists the scenarios a person picks from, in the lab's words.
 func orderingChoices() []orderingChoice {
-	return []orderingChoice{
-		{string(engine.NewOwnerFirst), "New owner reaches the receiver first"},
-		{string(engine.ZombieFirst), "Zombie reaches the receiver first"},
-		{string(engine.CrashBeforeCommit), "A worker dies before its commit"},
-		{string(engine.ClockSkew), "A worker's clock runs ahead"},
-		{string(engine.FreePlay), "Free play"},
+	var out []orderingChoice
+	for _, o := range append(lab.Orderings(), lab.FreePlay) {
+		out = append(out, orderingChoice{string(o), lab.OrderingWords(o).Menu})
 	}
+	return out
 }
 
 // guardRows lists the matrix's rows: the correct build, then each guard off.
@@ -85,16 +84,16 @@ func guardLabel(name string) string {
 	if name == "none" {
 		return "all on"
 	}
-	return name + " off"
+	g, err := engine.ParseGuard(name)
+	if err != nil {
+		return name
+	}
+	return lab.GuardWords(g).Off
 }
 
-func expectedWords(o engine.Ordering) (call, commit, final string) {
-	x, ok := engine.ExpectedOutcome(o)
-	if !ok {
-		return "", "", ""
-	}
-	who := map[string]string{engine.Zombie: "the zombie's", engine.NewOwner: "the new owner's"}
-	return x.ZombieReceiverCall.Words(), x.ZombieCommit.Words(), fmt.Sprintf("epoch %d, %s result in the row and at the receiver", x.Epoch, who[x.ResultFrom])
+func expectedWords(o lab.Ordering) lab.ExpectedWords {
+	x, _ := lab.ExpectedOutcome(o)
+	return x.Words
 }
 
 func leaseSeconds(ms int64) string { return fmt.Sprintf("%.1f s", float64(ms)/1000) }
@@ -106,17 +105,11 @@ func paceSeconds(ms int64) string {
 	return fmt.Sprintf("%.1f s a step", float64(ms)/1000)
 }
 
+func orderingTitle(o lab.Ordering) string { return lab.OrderingWords(o).Title }
+
 // shortOrdering is an ordering's name for a narrow column.
-func shortOrdering(o engine.Ordering) string {
-	switch o {
-	case engine.NewOwnerFirst:
-		return "owner 1st"
-	case engine.ZombieFirst:
-		return "zombie 1st"
-	case engine.CrashBeforeCommit:
-		return "crash"
-	case engine.ClockSkew:
-		return "skew"
-	}
-	return string(o)
-}
+func shortOrdering(o lab.Ordering) string { return lab.OrderingWords(o).Short }
+
+func columnWords(c lab.Column) string { return lab.ColumnWords(c) }
+
+func storyWords(s lab.Story) string { return lab.StoryWords(s) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/templates"
 )
 
@@ -23,7 +24,7 @@ func render(t *testing.T, p templates.PageData) string {
 
 func page() templates.PageData {
 	return templates.PageData{Title: "t", Nonce: "n0nce", AssetBase: "/static/v1/",
-		Setup: templates.Setup{Ordering: engine.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
+		Setup: templates.Setup{Ordering: lab.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
 			Broken: engine.Guards(0).Break(engine.EpochCheck), SameIdentity: true},
 		State: map[string]any{"hello": "</script><script>alert(1)</script>"}}
 }
@@ -34,10 +35,10 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 	for _, g := range engine.AllGuards() {
 		want = append(want, "guard-"+g.String())
 	}
-	for _, s := range engine.Styles() {
+	for _, s := range lab.Styles() {
 		want = append(want, "style-"+s.Name)
 	}
-	for _, o := range engine.Orderings() {
+	for _, o := range lab.Orderings() {
 		want = append(want, "outcome-"+string(o), "outcome-"+string(o)+"-call", "outcome-"+string(o)+"-commit", "outcome-"+string(o)+"-final")
 		for _, g := range append([]string{"none"}, guardNames()...) {
 			want = append(want, "matrix-"+string(o)+"-"+g)

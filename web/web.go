@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io/fs"
 	"mime"
@@ -23,7 +22,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/templates"
@@ -56,7 +57,7 @@ type handler struct {
 // pageState is what the script starts from.
 type pageState struct {
 	Session   session.Snapshot `json:"session"`
-	Events    []engine.Event   `json:"events"`
+	Events    []lab.Event      `json:"events"`
 	Token     string           `json:"token,omitempty"`
 	Scenarios any              `json:"scenarios"`
 	Setup     setupJSON        `json:"setup"`
@@ -71,14 +72,14 @@ type pageState struct {
 }
 
 type setupJSON struct {
-	Ordering     engine.Ordering `json:"ordering"`
-	Mode         string          `json:"mode"`
-	Broken       []string        `json:"broken"`
-	Style        string          `json:"style"`
-	SameIdentity bool            `json:"same_identity"`
-	LeaseMS      int64           `json:"lease_ms"`
-	PaceMS       int64           `json:"pace_ms"`
-	SkewMS       int64           `json:"skew_ms"`
+	Ordering     lab.Ordering `json:"ordering"`
+	Mode         lab.Mode     `json:"mode"`
+	Broken       []string     `json:"broken"`
+	Style        string       `json:"style"`
+	SameIdentity bool         `json:"same_identity"`
+	LeaseMS      int64        `json:"lease_ms"`
+	PaceMS       int64        `json:"pace_ms"`
+	SkewMS       int64        `json:"skew_ms"`
 }
 
 // maxInitialEvents bounds the events rendered into the first page; the
@@ -95,24 +96,24 @@ func nonce() string {
 // and says so.
 func parseSetup(c echo.Context) (templates.Setup, []string) {
 	q := c.QueryParams()
-	st := templates.Setup{Ordering: engine.ZombieFirst, Mode: "auto", LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
+	st := templates.Setup{Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
 	var ignored []string
 	if v := q.Get("ordering"); v != "" {
-		if o, err := engine.ParseOrdering(v); err == nil {
+		if o, err := lab.ParseOrdering(v); err == nil {
 			st.Ordering = o
 		} else {
 			ignored = append(ignored, fmt.Sprintf("ordering %q", v))
 		}
 	}
 	if v := q.Get("mode"); v != "" {
-		if v == "auto" || v == "step" {
-			st.Mode = v
+		if v == string(lab.ModeAuto) || v == string(lab.ModeStep) {
+			st.Mode = lab.Mode(v)
 		} else {
 			ignored = append(ignored, fmt.Sprintf("mode %q", v))
 		}
 	}
 	if v := q.Get("style"); v != "" {
-		if s, err := engine.StyleByName(v); err == nil {
+		if s, err := lab.StyleByName(v); err == nil {
 			st.Style, st.Broken = s.Name, s.Broken
 		} else {
 			ignored = append(ignored, fmt.Sprintf("style %q", v))
@@ -142,7 +143,7 @@ func parseSetup(c echo.Context) (templates.Setup, []string) {
 		}
 		*dst = n
 	}
-	num("lease", engine.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
+	num("lease", lab.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
 	num("pace", 0, 3000, &st.PaceMS)
 	num("skew", 0, 10000, &st.SkewMS)
 	return st, ignored
@@ -159,7 +160,7 @@ func (h *handler) index(c echo.Context) error {
 // recorded runs.
 func (h *handler) fresh(c echo.Context, status int, notice string) error {
 	sess, err := h.s.Sessions.Create()
-	if errors.Is(err, session.ErrBusy) {
+	if fault.CodeOf(err) == fault.Busy {
 		return h.render(c, http.StatusServiceUnavailable, nil, "", busyNotice)
 	}
 	if err != nil {
@@ -183,13 +184,17 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 	setup, ignored := parseSetup(c)
 	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
 		EmbedOrigins: append([]string{}, h.opts.FrameAncestors...), Busy: sess == nil,
-		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []engine.Event{},
+		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []lab.Event{},
 		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
 			SameIdentity: setup.SameIdentity, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
 	if sess != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
-		st.Session = sess.Snapshot(ctx, token != "")
+		snap, err := sess.Snapshot(ctx, token != "")
+		if err != nil {
+			return err
+		}
+		st.Session = snap
 		if st.Session.Run != nil {
 			evs, err := sess.Log.Since(0, st.Session.Run.ID, 0)
 			if err == nil {
@@ -268,11 +273,12 @@ func (h *handler) static(c echo.Context) error {
 }
 
 // bundle inlines the replay's modules into one script for a file that must
-// work alone, offline: model.js, view.js and replay.js, in that order, with
-// their import lines dropped and their exports made plain declarations.
+// work alone, offline: words.js, model.js, view.js and replay.js, in that
+// order, with their import lines dropped and their exports made plain
+// declarations.
 func bundle() (string, error) {
 	var b strings.Builder
-	for _, f := range []string{"js/model.js", "js/view.js", "js/replay.js"} {
+	for _, f := range []string{"js/words.js", "js/model.js", "js/view.js", "js/replay.js"} {
 		src, err := fs.ReadFile(static.FS, f)
 		if err != nil {
 			return "", err
@@ -291,9 +297,9 @@ func bundle() (string, error) {
 
 // replayData is the JSON a replay file starts from.
 type replayData struct {
-	Summary   session.RunSummary `json:"summary"`
-	Events    []engine.Event     `json:"events"`
-	Scenarios any                `json:"scenarios"`
+	Summary   lab.RunInfo `json:"summary"`
+	Events    []lab.Event `json:"events"`
+	Scenarios any         `json:"scenarios"`
 }
 
 // replay serves one run as a self-contained HTML file to download: it
@@ -311,14 +317,14 @@ func (h *handler) replay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rs.Workers, rs.Jobs = nil, nil
+	rs.Workers = nil
 	broken := "all guards on"
 	if len(rs.Broken) > 0 {
 		broken = strings.Join(rs.Broken, ", ") + " off"
 	}
 	d := templates.ReplayData{
 		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
-		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, rs.Title, broken),
+		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, lab.OrderingWords(rs.Ordering).Title, broken),
 		CSS:   string(css), JS: js,
 		Data: replayData{Summary: rs, Events: evs, Scenarios: server.Scenarios()},
 	}

@@ -37,7 +37,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	schemas := engine.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
 	if err := schemas.Validate(); err != nil {
-		return usagef("fencelab bench: --schema: %v", stripInvalid(err))
+		return usagef("fencelab bench: --schema: %v", err)
 	}
 	pgbench, err := bench.FindPGBench()
 	if err != nil {

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 )
 
 // want is one cell of the guard × ordering table: what a run must end in.
 type want struct {
-	receiverCall engine.Call
-	commit       engine.Call
+	receiverCall lab.Call
+	commit       lab.Call
 	rowFrom      string
 	receiverFrom string
 	epoch        int64
@@ -32,29 +33,29 @@ type want struct {
 
 // correct is the correct build's cell for an ordering, from the engine's
 // specification (the article's table), which the page also shows.
-func correct(o engine.Ordering) want {
-	x, _ := engine.ExpectedOutcome(o)
+func correct(o lab.Ordering) want {
+	x, _ := lab.ExpectedOutcome(o)
 	return want{x.ZombieReceiverCall, x.ZombieCommit, x.ResultFrom, x.ReceiverFrom, x.Epoch, true}
 }
 
 var (
-	correctNOF = correct(engine.NewOwnerFirst)
-	correctZF  = correct(engine.ZombieFirst)
-	correctCBC = correct(engine.CrashBeforeCommit)
-	correctCS  = correct(engine.ClockSkew)
+	correctNOF = correct(lab.NewOwnerFirst)
+	correctZF  = correct(lab.ZombieFirst)
+	correctCBC = correct(lab.CrashBeforeCommit)
+	correctCS  = correct(lab.ClockSkew)
 )
 
-func check(t *testing.T, o engine.Outcome, w want) {
+func check(t *testing.T, o lab.Outcome, w want) {
 	t.Helper()
 	got := want{o.ZombieReceiverCall, o.ZombieCommit, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Epoch, o.Safe}
 	if got != w {
-		t.Errorf("outcome = %+v\nwant      %+v\nverdict: %s\nviolations: %q", got, w, o.Verdict, o.Violations)
+		t.Errorf("outcome = %+v\nwant      %+v\nverdict: %s\nviolations: %+v", got, w, o.Verdict, o.Violations)
 	}
 	if o.Final.Status != engine.StatusDone {
 		t.Errorf("the job ends %s, want done", o.Final.Status)
 	}
 	if o.Safe != (len(o.Violations) == 0) {
-		t.Errorf("safe=%v but violations=%q", o.Safe, o.Violations)
+		t.Errorf("safe=%v but violations=%+v", o.Safe, o.Violations)
 	}
 	if !o.Safe && !strings.HasPrefix(o.Verdict, "Unsafe: ") || o.Safe && !strings.HasPrefix(o.Verdict, "Safe: ") {
 		t.Errorf("verdict %q does not match safe=%v", o.Verdict, o.Safe)
@@ -83,7 +84,7 @@ func TestRun_TheArticlesTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			check(t, o, tc.want)
-			if o.Ordering != engine.Ordering(tc.ordering) || len(o.Broken) != 0 || o.Final.Owner == "" {
+			if o.Ordering != lab.Ordering(tc.ordering) || len(o.Broken) != 0 || o.Final.Owner == "" {
 				t.Errorf("outcome header = %+v", o)
 			}
 		})
@@ -112,14 +113,14 @@ func guardMatrix() map[string]matrixCell {
 	}
 	set := func(key string, w want) { c := m[key]; c.want = w; m[key] = c }
 	// A shared epoch: the receiver takes the zombie's stale delivery as a retry.
-	set("new-owner-first/epoch-increment", want{engine.CallAccepted, engine.CallRejected, "B", "A", 0, false})
-	set("zombie-first/epoch-increment", want{engine.CallAcceptedThenSuperseded, engine.CallRejected, "B", "B", 0, false})
-	set("crash-before-commit/epoch-increment", want{engine.CallAcceptedThenSuperseded, engine.CallNotAttempted, "B", "B", 0, false})
-	set("clock-skew/epoch-increment", want{engine.CallAccepted, engine.CallAccepted, "A", "A", 0, true})
+	set("new-owner-first/epoch-increment", want{lab.CallAccepted, lab.CallRejected, "B", "A", 0, false})
+	set("zombie-first/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 0, false})
+	set("crash-before-commit/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallNotAttempted, "B", "B", 0, false})
+	set("clock-skew/epoch-increment", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 0, true})
 	// No receiver check: the late delivery overwrites the newer one.
-	set("new-owner-first/receiver-check", want{engine.CallAccepted, engine.CallRejected, "B", "A", 2, false})
+	set("new-owner-first/receiver-check", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false})
 	// The worker's own clock: B takes a lease that is still live.
-	set("clock-skew/db-clock", want{engine.CallAcceptedThenSuperseded, engine.CallRejected, "B", "B", 2, false})
+	set("clock-skew/db-clock", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 2, false})
 	return m
 }
 
@@ -136,14 +137,14 @@ func extraMatrix() map[string]matrixCell {
 	return map[string]matrixCell{
 		"new-owner-first/epoch-check+same-identity": {[]string{"--ordering", "new-owner-first", "--break", "epoch-check", "--same-identity"}, correctNOF},
 		"zombie-first/epoch-check+same-identity": {[]string{"--ordering", "zombie-first", "--break", "epoch-check", "--same-identity"},
-			want{engine.CallAcceptedThenSuperseded, engine.CallAccepted, "A", "B", 2, false}},
+			want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}},
 		"zombie-first/same-identity":       {[]string{"--ordering", "zombie-first", "--same-identity"}, correctZF},
 		"new-owner-first/same-identity":    {[]string{"--ordering", "new-owner-first", "--same-identity"}, correctNOF},
-		"new-owner-first/style=state-only": {[]string{"--ordering", "new-owner-first", "--style", "state-only"}, want{engine.CallAccepted, engine.CallRejected, "B", "A", 2, false}},
-		"zombie-first/style=state-only":    {[]string{"--ordering", "zombie-first", "--style", "state-only"}, want{engine.CallAcceptedThenSuperseded, engine.CallAccepted, "A", "B", 2, false}},
-		"new-owner-first/style=id-only":    {[]string{"--ordering", "new-owner-first", "--style", "id-only"}, want{engine.CallAccepted, engine.CallAccepted, "A", "A", 2, false}},
-		"zombie-first/style=id-only":       {[]string{"--ordering", "zombie-first", "--style", "id-only"}, want{engine.CallAcceptedThenSuperseded, engine.CallAccepted, "B", "B", 2, false}},
-		"new-owner-first/style=token":      {[]string{"--ordering", "new-owner-first", "--style", "token"}, want{engine.CallAccepted, engine.CallRejected, "B", "A", 2, false}},
+		"new-owner-first/style=state-only": {[]string{"--ordering", "new-owner-first", "--style", "state-only"}, want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}},
+		"zombie-first/style=state-only":    {[]string{"--ordering", "zombie-first", "--style", "state-only"}, want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}},
+		"new-owner-first/style=id-only":    {[]string{"--ordering", "new-owner-first", "--style", "id-only"}, want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}},
+		"zombie-first/style=id-only":       {[]string{"--ordering", "zombie-first", "--style", "id-only"}, want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}},
+		"new-owner-first/style=token":      {[]string{"--ordering", "new-owner-first", "--style", "token"}, want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}},
 		"zombie-first/style=token":         {[]string{"--ordering", "zombie-first", "--style", "token"}, correctZF},
 	}
 }
@@ -152,7 +153,7 @@ func extraMatrix() map[string]matrixCell {
 // wait for leases), and checks each in its own subtest.
 func runMatrix(t *testing.T, cells map[string]matrixCell) {
 	type result struct {
-		o   engine.Outcome
+		o   lab.Outcome
 		err error
 	}
 	results := map[string]result{}
@@ -302,7 +303,7 @@ func TestRun_HumanOutputIsTheTableRow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"zombie's receiver call", "new-owner-first", "rejected", "epoch 2, the new owner (B)'s result in the row and at the receiver", "Safe: "} {
+	for _, want := range []string{"zombie's receiver call", "new-owner-first", "rejected", "epoch 2, the new owner's result in the row and at the receiver", "Safe: "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -439,10 +440,10 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 			t.Errorf("job %d never reached the receiver: %v", j.ID, err)
 			continue
 		}
-		if vs := engine.Check(h, ds, &held); len(vs) > 0 {
+		if vs := lab.Check(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d: %v", j.ID, vs)
 		}
-		workersSeen[engine.ResultFrom(j.Result)]++
+		workersSeen[lab.ResultFrom(j.Result)]++
 	}
 	if len(all) != jobs {
 		t.Fatalf("%d jobs, want %d", len(all), jobs)
@@ -560,7 +561,7 @@ func TestReceiverService_HTTP(t *testing.T) {
 	var held engine.Held
 	_ = json.NewDecoder(resp.Body).Decode(&held)
 	resp.Body.Close()
-	if held.Epoch != 2 || held.Accepted != 2 || engine.ResultFrom(held.Payload) != "B" {
+	if held.Epoch != 2 || held.Accepted != 2 || lab.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("after the bad input the receiver holds %+v; want epoch 2, B, accepted twice", held)
 	}
 }

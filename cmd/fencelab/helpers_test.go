@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/lab/labtest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -37,11 +40,17 @@ func fencelab(t *testing.T, env []string, args ...string) (string, string, int) 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
+	// Every event the command emits is tapped, and must match the schema.
+	tap := filepath.Join(t.TempDir(), "events.ndjson")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t), labtest.TapEnv+"="+tap)
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	n := labtest.File(t, tap)
+	if len(args) > 0 && args[0] == "run" && err == nil && n == 0 && !slices.Contains(args, "--help") {
+		t.Errorf("fencelab %s emitted no event to its tap", strings.Join(args, " "))
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -52,11 +61,11 @@ func fencelab(t *testing.T, env []string, args ...string) (string, string, int) 
 }
 
 // runJSON runs `fencelab run --json` in fresh schemas and decodes the outcome.
-func runJSON(t *testing.T, args ...string) (engine.Outcome, error) {
+func runJSON(t *testing.T, args ...string) (lab.Outcome, error) {
 	jobs, recv := pgtest.Schema(t), pgtest.Schema(t)
 	args = append([]string{"run", "--json", "--lease", "300ms", "--schema", jobs, "--receiver-schema", recv}, args...)
 	stdout, stderr, code := fencelab(t, nil, args...)
-	var o engine.Outcome
+	var o lab.Outcome
 	if code != 0 {
 		return o, fmt.Errorf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
 	}

@@ -19,10 +19,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -33,27 +32,29 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// usageError is a bad flag or value: one line on stderr and exit status 2.
-type usageError struct{ msg string }
+// usagef is a bad flag or value: one line on stderr and exit status 2.
+func usagef(format string, a ...any) error { return fault.Errorf(fault.Invalid, format, a...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+// exitCodes is the exit status of each fault code: the one place the
+// binary chooses them. Bad usage is 2; the rest, 1.
+var exitCodes = map[fault.Code]int{fault.Invalid: 2}
 
 // exitCode prints err as one line and returns the process's exit status:
 // 0 for success and --help, 2 for bad usage, 1 for anything else.
 func exitCode(err error, stderr io.Writer) int {
-	var ue *usageError
-	var we *worker.UsageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
-	case errors.As(err, &ue), errors.As(err, &we):
-		fmt.Fprintln(stderr, strings.ReplaceAll(err.Error(), engine.ErrInvalidInput.Error()+": ", ""))
-		return 2
 	}
-	fmt.Fprintln(stderr, "fencelab:", err)
-	return 1
+	code, ok := exitCodes[fault.CodeOf(err)]
+	if !ok {
+		code = 1
+	}
+	if code == 2 {
+		fmt.Fprintln(stderr, err)
+	} else {
+		fmt.Fprintln(stderr, "fencelab:", err)
+	}
+	return code
 }
 
 const usage = `fencelab: see, break and understand fencing tokens.
@@ -127,7 +128,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 			helpText[fs]()
 			return err
 		}
-		return usagef("%s: %s", fs.Name(), strings.ReplaceAll(err.Error(), engine.ErrInvalidInput.Error()+": ", ""))
+		return usagef("%s: %v", fs.Name(), err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -33,7 +33,7 @@ func receiverCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	if err := engine.ValidateSchemaName(*schema); err != nil {
-		return usagef("fencelab receiver: --schema: %v", stripInvalid(err))
+		return usagef("fencelab receiver: --schema: %v", err)
 	}
 	if broken.Keep(engine.ReceiverCheck) != 0 {
 		return usagef("fencelab receiver: --break: only receiver-check applies to the receiver")

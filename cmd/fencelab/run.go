@@ -14,31 +14,62 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgcluster"
+	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 )
 
-// lab is everything one `fencelab run` needs around it: Postgres, the two
-// schemas, the receiver on loopback and a worker supervisor. Close tears it
-// all down, in reverse order.
-type lab struct {
-	dsn         string
-	pool        *pgxpool.Pool
-	schemas     engine.Schemas
-	receiverURL string
-	sup         *supervisor.Supervisor
-	closers     []func()
+// world is everything one `fencelab run` needs around its run: Postgres,
+// a loopback HTTP server for the run's receiver, and a worker supervisor.
+// Close tears it all down, in reverse order.
+type world struct {
+	env     runner.Env
+	closers []func()
 }
 
-func (l *lab) Close() {
-	for i := len(l.closers) - 1; i >= 0; i-- {
-		l.closers[i]()
+func (w *world) Close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
 	}
-	l.closers = nil
+	w.closers = nil
+}
+
+// openWorld starts what a run runs in.
+func openWorld(ctx context.Context, getenv func(string) string, log *slog.Logger) (*world, error) {
+	w := &world{}
+	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, closeDB)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	receivers := receiver.NewRegistry("http://" + ln.Addr().String() + "/receiver")
+	e := wire.NewEcho(log)
+	receivers.Register(e.Group("/receiver"))
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.closers = append(w.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	sup, err := supervisor.New(supervisor.Config{Log: log})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = sup.Close() })
+	w.env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Receivers: receivers, Log: log}
+	return w, nil
 }
 
 // openDB connects to DATABASE_URL, or starts a throwaway cluster.
@@ -75,53 +106,6 @@ func openDB(ctx context.Context, getenv func(string) string, log *slog.Logger) (
 	return dsn, pool, func() { pool.Close(); _ = stop() }, nil
 }
 
-// openLab starts the world of a run. emit receives the receiver's decisions.
-func openLab(ctx context.Context, getenv func(string) string, log *slog.Logger, schemas engine.Schemas, broken engine.Guards, emit func(engine.Event)) (*lab, error) {
-	l := &lab{schemas: schemas}
-	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
-	if err != nil {
-		return nil, err
-	}
-	l.dsn, l.pool = dsn, pool
-	l.closers = append(l.closers, closeDB)
-	if err := engine.Reset(ctx, pool, schemas); err != nil {
-		l.Close()
-		return nil, err
-	}
-	rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: broken})
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	e := receiver.Standalone(&receiver.Handler{
-		ReceiverFunc: receiver.Fixed(rcv),
-		OnDecisionFunc: func(_ echo.Context, d engine.Delivery, rc engine.Receipt, traces []engine.Trace) {
-			emit(receiver.Event(d, rc, traces))
-		},
-	}, log)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	l.closers = append(l.closers, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	l.receiverURL = "http://" + ln.Addr().String() + "/deliveries"
-	sup, err := supervisor.New(supervisor.Config{Log: log})
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	l.sup = sup
-	l.closers = append(l.closers, func() { _ = sup.Close() })
-	return l, nil
-}
-
 const runSummary = `Runs one scenario end to end: two real worker processes (the zombie truly
 frozen with SIGSTOP while its lease runs out on the database clock), the
 receiver, and Postgres. Prints the article's table row for the run, or with
@@ -139,7 +123,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.Var(&broken, "break", "turn a guard off (repeatable, or comma-separated)")
 	style := fs.String("style", "", "start from a queue style's guards: fencelab, state-only, id-only or token")
 	same := fs.Bool("same-identity", false, "give the new owner the zombie's own name")
-	lease := fs.Duration("lease", engine.DefaultRunLease, "lease length")
+	lease := fs.Duration("lease", lab.DefaultRunLease, "lease length")
 	skew := fs.Duration("skew", 0, "clock-skew only: how far worker B's clock runs ahead (default twice the lease)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table row")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
@@ -151,80 +135,112 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if *ordering == "" {
 		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, crash-before-commit or clock-skew)")
 	}
-	if *ordering == string(engine.FreePlay) {
+	if *ordering == string(lab.FreePlay) {
 		return usagef("fencelab run: free play needs a person at the controls: start the playground with fencelab serve")
 	}
 	if *lease <= 0 {
 		return usagef("fencelab run: --lease %v must be positive", *lease)
 	}
 	if *style != "" {
-		st, err := engine.StyleByName(*style)
+		st, err := lab.StyleByName(*style)
 		if err != nil {
-			return usagef("fencelab run: --style: %v", stripInvalid(err))
+			return usagef("fencelab run: --style: %v", err)
 		}
 		broken |= st.Broken
 	}
-	cfg := engine.RunConfig{Ordering: engine.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew}
+	cfg := lab.RunConfig{Ordering: lab.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew}
 	if err := cfg.Validate(); err != nil {
-		return usagef("fencelab run: %v", stripInvalid(err))
+		return usagef("fencelab run: %v", err)
 	}
 	schemas := engine.Schemas{Jobs: *jobsSchema, Receiver: *recvSchema}
 	if err := schemas.Validate(); err != nil {
-		return usagef("fencelab run: %v", stripInvalid(err))
+		return usagef("fencelab run: %v", err)
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var mu sync.Mutex
-	emit := func(e engine.Event) {
-		if !*events {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintln(stderr, formatEvent(e))
-	}
-	l, err := openLab(ctx, getenv, log, schemas, broken, emit)
+	tap, closeTap, err := tapFromEnv(getenv)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer closeTap()
+	var mu sync.Mutex
+	emit := func(e lab.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tap != nil {
+			b, _ := json.Marshal(e) // an Event always encodes
+			tap(b)
+		}
+		if *events {
+			fmt.Fprintln(stderr, formatEvent(e))
+		}
+	}
+	w, err := openWorld(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
 
-	r, err := runner.Start(ctx, runner.Config{Run: cfg, Pool: l.pool, DatabaseURL: l.dsn, Schemas: schemas,
-		ReceiverURL: l.receiverURL, Supervisor: l.sup, EmitFunc: emit})
+	// With a database of the user's own, the run's schemas stay to be
+	// looked at; a throwaway cluster takes them with it anyway.
+	keep := getenv("DATABASE_URL") != ""
+	r, err := runner.Open(ctx, &w.env, runner.Spec{ID: "r1", Config: cfg, Mode: lab.ModeStep, Schemas: schemas, KeepSchemas: keep, EmitFunc: emit})
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	o, err := r.Finish(ctx)
+	res, err := r.Finish(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
+			r.Stop(lab.StopInterrupted)
 			return errors.New("interrupted")
 		}
 		return err
 	}
+	o := res.Outcome
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(o)
 	}
-	fmt.Fprint(stdout, runner.Table(o))
+	fmt.Fprint(stdout, table(*o))
 	fmt.Fprintf(stdout, "\n%s\n", o.Verdict)
 	for _, v := range o.Violations[min(1, len(o.Violations)):] {
-		fmt.Fprintf(stdout, "  also: %s\n", v)
+		fmt.Fprintf(stdout, "  also: %s\n", v.Text)
 	}
 	return nil
 }
 
-// stripInvalid drops the "invalid input: " prefix from a usage message.
-func stripInvalid(err error) string {
-	return strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": ")
+// table renders an outcome as the article's table row, in the lab's words.
+func table(o lab.Outcome) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", "ordering", lab.ColumnWords(lab.ColumnCall), lab.ColumnWords(lab.ColumnCommit), lab.ColumnWords(lab.ColumnFinal))
+	words := map[lab.Column]string{}
+	for _, c := range o.Table {
+		words[c.Column] = c.Words
+	}
+	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", o.Ordering, words[lab.ColumnCall], words[lab.ColumnCommit], words[lab.ColumnFinal])
+	return b.String()
+}
+
+// tapFromEnv opens the event tap FENCELAB_EVENT_TAP names, if any.
+func tapFromEnv(getenv func(string) string) (func([]byte), func(), error) {
+	path := getenv("FENCELAB_EVENT_TAP")
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	tap, closeTap, err := server.EventTap(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tap, func() { _ = closeTap() }, nil
 }
 
 // formatEvent renders an event as one line for a terminal.
-func formatEvent(e engine.Event) string {
+func formatEvent(e lab.Event) string {
 	s := fmt.Sprintf("%s  %-8s %-10s %s", e.At.Local().Format("15:04:05.000"), e.Actor, e.Kind, e.Text)
-	if e.Rows != nil && e.Kind == engine.KindSQL {
-		s += fmt.Sprintf("  [%s: %d row(s)]", e.Name, *e.Rows)
+	if e.SQL != nil {
+		s += fmt.Sprintf("  [%s: %d row(s)]", e.SQL.Stmt.Name, e.SQL.Stmt.Rows)
 	}
 	return s
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/web"
@@ -101,8 +101,13 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		hosts = append(hosts, h)
 		frameAncestors = append(frameAncestors, strings.TrimSuffix(o, "/"))
 	}
+	tap, closeTap, err := tapFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	defer closeTap()
 	srv, err := server.New(ctx, server.Config{
-		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts,
+		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
 	})
@@ -148,8 +153,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-run-time %v must be at least 10s", l.MaxRunTime)
 	case l.SessionIdle < 10*time.Second:
 		return bad("--session-idle %v must be at least 10s", l.SessionIdle)
-	case l.MinLease < engine.MinRunLease || l.MaxLease > engine.MaxRunLease || l.MinLease > l.MaxLease:
-		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, engine.MinRunLease, engine.MaxRunLease)
+	case l.MinLease < lab.MinRunLease || l.MaxLease > lab.MaxRunLease || l.MinLease > l.MaxLease:
+		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, lab.MinRunLease, lab.MaxRunLease)
 	case l.MaxEvents < 1000 || l.MaxEvents > 10_000_000:
 		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
 	case maxBody < 1024 || maxBody > 64<<20:

@@ -87,8 +87,11 @@ BEGIN
 
     PERFORM pg_notify({{channel}}, json_build_object(
         'seq', n, 'job_id', NEW.id, 'op', kind, 'at', now(),
-        'status', NEW.status, 'owner', NEW.owner, 'epoch', NEW.epoch,
-        'lease_until', NEW.lease_until, 'app', current_setting('application_name', true))::text);
+        'old', CASE WHEN TG_OP = 'UPDATE' THEN json_build_object(
+            'status', OLD.status, 'owner', OLD.owner, 'epoch', OLD.epoch, 'lease_until', OLD.lease_until) END,
+        'new', json_build_object(
+            'status', NEW.status, 'owner', NEW.owner, 'epoch', NEW.epoch, 'lease_until', NEW.lease_until),
+        'app', current_setting('application_name', true))::text);
     RETURN NEW;
 END
 $$;

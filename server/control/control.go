@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // Action names what a command does.
@@ -41,8 +43,8 @@ const (
 // Command is one decoded command. Only the fields its action takes are set.
 type Command struct {
 	Action       Action          `json:"action"`
-	Ordering     engine.Ordering `json:"ordering,omitempty"`
-	Mode         string          `json:"mode,omitempty"` // auto | step (scripted runs)
+	Ordering     lab.Ordering    `json:"ordering,omitempty"`
+	Mode         lab.Mode        `json:"mode,omitempty"` // auto | step (scripted runs)
 	Broken       []string        `json:"broken,omitempty"`
 	Style        string          `json:"style,omitempty"`
 	SameIdentity bool            `json:"same_identity,omitempty"`
@@ -63,7 +65,7 @@ type Limits struct {
 
 // DefaultLimits are the engine's run bounds and a 10s pace.
 func DefaultLimits() Limits {
-	return Limits{MinLease: engine.MinRunLease, MaxLease: engine.MaxRunLease, MaxPace: 10 * time.Second}
+	return Limits{MinLease: lab.MinRunLease, MaxLease: lab.MaxRunLease, MaxPace: 10 * time.Second}
 }
 
 // fields says which fields each action takes besides "action".
@@ -94,15 +96,8 @@ func Actions() []string {
 	return out
 }
 
-// Error is a command that was refused before it did anything.
-type Error struct{ Msg string }
-
-func (e *Error) Error() string { return e.Msg }
-
-// HTTPStatus makes a refused command a 400 Bad Request over HTTP.
-func (e *Error) HTTPStatus() int { return 400 }
-
-func bad(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+// bad is a command refused before it did anything.
+func bad(format string, a ...any) error { return fault.Errorf(fault.Invalid, format, a...) }
 
 // Decode reads one command from b and checks it against the limits.
 func Decode(b []byte, lim Limits) (Command, error) {
@@ -161,8 +156,9 @@ func jsonError(err error) string {
 }
 
 func (c *Command) validate(lim Limits) error {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	if c.PaceMS != nil && (*c.PaceMS < 0 || ms(*c.PaceMS) > lim.MaxPace) {
+	// Milliseconds are compared as milliseconds: converted to a Duration
+	// first, a huge number would overflow and pass.
+	if c.PaceMS != nil && (*c.PaceMS < 0 || *c.PaceMS > lim.MaxPace.Milliseconds()) {
 		return bad("pace_ms %d must be between 0 and %d", *c.PaceMS, lim.MaxPace.Milliseconds())
 	}
 	switch c.Action {
@@ -170,15 +166,15 @@ func (c *Command) validate(lim Limits) error {
 		if c.Ordering == "" {
 			return bad("run needs an ordering (one of %s)", orderings())
 		}
-		if _, err := engine.ParseOrdering(string(c.Ordering)); err != nil {
+		if _, err := lab.ParseOrdering(string(c.Ordering)); err != nil {
 			return bad("unknown ordering %q (want one of %s)", c.Ordering, orderings())
 		}
 		switch {
-		case c.Ordering == engine.FreePlay && c.Mode != "":
+		case c.Ordering == lab.FreePlay && c.Mode != "":
 			return bad("free play has no mode: its workers run on their own")
-		case c.Ordering != engine.FreePlay && c.Mode == "":
-			c.Mode = "auto"
-		case c.Ordering != engine.FreePlay && c.Mode != "auto" && c.Mode != "step":
+		case c.Ordering != lab.FreePlay && c.Mode == "":
+			c.Mode = lab.ModeAuto
+		case c.Ordering != lab.FreePlay && c.Mode != lab.ModeAuto && c.Mode != lab.ModeStep:
 			return bad("mode %q must be auto or step", c.Mode)
 		}
 		if _, err := c.Guards(); err != nil {
@@ -187,10 +183,10 @@ func (c *Command) validate(lim Limits) error {
 		if err := c.leaseOK(lim); err != nil {
 			return err
 		}
-		if c.SkewMS < 0 || ms(c.SkewMS) > engine.MaxSkew {
-			return bad("skew_ms %d must be between 0 and %d", c.SkewMS, engine.MaxSkew.Milliseconds())
+		if c.SkewMS < 0 || c.SkewMS > lab.MaxSkew.Milliseconds() {
+			return bad("skew_ms %d must be between 0 and %d", c.SkewMS, lab.MaxSkew.Milliseconds())
 		}
-		if c.SkewMS != 0 && c.Ordering != engine.ClockSkew {
+		if c.SkewMS != 0 && c.Ordering != lab.ClockSkew {
 			return bad("skew_ms applies only to the clock-skew ordering (in free play, give it to add_worker)")
 		}
 	case Pace:
@@ -209,11 +205,11 @@ func (c *Command) validate(lim Limits) error {
 			c.Payload = json.RawMessage(`{"task":"a job added by hand"}`)
 		}
 		if err := engine.ValidatePayload("payload", c.Payload); err != nil {
-			return bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+			return bad("%v", err)
 		}
 	case AddWorker:
-		if c.SkewMS < -engine.MaxSkew.Milliseconds() || c.SkewMS > engine.MaxSkew.Milliseconds() {
-			return bad("skew_ms %d must be within ±%d", c.SkewMS, engine.MaxSkew.Milliseconds())
+		if c.SkewMS < -lab.MaxSkew.Milliseconds() || c.SkewMS > lab.MaxSkew.Milliseconds() {
+			return bad("skew_ms %d must be within ±%d", c.SkewMS, lab.MaxSkew.Milliseconds())
 		}
 		if c.WorkMS < 0 || c.WorkMS > time.Minute.Milliseconds() {
 			return bad("work_ms %d must be between 0 and 60000", c.WorkMS)
@@ -230,8 +226,7 @@ func (c *Command) leaseOK(lim Limits) error {
 	if c.LeaseMS == 0 {
 		return nil
 	}
-	d := time.Duration(c.LeaseMS) * time.Millisecond
-	if d < lim.MinLease || d > lim.MaxLease {
+	if c.LeaseMS < lim.MinLease.Milliseconds() || c.LeaseMS > lim.MaxLease.Milliseconds() {
 		return bad("lease_ms %d must be between %d and %d", c.LeaseMS, lim.MinLease.Milliseconds(), lim.MaxLease.Milliseconds())
 	}
 	return nil
@@ -239,7 +234,7 @@ func (c *Command) leaseOK(lim Limits) error {
 
 func orderings() string {
 	var names []string
-	for _, o := range append(engine.Orderings(), engine.FreePlay) {
+	for _, o := range append(lab.Orderings(), lab.FreePlay) {
 		names = append(names, string(o))
 	}
 	return strings.Join(names, ", ")
@@ -250,16 +245,16 @@ func orderings() string {
 func (c Command) Guards() (engine.Guards, error) {
 	var gs engine.Guards
 	if c.Style != "" {
-		st, err := engine.StyleByName(c.Style)
+		st, err := lab.StyleByName(c.Style)
 		if err != nil {
-			return 0, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+			return 0, bad("%v", err)
 		}
 		gs = st.Broken
 	}
 	for _, n := range c.Broken {
 		g, err := engine.ParseGuard(n)
 		if err != nil {
-			return 0, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+			return 0, bad("%v", err)
 		}
 		gs = gs.Break(g)
 	}
@@ -267,18 +262,18 @@ func (c Command) Guards() (engine.Guards, error) {
 }
 
 // RunConfig returns the engine's run config for a run command.
-func (c Command) RunConfig() (engine.RunConfig, error) {
+func (c Command) RunConfig() (lab.RunConfig, error) {
 	gs, err := c.Guards()
 	if err != nil {
-		return engine.RunConfig{}, err
+		return lab.RunConfig{}, err
 	}
-	rc := engine.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity,
+	rc := lab.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity,
 		Lease: time.Duration(c.LeaseMS) * time.Millisecond}
-	if c.Ordering == engine.ClockSkew {
+	if c.Ordering == lab.ClockSkew {
 		rc.Skew = time.Duration(c.SkewMS) * time.Millisecond
 	}
 	if err := rc.Validate(); err != nil {
-		return rc, bad("%s", strings.TrimPrefix(err.Error(), engine.ErrInvalidInput.Error()+": "))
+		return rc, bad("%v", err)
 	}
 	return rc, nil
 }

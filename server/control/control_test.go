@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
 )
 
@@ -14,7 +15,7 @@ func TestDecode_Good(t *testing.T) {
 	for in, check := range map[string]func(control.Command) bool{
 		`{"action":"step"}`: func(c control.Command) bool { return c.Action == control.Step },
 		`{"action":"run","ordering":"zombie-first"}`: func(c control.Command) bool {
-			return c.Mode == "auto" && c.Ordering == engine.ZombieFirst
+			return c.Mode == "auto" && c.Ordering == lab.ZombieFirst
 		},
 		`{"action":"run","ordering":"new-owner-first","mode":"step","broken":["epoch-check","owner-check"],"same_identity":true,"lease_ms":300}`: func(c control.Command) bool {
 			rc, err := c.RunConfig()

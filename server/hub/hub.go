@@ -12,13 +12,13 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // Entry is one event as the log keeps it: the event, and its frame — the
 // JSON message sent to every socket, encoded once however many there are.
 type Entry struct {
-	Event engine.Event
+	Event lab.Event
 	Frame []byte // {"type":"event","event":{...}}
 }
 
@@ -38,6 +38,7 @@ type Log struct {
 	next    int64
 	max     int
 	subBuf  int
+	tap     func([]byte)
 	subs    map[*Sub]struct{}
 	closed  bool
 }
@@ -50,6 +51,10 @@ type Config struct {
 	// SubscriberBuffer is how many events a subscriber may be behind before
 	// it is dropped. Default 1,024.
 	SubscriberBuffer int
+	// TapFunc, if set, sees every event as it is kept, encoded as sent
+	// (the event tap: tests check each against the protocol's schema). It
+	// is called with the log's lock held and must not block.
+	TapFunc func(encoded []byte)
 }
 
 // New returns an empty log; the first event gets sequence number 1.
@@ -60,13 +65,13 @@ func New(cfg Config) *Log {
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = 1024
 	}
-	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}}
+	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, tap: cfg.TapFunc}
 }
 
 // Append numbers e, keeps it and hands it to every subscriber. A
 // subscriber whose buffer is full is dropped with ErrSlow. It returns the
 // numbered event.
-func (l *Log) Append(e engine.Event) engine.Event {
+func (l *Log) Append(e lab.Event) lab.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -74,7 +79,11 @@ func (l *Log) Append(e engine.Event) engine.Event {
 	}
 	e.Seq = l.next
 	l.next++
+	e.Text = narration(e.Text)
 	ev, _ := json.Marshal(e) // an Event always encodes
+	if l.tap != nil {
+		l.tap(ev)
+	}
 	frame := make([]byte, 0, len(ev)+28)
 	frame = append(frame, `{"type":"event","event":`...)
 	frame = append(frame, ev...)
@@ -116,13 +125,13 @@ func (l *Log) LastSeq() int64 {
 // Since returns the kept events with a sequence number above after, of the
 // given run ("" for all runs), at most limit of them (0: no limit). It
 // returns ErrGone when events after `after` have been dropped already.
-func (l *Log) Since(after int64, run string, limit int) ([]engine.Event, error) {
+func (l *Log) Since(after int64, run string, limit int) ([]lab.Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if after+1 < l.first {
 		return nil, ErrGone
 	}
-	var out []engine.Event
+	var out []lab.Event
 	for _, en := range l.entries[l.index(after):] {
 		if run != "" && en.Event.Run != run {
 			continue

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/hub"
 )
 
-func ev(i int) engine.Event {
-	return engine.Event{Kind: engine.KindNote, Text: fmt.Sprint(i), Run: "r1"}
+func ev(i int) lab.Event {
+	return lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r1"}
 }
 
 func TestLog_NumbersKeepsAndFiltersEvents(t *testing.T) {
@@ -21,7 +21,7 @@ func TestLog_NumbersKeepsAndFiltersEvents(t *testing.T) {
 			t.Fatalf("event %d got seq %d", i, e.Seq)
 		}
 	}
-	l.Append(engine.Event{Kind: engine.KindNote, Run: "r2"})
+	l.Append(lab.Event{Kind: lab.KindNote, Run: "r2"})
 	got, err := l.Since(2, "r1", 0)
 	if err != nil || len(got) != 3 || got[0].Seq != 3 {
 		t.Fatalf("Since(2, r1) = %v, %v", got, err)

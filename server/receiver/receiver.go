@@ -5,14 +5,14 @@
 package receiver
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
 )
@@ -32,7 +32,7 @@ type Answer struct {
 // block), so a server can put the receiver's decisions in its event log.
 type Handler struct {
 	ReceiverFunc   func(c echo.Context) (*engine.Receiver, error)
-	OnDecisionFunc func(c echo.Context, d engine.Delivery, rc engine.Receipt, trace []engine.Trace)
+	OnDecisionFunc func(c echo.Context, e lab.Event)
 }
 
 // Register adds the receiver's routes to g:
@@ -65,7 +65,7 @@ func (h *Handler) deliver(c echo.Context) error {
 		return err
 	}
 	if h.OnDecisionFunc != nil {
-		h.OnDecisionFunc(c, d, rc, traces)
+		h.OnDecisionFunc(c, DecisionEvent(d, rc, traces))
 	}
 	if err != nil {
 		return c.JSON(http.StatusConflict, Answer{Receipt: rc, Error: err.Error()})
@@ -77,7 +77,7 @@ func (h *Handler) deliver(c echo.Context) error {
 func (h *Handler) target(c echo.Context) (*engine.Receiver, int64, error) {
 	id, err := strconv.ParseInt(c.Param("job_id"), 10, 64)
 	if err != nil || id <= 0 {
-		return nil, 0, wire.New(http.StatusBadRequest, "job id "+strconv.Quote(c.Param("job_id"))+" is not a positive integer")
+		return nil, 0, fault.Errorf(fault.Invalid, "job id %s is not a positive integer", strconv.QuoteToASCII(shorten(c.Param("job_id"))))
 	}
 	r, err := h.ReceiverFunc(c)
 	return r, id, err
@@ -124,35 +124,25 @@ func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
 	return e
 }
 
-// Event says what the receiver decided, with the SQL it ran, as an event.
-func Event(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) engine.Event {
-	from := engine.ResultFrom(d.Payload)
-	e := engine.Event{Kind: engine.KindReceiver, Actor: "receiver", At: rc.DBTime, JobID: d.JobID, Epoch: engine.Int64(d.Epoch),
-		Owner: d.Owner, Outcome: string(rc.Decision)}
-	e.Data, _ = json.Marshal(map[string]any{"from": from, "held_epoch": rc.HeldEpoch, "superseded": rc.Superseded, "superseded_owner": rc.SupersededOwner})
+// DecisionEvent says what the receiver decided, with the upsert it ran,
+// as an event of the run whose receiver it is.
+func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) lab.Event {
+	re := &lab.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: lab.ResultFrom(d.Payload),
+		HeldEpoch: rc.HeldEpoch, Superseded: rc.Superseded, SupersededOwner: rc.SupersededOwner}
 	for _, t := range traces {
 		if t.Name == "ReceiverDeliver" {
-			e.Name, e.SQL, e.Args, e.Rows = t.Name, t.SQL, engine.FormatArgs(t.Args), engine.Int64(t.Rows)
+			st := lab.StmtOf(t)
+			re.Stmt = &st
 		}
 	}
-	switch rc.Decision {
-	case engine.AcceptedFirst:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d: the first delivery it has seen.", from, d.Epoch, d.JobID)
-	case engine.AcceptedNewer:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d, superseding epoch %d.", from, d.Epoch, d.JobID, deref(rc.Superseded))
-	case engine.AcceptedSame:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d again: the same epoch, an idempotent retry.", from, d.Epoch, d.JobID)
-	case engine.AcceptedOlder:
-		e.Text = fmt.Sprintf("The receiver accepted worker %s's OLDER epoch %d for job %d over epoch %d: it went backwards.", from, d.Epoch, d.JobID, deref(rc.Superseded))
-	case engine.RefusedStale:
-		e.Text = fmt.Sprintf("The receiver refused worker %s's epoch %d for job %d: it already holds epoch %d.", from, d.Epoch, d.JobID, rc.HeldEpoch)
-	}
+	e := lab.Event{V: lab.ProtocolVersion, Kind: lab.KindReceiver, Actor: lab.ActorReceiver, At: rc.DBTime, Receiver: re}
+	lab.Narrate(&e)
 	return e
 }
 
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
+func shorten(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
 	}
-	return *p
+	return s
 }

@@ -15,23 +15,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
-//go:embed seed/*.json
+//go:embed seed
 var seedFS embed.FS
 
 // Recording is one finished run and its whole event log.
 type Recording struct {
-	Key          string          `json:"key"`
-	Ordering     engine.Ordering `json:"ordering"`
-	Broken       []string        `json:"broken"`
-	SameIdentity bool            `json:"same_identity"`
-	LeaseMS      int64           `json:"lease_ms"`
-	Recorded     time.Time       `json:"recorded"`
-	Seed         bool            `json:"seed"`
-	Outcome      *engine.Outcome `json:"outcome"`
-	Events       []engine.Event  `json:"events,omitempty"`
+	Key          string       `json:"key"`
+	Ordering     lab.Ordering `json:"ordering"`
+	Broken       []string     `json:"broken"`
+	SameIdentity bool         `json:"same_identity"`
+	LeaseMS      int64        `json:"lease_ms"`
+	Recorded     time.Time    `json:"recorded"`
+	Seed         bool         `json:"seed"`
+	Outcome      *lab.Outcome `json:"outcome"`
+	Events       []lab.Event  `json:"events,omitempty"`
 }
 
 // Summary is a recording without its events.
@@ -42,7 +42,7 @@ func (r Recording) Summary() Recording {
 
 // Key names a setup: the ordering, the broken guards (sorted) and whether
 // the two workers share a name.
-func Key(o engine.Ordering, broken []string, same bool) string {
+func Key(o lab.Ordering, broken []string, same bool) string {
 	b := append([]string(nil), broken...)
 	sort.Strings(b)
 	k := string(o)
@@ -83,6 +83,11 @@ func New(max int) (*Store, error) {
 		var r Recording
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("recording %s: %w", f, err)
+		}
+		for _, e := range r.Events {
+			if e.V != lab.ProtocolVersion {
+				return nil, fmt.Errorf("recording %s speaks protocol %d, not %d: record the seeds again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", f, e.V, lab.ProtocolVersion)
+			}
 		}
 		r.Seed = true
 		s.byKey[r.Key] = &r
@@ -129,8 +134,8 @@ func (s *Store) Get(key string) (Recording, bool) {
 // Find returns the recording closest to a setup: that very setup, else the
 // correct build of the same ordering, else the correct build of
 // zombie-first. ok is false only when the store is empty of all three.
-func (s *Store) Find(o engine.Ordering, broken []string, same bool) (Recording, bool) {
-	for _, k := range []string{Key(o, broken, same), Key(o, nil, false), Key(engine.ZombieFirst, nil, false)} {
+func (s *Store) Find(o lab.Ordering, broken []string, same bool) (Recording, bool) {
+	for _, k := range []string{Key(o, broken, same), Key(o, nil, false), Key(lab.ZombieFirst, nil, false)} {
 		if r, ok := s.Get(k); ok {
 			return r, true
 		}

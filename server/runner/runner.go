@@ -1,772 +1,491 @@
-// Package runner runs a scenario with real worker processes. A scripted
-// run plays one of the engine's scripts with two `fencelab worker --step`
-// processes driven checkpoint by checkpoint, frozen with SIGSTOP, thawed
-// with SIGCONT, killed with SIGKILL, while leases run out on the database
-// clock. A free-play run has no script: workers run on their own, and a
-// person adds jobs and workers and pauses, resumes and kills them at will.
+// Package runner runs a scenario with real worker processes, from start to
+// verdict. A scripted run plays one of lab's scripts with two `fencelab
+// worker --step` processes driven checkpoint by checkpoint, frozen with
+// SIGSTOP, thawed with SIGCONT, killed with SIGKILL, while leases run out on
+// the database clock: step by step on command, or automatically at a pace.
+// A free-play run has no script: workers run on their own, and a person
+// adds jobs and workers and pauses, resumes and kills them at will.
 //
-// The runner needs no HTTP of its own: `fencelab run` uses it directly and
-// the playground server drives it step by step. Every event of a run goes
-// to one EmitFunc, numbered by whoever keeps the log. The outcome is read
-// from the database and the receiver, never from what the workers believe.
+// A Run owns its whole life — start (its schemas, its receiver, its
+// workers), steps, finish, evaluation and the end — in one explicit mode
+// and phase (lab.Mode, lab.RunPhase). Open assembles a run for every
+// caller: `fencelab run` and the playground server alike. The runner needs
+// no HTTP of its own and knows no HTTP status; its errors carry fault
+// codes. Every event of a run goes to one EmitFunc, numbered by whoever
+// keeps the log. The outcome is read from the database and the receiver,
+// never from what the workers believe.
 package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
-	"github.com/fencelab/fencelab/server/worker"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Config is what a run needs around it.
-type Config struct {
-	// ID names the run on every event it emits.
-	ID          string
-	Run         engine.RunConfig
-	Pool        *pgxpool.Pool // for the job, the database clock and the outcome
-	DatabaseURL string        // passed to the workers, which connect on their own
-	Schemas     engine.Schemas
-	ReceiverURL string // where the workers deliver
-	// ReceiverView reads the receiver for the outcome. Default: the
-	// receiver's schema on Pool.
-	ReceiverView engine.ReceiverView
-	Supervisor   *supervisor.Supervisor
-	// EmitFunc receives every event of the run, one at a time, in order. It
-	// must not block for long.
-	EmitFunc func(engine.Event)
-	// StepTimeout bounds each step beyond any lease it waits for. Default 20s.
-	StepTimeout time.Duration
+// Receivers serves a run's receiver over HTTP for its workers: Serve
+// returns the URL they deliver to, and the function that stops serving.
+// *receiver.Registry is one.
+type Receivers interface {
+	Serve(r *engine.Receiver, emit func(lab.Event)) (url string, stop func())
+}
+
+// Limits bound what a run may hold and how long it may wait.
+type Limits struct {
 	// MaxWorkers and MaxJobs bound a free-play run. Defaults 6 and 100.
 	MaxWorkers int
 	MaxJobs    int
-	// Work is how long a free-play worker works on each job. Default 3s.
-	Work time.Duration
 	// MaxStall kills a worker that has been frozen longer. 0: no limit.
 	MaxStall time.Duration
+	// StepTimeout bounds each step beyond any lease it waits for. Default 20s.
+	StepTimeout time.Duration
 	// Poll is how often lease expiry is checked on the database clock.
 	// Default 100ms.
 	Poll time.Duration
+	// Work is how long a free-play worker works on each job. Default 3s.
+	Work time.Duration
 }
 
-// ErrLimit marks an error caused by a bound of the run (workers, jobs).
-var ErrLimit = limitError{}
-
-type limitError struct{}
-
-func (limitError) Error() string { return "limit reached" }
-
-// HTTPStatus makes a reached limit a 409 Conflict over HTTP.
-func (limitError) HTTPStatus() int { return 409 }
-
-// workerState is what the runner knows of a worker, from its events and
-// its process state.
-type workerState struct {
-	label     string
-	owner     string
-	skew      time.Duration
-	proc      *supervisor.Proc
-	waitingAt string // the checkpoint it waits at, "" while busy (step mode)
-	waits     int    // how many times it has reported waiting at a checkpoint
-	frozen    bool
-	frozenAt  time.Time
-	exited    bool
-	jobID     int64
-	epoch     int64
-	triedDone bool // it sent a commit (complete or fail) statement
+func (l *Limits) fill() {
+	if l.MaxWorkers == 0 {
+		l.MaxWorkers = 6
+	}
+	if l.MaxJobs == 0 {
+		l.MaxJobs = 100
+	}
+	if l.StepTimeout == 0 {
+		l.StepTimeout = 20 * time.Second
+	}
+	if l.Poll == 0 {
+		l.Poll = 100 * time.Millisecond
+	}
+	if l.Work == 0 {
+		l.Work = 3 * time.Second
+	}
 }
 
-// WorkerInfo is a worker as the page and the API show it.
-type WorkerInfo struct {
-	Label     string `json:"label"`
-	Owner     string `json:"owner"`
-	Pid       int    `json:"pid"`
-	State     string `json:"state"` // from /proc while it lives: running, sleeping, stopped, ...
-	Frozen    bool   `json:"frozen"`
-	Exited    bool   `json:"exited"`
-	WaitingAt string `json:"waiting_at,omitempty"`
-	JobID     int64  `json:"job_id,omitempty"`
-	Epoch     int64  `json:"epoch,omitempty"`
-	SkewMS    int64  `json:"skew_ms,omitempty"`
+// Env is what every run of a process runs in: the database, the worker
+// supervisor and where receivers are served. One Env serves any number of
+// runs at once; Open does not change it.
+type Env struct {
+	Pool        *pgxpool.Pool // for the job, the database clock and the outcome
+	DatabaseURL string        // handed to the workers, which connect on their own
+	Supervisor  *supervisor.Supervisor
+	// Receivers serves each run's own receiver. Unused when
+	// ExternalReceiver is set.
+	Receivers Receivers
+	// ExternalReceiver, if set, is the base URL of a standalone `fencelab
+	// receiver` that every run delivers to and reads its outcome from.
+	ExternalReceiver string
+	Limits           Limits
+	Log              *slog.Logger
+}
+
+// Spec says which run to start.
+type Spec struct {
+	// ID names the run on every event it emits.
+	ID     string
+	Config lab.RunConfig
+	Mode   lab.Mode
+	// Pace is the delay between the steps of an auto run (0: none).
+	Pace time.Duration
+	// Background marks a run that is not its session's current one (a
+	// matrix cell).
+	Background bool
+	Schemas    engine.Schemas
+	// KeepSchemas leaves the schemas in the database when the run ends, to
+	// be looked at (the CLI with a DATABASE_URL of the user's own).
+	KeepSchemas bool
+	// EmitFunc receives every event of the run, one at a time, in order. It
+	// must not block for long.
+	EmitFunc func(lab.Event)
+	// OnEndFunc, if set, is called once, after the run has ended and its
+	// last event is out, with its final state.
+	OnEndFunc func(r *Run)
 }
 
 // Run is one run. Its methods are safe for concurrent use; the steps of a
 // scripted run are played one at a time.
 type Run struct {
-	cfg      Config
-	scenario engine.Scenario
+	env      *Env
+	spec     Spec
+	lim      Limits
+	scenario lab.Scenario
 	queue    *engine.Queue
-	receiver engine.ReceiverView
+	receiver lab.ReceiverView
 	jobID    int64
-	free     bool
 
-	stepMu  sync.Mutex // one step at a time
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change of a worker
-	workers map[string]*workerState
-	order   []string // labels in the order they were spawned
-	next    int      // index of the next step
-	closed  bool
-	expired map[string]bool     // lease expiries already reported
-	leases  map[int64]leaseInfo // each running job's lease, as Postgres last reported it
-	jobs    int
+	stepMu sync.Mutex // one step at a time
+
+	mu         sync.Mutex
+	phase      lab.RunPhase
+	paused     bool // an auto run waits between steps
+	pace       time.Duration
+	started    time.Time
+	ended      time.Time
+	stopReason lab.StopReason
+	outcome    *lab.Outcome
+	report     *lab.Report
+	failure    *lab.Failure
+	changed    chan struct{} // closed and replaced on every change of a worker
+	workers    map[string]*workerState
+	order      []string        // labels in the order they were spawned
+	next       int             // index of the next step
+	expired    map[string]bool // lease expiries already reported
+	leases     map[int64]lease // each running job's lease, as Postgres last reported it
+	jobs       int
+	receiverAt string        // where this run's workers deliver
+	wake       chan struct{} // pokes the auto loop
+	ready      chan struct{} // closed when Start has returned
+	done       chan struct{} // closed when the run has ended
+	endOnce    sync.Once
+	cleanups   []func() // run in reverse order at the end
 
 	emitMu sync.Mutex
-	stop   context.CancelFunc
-	bg     sync.WaitGroup
+	stopBG context.CancelFunc
+	bg     sync.WaitGroup // the watchers: lease polling and row notifications
+	loops  sync.WaitGroup // the auto loop, which may end the run itself
 }
 
-func (c *Config) fill() error {
-	if err := c.Run.Validate(); err != nil {
-		return err
-	}
-	if err := c.Schemas.Validate(); err != nil {
-		return err
-	}
-	if c.Pool == nil || c.Supervisor == nil || c.DatabaseURL == "" || c.ReceiverURL == "" {
-		return errors.New("runner: Pool, Supervisor, DatabaseURL and ReceiverURL are required")
-	}
-	if c.StepTimeout == 0 {
-		c.StepTimeout = 20 * time.Second
-	}
-	if c.EmitFunc == nil {
-		c.EmitFunc = func(engine.Event) {}
-	}
-	if c.MaxWorkers == 0 {
-		c.MaxWorkers = 6
-	}
-	if c.MaxJobs == 0 {
-		c.MaxJobs = 100
-	}
-	if c.Work == 0 {
-		c.Work = 3 * time.Second
-	}
-	if c.Poll == 0 {
-		c.Poll = 100 * time.Millisecond
-	}
-	return nil
-}
-
-// Start validates cfg, inserts the scenario's job and spawns its workers:
-// A and B waiting at their first checkpoint for a scripted run; A and B
-// working on their own for free play. The caller must Close the run.
-func Start(ctx context.Context, cfg Config) (*Run, error) {
-	if err := cfg.fill(); err != nil {
-		return nil, err
-	}
-	sc, err := engine.Script(cfg.Run.Ordering)
+// Open is New and Start: it returns a run that has started, or an error.
+func Open(ctx context.Context, env *Env, spec Spec) (*Run, error) {
+	r, err := New(env, spec)
 	if err != nil {
 		return nil, err
 	}
-	q, err := engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: cfg.Schemas.Jobs, Guards: cfg.Run.Broken})
-	if err != nil {
+	if err := r.Start(ctx); err != nil {
 		return nil, err
-	}
-	rv := cfg.ReceiverView
-	if rv == nil {
-		rcv, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: cfg.Schemas.Receiver, Guards: cfg.Run.Broken})
-		if err != nil {
-			return nil, err
-		}
-		rv = rcv
-	}
-	r := &Run{cfg: cfg, scenario: sc, queue: q, receiver: rv, free: cfg.Run.Ordering == engine.FreePlay,
-		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]leaseInfo{}}
-	bgctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r.stop = stop
-
-	r.note(ctx, engine.KindStep, "", fmt.Sprintf("Run: %s. %s.", sc.Title, cfg.Run.String()))
-	if err := r.listen(bgctx); err != nil {
-		r.Close()
-		return nil, err
-	}
-	r.bg.Add(1)
-	go r.watch(bgctx)
-
-	if r.free {
-		for range 2 {
-			if _, err := r.AddWorker(ctx, WorkerOptions{}); err != nil {
-				r.Close()
-				return nil, err
-			}
-		}
-		return r, nil
-	}
-	id, err := r.AddJob(ctx, []byte(`{"task":"send invoice #1042 to the billing service"}`))
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("start run: %w", err)
-	}
-	r.jobID = id
-	for _, label := range []string{engine.Zombie, engine.NewOwner} {
-		if err := r.spawn(label, cfg.Run.Owner(label), cfg.Run.WorkerSkew(label), true, 0); err != nil {
-			r.Close()
-			return nil, err
-		}
-	}
-	ctx2, cancel := context.WithTimeout(ctx, cfg.StepTimeout)
-	defer cancel()
-	for _, label := range []string{engine.Zombie, engine.NewOwner} {
-		if err := r.waitFor(ctx2, label, func(w *workerState) bool { return w.waitingAt == worker.CheckpointClaim }); err != nil {
-			r.Close()
-			return nil, fmt.Errorf("start run: worker %s never became ready: %w", label, err)
-		}
 	}
 	return r, nil
 }
 
+// New validates spec and returns a run that has not started yet: a caller
+// can make it its current run before Start, so that commands arriving
+// while it starts wait for it (see Started) rather than miss it.
+func New(env *Env, spec Spec) (*Run, error) {
+	if err := spec.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if err := spec.Schemas.Validate(); err != nil {
+		return nil, err
+	}
+	if env.Pool == nil || env.Supervisor == nil || env.DatabaseURL == "" || (env.Receivers == nil && env.ExternalReceiver == "") {
+		return nil, errors.New("runner: Env needs Pool, Supervisor, DatabaseURL and Receivers or ExternalReceiver")
+	}
+	switch {
+	case spec.Config.Ordering == lab.FreePlay:
+		spec.Mode = lab.ModeFree
+	case spec.Mode == lab.ModeFree:
+		return nil, fault.Errorf(fault.Invalid, "free play is its own ordering: %s has a script", spec.Config.Ordering)
+	case spec.Mode == "":
+		spec.Mode = lab.ModeAuto
+	case spec.Mode != lab.ModeAuto && spec.Mode != lab.ModeStep:
+		return nil, fault.Errorf(fault.Invalid, "mode %q must be auto or step", spec.Mode)
+	}
+	if spec.EmitFunc == nil {
+		spec.EmitFunc = func(lab.Event) {}
+	}
+	sc, err := lab.Script(spec.Config.Ordering)
+	if err != nil {
+		return nil, err
+	}
+	lim := env.Limits
+	lim.fill()
+	if env.Log == nil {
+		env.Log = slog.New(slog.DiscardHandler)
+	}
+	r := &Run{env: env, spec: spec, lim: lim, scenario: sc, phase: lab.PhaseStarting, pace: spec.Pace, started: time.Now(),
+		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]lease{},
+		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{})}
+	r.stopBG = func() {}
+	return r, nil
+}
+
+// Start sets up the run's schemas and receiver, starts watching its leases
+// and rows, spawns its workers and, for an auto run, starts playing. A
+// scripted run's workers are waiting at their first checkpoint when Start
+// returns; free play's are at work. On an error the run has ended, and has
+// told its EmitFunc why. The caller must eventually end the run (Finish or
+// Stop) or Close it. Start may be called once.
+func (r *Run) Start(ctx context.Context) error {
+	defer close(r.ready)
+	if err := r.endedErr(); err != nil {
+		return err // stopped before it began
+	}
+	bgctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.mu.Lock()
+	r.stopBG = stop
+	r.mu.Unlock()
+	r.emitState(ctx)
+	if err := r.start(ctx, bgctx); err != nil {
+		r.fail(lab.ErrStartFailed, nil, err, lab.StopStartFailed)
+		return err
+	}
+	r.mu.Lock()
+	if r.phase.Ended() { // stopped while it started
+		r.mu.Unlock()
+		return r.endedErr()
+	}
+	switch r.spec.Mode {
+	case lab.ModeStep:
+		r.phase = lab.PhaseReady
+	default:
+		r.phase = lab.PhasePlaying
+	}
+	r.mu.Unlock()
+	r.emitState(ctx)
+	if r.spec.Mode == lab.ModeAuto {
+		r.loops.Add(1)
+		go r.autoLoop(bgctx)
+	}
+	return nil
+}
+
+// awaitStart waits until the run has started (or failed to), so that a
+// command arriving while it starts acts on the started run.
+func (r *Run) awaitStart(ctx context.Context) error {
+	select {
+	case <-r.ready:
+		return nil
+	case <-ctx.Done():
+		return fault.Errorf(fault.Unavailable, "run %s is still starting", r.spec.ID)
+	}
+}
+
+// start does the work of Open that can fail.
+func (r *Run) start(ctx, bgctx context.Context) error {
+	env, spec := r.env, r.spec
+	if err := engine.Reset(ctx, env.Pool, spec.Schemas); err != nil {
+		return fmt.Errorf("set up the run's schemas: %w", err)
+	}
+	if !spec.KeepSchemas {
+		r.cleanup(func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := engine.Drop(dctx, env.Pool, spec.Schemas); err != nil {
+				env.Log.Warn("could not drop a run's schemas", "run", spec.ID, "err", err)
+			}
+		})
+	}
+	q, err := engine.NewQueue(env.Pool, engine.QueueConfig{Schema: spec.Schemas.Jobs, Guards: spec.Config.Broken})
+	if err != nil {
+		return err
+	}
+	r.queue = q
+	receiverURL := ""
+	if env.ExternalReceiver != "" {
+		// Job ids must not meet other runs' at a shared receiver.
+		st := engine.JobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
+		if _, err := env.Pool.Exec(ctx, st.SQL); err != nil {
+			return fmt.Errorf("number the run's jobs: %w", err)
+		}
+		receiverURL = env.ExternalReceiver + "/deliveries"
+		r.receiver = &receiver.Client{BaseURL: env.ExternalReceiver}
+	} else {
+		rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver, Guards: spec.Config.Broken})
+		if err != nil {
+			return err
+		}
+		r.receiver = rcv
+		url, stop := env.Receivers.Serve(rcv, r.Emit)
+		receiverURL = url
+		r.cleanup(stop)
+	}
+	r.mu.Lock()
+	r.receiverAt = receiverURL
+	r.mu.Unlock()
+	if err := r.listen(bgctx); err != nil {
+		return err
+	}
+	r.bg.Add(1)
+	go r.watch(bgctx)
+
+	if spec.Mode == lab.ModeFree {
+		for range 2 {
+			if _, err := r.addWorker(receiverURL, WorkerOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	id, err := r.addJob(ctx, []byte(`{"task":"send invoice #1042 to the billing service"}`))
+	if err != nil {
+		return err
+	}
+	r.jobID = id
+	for _, label := range []string{lab.Zombie, lab.NewOwner} {
+		if err := r.spawn(label, spec.Config.Owner(label), spec.Config.WorkerSkew(label), receiverURL, true, 0); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.lim.StepTimeout)
+	defer cancel()
+	for _, label := range []string{lab.Zombie, lab.NewOwner} {
+		if err := r.waitFor(wctx, label, func(w *workerState) bool { return w.waitingAt == lab.CheckpointClaim }); err != nil {
+			return fmt.Errorf("worker %s never became ready: %w", label, err)
+		}
+	}
+	return nil
+}
+
+// cleanup adds fn to what the end of the run undoes, last first.
+// A run that has ended already (stopped while it started) undoes it at
+// once.
+func (r *Run) cleanup(fn func()) {
+	r.mu.Lock()
+	if r.phase.Ended() {
+		r.mu.Unlock()
+		fn()
+		return
+	}
+	r.cleanups = append(r.cleanups, fn)
+	r.mu.Unlock()
+}
+
 // ID returns the run's id.
-func (r *Run) ID() string { return r.cfg.ID }
+func (r *Run) ID() string { return r.spec.ID }
 
 // Config returns the run's settings.
-func (r *Run) Config() engine.RunConfig { return r.cfg.Run }
+func (r *Run) Config() lab.RunConfig { return r.spec.Config }
 
-// spawn starts a worker process and waits for nothing.
-func (r *Run) spawn(label, owner string, skew time.Duration, step bool, work time.Duration) error {
-	c := r.cfg.Run
-	args := []string{
-		"--schema", r.cfg.Schemas.Jobs,
-		"--receiver", r.cfg.ReceiverURL,
-		"--name", owner,
-		"--lease", c.Lease.String(),
-	}
-	if step {
-		args = append(args, "--step")
-	} else {
-		args = append(args, "--work", work.String(), "--poll", "200ms")
-	}
-	for _, g := range c.Broken.Broken() {
-		args = append(args, "--break", g.String())
-	}
-	if skew != 0 {
-		args = append(args, "--skew", skew.String())
-	}
-	ws := &workerState{label: label, owner: owner, skew: skew}
+// Mode returns how the run is played.
+func (r *Run) Mode() lab.Mode { return r.spec.Mode }
+
+// Done is closed once the run has ended.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Phase returns where the run is in its life.
+func (r *Run) Phase() lab.RunPhase {
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return errors.New("the run is over")
-	}
-	r.workers[label] = ws
-	r.order = append(r.order, label)
-	r.mu.Unlock()
-	// The connection string goes in the environment, not on the command
-	// line, where any local user could read its password.
-	p, err := r.cfg.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: []string{"DATABASE_URL=" + r.cfg.DatabaseURL},
-		EventFunc: r.onWorkerEvent})
-	if err != nil {
-		r.mu.Lock()
-		delete(r.workers, label)
-		r.order = r.order[:len(r.order)-1]
-		r.mu.Unlock()
-		return err
-	}
+	defer r.mu.Unlock()
+	return r.phase
+}
+
+// Outcome returns a finished scripted run's outcome, or nil.
+func (r *Run) Outcome() *lab.Outcome {
 	r.mu.Lock()
-	ws.proc = p
-	r.mu.Unlock()
-	text := fmt.Sprintf("Worker %s is spawned as a real process (pid %d), claiming as %s.", label, p.Pid, owner)
-	if skew != 0 {
-		text = strings.TrimSuffix(text, ".") + fmt.Sprintf("; its own clock runs %v ahead.", skew)
+	defer r.mu.Unlock()
+	return r.outcome
+}
+
+// Report returns a finished free-play run's report, or nil.
+func (r *Run) Report() *lab.Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.report
+}
+
+// Info describes the run as the page and the API show it, its workers'
+// states read from the operating system.
+func (r *Run) Info() lab.RunInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.infoLocked()
+}
+
+func (r *Run) infoLocked() lab.RunInfo {
+	c := r.spec.Config
+	i := lab.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background,
+		Broken: c.Broken.Names(), SameIdentity: c.SameIdentity, LeaseMS: c.Lease.Milliseconds(), SkewMS: c.Skew.Milliseconds(),
+		PaceMS: r.pace.Milliseconds(), StepIndex: r.next, Steps: r.scenario.Steps, Started: r.started, StopReason: r.stopReason,
+		Outcome: r.outcome, Report: r.report, Error: r.failure, Workers: r.workersLocked()}
+	if i.Steps == nil {
+		i.Steps = []lab.Step{}
 	}
-	r.emit(context.Background(), engine.Event{Kind: engine.KindProcess, Actor: label, Pid: p.Pid, State: "running", Outcome: "spawned", Owner: owner, Text: text})
+	if !r.ended.IsZero() {
+		t := r.ended
+		i.Ended = &t
+	}
+	return i
+}
+
+// emitState tells the watchers what the run looks like now.
+func (r *Run) emitState(ctx context.Context) {
+	r.emit(ctx, lab.Event{Kind: lab.KindRunState, Actor: lab.ActorRunner, RunState: &lab.RunStateEvent{Info: r.Info()}})
+}
+
+// endedErr reports whether the run has ended, with a fault to return if so.
+func (r *Run) endedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.phase.Ended() {
+		return fault.Errorf(fault.Conflict, "run %s has ended (%s); start another", r.spec.ID, r.phase)
+	}
 	return nil
 }
 
-// onWorkerEvent passes a worker's event on, then updates what the runner
-// knows of the worker. In that order: a step that waits on this event must
-// not report its end before the event itself is in the log.
-func (r *Run) onWorkerEvent(p *supervisor.Proc, e engine.Event) {
-	if e.Kind == engine.KindSQL && e.Name == "JobClaim" && e.Rows != nil && *e.Rows == 1 && e.Epoch != nil {
-		r.takeover(e.JobID, *e.Epoch, e.At)
+// Stop ends a run that has not finished, for a reason: its workers are
+// stopped, its schemas dropped, its receiver no longer served. It does
+// nothing to a run that has ended already.
+func (r *Run) Stop(reason lab.StopReason) {
+	r.end(lab.PhaseStopped, reason, nil, func() {
+		r.emit(context.Background(), lab.Event{Kind: lab.KindNote, Actor: lab.ActorRunner, Note: &lab.NoteEvent{Code: lab.NoteStopped, Reason: reason}})
+	})
+}
+
+// Close stops the run if it has not ended (as a shutdown) and waits until
+// everything it started is gone. Safe to call more than once.
+func (r *Run) Close() {
+	r.Stop(lab.StopShutdown)
+	r.loops.Wait()
+	r.bg.Wait()
+}
+
+// fail ends a run that could not go on, saying why.
+func (r *Run) fail(code lab.ErrorCode, step *int, err error, reason lab.StopReason) {
+	f := &lab.Failure{Code: string(code), Message: fault.MessageOf(err)}
+	if fault.CodeOf(err) == fault.Internal {
+		r.env.Log.Error("a run failed", "run", r.spec.ID, "err", err)
 	}
-	r.emit(context.Background(), e)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.workers[p.Label]
-	if w == nil {
-		return
-	}
-	switch {
-	case e.Kind == engine.KindProcess && e.Outcome == "exited":
-		w.exited, w.waitingAt, w.frozen = true, "", false
-	case e.Kind == engine.KindCheckpoint && e.Outcome == "waiting":
-		w.waitingAt = e.Name
-		w.waits++
-		if e.Name == worker.CheckpointClaim {
-			w.jobID, w.epoch = 0, 0
+	r.end(lab.PhaseFailed, reason, f, func() {
+		r.emit(context.Background(), lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Error: &lab.ErrorEvent{Code: code, Message: f.Message, Step: step}})
+	})
+}
+
+// end moves the run to its final phase once: say so (first), stop its
+// workers and watchers, give back its schemas and receiver, tell the
+// watchers the final state, then the OnEndFunc.
+func (r *Run) end(phase lab.RunPhase, reason lab.StopReason, f *lab.Failure, say func()) {
+	r.endOnce.Do(func() {
+		if say != nil {
+			say()
 		}
-	case e.Kind == engine.KindSQL && e.Name == "JobClaim" && e.Rows != nil && *e.Rows == 1:
-		w.jobID, w.epoch = e.JobID, *e.Epoch
-	case e.Kind == engine.KindSQL && (e.Name == "JobComplete" || e.Name == "JobFail"):
-		w.triedDone = true
-		if r.free {
-			w.jobID, w.epoch = 0, 0
-		}
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// Emit adds an event from outside the run — the receiver's decisions —
-// to the run's events, in order with the rest.
-func (r *Run) Emit(ctx context.Context, e engine.Event) { r.emit(ctx, e) }
-
-// emit stamps an event with the run's id and, when it has no database
-// time, with the database clock, and hands it on, one at a time.
-func (r *Run) emit(ctx context.Context, e engine.Event) {
-	e.Run = r.cfg.ID
-	if e.At.IsZero() {
-		e.At = r.dbNow(ctx)
-	}
-	r.emitMu.Lock()
-	defer r.emitMu.Unlock()
-	r.cfg.EmitFunc(e)
-}
-
-func (r *Run) dbNow(ctx context.Context) time.Time {
-	st := engine.ClockNow()
-	var t time.Time
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := r.cfg.Pool.QueryRow(ctx, st.SQL).Scan(&t); err != nil {
-		return time.Now() // the database is gone; the event still needs a time
-	}
-	return t
-}
-
-func (r *Run) note(ctx context.Context, kind engine.Kind, actor, text string) {
-	if actor == "" {
-		actor = "runner"
-	}
-	r.emit(ctx, engine.Event{Kind: kind, Actor: actor, Text: text})
-}
-
-// waitFor blocks until cond holds for the worker, or ctx ends.
-func (r *Run) waitFor(ctx context.Context, label string, cond func(*workerState) bool) error {
-	for {
 		r.mu.Lock()
-		w := r.workers[label]
-		if w == nil {
-			r.mu.Unlock()
-			return fmt.Errorf("no worker %s", label)
+		r.phase, r.ended, r.failure = phase, time.Now(), f
+		if phase != lab.PhaseFinished {
+			r.stopReason = reason
 		}
-		ok := cond(w)
-		exited, frozen := w.exited, w.frozen
-		ch := r.changed
+		cleanups := r.cleanups
+		r.cleanups = nil
 		r.mu.Unlock()
-		switch {
-		case ok:
-			return nil
-		case exited:
-			return fmt.Errorf("worker %s has exited", label)
-		case frozen:
-			// Paused by hand in the middle of a step: the step is over as
-			// far as the runner can tell; the worker goes on when resumed.
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-func (r *Run) worker(label string) (*workerState, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.workers[label]
-	if w == nil || w.proc == nil {
-		return nil, fmt.Errorf("%w: no worker %q in this run", engine.ErrInvalidInput, label)
-	}
-	return w, nil
-}
-
-// Workers describes every worker of the run, its state read from /proc.
-func (r *Run) Workers() []WorkerInfo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]WorkerInfo, 0, len(r.order))
-	for _, l := range r.order {
-		w := r.workers[l]
-		wi := WorkerInfo{Label: l, Owner: w.owner, Frozen: w.frozen, Exited: w.exited, WaitingAt: w.waitingAt,
-			JobID: w.jobID, Epoch: w.epoch, SkewMS: w.skew.Milliseconds()}
-		if w.proc != nil {
-			wi.Pid = w.proc.Pid
-			wi.State = w.proc.Status().String()
-		}
-		out = append(out, wi)
-	}
-	return out
-}
-
-// Pause freezes a worker with SIGSTOP and returns once /proc shows it stopped.
-func (r *Run) Pause(ctx context.Context, label string) error {
-	w, err := r.worker(label)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	exited, frozen := w.exited, w.frozen
-	r.mu.Unlock()
-	switch {
-	case exited:
-		return fmt.Errorf("%w: worker %s has exited", engine.ErrInvalidInput, label)
-	case frozen:
-		return fmt.Errorf("%w: worker %s is already paused", engine.ErrInvalidInput, label)
-	}
-	if err := w.proc.Pause(ctx); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	w.frozen, w.frozenAt = true, time.Now()
-	r.mu.Unlock()
-	st := w.proc.Status().String()
-	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: st, Outcome: "stopped",
-		Text: fmt.Sprintf("Worker %s (pid %d) is frozen by SIGSTOP: /proc says %q. Its heartbeat stops with it.", label, w.proc.Pid, st)})
-	return nil
-}
-
-// Resume thaws a frozen worker with SIGCONT.
-func (r *Run) Resume(ctx context.Context, label string) error {
-	w, err := r.worker(label)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	exited, frozen := w.exited, w.frozen
-	r.mu.Unlock()
-	switch {
-	case exited:
-		return fmt.Errorf("%w: worker %s has exited", engine.ErrInvalidInput, label)
-	case !frozen:
-		return fmt.Errorf("%w: worker %s is not paused", engine.ErrInvalidInput, label)
-	}
-	if err := w.proc.Resume(ctx); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	w.frozen = false
-	r.mu.Unlock()
-	st := w.proc.Status().String()
-	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, State: st, Outcome: "continued",
-		Text: fmt.Sprintf("Worker %s (pid %d) is thawed by SIGCONT (/proc says %q) and carries on as if no time had passed.", label, w.proc.Pid, st)})
-	return nil
-}
-
-// Kill kills a worker with SIGKILL and returns once it is reaped.
-func (r *Run) Kill(ctx context.Context, label string) error {
-	w, err := r.worker(label)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	exited := w.exited
-	r.mu.Unlock()
-	if exited {
-		return fmt.Errorf("%w: worker %s has already exited", engine.ErrInvalidInput, label)
-	}
-	r.emit(ctx, engine.Event{Kind: engine.KindProcess, Actor: label, Pid: w.proc.Pid, Outcome: "killing",
-		Text: fmt.Sprintf("Worker %s (pid %d) is sent SIGKILL.", label, w.proc.Pid)})
-	if err := w.proc.Kill(ctx); err != nil {
-		return err
-	}
-	// Wait for the exit event itself, frozen or not, so it is in the log
-	// before the kill is reported done.
-	for {
+		close(r.done)
+		r.poke()
+		r.stopWorkers(context.Background())
 		r.mu.Lock()
-		exited, ch := w.exited, r.changed
+		stopBG := r.stopBG
 		r.mu.Unlock()
-		if exited {
-			return nil
+		stopBG()
+		r.bg.Wait()
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
+		r.emitState(context.Background())
+		if r.spec.OnEndFunc != nil {
+			r.spec.OnEndFunc(r)
 		}
-	}
-}
-
-// leaseInfo is a lease as Postgres last reported it.
-type leaseInfo struct {
-	epoch int64
-	owner string
-	until time.Time
-}
-
-// noteLease keeps track of each running job's lease from the row changes
-// Postgres reports; before a claim takes a job over, it reports the lease
-// that ran out, if the watcher has not seen it yet.
-func (r *Run) noteLease(ctx context.Context, c rowChange) {
-	switch c.Op {
-	case "claim":
-		r.takeover(c.JobID, c.Epoch, c.At)
-		fallthrough
-	case "renew":
-		if c.LeaseUntil != nil {
-			owner := ""
-			if c.Owner != nil {
-				owner = *c.Owner
-			}
-			r.mu.Lock()
-			r.leases[c.JobID] = leaseInfo{epoch: c.Epoch, owner: owner, until: *c.LeaseUntil}
-			r.mu.Unlock()
-		}
-	default:
-		r.mu.Lock()
-		delete(r.leases, c.JobID)
-		r.mu.Unlock()
-	}
-}
-
-// takeover reports the lease a new claim of a job replaced, if it had run
-// out on the database clock by the time of the claim: a claim can beat the
-// watcher to an expired lease, and the log must still say it ran out.
-func (r *Run) takeover(jobID, epoch int64, at time.Time) {
-	r.mu.Lock()
-	old, ok := r.leases[jobID]
-	r.mu.Unlock()
-	if !ok || at.IsZero() || old.until.After(at) || (old.epoch == epoch && epoch != 0) {
-		return
-	}
-	until := old.until
-	r.leaseExpired(context.Background(), engine.Job{ID: jobID, Epoch: old.epoch, Owner: old.owner, LeaseUntil: &until, DBTime: at})
-}
-
-// leaseExpired reports a lease that ran out on the database clock, once.
-func (r *Run) leaseExpired(ctx context.Context, j engine.Job) {
-	key := fmt.Sprintf("%d/%d/%d", j.ID, j.Epoch, j.LeaseUntil.UnixMicro())
-	r.mu.Lock()
-	seen := r.expired[key]
-	r.expired[key] = true
-	holder := ""
-	for _, l := range r.order {
-		if w := r.workers[l]; w.jobID == j.ID && w.epoch == j.Epoch {
-			holder = l
-		}
-	}
-	r.mu.Unlock()
-	if seen {
-		return
-	}
-	who := j.Owner
-	if holder != "" {
-		who = "worker " + holder
-	}
-	r.emit(ctx, engine.Event{Kind: engine.KindLease, Actor: "postgres", At: j.DBTime, JobID: j.ID, Epoch: engine.Int64(j.Epoch),
-		Owner: j.Owner, LeaseUntil: j.LeaseUntil, Outcome: "expired",
-		Text: fmt.Sprintf("Job %d's lease (epoch %d, %s) ran out on the database clock: lease_until %s < now() %s. The job is claimable again.",
-			j.ID, j.Epoch, who, j.LeaseUntil.UTC().Format("15:04:05.000"), j.DBTime.UTC().Format("15:04:05.000"))})
-}
-
-// watch reports lease expiries as the database clock passes them, and
-// kills a worker frozen longer than MaxStall.
-func (r *Run) watch(ctx context.Context) {
-	defer r.bg.Done()
-	t := time.NewTicker(r.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		jobs, err := r.queue.Expired(ctx)
-		if err == nil {
-			for _, j := range jobs {
-				r.leaseExpired(ctx, j)
-			}
-		}
-		if r.cfg.MaxStall > 0 {
-			r.killStalled(ctx)
-		}
-	}
-}
-
-func (r *Run) killStalled(ctx context.Context) {
-	r.mu.Lock()
-	var stalled []string
-	for _, l := range r.order {
-		if w := r.workers[l]; w.frozen && !w.exited && time.Since(w.frozenAt) > r.cfg.MaxStall {
-			stalled = append(stalled, l)
-		}
-	}
-	r.mu.Unlock()
-	for _, l := range stalled {
-		r.note(ctx, engine.KindNote, l, fmt.Sprintf("Worker %s has been frozen for longer than %v, this server's limit: it is killed.", l, r.cfg.MaxStall))
-		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = r.Kill(kctx, l)
-		cancel()
-	}
-}
-
-// AddJob inserts a job into the run's queue.
-func (r *Run) AddJob(ctx context.Context, payload []byte) (int64, error) {
-	r.mu.Lock()
-	if r.jobs >= r.cfg.MaxJobs {
-		r.mu.Unlock()
-		return 0, fmt.Errorf("%w: this run already has %d jobs, its limit", ErrLimit, r.cfg.MaxJobs)
-	}
-	r.jobs++
-	r.mu.Unlock()
-	id, err := r.queue.Insert(ctx, payload, 0)
-	if err != nil {
-		r.mu.Lock()
-		r.jobs--
-		r.mu.Unlock()
-		return 0, err
-	}
-	return id, nil // Postgres reports the new row itself
-}
-
-// WorkerOptions configures a worker added to a free-play run.
-type WorkerOptions struct {
-	// Skew is how far the worker's own clock runs ahead.
-	Skew time.Duration
-	// Work overrides how long it works on each job.
-	Work time.Duration
-}
-
-// AddWorker spawns a worker for a free-play run, labelled with the next
-// letter, working on its own with leases and renewals.
-func (r *Run) AddWorker(ctx context.Context, o WorkerOptions) (string, error) {
-	if !r.free {
-		return "", fmt.Errorf("%w: workers can only be added in free play", engine.ErrInvalidInput)
-	}
-	if o.Skew < -engine.MaxSkew || o.Skew > engine.MaxSkew {
-		return "", fmt.Errorf("%w: skew %v must be within ±%v", engine.ErrInvalidInput, o.Skew, engine.MaxSkew)
-	}
-	if o.Work < 0 || o.Work > time.Minute {
-		return "", fmt.Errorf("%w: work %v must be between 0 and 1m", engine.ErrInvalidInput, o.Work)
-	}
-	if o.Work == 0 {
-		o.Work = r.cfg.Work
-	}
-	r.mu.Lock()
-	live := 0
-	for _, w := range r.workers {
-		if !w.exited {
-			live++
-		}
-	}
-	n := len(r.order)
-	r.mu.Unlock()
-	if live >= r.cfg.MaxWorkers {
-		return "", fmt.Errorf("%w: this run already has %d live workers, its limit", ErrLimit, r.cfg.MaxWorkers)
-	}
-	if n >= 26 {
-		return "", fmt.Errorf("%w: a run has at most 26 workers, A to Z", ErrLimit)
-	}
-	label := string(rune('A' + n))
-	owner := "worker-" + strings.ToLower(label)
-	if r.cfg.Run.SameIdentity {
-		owner = "worker-a"
-	}
-	if err := r.spawn(label, owner, o.Skew, false, o.Work); err != nil {
-		return "", err
-	}
-	return label, nil
-}
-
-// Report checks every job of the run against the invariants.
-func (r *Run) Report(ctx context.Context) (engine.Report, error) {
-	return engine.ReportJobs(ctx, r.queue, r.receiver, r.cfg.MaxJobs)
+	})
 }
 
 // Jobs reads the run's jobs as the database holds them.
 func (r *Run) Jobs(ctx context.Context) ([]engine.Job, error) {
-	return r.queue.List(ctx, r.cfg.MaxJobs)
-}
-
-// stopWorkers asks idle step-mode workers to exit and kills the rest.
-func (r *Run) stopWorkers(ctx context.Context) {
-	r.mu.Lock()
-	var all []*workerState
-	for _, l := range r.order {
-		all = append(all, r.workers[l])
-	}
-	r.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, w := range all {
-		if w.proc == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.mu.Lock()
-			frozen, at := w.frozen, w.waitingAt
-			r.mu.Unlock()
-			if !frozen && at != "" {
-				_ = w.proc.Send(worker.Command{Cmd: "stop"})
-				select {
-				case <-w.proc.Done():
-					return
-				case <-time.After(2 * time.Second):
-				}
-			}
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = w.proc.Kill(kctx)
-			cancel()
-		}()
-	}
-	wg.Wait()
-}
-
-// Close stops the run's watchers and kills whatever workers are left. It
-// is safe to call more than once.
-func (r *Run) Close() {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.closed = true
-	r.mu.Unlock()
-	r.stopWorkers(context.Background())
-	if r.stop != nil {
-		r.stop()
-	}
-	r.bg.Wait()
-}
-
-// Evaluate stops the workers and reads the outcome from the database and
-// the receiver. It reports the verdict as an event. For free play it
-// returns the zero Outcome and reports on every job instead (see Report).
-func (r *Run) Evaluate(ctx context.Context) (engine.Outcome, error) {
-	r.stopWorkers(ctx)
-	if r.free {
-		rep, err := r.Report(ctx)
-		if err != nil {
-			return engine.Outcome{}, err
-		}
-		data, _ := json.Marshal(rep)
-		r.emit(ctx, engine.Event{Kind: engine.KindVerdict, Actor: "runner", Outcome: safeWord(rep.Safe), Text: rep.Verdict, Data: data})
-		return engine.Outcome{}, nil
-	}
-	r.mu.Lock()
-	tried := r.workers[engine.Zombie].triedDone
-	r.mu.Unlock()
-	o, err := engine.Evaluate(ctx, r.queue, r.receiver, engine.EvaluateInput{Config: r.cfg.Run, JobID: r.jobID, ZombieTriedCommit: tried})
-	if err != nil {
-		return o, err
-	}
-	data, _ := json.Marshal(o)
-	r.emit(ctx, engine.Event{Kind: engine.KindVerdict, Actor: "runner", Outcome: safeWord(o.Safe), Text: o.Verdict, Data: data})
-	return o, nil
-}
-
-func safeWord(safe bool) string {
-	if safe {
-		return "safe"
-	}
-	return "unsafe"
+	return r.queue.List(ctx, r.lim.MaxJobs)
 }

@@ -2,25 +2,17 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
-// ErrDone is returned by Step once the script is over.
-var ErrDone = errors.New("the run has no steps left")
-
 // Scenario returns the script the run plays.
-func (r *Run) Scenario() engine.Scenario { return r.scenario }
-
-// Done reports whether every step has been played.
-func (r *Run) Done() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.next >= len(r.scenario.Steps)
-}
+func (r *Run) Scenario() lab.Scenario { return r.scenario }
 
 // StepIndex returns the index of the next step to play.
 func (r *Run) StepIndex() int {
@@ -29,81 +21,144 @@ func (r *Run) StepIndex() int {
 	return r.next
 }
 
-// Step plays the next step of the script and returns it, or ErrDone when
-// every step has been played. Steps are played one at a time.
-func (r *Run) Step(ctx context.Context) (engine.Step, error) {
+// Result is what a command on a run comes to: the step it played, and at
+// the end the outcome or the report.
+type Result struct {
+	Step    *lab.Step    `json:"step,omitempty"`
+	Done    bool         `json:"done,omitempty"`
+	Outcome *lab.Outcome `json:"outcome,omitempty"`
+	Report  *lab.Report  `json:"report,omitempty"`
+}
+
+// Step plays the next step of the script, pausing an auto run first. The
+// last step finishes the run: its Result carries the outcome. Steps are
+// played one at a time.
+func (r *Run) Step(ctx context.Context) (Result, error) {
+	if err := r.awaitStart(ctx); err != nil {
+		return Result{}, err
+	}
+	if r.spec.Mode == lab.ModeFree {
+		return Result{}, fault.Errorf(fault.Conflict, "free play has no steps")
+	}
+	r.setPaused(true)
+	st, last, err := r.step(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Step: &st}
+	if last {
+		return r.finish(ctx, res)
+	}
+	return res, nil
+}
+
+// Finish plays every step that is left, then evaluates the run and ends
+// it; a free-play run is ended and every job judged.
+func (r *Run) Finish(ctx context.Context) (Result, error) {
+	if err := r.awaitStart(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := r.endedErr(); err != nil {
+		return Result{}, err
+	}
+	if r.spec.Mode == lab.ModeFree {
+		return r.finish(ctx, Result{})
+	}
+	r.setPaused(true)
+	for {
+		_, last, err := r.step(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if last {
+			return r.finish(ctx, Result{})
+		}
+	}
+}
+
+// step plays the next step and says whether it was the last. A step that
+// fails ends the run.
+func (r *Run) step(ctx context.Context) (lab.Step, bool, error) {
 	r.stepMu.Lock()
 	defer r.stepMu.Unlock()
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return engine.Step{}, errors.New("the run is over")
+	if err := r.endedErr(); err != nil {
+		return lab.Step{}, false, err
 	}
-	if r.next >= len(r.scenario.Steps) {
+	r.mu.Lock()
+	total := len(r.scenario.Steps)
+	if r.next >= total {
 		r.mu.Unlock()
-		return engine.Step{}, ErrDone
+		return lab.Step{}, true, nil
 	}
 	i := r.next
 	st := r.scenario.Steps[i]
 	r.next++
 	r.mu.Unlock()
 
-	data := []byte(fmt.Sprintf(`{"index":%d,"total":%d,"action":%q,"worker":%q}`, i, len(r.scenario.Steps), st.Action, st.Worker))
-	r.emit(ctx, engine.Event{Kind: engine.KindStep, Actor: "runner", Name: string(st.Action), Data: data,
-		Text: fmt.Sprintf("Step %d of %d: %s", i+1, len(r.scenario.Steps), st.Say)})
-	timeout := r.cfg.StepTimeout
-	if st.Action == engine.ActAwaitExpiry {
-		timeout += r.cfg.Run.Lease
+	r.emit(ctx, lab.Event{Kind: lab.KindStep, Actor: lab.ActorRunner, Text: fmt.Sprintf("Step %d of %d: %s", i+1, total, st.Say),
+		Step: &lab.StepEvent{Index: i, Total: total, Action: st.Action, Worker: st.Worker}})
+	timeout := r.lim.StepTimeout
+	if st.Action == lab.ActAwaitExpiry {
+		timeout += r.spec.Config.Lease
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := r.play(sctx, st); err != nil {
-		return st, fmt.Errorf("step %d (%s %s): %w", i+1, st.Action, st.Worker, err)
+		if err := r.endedErr(); err != nil {
+			return st, false, err // stopped in the middle of the step
+		}
+		err = fmt.Errorf("step %d (%s %s): %w", i+1, st.Action, st.Worker, err)
+		r.fail(lab.ErrStepFailed, &i, err, "")
+		return st, false, err
 	}
-	return st, nil
+	return st, i+1 == total, nil
 }
 
-func (r *Run) play(ctx context.Context, st engine.Step) error {
+func (r *Run) play(ctx context.Context, st lab.Step) error {
 	if _, err := r.worker(st.Worker); err != nil {
 		return err
 	}
 	switch st.Action {
-	case engine.ActClaim:
-		return r.proceed(ctx, st.Worker, worker.CheckpointClaim)
-	case engine.ActDeliver:
-		return r.proceed(ctx, st.Worker, worker.CheckpointDeliver)
-	case engine.ActCommit:
-		return r.proceed(ctx, st.Worker, worker.CheckpointCommit)
-	case engine.ActFreeze:
+	case lab.ActClaim:
+		return r.proceed(ctx, st.Worker, lab.CheckpointClaim)
+	case lab.ActDeliver:
+		return r.proceed(ctx, st.Worker, lab.CheckpointDeliver)
+	case lab.ActCommit:
+		return r.proceed(ctx, st.Worker, lab.CheckpointCommit)
+	case lab.ActFreeze:
 		return r.freeze(ctx, st.Worker, st.Release)
-	case engine.ActThaw:
+	case lab.ActThaw:
 		return r.thaw(ctx, st.Worker)
-	case engine.ActKill:
-		return r.Kill(ctx, st.Worker)
-	case engine.ActAwaitExpiry:
+	case lab.ActKill:
+		return r.kill(ctx, st.Worker, lab.CauseScript)
+	case lab.ActAwaitExpiry:
 		return r.awaitExpiry(ctx)
 	}
 	return fmt.Errorf("unknown action %q", st.Action)
+}
+
+func (r *Run) note(ctx context.Context, actor string, n lab.NoteEvent) {
+	r.emit(ctx, lab.Event{Kind: lab.KindNote, Actor: actor, Note: &n})
 }
 
 // proceed lets a worker past the checkpoint it waits at and waits until it
 // settles at the next one. A worker that holds no job skips the job's
 // steps; a frozen worker takes the command but cannot act on it until it
 // is thawed.
-func (r *Run) proceed(ctx context.Context, label, checkpoint string) error {
+func (r *Run) proceed(ctx context.Context, label string, checkpoint lab.Checkpoint) error {
 	r.mu.Lock()
 	w := r.workers[label]
 	at, frozen, exited, job := w.waitingAt, w.frozen, w.exited, w.jobID
 	r.mu.Unlock()
 	switch {
 	case exited:
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s has exited: nothing to do.", label))
+		r.note(ctx, label, lab.NoteEvent{Code: lab.NoteGone, Worker: label})
 		return nil
-	case checkpoint != worker.CheckpointClaim && job == 0 && at == worker.CheckpointClaim:
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s holds no job: it skips this step.", label))
+	case checkpoint != lab.CheckpointClaim && job == 0 && at == lab.CheckpointClaim:
+		r.note(ctx, label, lab.NoteEvent{Code: lab.NoteSkip, Worker: label})
 		return nil
 	case at != checkpoint:
-		return fmt.Errorf("worker %s waits at %q, not %q", label, at, checkpoint)
+		return fault.Errorf(fault.Conflict, "worker %s waits at %q, not %q", label, at, checkpoint)
 	}
 	// Mark the worker busy before the command goes out: its answer may
 	// arrive before Send returns.
@@ -111,11 +166,11 @@ func (r *Run) proceed(ctx context.Context, label, checkpoint string) error {
 	w.waitingAt = ""
 	before := w.waits
 	r.mu.Unlock()
-	if err := w.proc.Send(worker.Command{Cmd: "proceed", Checkpoint: checkpoint}); err != nil {
-		return err
+	if err := w.proc.Send(worker.Command{Cmd: worker.CmdProceed, Checkpoint: checkpoint}); err != nil {
+		return r.gone(w, err)
 	}
 	if frozen {
-		r.note(ctx, engine.KindNote, label, fmt.Sprintf("Worker %s is frozen: it will go on as soon as it wakes.", label))
+		r.note(ctx, label, lab.NoteEvent{Code: lab.NoteWakesLater, Worker: label})
 		return nil
 	}
 	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waits > before })
@@ -127,7 +182,7 @@ func (r *Run) freeze(ctx context.Context, label string, release bool) error {
 	r.mu.Lock()
 	at := r.workers[label].waitingAt
 	r.mu.Unlock()
-	if err := r.Pause(ctx, label); err != nil {
+	if err := r.pause(ctx, label, lab.CauseScript); err != nil {
 		return err
 	}
 	if release && at != "" {
@@ -138,7 +193,7 @@ func (r *Run) freeze(ctx context.Context, label string, release bool) error {
 
 // thaw resumes a worker and waits until it has settled at a checkpoint.
 func (r *Run) thaw(ctx context.Context, label string) error {
-	if err := r.Resume(ctx, label); err != nil {
+	if err := r.resume(ctx, label, lab.CauseScript); err != nil {
 		return err
 	}
 	return r.waitFor(ctx, label, func(w *workerState) bool { return w.waitingAt != "" })
@@ -154,7 +209,7 @@ func (r *Run) awaitExpiry(ctx context.Context) error {
 			return err
 		}
 		if j.Status != engine.StatusRunning || j.LeaseUntil == nil {
-			r.note(ctx, engine.KindNote, "postgres", fmt.Sprintf("Job %d holds no lease (it is %s).", j.ID, j.Status))
+			r.note(ctx, lab.ActorPostgres, lab.NoteEvent{Code: lab.NoteNoLease, JobID: j.ID, Status: string(j.Status)})
 			return nil
 		}
 		if !j.LeaseUntil.After(j.DBTime) {
@@ -163,19 +218,52 @@ func (r *Run) awaitExpiry(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeAfter(j.LeaseUntil.Sub(j.DBTime)):
+			return fault.Errorf(fault.Unavailable, "the lease did not run out in time")
+		case <-time.After(j.LeaseUntil.Sub(j.DBTime) + 2*time.Millisecond):
 		}
 	}
 }
 
-// Finish plays every remaining step, then stops the workers and evaluates
-// the outcome.
-func (r *Run) Finish(ctx context.Context) (engine.Outcome, error) {
-	for !r.Done() {
-		if _, err := r.Step(ctx); err != nil {
-			return engine.Outcome{}, err
+// finish evaluates the run (or judges every job of free play), says the
+// verdict and ends the run, once. A run that ended meanwhile answers that
+// it has.
+func (r *Run) finish(ctx context.Context, res Result) (Result, error) {
+	r.stepMu.Lock()
+	defer r.stepMu.Unlock()
+	if err := r.endedErr(); err != nil {
+		if o := r.Outcome(); o != nil {
+			res.Done, res.Outcome = true, o
+			return res, nil
 		}
+		return res, err
 	}
-	return r.Evaluate(ctx)
+	r.stopWorkers(ctx)
+	if r.spec.Mode == lab.ModeFree {
+		rep, err := r.judge(ctx)
+		if err != nil {
+			r.fail(lab.ErrEvaluate, nil, err, "")
+			return res, err
+		}
+		r.mu.Lock()
+		r.report = &rep
+		r.mu.Unlock()
+		r.end(lab.PhaseFinished, "", nil, nil)
+		res.Done, res.Report = true, &rep
+		return res, nil
+	}
+	r.mu.Lock()
+	tried := r.workers[lab.Zombie].triedDone
+	r.mu.Unlock()
+	o, err := lab.Evaluate(ctx, r.queue, r.receiver, lab.EvaluateInput{Config: r.spec.Config, JobID: r.jobID, ZombieTriedCommit: tried})
+	if err != nil {
+		r.fail(lab.ErrEvaluate, nil, err, "")
+		return res, err
+	}
+	r.emit(ctx, lab.Event{Kind: lab.KindVerdict, Actor: lab.ActorRunner, Verdict: &lab.VerdictEvent{Safe: o.Safe, Outcome: &o}})
+	r.mu.Lock()
+	r.outcome = &o
+	r.mu.Unlock()
+	r.end(lab.PhaseFinished, "", nil, nil)
+	res.Done, res.Outcome = true, &o
+	return res, nil
 }

@@ -22,6 +22,12 @@ var (
 	err  error
 )
 
+// TagsEnv names the environment variable whose value, if set, is passed to
+// go build as -tags: FENCELAB_BUILD_TAGS=fencelab_shout builds a binary
+// whose event texts are all upper-cased (server/hub), to show that the
+// page, the exports and the replay read the typed fields alone.
+const TagsEnv = "FENCELAB_BUILD_TAGS"
+
 // Binary builds cmd/fencelab on first use and returns its path. Call
 // Cleanup from TestMain once the tests are done.
 func Binary(tb testing.TB) string {
@@ -32,7 +38,11 @@ func Binary(tb testing.TB) string {
 			return
 		}
 		path = filepath.Join(dir, "fencelab")
-		out, berr := exec.Command("go", "build", "-o", path, pkg).CombinedOutput()
+		args := []string{"build", "-o", path}
+		if tags := os.Getenv(TagsEnv); tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		out, berr := exec.Command("go", append(args, pkg)...).CombinedOutput()
 		if berr != nil {
 			err = fmt.Errorf("go build -o %s %s: %v\n%s", path, pkg, berr, out)
 		}

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -21,33 +22,13 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/recording"
+	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
-
-// Error is a kind of refusal, with the HTTP status it is answered with.
-type Error struct {
-	Status int
-	Kind   string
-}
-
-func (e *Error) Error() string { return e.Kind }
-
-// HTTPStatus is the status the HTTP layer answers with.
-func (e *Error) HTTPStatus() int { return e.Status }
-
-// The refusals a session can give.
-var (
-	// ErrBusy: a server-wide capacity is used up (sessions, runs).
-	ErrBusy = &Error{503, "busy"}
-	// ErrNotFound: no such session, run or receiver (or it expired).
-	ErrNotFound = &Error{404, "not found"}
-	// ErrForbidden: the request needs the session's control token.
-	ErrForbidden = &Error{403, "forbidden"}
-	// ErrConflict: the session is not in a state for this command.
-	ErrConflict = &Error{409, "conflict"}
 )
 
 // Limits are the server's caps. Each has a flag; Fill gives the defaults.
@@ -56,17 +37,33 @@ type Limits struct {
 	MaxRuns     int           `json:"max_runs"`         // concurrent runs, server-wide
 	MaxWorkers  int           `json:"max_workers"`      // live workers per free-play run
 	MaxJobs     int           `json:"max_jobs"`         // jobs per free-play run
-	MaxStall    time.Duration `json:"max_stall_ms"`     // a worker frozen longer is killed
-	MaxRunTime  time.Duration `json:"max_run_time_ms"`  // a run older is finished
-	SessionIdle time.Duration `json:"session_idle_ms"`  // an idle session is dropped
+	MaxStall    time.Duration `json:"-"`                // a worker frozen longer is killed
+	MaxRunTime  time.Duration `json:"-"`                // a run older is stopped
+	SessionIdle time.Duration `json:"-"`                // an idle session is dropped
 	MaxEvents   int           `json:"max_events"`       // kept per session
-	MinLease    time.Duration `json:"min_lease_ms"`     // bounds of a run's lease
-	MaxLease    time.Duration `json:"max_lease_ms"`     //
-	MaxPace     time.Duration `json:"max_pace_ms"`      // slowest auto pace
+	MinLease    time.Duration `json:"-"`                // bounds of a run's lease
+	MaxLease    time.Duration `json:"-"`                //
+	MaxPace     time.Duration `json:"-"`                // slowest auto pace
 	MaxMatrix   int           `json:"max_matrix_cells"` // cells of one matrix
 	// SocketBuffer is how many events a socket may fall behind before it is
 	// closed (it resumes from where it was).
 	SocketBuffer int `json:"socket_buffer"`
+}
+
+// MarshalJSON writes the limits with every duration in milliseconds, in
+// the fields named _ms.
+func (l Limits) MarshalJSON() ([]byte, error) {
+	type plain Limits // the fields without the durations, and no MarshalJSON
+	return json.Marshal(struct {
+		plain
+		MaxStallMS    int64 `json:"max_stall_ms"`
+		MaxRunTimeMS  int64 `json:"max_run_time_ms"`
+		SessionIdleMS int64 `json:"session_idle_ms"`
+		MinLeaseMS    int64 `json:"min_lease_ms"`
+		MaxLeaseMS    int64 `json:"max_lease_ms"`
+		MaxPaceMS     int64 `json:"max_pace_ms"`
+	}{plain(l), l.MaxStall.Milliseconds(), l.MaxRunTime.Milliseconds(), l.SessionIdle.Milliseconds(),
+		l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), l.MaxPace.Milliseconds()})
 }
 
 // Fill sets every zero limit to its default.
@@ -89,8 +86,8 @@ func (l *Limits) Fill() {
 	dur(&l.MaxRunTime, 30*time.Minute)
 	dur(&l.SessionIdle, 15*time.Minute)
 	def(&l.MaxEvents, 100_000)
-	dur(&l.MinLease, engine.MinRunLease)
-	dur(&l.MaxLease, engine.MaxRunLease)
+	dur(&l.MinLease, lab.MinRunLease)
+	dur(&l.MaxLease, lab.MaxRunLease)
 	dur(&l.MaxPace, 10*time.Second)
 	def(&l.MaxMatrix, 64)
 	def(&l.SocketBuffer, 1024)
@@ -102,10 +99,8 @@ type Config struct {
 	DatabaseURL string
 	Supervisor  *supervisor.Supervisor
 	Log         *slog.Logger
-	// ReceiverBase is where this server's receiver endpoints are reached by
-	// the workers, such as http://127.0.0.1:8080/receiver/ (a run adds its
-	// key and /deliveries).
-	ReceiverBase string
+	// Receivers serves each run's receiver for its workers.
+	Receivers runner.Receivers
 	// ExternalReceiver, if set, is a standalone `fencelab receiver` that
 	// every run delivers to instead.
 	ExternalReceiver string
@@ -113,22 +108,25 @@ type Config struct {
 	// Recordings, if set, keeps every scripted run that finishes, to replay
 	// when the server is too busy to start another.
 	Recordings *recording.Store
+	// TapFunc, if set, sees every event of every session, encoded (the
+	// event tap).
+	TapFunc func(encoded []byte)
 }
 
 // Manager owns every session. It is safe for concurrent use.
 type Manager struct {
 	cfg      Config
+	env      *runner.Env
 	instance string
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
 	lockConn *pgx.Conn // holds the instance lock for the Manager's life
 
-	mu        sync.Mutex
-	sessions  map[string]*Session
-	receivers map[string]*runHandle
-	serial    int64
-	closed    bool
+	mu       sync.Mutex
+	sessions map[string]*Session
+	serial   int64
+	closed   bool
 }
 
 // NewManager takes this instance's lock in Postgres, drops the schemas of
@@ -141,17 +139,20 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
-		sessions: map[string]*Session{}, receivers: map[string]*runHandle{}}
+		sessions: map[string]*Session{}}
+	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Receivers: cfg.Receivers,
+		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
+		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	pc, err := cfg.Pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("session manager: %w", err)
+		return nil, fmt.Errorf("session manager: %w", engine.ErrUnavailable)
 	}
 	conn := pc.Hijack() // out of the pool: the lock lives as long as this connection
-	st := engine.InstanceLock(instanceKey(m.instance))
+	st := engine.AdvisoryLock(instanceKey(m.instance))
 	if _, err := conn.Exec(ctx, st.SQL, st.Args...); err != nil {
 		conn.Close(context.Background())
-		return nil, fmt.Errorf("session manager: instance lock: %w", err)
+		return nil, fmt.Errorf("session manager: instance lock: %w", engine.ErrUnavailable)
 	}
 	m.lockConn = conn
 	if n, err := m.sweepOrphans(ctx); err != nil {
@@ -199,7 +200,7 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 	dropped := 0
 	for inst, names := range byInstance {
 		key := instanceKey(inst)
-		try := engine.InstanceTryLock(key)
+		try := engine.AdvisoryTryLock(key)
 		var free bool
 		if err := m.lockConn.QueryRow(ctx, try.SQL, try.Args...).Scan(&free); err != nil {
 			return dropped, err
@@ -214,7 +215,7 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 			}
 			dropped++
 		}
-		un := engine.InstanceUnlock(key)
+		un := engine.AdvisoryUnlock(key)
 		if _, err := m.lockConn.Exec(ctx, un.SQL, un.Args...); err != nil {
 			return dropped, err
 		}
@@ -233,10 +234,10 @@ func (m *Manager) Create() (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+		return nil, fault.Errorf(fault.Busy, "the server is shutting down")
 	}
 	if len(m.sessions) >= m.cfg.Limits.MaxSessions {
-		return nil, fmt.Errorf("%w: the server has %d sessions, its limit; try again in a few minutes", ErrBusy, m.cfg.Limits.MaxSessions)
+		return nil, fault.Errorf(fault.Busy, "the server has %d sessions, its limit; try again in a few minutes", m.cfg.Limits.MaxSessions)
 	}
 	m.serial++
 	s := newSession(m, randomToken(16), randomToken(24), strconv.FormatInt(m.serial, 36))
@@ -251,8 +252,8 @@ func (m *Manager) Get(id string) (*Session, error) {
 	defer m.mu.Unlock()
 	s := m.sessions[id]
 	if s == nil {
-		return nil, fmt.Errorf("%w: no session %q here (sessions end after %v without use, and when the server restarts)",
-			ErrNotFound, shorten(id), m.cfg.Limits.SessionIdle)
+		return nil, fault.Errorf(fault.NotFound, "no session %s here (sessions end after %v without use, and when the server restarts)",
+			strconv.QuoteToASCII(shorten(id)), m.cfg.Limits.SessionIdle)
 	}
 	return s, nil
 }
@@ -279,9 +280,9 @@ func (m *Manager) Delete(id string) error {
 	delete(m.sessions, id)
 	m.mu.Unlock()
 	if s == nil {
-		return fmt.Errorf("%w: no session %q", ErrNotFound, shorten(id))
+		return fault.Errorf(fault.NotFound, "no session %s", strconv.QuoteToASCII(shorten(id)))
 	}
-	s.close("the session was ended")
+	s.close(lab.SessionDeleted)
 	return nil
 }
 
@@ -301,7 +302,7 @@ func (m *Manager) Sweep() {
 	m.mu.Unlock()
 	for _, s := range idle {
 		m.cfg.Log.Info("session expired", "session", s.short())
-		s.close(fmt.Sprintf("the session was idle for %v and has ended", m.cfg.Limits.SessionIdle))
+		s.close(lab.SessionIdle)
 	}
 	for _, s := range all {
 		s.expireRuns(m.cfg.Limits.MaxRunTime)
@@ -325,7 +326,7 @@ func (m *Manager) acquireRun(ctx context.Context, wait time.Duration) error {
 		case <-ctx.Done():
 		}
 	}
-	return fmt.Errorf("%w: the server is running %d runs at once, its limit; try again in a moment", ErrBusy, m.cfg.Limits.MaxRuns)
+	return fault.Errorf(fault.Busy, "the server is running %d runs at once, its limit; try again in a moment", m.cfg.Limits.MaxRuns)
 }
 
 func (m *Manager) releaseRun() { <-m.runSlots }
@@ -333,30 +334,18 @@ func (m *Manager) releaseRun() { <-m.runSlots }
 // RunsInFlight returns how many runs hold a slot.
 func (m *Manager) RunsInFlight() int { return len(m.runSlots) }
 
-// receiverFor registers a live run's receiver endpoint under a new key.
-func (m *Manager) registerReceiver(h *runHandle) string {
-	key := randomToken(18)
-	m.mu.Lock()
-	m.receivers[key] = h
-	m.mu.Unlock()
-	return key
-}
-
-func (m *Manager) unregisterReceiver(key string) {
-	m.mu.Lock()
-	delete(m.receivers, key)
-	m.mu.Unlock()
-}
-
-// Receiver finds the live run a receiver key belongs to.
-func (m *Manager) Receiver(key string) (*engine.Receiver, func(engine.Event), error) {
-	m.mu.Lock()
-	h := m.receivers[key]
-	m.mu.Unlock()
-	if h == nil || h.receiver == nil {
-		return nil, nil, fmt.Errorf("%w: no live run has receiver %q", ErrNotFound, shorten(key))
+// record keeps a finished run's events, to replay when the server is busy.
+func (m *Manager) record(s *Session, r *runner.Run, o *lab.Outcome) {
+	if m.cfg.Recordings == nil {
+		return
 	}
-	return h.receiver, h.emitFromOutside, nil
+	evs, err := s.Log.Since(0, r.ID(), 0)
+	if err != nil {
+		return // its first events are no longer kept: not a whole run to replay
+	}
+	c := r.Config()
+	m.cfg.Recordings.Add(recording.Recording{Ordering: c.Ordering, Broken: c.Broken.Names(), SameIdentity: c.SameIdentity,
+		LeaseMS: c.Lease.Milliseconds(), Recorded: time.Now(), Outcome: o, Events: evs})
 }
 
 // Close ends every session — runs, workers, schemas, sockets — and gives
@@ -379,7 +368,7 @@ func (m *Manager) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.close("the server is shutting down")
+			s.close(lab.SessionShutdown)
 		}()
 	}
 	wg.Wait()

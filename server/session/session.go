@@ -3,24 +3,25 @@ package session
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/receiver"
-	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
 )
 
 // Session is one visitor's playground: its runs and their event log. The
-// person holding Token drives; anyone with ID may watch. Safe for
-// concurrent use.
+// person holding Token drives; anyone with ID may watch. A session keeps
+// no run state of its own: it maps each command onto its current run (a
+// runner.Run, which owns its whole life) and remembers the runs it had.
+// Safe for concurrent use.
 type Session struct {
 	ID      string
 	Token   string
@@ -34,8 +35,9 @@ type Session struct {
 
 	mu         sync.Mutex
 	lastActive time.Time
-	current    *runHandle
-	runs       []*runHandle // newest last; bounded
+	current    *runner.Run
+	runs       []*runner.Run          // newest last; bounded
+	pending    map[string]lab.RunInfo // matrix cells waiting for a run slot
 	runSerial  int64
 	closed     bool
 }
@@ -44,8 +46,8 @@ type Session struct {
 const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
-	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(),
-		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, SubscriberBuffer: m.cfg.Limits.SocketBuffer})}
+	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]lab.RunInfo{},
+		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	return s
 }
@@ -73,529 +75,228 @@ func (s *Session) idleFor() time.Duration {
 	return time.Since(s.lastActive)
 }
 
-// runHandle is one run of a session, live or ended.
-type runHandle struct {
-	s          *Session
-	id         string
-	cfg        engine.RunConfig
-	mode       string // auto, step, free
-	background bool   // a matrix cell: not the session's current run
-	schemas    engine.Schemas
-	key        string // receiver endpoint key
-	receiver   *engine.Receiver
-	run        *runner.Run
-	started    time.Time
-	slot       bool
-
-	mu      sync.Mutex
-	paused  bool
-	pace    time.Duration
-	wake    chan struct{}
-	ended   time.Time
-	outcome *engine.Outcome
-	report  *engine.Report
-	errText string
-	endOnce sync.Once
-	done    chan struct{}
-}
-
 // emit adds an event to the session's log.
-func (s *Session) emit(e engine.Event) { s.Log.Append(e) }
-
-func (h *runHandle) emitFromOutside(e engine.Event) {
-	if r := h.run; r != nil {
-		r.Emit(context.Background(), e)
-		return
+func (s *Session) emit(e lab.Event) {
+	e.V = lab.ProtocolVersion
+	if e.At.IsZero() {
+		e.At = time.Now()
 	}
-	e.Run = h.id
-	h.s.emit(e)
+	lab.Narrate(&e)
+	s.Log.Append(e)
 }
 
 // Result is what a command answers.
 type Result struct {
-	OK      bool            `json:"ok"`
-	Run     string          `json:"run,omitempty"`
-	Step    *engine.Step    `json:"step,omitempty"`
-	Done    bool            `json:"done,omitempty"`
-	Worker  string          `json:"worker,omitempty"`
-	JobID   int64           `json:"job_id,omitempty"`
-	Outcome *engine.Outcome `json:"outcome,omitempty"`
-	Report  *engine.Report  `json:"report,omitempty"`
-	Runs    []string        `json:"runs,omitempty"`
+	OK      bool         `json:"ok"`
+	Run     string       `json:"run,omitempty"`
+	Step    *lab.Step    `json:"step,omitempty"`
+	Done    bool         `json:"done,omitempty"`
+	Worker  string       `json:"worker,omitempty"`
+	JobID   int64        `json:"job_id,omitempty"`
+	Outcome *lab.Outcome `json:"outcome,omitempty"`
+	Report  *lab.Report  `json:"report,omitempty"`
+	Runs    []string     `json:"runs,omitempty"`
 }
 
-// Execute carries out one decoded command. The caller has checked that it
-// may drive. Errors wrap ErrConflict, ErrBusy, engine.ErrInvalidInput or
-// runner.ErrLimit when the command could not be carried out as asked.
+// Execute carries out one decoded command on the session's current run.
+// The caller has checked that it may drive. Its errors carry fault codes.
 func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error) {
 	s.Touch()
 	switch c.Action {
 	case control.Run:
 		return s.startRun(ctx, c)
 	case control.Reset:
-		h := s.currentRun()
-		if h == nil {
+		r := s.currentRun()
+		if r == nil {
 			return Result{OK: true}, nil
 		}
-		h.end(ctx, "reset")
-		return Result{OK: true, Run: h.id}, nil
+		r.Stop(lab.StopReset)
+		return Result{OK: true, Run: r.ID()}, nil
 	case control.Matrix:
 		return s.startMatrix(c)
 	}
-	h := s.currentRun()
-	if h == nil {
-		return Result{}, fmt.Errorf("%w: there is no run: start one with {\"action\":\"run\",\"ordering\":\"zombie-first\"}", ErrConflict)
+	r := s.currentRun()
+	if r == nil {
+		return Result{}, fault.Errorf(fault.Conflict, "there is no run: start one with {\"action\":\"run\",\"ordering\":\"zombie-first\"}")
 	}
-	if h.isEnded() {
-		return Result{}, fmt.Errorf("%w: run %s has ended; start another", ErrConflict, h.id)
-	}
-	res := Result{OK: true, Run: h.id}
+	res := Result{OK: true, Run: r.ID()}
+	var err error
 	switch c.Action {
-	case control.Step:
-		if h.mode == "free" {
-			return res, fmt.Errorf("%w: free play has no steps", ErrConflict)
-		}
-		h.setPaused(true)
-		st, err := h.run.Step(ctx)
-		if errors.Is(err, runner.ErrDone) {
-			err = nil
+	case control.Step, control.Finish:
+		var rr runner.Result
+		if c.Action == control.Step {
+			rr, err = r.Step(ctx)
 		} else {
-			res.Step = &st
+			rr, err = r.Finish(ctx)
 		}
-		if err != nil {
-			h.fail(err)
-			return res, err
-		}
-		if h.run.Done() {
-			h.finish(ctx)
-			res.Done, res.Outcome = true, h.outcomeCopy()
-		}
-		return res, nil
-	case control.Pause, control.Play:
-		if h.mode != "auto" {
-			return res, fmt.Errorf("%w: only an auto run plays on its own; this run is %s", ErrConflict, h.mode)
-		}
-		h.setPaused(c.Action == control.Pause)
-		s.emitRunState(h)
-		return res, nil
+		res.Step, res.Done, res.Outcome, res.Report = rr.Step, rr.Done, rr.Outcome, rr.Report
+	case control.Pause:
+		err = r.Pause(ctx)
+	case control.Play:
+		err = r.Play(ctx)
 	case control.Pace:
-		if h.mode != "auto" {
-			return res, fmt.Errorf("%w: only an auto run has a pace; this run is %s", ErrConflict, h.mode)
-		}
-		h.setPace(time.Duration(*c.PaceMS) * time.Millisecond)
-		s.emitRunState(h)
-		return res, nil
-	case control.Finish:
-		if h.mode == "free" {
-			h.finish(ctx)
-			res.Done, res.Report = true, h.reportCopy()
-			return res, nil
-		}
-		h.setPaused(true)
-		for !h.run.Done() {
-			if _, err := h.run.Step(ctx); err != nil && !errors.Is(err, runner.ErrDone) {
-				h.fail(err)
-				return res, err
-			}
-		}
-		h.finish(ctx)
-		res.Done, res.Outcome = true, h.outcomeCopy()
-		return res, nil
+		err = r.SetPace(ctx, time.Duration(*c.PaceMS)*time.Millisecond)
 	case control.PauseWorker:
-		return res, h.run.Pause(ctx, c.Worker)
+		err = r.PauseWorker(ctx, c.Worker)
 	case control.ResumeWorker:
-		return res, h.run.Resume(ctx, c.Worker)
+		err = r.ResumeWorker(ctx, c.Worker)
 	case control.KillWorker:
-		return res, h.run.Kill(ctx, c.Worker)
+		err = r.KillWorker(ctx, c.Worker)
 	case control.AddJob:
-		if h.mode != "free" {
-			return res, fmt.Errorf("%w: jobs can only be added in free play", ErrConflict)
-		}
-		id, err := h.run.AddJob(ctx, c.Payload)
-		res.JobID = id
-		return res, err
+		res.JobID, err = r.AddJob(ctx, c.Payload)
 	case control.AddWorker:
-		if h.mode != "free" {
-			return res, fmt.Errorf("%w: workers can only be added in free play", ErrConflict)
-		}
-		label, err := h.run.AddWorker(ctx, runner.WorkerOptions{Skew: time.Duration(c.SkewMS) * time.Millisecond, Work: time.Duration(c.WorkMS) * time.Millisecond})
-		res.Worker = label
-		return res, err
+		res.Worker, err = r.AddWorker(ctx, runner.WorkerOptions{Skew: time.Duration(c.SkewMS) * time.Millisecond, Work: time.Duration(c.WorkMS) * time.Millisecond})
 	case control.Verdict:
-		if h.mode != "free" {
-			return res, fmt.Errorf("%w: a scripted run gives its verdict when it ends", ErrConflict)
-		}
-		rep, err := h.run.Report(ctx)
-		if err != nil {
-			return res, err
-		}
-		data, _ := json.Marshal(rep)
-		h.run.Emit(ctx, engine.Event{Kind: engine.KindVerdict, Actor: "runner", Outcome: safeWord(rep.Safe), Text: rep.Verdict, Data: data})
+		var rep lab.Report
+		rep, err = r.Verdict(ctx)
 		res.Report = &rep
-		return res, nil
+	default:
+		err = fault.Errorf(fault.Invalid, "action %q is not handled", c.Action)
 	}
-	return res, fmt.Errorf("%w: action %q is not handled", engine.ErrInvalidInput, c.Action)
+	return res, err
 }
 
-func safeWord(safe bool) string {
-	if safe {
-		return "safe"
-	}
-	return "unsafe"
-}
-
-func (s *Session) currentRun() *runHandle {
+func (s *Session) currentRun() *runner.Run {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.current
 }
 
-// newHandle names a run and its schemas.
-func (s *Session) newHandle(cfg engine.RunConfig, mode string, background bool) (*runHandle, error) {
+// nextRun names the session's next run and its schemas.
+func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: the session has ended", ErrNotFound)
+		return "", engine.Schemas{}, fault.Errorf(fault.NotFound, "the session has ended")
 	}
 	s.runSerial++
 	n := strconv.FormatInt(s.runSerial, 36)
-	s.mu.Unlock()
 	base := schemaPrefix + s.m.instance + "_" + s.serial + "_" + n
-	return &runHandle{s: s, id: "r" + n, cfg: cfg, mode: mode, background: background,
-		schemas: engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, pace: 900 * time.Millisecond,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+	return "r" + n, engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
 }
 
 // startRun ends the current run and starts a new one.
 func (s *Session) startRun(ctx context.Context, c control.Command) (Result, error) {
 	rc, err := c.RunConfig()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %v", engine.ErrInvalidInput, err)
+		return Result{}, err
 	}
 	lim := s.m.cfg.Limits
 	if rc.Lease < lim.MinLease || rc.Lease > lim.MaxLease {
-		return Result{}, fmt.Errorf("%w: lease %v must be between %v and %v on this server", engine.ErrInvalidInput, rc.Lease, lim.MinLease, lim.MaxLease)
-	}
-	mode := c.Mode
-	if rc.Ordering == engine.FreePlay {
-		mode = "free"
+		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", rc.Lease, lim.MinLease, lim.MaxLease)
 	}
 	if old := s.currentRun(); old != nil {
-		old.end(ctx, "replaced by a new run")
+		old.Stop(lab.StopReplaced)
 	}
-	h, err := s.newHandle(rc, mode, false)
+	spec := runner.Spec{Config: rc, Mode: c.Mode, Pace: 900 * time.Millisecond}
+	if c.PaceMS != nil {
+		spec.Pace = time.Duration(*c.PaceMS) * time.Millisecond
+	}
+	r, err := s.open(ctx, spec, 0, func(r *runner.Run) {
+		// The current run from the moment it exists: a command that comes
+		// while it starts waits for it.
+		s.mu.Lock()
+		s.current = r
+		s.mu.Unlock()
+	})
 	if err != nil {
 		return Result{}, err
 	}
-	if c.PaceMS != nil {
-		h.pace = time.Duration(*c.PaceMS) * time.Millisecond
+	return Result{OK: true, Run: r.ID()}, nil
+}
+
+// open starts a run of the session: a run slot (waiting up to wait for
+// one), its names, and runner.Open. The slot is given back, and a finished
+// run recorded, when the run ends.
+// made, if set, is told of the run before it starts.
+func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration, made func(*runner.Run)) (*runner.Run, error) {
+	if spec.ID == "" {
+		id, schemas, err := s.nextRun()
+		if err != nil {
+			return nil, err
+		}
+		spec.ID, spec.Schemas = id, schemas
 	}
-	if err := h.start(ctx, 0); err != nil {
-		return Result{}, err
+	if err := s.m.acquireRun(ctx, wait); err != nil {
+		return nil, err
+	}
+	spec.EmitFunc = s.emit
+	var ended atomic.Bool
+	spec.OnEndFunc = func(r *runner.Run) {
+		ended.Store(true)
+		s.m.releaseRun()
+		if o := r.Outcome(); o != nil {
+			s.m.record(s, r, o)
+		}
+	}
+	r, err := runner.New(s.m.env, spec)
+	if err != nil {
+		s.m.releaseRun() // refused before it began: nothing will end to give the slot back
+		return nil, err
 	}
 	s.mu.Lock()
-	s.current = h
-	s.keep(h)
-	s.mu.Unlock()
-	s.emitRunState(h)
-	if mode == "auto" {
-		go h.autoLoop()
-	}
-	return Result{OK: true, Run: h.id}, nil
-}
-
-// keep remembers a run; s.mu must be held.
-func (s *Session) keep(h *runHandle) {
-	s.runs = append(s.runs, h)
+	delete(s.pending, r.ID())
+	s.runs = append(s.runs, r)
 	if over := len(s.runs) - maxKeptRuns; over > 0 {
-		s.runs = append([]*runHandle(nil), s.runs[over:]...)
+		s.runs = append([]*runner.Run(nil), s.runs[over:]...)
 	}
-}
-
-// start creates the run's schemas and receiver and starts its workers.
-func (h *runHandle) start(ctx context.Context, waitForSlot time.Duration) error {
-	m := h.s.m
-	if h.isEnded() {
-		return fmt.Errorf("%w: run %s was stopped before it started", ErrConflict, h.id)
+	closed := s.closed
+	s.mu.Unlock()
+	if closed { // the session ended meanwhile: ending the run gives its slot back
+		r.Stop(lab.StopSessionEnd)
+		return nil, fault.Errorf(fault.NotFound, "the session has ended")
 	}
-	if err := m.acquireRun(ctx, waitForSlot); err != nil {
-		return err
+	if made != nil {
+		made(r)
 	}
-	h.slot = true
-	h.started = time.Now()
-	fail := func(err error) error {
-		h.cleanup()
-		return err
-	}
-	if err := engine.Setup(ctx, m.cfg.Pool, h.schemas); err != nil {
-		return fail(err)
-	}
-	receiverURL := ""
-	var view engine.ReceiverView
-	if m.cfg.ExternalReceiver != "" {
-		// Job ids must not meet other runs' at a shared receiver.
-		st := engine.JobIDRestart(h.schemas.Jobs, time.Now().UnixMicro())
-		if _, err := m.cfg.Pool.Exec(ctx, st.SQL); err != nil {
-			return fail(err)
+	if err := r.Start(ctx); err != nil {
+		if !ended.Load() { // stopped before it began: it never ended to give the slot back
+			s.m.releaseRun()
 		}
-		receiverURL = m.cfg.ExternalReceiver + "/deliveries"
-		view = &receiver.Client{BaseURL: m.cfg.ExternalReceiver}
-	} else {
-		rcv, err := engine.NewReceiver(m.cfg.Pool, engine.ReceiverConfig{Schema: h.schemas.Receiver, Guards: h.cfg.Broken})
-		if err != nil {
-			return fail(err)
-		}
-		h.receiver = rcv
-		h.key = m.registerReceiver(h)
-		receiverURL = m.cfg.ReceiverBase + h.key + "/deliveries"
+		return nil, err
 	}
-	r, err := runner.Start(ctx, runner.Config{
-		ID: h.id, Run: h.cfg, Pool: m.cfg.Pool, DatabaseURL: m.cfg.DatabaseURL, Schemas: h.schemas,
-		ReceiverURL: receiverURL, ReceiverView: view, Supervisor: m.cfg.Supervisor, EmitFunc: h.s.emit,
-		MaxWorkers: m.cfg.Limits.MaxWorkers, MaxJobs: m.cfg.Limits.MaxJobs, MaxStall: m.cfg.Limits.MaxStall,
-	})
-	if err != nil {
-		return fail(err)
-	}
-	h.mu.Lock()
-	h.run = r
-	ended := !h.ended.IsZero()
-	h.mu.Unlock()
-	if ended { // stopped while it was starting: give it all back
-		h.cleanup()
-		return fmt.Errorf("%w: run %s was stopped while it started", ErrConflict, h.id)
-	}
-	return nil
+	return r, nil
 }
 
-// cleanup gives back what a run holds: its workers, receiver endpoint,
-// schemas and run slot. Safe to call more than once.
-func (h *runHandle) cleanup() {
-	if h.run != nil {
-		h.run.Close()
-	}
-	m := h.s.m
-	if h.key != "" {
-		m.unregisterReceiver(h.key)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := engine.Drop(ctx, m.cfg.Pool, h.schemas); err != nil {
-		m.cfg.Log.Warn("could not drop a run's schemas", "run", h.id, "err", err)
-	}
-	if h.slot {
-		h.slot = false
-		m.releaseRun()
-	}
-}
-
-func (h *runHandle) isEnded() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return !h.ended.IsZero()
-}
-
-func (h *runHandle) setPaused(p bool) {
-	h.mu.Lock()
-	h.paused = p
-	h.mu.Unlock()
-	h.poke()
-}
-
-func (h *runHandle) setPace(d time.Duration) {
-	h.mu.Lock()
-	h.pace = d
-	h.mu.Unlock()
-	h.poke()
-}
-
-func (h *runHandle) poke() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
-}
-
-// autoLoop plays an auto run's steps at its pace until it is done, paused
-// or ended.
-func (h *runHandle) autoLoop() {
-	ctx := h.s.ctx
-	for {
-		select {
-		case <-h.done:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
-		h.mu.Lock()
-		paused, pace := h.paused, h.pace
-		h.mu.Unlock()
-		if paused {
-			select {
-			case <-h.wake:
-			case <-h.done:
-				return
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		if h.run.StepIndex() > 0 {
-			t := time.NewTimer(pace)
-			select {
-			case <-t.C:
-			case <-h.wake:
-				t.Stop()
-				continue // the pace changed, or a pause came: look again
-			case <-h.done:
-				t.Stop()
-				return
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-		}
-		h.mu.Lock()
-		paused = h.paused
-		h.mu.Unlock()
-		if paused {
-			continue
-		}
-		if _, err := h.run.Step(ctx); err != nil && !errors.Is(err, runner.ErrDone) {
-			if h.isEnded() {
-				return
-			}
-			h.fail(err)
-			return
-		}
-		if h.run.Done() {
-			h.finish(ctx)
-			return
-		}
-	}
-}
-
-// finish evaluates a run and ends it, once.
-func (h *runHandle) finish(ctx context.Context) {
-	h.endOnce.Do(func() {
-		if h.mode == "free" {
-			_, _ = h.run.Evaluate(ctx) // emits the report as the verdict
-			if rep, err := h.run.Report(ctx); err == nil {
-				h.mu.Lock()
-				h.report = &rep
-				h.mu.Unlock()
-			}
-		} else {
-			o, err := h.run.Evaluate(ctx)
-			h.mu.Lock()
-			if err != nil {
-				h.errText = err.Error()
-			} else {
-				h.outcome = &o
-			}
-			h.mu.Unlock()
-			if err == nil {
-				h.record(o)
-			}
-		}
-		h.close("finished")
-	})
-}
-
-// record keeps a finished run's events, to replay when the server is busy.
-func (h *runHandle) record(o engine.Outcome) {
-	store := h.s.m.cfg.Recordings
-	if store == nil {
-		return
-	}
-	evs, err := h.s.Log.Since(0, h.id, 0)
-	if err != nil {
-		return
-	}
-	store.Add(recording.Recording{Ordering: h.cfg.Ordering, Broken: h.cfg.Broken.Names(), SameIdentity: h.cfg.SameIdentity,
-		LeaseMS: h.cfg.Lease.Milliseconds(), Recorded: time.Now(), Outcome: &o, Events: evs})
-}
-
-// fail ends a run that could not go on, saying why.
-func (h *runHandle) fail(err error) {
-	h.endOnce.Do(func() {
-		h.mu.Lock()
-		h.errText = err.Error()
-		h.mu.Unlock()
-		h.run.Emit(context.Background(), engine.Event{Kind: engine.KindError, Actor: "runner", Error: err.Error(),
-			Text: "The run stopped: " + err.Error()})
-		h.close("failed")
-	})
-}
-
-// end stops a run that has not finished (reset, a new run, expiry).
-func (h *runHandle) end(ctx context.Context, why string) {
-	h.endOnce.Do(func() {
-		if h.run != nil {
-			h.run.Emit(ctx, engine.Event{Kind: engine.KindNote, Actor: "runner", Outcome: "ended", Text: "The run was stopped: " + why + "."})
-		}
-		h.close(why)
-	})
-}
-
-// close tears a run down and tells the watchers.
-func (h *runHandle) close(why string) {
-	h.mu.Lock()
-	h.ended = time.Now()
-	h.mu.Unlock()
-	close(h.done)
-	h.cleanup()
-	h.s.emitRunState(h)
-}
-
-func (h *runHandle) outcomeCopy() *engine.Outcome {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.outcome
-}
-
-func (h *runHandle) reportCopy() *engine.Report {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.report
-}
-
-// expireRuns finishes runs that have gone on longer than max.
+// expireRuns stops runs that have gone on longer than max.
 func (s *Session) expireRuns(max time.Duration) {
 	s.mu.Lock()
-	var old []*runHandle
-	for _, h := range s.runs {
-		if !h.isEnded() && !h.started.IsZero() && time.Since(h.started) > max {
-			old = append(old, h)
-		}
-	}
+	runs := append([]*runner.Run(nil), s.runs...)
 	s.mu.Unlock()
-	for _, h := range old {
-		h.end(context.Background(), fmt.Sprintf("it ran for longer than %v, this server's limit", max))
+	for _, r := range runs {
+		if i := r.Info(); !i.Phase.Ended() && time.Since(i.Started) > max {
+			r.Stop(lab.StopTimeLimit)
+		}
 	}
 }
 
 // close ends the session: every run, then the log and its sockets.
-func (s *Session) close(why string) {
+func (s *Session) close(why lab.SessionEndReason) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
 	s.closed = true
-	runs := append([]*runHandle(nil), s.runs...)
+	runs := append([]*runner.Run(nil), s.runs...)
 	s.mu.Unlock()
+	reason := lab.StopSessionEnd
+	if why == lab.SessionShutdown {
+		reason = lab.StopShutdown
+	}
 	var wg sync.WaitGroup
-	for _, h := range runs {
+	for _, r := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h.end(context.Background(), why)
+			r.Stop(reason)
 		}()
 	}
 	wg.Wait()
 	s.cancel()
-	s.emit(engine.Event{Kind: engine.KindNote, Actor: "server", At: time.Now(), Outcome: "session-ended", Text: "Session ended: " + why + "."})
+	s.emit(lab.Event{Kind: lab.KindSession, Actor: lab.ActorServer, Session: &lab.SessionEvent{Reason: why}})
 	s.Log.Close()
 }
+
+// String names the session in a log line.
+func (s *Session) String() string { return fmt.Sprintf("session %s", s.short()) }

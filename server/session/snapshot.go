@@ -2,127 +2,76 @@ package session
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/runner"
 )
-
-// RunSummary is a run as the page and the API show it.
-type RunSummary struct {
-	ID           string              `json:"id"`
-	Ordering     engine.Ordering     `json:"ordering"`
-	Title        string              `json:"title"`
-	Mode         string              `json:"mode"`
-	Background   bool                `json:"background,omitempty"`
-	Broken       []string            `json:"broken"`
-	SameIdentity bool                `json:"same_identity"`
-	LeaseMS      int64               `json:"lease_ms"`
-	SkewMS       int64               `json:"skew_ms,omitempty"`
-	PaceMS       int64               `json:"pace_ms"`
-	Paused       bool                `json:"paused"`
-	StepIndex    int                 `json:"step_index"`
-	Steps        []engine.Step       `json:"steps"`
-	Started      time.Time           `json:"started"`
-	Ended        *time.Time          `json:"ended,omitempty"`
-	Outcome      *engine.Outcome     `json:"outcome,omitempty"`
-	Report       *engine.Report      `json:"report,omitempty"`
-	Error        string              `json:"error,omitempty"`
-	Workers      []runner.WorkerInfo `json:"workers,omitempty"`
-	Jobs         []engine.Job        `json:"jobs,omitempty"`
-}
-
-func (h *runHandle) summary() RunSummary {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	rs := RunSummary{ID: h.id, Ordering: h.cfg.Ordering, Title: h.cfg.Ordering.Title(), Mode: h.mode, Background: h.background,
-		Broken: h.cfg.Broken.Names(), SameIdentity: h.cfg.SameIdentity, LeaseMS: h.cfg.Lease.Milliseconds(),
-		SkewMS: h.cfg.Skew.Milliseconds(), PaceMS: h.pace.Milliseconds(), Paused: h.paused, Started: h.started,
-		Outcome: h.outcome, Report: h.report, Error: h.errText, Steps: []engine.Step{}}
-	if !h.ended.IsZero() {
-		t := h.ended
-		rs.Ended = &t
-	}
-	if h.run != nil {
-		rs.Steps = h.run.Scenario().Steps
-		rs.StepIndex = h.run.StepIndex()
-		rs.Workers = h.run.Workers()
-	}
-	return rs
-}
-
-// emitRunState tells the watchers what the run looks like now.
-func (s *Session) emitRunState(h *runHandle) {
-	rs := h.summary()
-	data, _ := json.Marshal(rs)
-	state := "running"
-	switch {
-	case rs.Ended != nil:
-		state = "ended"
-	case rs.Paused:
-		state = "paused"
-	}
-	text := fmt.Sprintf("Run %s (%s, %s) is %s.", h.id, h.cfg.Ordering, h.mode, state)
-	if rs.Mode == "auto" && rs.Ended == nil {
-		text = fmt.Sprintf("Run %s (%s) is %s, one step every %v.", h.id, h.cfg.Ordering, state, time.Duration(rs.PaceMS)*time.Millisecond)
-	}
-	s.emit(engine.Event{Kind: engine.KindRun, Actor: "runner", Run: h.id, At: time.Now(), Outcome: state, Text: text, Data: data})
-}
 
 // Snapshot is the whole state of a session: what a page renders first,
 // before its socket resumes from LastSeq.
 type Snapshot struct {
-	ID      string       `json:"id"`
-	Role    string       `json:"role"` // driver or viewer
-	LastSeq int64        `json:"last_seq"`
-	Created time.Time    `json:"created"`
-	Run     *RunSummary  `json:"run"`
-	Runs    []RunSummary `json:"runs"`
-	Limits  Limits       `json:"limits"`
-	Actions []string     `json:"actions"`
+	ID      string        `json:"id"`
+	Role    string        `json:"role"` // driver or viewer
+	LastSeq int64         `json:"last_seq"`
+	Created string        `json:"created"`
+	Run     *lab.RunInfo  `json:"run"`
+	Jobs    []engine.Job  `json:"jobs,omitempty"` // the current run's jobs, as the database holds them
+	Runs    []lab.RunInfo `json:"runs"`
+	Limits  Limits        `json:"limits"`
+	Actions []string      `json:"actions"`
 }
 
 // Snapshot reads the session's state, the current run's jobs from the
 // database included. LastSeq is read first, so every event after it is
 // newer than what the snapshot shows or shows it again — never missing.
-func (s *Session) Snapshot(ctx context.Context, driver bool) Snapshot {
-	snap := Snapshot{ID: s.ID, Role: "viewer", LastSeq: s.Log.LastSeq(), Created: s.Created, Runs: []RunSummary{},
-		Limits: s.m.cfg.Limits, Actions: control.Actions()}
+func (s *Session) Snapshot(ctx context.Context, driver bool) (Snapshot, error) {
+	snap := Snapshot{ID: s.ID, Role: "viewer", LastSeq: s.Log.LastSeq(), Created: s.Created.UTC().Format("2006-01-02T15:04:05Z"),
+		Runs: []lab.RunInfo{}, Limits: s.m.cfg.Limits, Actions: control.Actions()}
 	if driver {
 		snap.Role = "driver"
 	}
 	s.mu.Lock()
 	cur := s.current
-	runs := append([]*runHandle(nil), s.runs...)
+	runs := append([]*runner.Run(nil), s.runs...)
+	var pending []lab.RunInfo
+	for _, p := range s.pending {
+		pending = append(pending, p)
+	}
 	s.mu.Unlock()
-	for _, h := range runs {
-		rs := h.summary()
-		rs.Steps, rs.Workers = nil, nil
-		snap.Runs = append(snap.Runs, rs)
+	for _, r := range runs {
+		i := r.Info()
+		i.Steps, i.Workers = nil, nil
+		snap.Runs = append(snap.Runs, i)
 	}
+	snap.Runs = append(snap.Runs, pending...)
 	if cur != nil {
-		rs := cur.summary()
-		if cur.run != nil && !cur.isEnded() {
-			if jobs, err := cur.run.Jobs(ctx); err == nil {
-				rs.Jobs = jobs
+		i := cur.Info()
+		snap.Run = &i
+		if !i.Phase.Ended() {
+			jobs, err := cur.Jobs(ctx)
+			if err != nil {
+				return snap, err
 			}
+			snap.Jobs = jobs
 		}
-		snap.Run = &rs
 	}
-	return snap
+	return snap, nil
 }
 
-// Run returns the summary of one of the session's runs.
-func (s *Session) Run(id string) (RunSummary, error) {
+// Run returns one of the session's runs.
+func (s *Session) Run(id string) (lab.RunInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, h := range s.runs {
-		if h.id == id {
-			return h.summary(), nil
+	for _, r := range s.runs {
+		if r.ID() == id {
+			return r.Info(), nil
 		}
 	}
-	return RunSummary{}, fmt.Errorf("%w: no run %q in this session", ErrNotFound, shorten(id))
+	if p, ok := s.pending[id]; ok {
+		return p, nil
+	}
+	return lab.RunInfo{}, fault.Errorf(fault.NotFound, "no run %q in this session", shorten(id))
 }

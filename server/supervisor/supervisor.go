@@ -1,10 +1,12 @@
 // Package supervisor spawns worker processes and owns them until they are
 // reaped. Each worker is `fencelab worker` started from the fencelab binary,
-// in a process group of its own, with a parent-death signal, so no worker
-// outlives its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
+// in a process group of its own, with a parent-death signal on Linux and a
+// pipe watchdog (watchdog.go) where there is none, so no worker outlives
+// its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
 //
 // Pause is SIGSTOP, resume is SIGCONT, kill is SIGKILL, each sent to the
-// worker's process group. A worker's real state comes from /proc.
+// worker's process group. A worker's real state comes from /proc on Linux,
+// from the kernel's process table (sysctl) on macOS.
 package supervisor
 
 import (
@@ -18,12 +20,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -35,6 +37,12 @@ type Config struct {
 	// ExtraEnv is added to the workers' environment.
 	ExtraEnv []string
 	Log      *slog.Logger
+	// Watchdog kills the workers through a pipe watchdog (watchdog.go) if
+	// the supervisor dies without Close, even on Linux, where the
+	// parent-death signal already does. Elsewhere the watchdog is always on.
+	Watchdog bool
+
+	noPdeathsig bool // tests only: no parent-death signal even on Linux (see workerAttr)
 }
 
 // Supervisor starts and tracks worker processes. It is safe for concurrent
@@ -97,7 +105,7 @@ type Spec struct {
 	// EventFunc receives every event the worker prints and every change of
 	// its process state, in order, from one goroutine per worker. It must
 	// not block for long.
-	EventFunc func(p *Proc, e engine.Event)
+	EventFunc func(p *Proc, e lab.Event)
 }
 
 // Proc is one worker process.
@@ -108,7 +116,7 @@ type Proc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	inMu  sync.Mutex
-	emit  func(engine.Event)
+	emit  func(lab.Event)
 	done  chan struct{}
 	state *os.ProcessState // set before done is closed
 }
@@ -122,10 +130,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
 	cmd := exec.Command(s.cfg.Exe, args...)
 	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // its own group: a terminal's Ctrl-C is ours to pass on, and signals reach all of it
-		Pdeathsig: syscall.SIGKILL, // dies with us, even if we are SIGKILLed
-	}
+	cmd.SysProcAttr = workerAttr(s.cfg) // its own group, and dies with us (sysproc_*.go)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -139,7 +144,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		return nil, err
 	}
 	p := &Proc{Label: spec.Label, sup: s, cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	p.emit = func(e engine.Event) {
+	p.emit = func(e lab.Event) {
 		if spec.EventFunc != nil {
 			spec.EventFunc(p, e)
 		}
@@ -150,6 +155,10 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		s.mu.Unlock()
 		return nil, errors.New("start worker: supervisor is closed")
 	}
+	if err := s.startWatchdog(); err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
 	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	s.spawn <- req
 	if err := <-req.done; err != nil {
@@ -157,6 +166,12 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
 	}
 	p.Pid = cmd.Process.Pid
+	if err := s.watch(p.Pid); err != nil {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL) // unwatched, it could outlive us
+		_ = cmd.Wait()
+		s.mu.Unlock()
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
 	s.procs[p] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -170,18 +185,18 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 func (p *Proc) run(stdout, stderr io.Reader) {
 	defer p.sup.wg.Done()
 	var wg sync.WaitGroup
-	lines := make(chan engine.Event, 64)
+	lines := make(chan lab.Event, 64)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
-			var e engine.Event
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Kind == "" {
-				e = engine.Event{Kind: engine.KindNote, Text: fmt.Sprintf("Worker %s printed: %s", p.Label, truncate(sc.Text(), 300))}
+			var e lab.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Kind == "" || e.V != lab.ProtocolVersion {
+				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: truncate(sc.Text(), 300)}}
 			}
-			e.Actor, e.Pid = p.Label, p.Pid
+			e.Actor = p.Label // a worker speaks for itself only
 			lines <- e
 		}
 	}()
@@ -190,8 +205,7 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 4<<10), 1<<20)
 		for sc.Scan() {
-			lines <- engine.Event{Kind: engine.KindNote, Actor: p.Label, Pid: p.Pid,
-				Text: fmt.Sprintf("Worker %s logged: %s", p.Label, truncate(sc.Text(), 300))}
+			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: truncate(sc.Text(), 300)}}
 		}
 	}()
 	go func() {
@@ -201,19 +215,22 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	for e := range lines {
 		p.emit(e)
 	}
-	err := p.cmd.Wait()
+	_ = p.cmd.Wait() // its state is all there is to know, and a failed wait leaves it nil
 	p.state = p.cmd.ProcessState
 	p.sup.mu.Lock()
 	delete(p.sup.procs, p)
+	p.sup.unwatch(p.Pid)
 	p.sup.mu.Unlock()
 	close(p.done)
 	_ = p.stdin.Close()
-	text := fmt.Sprintf("Worker %s (pid %d) %s.", p.Label, p.Pid, describeExit(p.state))
-	if err != nil && p.state == nil {
-		text = fmt.Sprintf("Worker %s (pid %d) could not be waited for: %v.", p.Label, p.Pid, err)
+	st := p.Status()
+	pe := &lab.ProcessEvent{Change: lab.ProcExited, Pid: p.Pid, State: st.ProcState(), Signal: st.Signal}
+	if st.Signal == "" && p.state != nil {
+		code := st.ExitCode
+		pe.ExitCode = &code
 	}
-	p.emit(engine.Event{Kind: engine.KindProcess, Actor: p.Label, Pid: p.Pid, State: p.Status().String(), Outcome: "exited", Text: text})
-	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", p.Status().String())
+	p.emit(lab.Event{Kind: lab.KindProcess, Actor: p.Label, Process: pe})
+	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", st.String())
 }
 
 func truncate(s string, n int) string {
@@ -221,16 +238,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-func describeExit(ps *os.ProcessState) string {
-	if ps == nil {
-		return "ended"
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "was killed by " + signalName(ws.Signal())
-	}
-	return fmt.Sprintf("exited with code %d", ps.ExitCode())
 }
 
 func signalName(sig syscall.Signal) string {
@@ -280,8 +287,8 @@ func (p *Proc) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// Pause freezes the worker with SIGSTOP and returns once /proc shows it
-// stopped.
+// Pause freezes the worker with SIGSTOP and returns once the operating
+// system shows it stopped.
 func (p *Proc) Pause(ctx context.Context) error {
 	if err := p.signal(syscall.SIGSTOP); err != nil {
 		return err
@@ -289,8 +296,8 @@ func (p *Proc) Pause(ctx context.Context) error {
 	return p.waitState(ctx, func(s State) bool { return s.Code == 'T' || s.Exited })
 }
 
-// Resume thaws a paused worker with SIGCONT and returns once /proc shows it
-// no longer stopped.
+// Resume thaws a paused worker with SIGCONT and returns once the operating
+// system shows it no longer stopped.
 func (p *Proc) Resume(ctx context.Context) error {
 	if err := p.signal(syscall.SIGCONT); err != nil {
 		return err
@@ -331,13 +338,42 @@ func (p *Proc) waitState(ctx context.Context, ok func(State) bool) error {
 
 // State is a worker's real process state.
 type State struct {
-	Code     byte // the state letter from /proc/<pid>/stat: R, S, D, T, t, Z, ...; 0 once reaped
+	Code     byte // the state letter from ProcState: R, S, D, T, t, Z, ...; 0 once reaped
 	Exited   bool
 	ExitCode int    // when Exited and not killed by a signal
 	Signal   string // when Exited by a signal
 }
 
-// String says the state in words, as the timeline shows it.
+// ProcState is the state as the event protocol names it.
+func (s State) ProcState() lab.ProcState {
+	switch {
+	case s.Exited && s.Signal != "":
+		return lab.StateKilled
+	case s.Exited:
+		return lab.StateExited
+	}
+	switch s.Code {
+	case 'R':
+		return lab.StateRunning
+	case 'S', 'D', 'I':
+		return lab.StateSleeping
+	case 'T', 't':
+		return lab.StateStopped
+	case 'Z':
+		return lab.StateZombie
+	}
+	return lab.StateUnknown
+}
+
+// Letter returns the state letter the kernel reports, or "" once reaped.
+func (s State) Letter() string {
+	if s.Code == 0 {
+		return ""
+	}
+	return string(s.Code)
+}
+
+// String says the state for a log line.
 func (s State) String() string {
 	switch {
 	case s.Exited && s.Signal != "":
@@ -345,20 +381,11 @@ func (s State) String() string {
 	case s.Exited:
 		return fmt.Sprintf("exited (%d)", s.ExitCode)
 	}
-	switch s.Code {
-	case 'R':
-		return "running"
-	case 'S', 'D', 'I':
-		return "sleeping"
-	case 'T', 't':
-		return "stopped"
-	case 'Z':
-		return "zombie (exited, not yet reaped)"
-	}
-	return "unknown"
+	return string(s.ProcState())
 }
 
-// Status reads the worker's state: from /proc while it lives, from its
+// Status reads the worker's state: from /proc on Linux, from the kernel's
+// process table (sysctl) on macOS while it lives (ProcState), from its
 // wait status once reaped.
 func (p *Proc) Status() State {
 	select {
@@ -375,23 +402,6 @@ func (p *Proc) Status() State {
 	return State{Code: ProcState(p.Pid)}
 }
 
-// ProcState reads the state letter of a process from /proc/<pid>/stat, or
-// 0 when there is no such process (or no /proc).
-func ProcState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name is in parentheses and may itself hold spaces or
-	// parentheses; the state follows the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return 0
-	}
-	return s[i+2]
-}
-
 // Procs returns the workers that are still running.
 func (s *Supervisor) Procs() []*Proc {
 	s.mu.Lock()
@@ -404,7 +414,7 @@ func (s *Supervisor) Procs() []*Proc {
 }
 
 // Close kills every worker, waits until each is reaped and its output read,
-// and stops the spawner. It is safe to call more than once.
+// and stops the spawner and the watchdog. It is safe to call more than once.
 func (s *Supervisor) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -423,5 +433,5 @@ func (s *Supervisor) Close() error {
 		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	}
 	s.wg.Wait()
-	return nil
+	return s.stopWatchdog()
 }

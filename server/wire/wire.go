@@ -1,7 +1,8 @@
 // Package wire is JSON over HTTP for every fencelab server: strict decoding
 // of requests, and errors turned into HTTP answers in exactly one place: the
-// Echo HTTPErrorHandler that every fencelab HTTP server installs. Bad input
-// gets a 4xx and one clear sentence; nothing a user sent ever gets a 5xx.
+// Echo HTTPErrorHandler that every fencelab HTTP server installs. It is the
+// one place that chooses an HTTP status for a fault code. Bad input gets a
+// 4xx and one clear sentence; nothing a user sent ever gets a 5xx.
 package wire
 
 import (
@@ -14,59 +15,64 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/labstack/echo/v4"
 )
 
-// Error is an error with the HTTP status it should be answered with.
-type Error struct {
-	Status int
-	Msg    string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// New returns an error answered with status and msg.
-func New(status int, msg string) *Error { return &Error{Status: status, Msg: msg} }
-
 // Body is the JSON body of every error answer.
 type Body struct {
-	Error  string `json:"error"`
-	Status int    `json:"status"`
+	Error  string     `json:"error"`
+	Code   fault.Code `json:"code"`
+	Status int        `json:"status"`
 }
 
-// StatusError is an error that knows the HTTP status it is answered with.
-type StatusError interface {
-	error
-	HTTPStatus() int
+// statuses is the HTTP status of each fault code.
+var statuses = map[fault.Code]int{
+	fault.Invalid:     http.StatusBadRequest,
+	fault.NotFound:    http.StatusNotFound,
+	fault.Conflict:    http.StatusConflict,
+	fault.Forbidden:   http.StatusForbidden,
+	fault.Busy:        http.StatusServiceUnavailable,
+	fault.Limit:       http.StatusConflict,
+	fault.Unavailable: http.StatusServiceUnavailable,
+	fault.Gone:        http.StatusGone,
+	fault.TooLarge:    http.StatusRequestEntityTooLarge,
+	fault.Unsupported: http.StatusUnsupportedMediaType,
+	fault.Upgrade:     http.StatusUpgradeRequired,
+	fault.Internal:    http.StatusInternalServerError,
 }
 
-// Status maps an error to its HTTP status.
+// Status maps an error to its HTTP status: by its fault code, or an Echo
+// HTTPError's own (an unknown route, a wrong method).
 func Status(err error) int {
-	var he *Error
 	var ee *echo.HTTPError
-	var se StatusError
-	switch {
-	case errors.As(err, &he):
-		return he.Status
-	case errors.As(err, &se):
-		return se.HTTPStatus()
-	case errors.As(err, &ee):
+	if errors.As(err, &ee) {
 		return ee.Code
-	case errors.Is(err, engine.ErrInvalidInput):
-		return http.StatusBadRequest
-	case errors.Is(err, engine.ErrJobNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, engine.ErrStale), errors.Is(err, engine.ErrFenced):
-		return http.StatusConflict
+	}
+	if s, ok := statuses[fault.CodeOf(err)]; ok {
+		return s
 	}
 	return http.StatusInternalServerError
 }
 
+// codeOf is the code an answer names, Echo's own errors included.
+func codeOf(err error, status int) fault.Code {
+	var ee *echo.HTTPError
+	if errors.As(err, &ee) {
+		for c, s := range statuses {
+			if s == status && c != fault.Limit && c != fault.Busy {
+				return c
+			}
+		}
+		return fault.Invalid
+	}
+	return fault.CodeOf(err)
+}
+
 // Message returns what the user is told: the error's own sentence, except
-// for a 500, whose detail goes to the log only. (A 503 says which capacity
-// is used up.)
-func Message(err error, status int) string {
+// for an internal error, whose detail goes to the log only. (A 503 says
+// which capacity is used up, or that the database is unavailable.)
+func Message(err error) string {
 	var ee *echo.HTTPError
 	if errors.As(err, &ee) {
 		if m, ok := ee.Message.(string); ok {
@@ -74,17 +80,7 @@ func Message(err error, status int) string {
 		}
 		return http.StatusText(ee.Code)
 	}
-	if status == http.StatusInternalServerError {
-		return "internal error; the server log has the details"
-	}
-	// Drop the kind a sentinel puts in front ("invalid input: ", "busy: "):
-	// the status says it already.
-	msg := err.Error()
-	var se StatusError
-	if errors.As(err, &se) {
-		msg = strings.TrimPrefix(msg, se.Error()+": ")
-	}
-	return strings.TrimPrefix(msg, engine.ErrInvalidInput.Error()+": ")
+	return fault.MessageOf(err)
 }
 
 // Handler returns an Echo HTTPErrorHandler that answers JSON and logs 5xx.
@@ -96,11 +92,11 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 		status := Status(err)
 		switch {
 		case status == http.StatusInternalServerError:
-			log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		case status >= 500:
-			log.Info("refused: at capacity", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			log.Info("refused: unavailable or at capacity", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
-		body := Body{Error: Message(err, status), Status: status}
+		body := Body{Error: Message(err), Code: codeOf(err, status), Status: status}
 		if status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", "30")
 		}
@@ -112,31 +108,40 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-// Decode reads a JSON request body into v: at most limit bytes, exactly
-// one object, no unknown fields. Any problem is a 4xx with one sentence.
-func Decode(c echo.Context, limit int64, v any) error {
+// ReadBody reads a JSON request body of at most limit bytes.
+func ReadBody(c echo.Context, limit int64) ([]byte, error) {
 	r := c.Request()
 	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return New(http.StatusUnsupportedMediaType, "the body must be JSON (Content-Type: application/json)")
+		return nil, fault.Errorf(fault.Unsupported, "the body must be JSON (Content-Type: application/json)")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return New(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", limit))
+			return nil, fault.Errorf(fault.TooLarge, "the body is larger than %d bytes", limit)
 		}
-		return New(http.StatusBadRequest, "could not read the body: "+err.Error())
+		return nil, fault.Errorf(fault.Invalid, "could not read the body")
+	}
+	return body, nil
+}
+
+// Decode reads a JSON request body into v: at most limit bytes, exactly
+// one object, no unknown fields. Any problem is a 4xx with one sentence.
+func Decode(c echo.Context, limit int64, v any) error {
+	body, err := ReadBody(c, limit)
+	if err != nil {
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return New(http.StatusBadRequest, "the body is empty; send a JSON object")
+		return fault.Errorf(fault.Invalid, "the body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return New(http.StatusBadRequest, "the body is not valid JSON for this route: "+jsonError(err))
+		return fault.Errorf(fault.Invalid, "the body is not valid JSON for this route: %s", jsonError(err))
 	}
 	if dec.More() {
-		return New(http.StatusBadRequest, "the body has data after the JSON object")
+		return fault.Errorf(fault.Invalid, "the body has data after the JSON object")
 	}
 	return nil
 }

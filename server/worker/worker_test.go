@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/lab/labtest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/worker"
@@ -97,20 +99,23 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(ctx, cfg, inR, outW); outW.Close() }()
-	events := make(chan engine.Event, 100)
+	events := make(chan lab.Event, 100)
 	go func() {
 		sc := bufio.NewScanner(outR)
 		for sc.Scan() {
-			var e engine.Event
+			var e lab.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				t.Errorf("a line that is not an event: %s", sc.Text())
 				continue
+			}
+			if err := labtest.Check(sc.Bytes()); err != nil {
+				t.Errorf("the worker printed an event that breaks the protocol schema: %v\n%s", err, sc.Bytes())
 			}
 			events <- e
 		}
 		close(events)
 	}()
-	next := func(match func(engine.Event) bool, what string) engine.Event {
+	next := func(match func(lab.Event) bool, what string) lab.Event {
 		t.Helper()
 		for {
 			select {
@@ -131,12 +136,10 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waiting := func(cp string) func(engine.Event) bool {
-		return func(e engine.Event) bool {
-			return e.Kind == engine.KindCheckpoint && e.Name == cp && e.Outcome == "waiting"
-		}
+	waiting := func(cp lab.Checkpoint) func(lab.Event) bool {
+		return func(e lab.Event) bool { return e.Checkpoint != nil && e.Checkpoint.Name == cp }
 	}
-	badCommand := func(e engine.Event) bool { return e.Outcome == "bad-command" }
+	badCommand := func(e lab.Event) bool { return e.Error != nil && e.Error.Code == lab.ErrBadCommand }
 
 	next(waiting("claim"), "the claim checkpoint")
 	for _, bad := range []string{`nonsense`, `{"cmd":"dance"}`, `{"cmd":"proceed","checkpoint":"commit"}`, `{"cmd":"fail"}`} {
@@ -150,26 +153,27 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 		t.Fatalf("bad commands changed the job: %+v", j)
 	}
 	send(`{"cmd":"proceed","checkpoint":"claim"}`)
-	claim := next(func(e engine.Event) bool { return e.Name == "JobClaim" }, "the claim")
-	if *claim.Rows != 1 || *claim.Epoch != 1 || claim.JobID != id || claim.At.IsZero() || !strings.Contains(claim.SQL, "FOR UPDATE SKIP LOCKED") {
-		t.Fatalf("claim event = %+v", claim)
+	claim := next(func(e lab.Event) bool { return e.SQL != nil && e.SQL.Op == lab.OpClaim }, "the claim")
+	if c := claim.SQL; c.Stmt.Rows != 1 || c.Result != lab.ResultOK || *c.Epoch != 1 || c.JobID != id || claim.At.IsZero() ||
+		c.LeaseUntil == nil || !strings.Contains(c.Stmt.SQL, "FOR UPDATE SKIP LOCKED") || c.Owner != "worker-t" {
+		t.Fatalf("claim event = %+v", claim.SQL)
 	}
 	next(waiting("deliver"), "the deliver checkpoint")
 	send(`{"cmd":"proceed"}`)
-	call := next(func(e engine.Event) bool { return e.Kind == engine.KindCall }, "the receiver call")
-	if call.Outcome != string(engine.AcceptedFirst) {
-		t.Fatalf("receiver call = %+v", call)
+	call := next(func(e lab.Event) bool { return e.Call != nil }, "the receiver call")
+	if c := call.Call; c.Result != lab.DeliveryAccepted || c.Decision != engine.AcceptedFirst || c.HTTPStatus != 200 || c.Epoch != 1 || *c.HeldEpoch != 1 {
+		t.Fatalf("receiver call = %+v", call.Call)
 	}
 	next(waiting("commit"), "the commit checkpoint")
 	send(`{"cmd":"proceed","checkpoint":"commit"}`)
-	commit := next(func(e engine.Event) bool { return e.Name == "JobComplete" }, "the commit")
-	if commit.Outcome != "ok" || *commit.Rows != 1 {
-		t.Fatalf("commit = %+v", commit)
+	commit := next(func(e lab.Event) bool { return e.SQL != nil && e.SQL.Op == lab.OpComplete }, "the commit")
+	if commit.SQL.Result != lab.ResultOK || commit.SQL.Stmt.Rows != 1 || commit.SQL.Stmt.Name != "JobComplete" {
+		t.Fatalf("commit = %+v", commit.SQL)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	if j, _ := q.Get(ctx, id); j.Status != engine.StatusDone || engine.ResultFrom(j.Result) != "T" {
+	if j, _ := q.Get(ctx, id); j.Status != engine.StatusDone || lab.ResultFrom(j.Result) != "T" {
 		t.Fatalf("job after the run: %+v", j)
 	}
 }

@@ -2,9 +2,10 @@
 // drop from the last sequence number it saw: no gap, no duplicate.
 
 export class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, code, message) {
     super(message);
     this.status = status;
+    this.code = code; // the server's fault code: invalid, busy, conflict, ...
   }
 }
 
@@ -23,14 +24,14 @@ export class Api {
     });
     let body = {};
     try { body = await res.json(); } catch { /* an empty or broken answer: the status says enough */ }
-    if (!res.ok) throw new ApiError(res.status, body.error || `HTTP ${res.status}`);
+    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`);
     return body;
   }
 
   async get(path) {
     const res = await fetch(`/api/sessions/${encodeURIComponent(this.sessionId)}${path}`);
     const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new ApiError(res.status, body.error || `HTTP ${res.status}`);
+    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`);
     return body;
   }
 
@@ -110,8 +111,8 @@ export class Stream {
     };
     ws.onclose = (ev) => {
       if (this.closed) return;
-      if (ev.code === 4001) { this.status("offline"); if (this.onGone) this.onGone("gone"); return; }
-      if (ev.code === 1001 && /session/.test(ev.reason)) { this.status("offline"); if (this.onGone) this.onGone(ev.reason); return; }
+      // 4001: the events asked for are no longer kept; 4002: the session ended.
+      if (ev.code === 4001 || ev.code === 4002) { this.status("offline"); if (this.onGone) this.onGone(ev.code); return; }
       this.reconnects++;
       this.status("reconnecting");
       setTimeout(() => this.open(), this.delay);

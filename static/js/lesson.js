@@ -4,7 +4,8 @@
 // waits for something real — a lease running out on the database clock —
 // the narration waits for that very event before it goes on.
 
-const verdict = (e) => e.kind === "verdict";
+const verdict = (e) => !!e.verdict;
+const bReady = (e) => !!e.checkpoint && e.actor === "B" && e.checkpoint.name === "claim";
 
 export const CHAPTERS = [
   {
@@ -18,15 +19,15 @@ export const CHAPTERS = [
     id: "build-up", title: "The pieces",
     steps: [
       { say: "Two real worker processes, A and B, and one job row in Postgres. The lease will be 3 seconds long, judged on the database's clock.", cmd: { action: "run", ordering: "zombie-first", mode: "step", lease_ms: 3000 },
-        wait: (e) => e.kind === "checkpoint" && e.actor === "B" && e.name === "claim", waiting: "Starting the two workers…" },
+        wait: bReady, waiting: "Starting the two workers…" },
       { say: "A claims the job, in one UPDATE with FOR UPDATE SKIP LOCKED. The epoch goes from 0 to 1: that number is the fencing token.", cmd: { action: "step" },
-        wait: (e) => e.kind === "sql" && e.name === "JobClaim" && e.actor === "A" && e.rows === 1 },
+        wait: (e) => !!e.sql && e.sql.op === "claim" && e.sql.result === "ok" && e.actor === "A" },
       { say: "A freezes: SIGSTOP. The process really stops (its state is T), and its lease heartbeat stops with it.", cmd: { action: "step" },
-        wait: (e) => e.kind === "process" && e.actor === "A" && e.outcome === "stopped" },
+        wait: (e) => !!e.process && e.actor === "A" && e.process.change === "stopped" },
       { say: "Now the lease runs out — on the database clock, for real. A has no idea that time is passing.", cmd: { action: "step" },
-        wait: (e) => e.kind === "lease" && e.outcome === "expired", waiting: "Waiting for the lease to run out on the database clock…" },
+        wait: (e) => !!e.lease && e.lease.change === "expired", waiting: "Waiting for the lease to run out on the database clock…" },
       { say: "The lease has run out. B claims the job: the epoch goes up to 2. A still believes it holds epoch 1.", cmd: { action: "step" },
-        wait: (e) => e.kind === "sql" && e.name === "JobClaim" && e.actor === "B" && e.rows === 1 },
+        wait: (e) => !!e.sql && e.sql.op === "claim" && e.sql.result === "ok" && e.actor === "B" },
       { say: "That is the set-up of every zombie story. Next: who reaches the receiver first." },
     ],
   },
@@ -79,7 +80,7 @@ export class Lesson {
     if (!c.run) return c.steps;
     const st = (this.runSteps() || []).map((s) => ({ say: s.say, cmd: { action: "step" } }));
     return [{ say: `${c.title}. Two workers again; press PageDown to play each step.`, cmd: { action: "run", ...c.run },
-      wait: (e) => e.kind === "checkpoint" && e.actor === "B" && e.name === "claim", waiting: "Starting the two workers…" }, ...st,
+      wait: bReady, waiting: "Starting the two workers…" }, ...st,
       { say: "The run is over: the verdict is on the right. Where did the zombie's call and commit go?" }];
   }
 
@@ -132,7 +133,7 @@ export class Lesson {
       this.wait = null;
       this.waiting = "";
       this.waitedFor.push(e.seq);
-      if (e.kind === "verdict") this.note = `Verdict: ${e.text}`;
+      if (e.verdict) this.note = `Verdict: ${(e.verdict.outcome || e.verdict.report || {}).verdict || ""}`;
       this.onChange();
     }
   }

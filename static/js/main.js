@@ -1,17 +1,24 @@
 // main.js — the playground page: it starts from the state the server
 // rendered, follows the session's events over the WebSocket, and drives the
-// session through its JSON API. window.fencelab exposes the page's state to
-// tests and to a host page.
+// session through its JSON API. It reads events by their typed fields and
+// says things in the server's words (words.js). window.fencelab exposes
+// the page's state to tests and to a host page.
 
 import { Api, Stream } from "./api.js";
-import { apply, fold, newRun, whatHappened, isHeartbeat, laneOf, LANE_RUNNER } from "./model.js";
+import { apply, fold, newRun, isHeartbeat, laneOf, LANE_RUNNER, verdictWords } from "./model.js";
 import { byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
+import { W, setWords } from "./words.js";
 import { bindKeys } from "./keys.js";
 import { Player } from "./replay.js";
 import { Lesson, renderLesson } from "./lesson.js";
+import { setupFromForm, permalinkQuery, runCommand as commandOf, applySetup } from "./permalink.js";
+import { Matrix } from "./matrix.js";
+import { findRecording, recordingSummary, recordingNote } from "./recordings.js";
+import * as host from "./embed.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-state").textContent);
 const scenarios = boot.scenarios;
+setWords(scenarios.words);
 const sessionId = boot.session.id || ""; // none when the server was too busy to make one
 const tokenKey = `fencelab.token.${sessionId}`;
 
@@ -24,14 +31,14 @@ if (!token) { try { token = sessionStorage.getItem(tokenKey) || ""; } catch { /*
 if (token) { try { sessionStorage.setItem(tokenKey, token); } catch { /* fine */ } }
 
 const api = new Api(sessionId, token);
+const initial = fold(boot.session.run || {}, boot.events);
 const page = {
   role: token ? "driver" : "viewer",
-  live: fold(boot.session.run || {}, boot.events).run,
-  infos: [],
+  live: initial.run,
+  infos: initial.rows,
   view: null, // the run on screen: the live one, or a replay
   scrub: null, // an index into view.run.events when scrubbing, else null
   runs: new Map((boot.session.runs || []).map((r) => [r.id, r])),
-  matrix: new Map(), // run id -> {ordering, broken, state}
   oldRuns: new Set(),
   conn: { state: "connecting", behind: 0, caughtUp: 0, reconnects: 0 },
   errors: [],
@@ -42,42 +49,20 @@ const page = {
   recording: null, // the recording being played, when the live demo is busy
 };
 const params = new URLSearchParams(location.search);
-page.infos = fold(boot.session.run || {}, boot.events).rows;
 page.view = { run: page.live, infos: page.infos, replay: false };
 
 const timeline = new Timeline(byTest("timeline"));
 const form = byTest("setup");
+const matrix = new Matrix();
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
-function setupFromForm() {
-  const fd = new FormData(form);
-  const broken = [...form.querySelectorAll('input[name="guard"]')].filter((c) => !c.checked).map((c) => c.value);
-  return {
-    ordering: fd.get("ordering"), mode: fd.get("mode"), style: fd.get("style") || "fencelab", broken,
-    same: !!fd.get("same"), lease: Number(fd.get("lease")), pace: Number(fd.get("pace")), skew: Number(fd.get("skew")),
-  };
-}
-
-function permalinkQuery(s) {
-  const q = new URLSearchParams();
-  q.set("ordering", s.ordering);
-  if (s.ordering !== "free-play") q.set("mode", s.mode);
-  if (s.style && s.style !== "fencelab") q.set("style", s.style);
-  const styleBroken = (scenarios.styles.find((x) => x.name === s.style) || {}).broken || "";
-  const extra = s.broken.filter((g) => !styleBroken.split(",").includes(g));
-  if (extra.length) q.set("break", extra.join(","));
-  if (s.same) q.set("same", "1");
-  q.set("lease", String(s.lease));
-  if (s.ordering !== "free-play") q.set("pace", String(s.pace));
-  if (s.ordering === "clock-skew" && s.skew) q.set("skew", String(s.skew));
-  if (boot.embed) q.set("embed", "1");
-  if (boot.present) q.set("present", "1");
-  return q.toString();
+function query(extra = {}) {
+  return permalinkQuery(setupFromForm(form), scenarios.styles, { embed: boot.embed, present: boot.present, ...extra });
 }
 
 function updateURL() {
-  const q = permalinkQuery(setupFromForm());
+  const q = query();
   byTest("permalink").href = `/?${q}`;
   const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
   if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}`);
@@ -91,10 +76,10 @@ function scrubbing() { return page.scrub !== null; }
 
 function shownRun() {
   if (!scrubbing()) return page.view.run;
-  return fold(runSummary(page.view.run), page.view.run.events, page.scrub).run;
+  return fold(runInfo(page.view.run), page.view.run.events, page.scrub).run;
 }
 
-function runSummary(run) {
+function runInfo(run) {
   return { id: run.id, ordering: run.ordering, mode: run.mode, lease_ms: run.leaseMs, pace_ms: run.paceMs, steps: run.steps, skew_ms: run.skewMs };
 }
 
@@ -111,16 +96,22 @@ function drawAll() {
   }
 }
 
+function setupWords(run) {
+  const title = (W.orderings[run.ordering] || {}).title || run.ordering;
+  const guards = run.broken.length ? run.broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
+  return `${title}; ${guards}`;
+}
+
 function drawSide(run) {
   renderLanes(byTest("lanes"), run, { canDrive: page.role === "driver" && !page.view.replay, scrubbing: scrubbing() });
   byTest("lanes").classList.toggle("replay", page.view.replay);
   const narration = byTest("narration");
-  const setup = `${run.ordering}${run.broken.length ? ", " + run.broken.join(", ") + " off" : ", all guards on"}`;
-  if (page.view.replay && run.id === "recording") narration.textContent = run.narration || `A recorded run (${setup}).`;
-  else if (page.view.replay) narration.textContent = `Replaying run ${run.id} (${setup}). Press Back to live to return.`;
+  if (page.view.replay && run.id === "recording") narration.textContent = run.narration || `A recorded run (${setupWords(run)}).`;
+  else if (page.view.replay) narration.textContent = `Replaying run ${run.id} (${setupWords(run)}). Press Back to live to return.`;
   else if (run.narration) narration.textContent = run.narration;
   else if (run.id && !run.ended) narration.textContent = run.mode === "free" ? "Free play: add jobs and workers; pause, resume and kill them." : "Starting…";
-  if (run.outcome || run.report || run.ended) renderOutcome(run, scenarios); else { clearOutcome(); renderOutcome(run, scenarios); }
+  if (!(run.outcome || run.report || run.ended)) clearOutcome();
+  renderOutcome(run);
   drawControls(run);
   drawScrub();
   drawPredict(run);
@@ -161,6 +152,7 @@ function drawControls(run) {
   const pace = Number(form.elements.pace.value);
   byTest("pace-out").textContent = pace === 0 ? "as fast as it goes" : `${(pace / 1000).toFixed(1)} s a step`;
   byTest("skew-out").textContent = `${(Number(form.elements.skew.value) / 1000).toFixed(1)} s`;
+  void run;
 }
 
 function drawScrub() {
@@ -180,18 +172,17 @@ function drawPredict(run) {
   const o = run.outcome;
   if (!o || (o.ordering !== "new-owner-first" && o.ordering !== "zombie-first")) {
     out.textContent = pick ? "Your pick is kept. Now run it." : "";
+    delete out.dataset.right;
     return;
   }
-  const happened = whatHappened(o);
-  const words = { overwrites: "A's result landed over B's work", fenced: "A was refused; B's result stands", both: "the job was done twice: both results count somewhere" };
-  out.dataset.right = pick === happened ? "true" : "false";
-  out.textContent = pick ? `You said: ${words[pick]}. It happened: ${words[happened]}. ${pick === happened ? "✓ Right." : "✗ Not this time."}` : `It happened: ${words[happened]}.`;
+  out.dataset.right = pick === o.story ? "true" : "false";
+  out.textContent = pick ? `You said: ${W.stories[pick]}. It happened: ${W.stories[o.story]}. ${pick === o.story ? "✓ Right." : "✗ Not this time."}` : `It happened: ${W.stories[o.story]}.`;
 }
 
 // ---- the live feed for screen readers ------------------------------------------
 
 function narrate(e) {
-  if (isHeartbeat(e) || e.kind === "run" || (e.kind === "checkpoint" && e.outcome === "waiting") || e.kind === "row") return;
+  if (isHeartbeat(e) || e.run_state || e.checkpoint || e.row) return;
   const feed = byTest("live-feed");
   const p = document.createElement("p");
   p.textContent = e.text;
@@ -218,20 +209,9 @@ function onEvent(e, catchingUp) {
     const off = Date.parse(e.at) - Date.now();
     page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
   }
-  const d = e.data && typeof e.data === "object" ? e.data : null;
-  if (e.kind === "run" && e.outcome === "matrix" && Array.isArray(d)) {
-    for (const c of d) page.matrix.set(c.run, { ordering: c.ordering, broken: c.broken || "none", state: "pending" });
-    drawMatrix();
-    return;
-  }
-  if (e.kind === "run" && d && d.id) page.runs.set(d.id, d);
-  if (e.run && page.matrix.has(e.run)) {
-    const cell = page.matrix.get(e.run);
-    if (e.kind === "verdict") cell.state = e.outcome;
-    else if (e.kind === "error") cell.state = "error";
-    else if (cell.state === "pending") cell.state = "running";
-    drawMatrix();
-    if (window.parent !== window) post("matrix", { run: e.run, state: cell.state });
+  if (e.run_state) page.runs.set(e.run_state.info.id, e.run_state.info);
+  if (matrix.onEvent(e)) {
+    if (e.run) host.post("matrix", { run: e.run, state: matrix.cells.get(e.run).state });
     return;
   }
   if (!e.run || page.oldRuns.has(e.run)) return;
@@ -251,8 +231,8 @@ function onEvent(e, catchingUp) {
   }
   if (!catchingUp) narrate(e);
   if (lesson) lesson.onEvent(e);
-  if (e.kind === "verdict") {
-    post("verdict", { run: e.run, safe: e.outcome === "safe", verdict: e.text, outcome: d });
+  if (e.verdict) {
+    host.post("verdict", { run: e.run, safe: e.verdict.safe, verdict: verdictWords(page.live), outcome: e.verdict.outcome || e.verdict.report });
     maybeScroll(true);
   }
 }
@@ -294,8 +274,8 @@ async function send(cmd) {
     showError("");
     return r;
   } catch (err) {
-    post("error", { status: err.status, error: err.message });
-    if (err.status === 503 && cmd.action === "run" && cmd.ordering !== "free-play") {
+    host.post("error", { status: err.status, code: err.code, error: err.message });
+    if (err.code === "busy" && cmd.action === "run" && cmd.ordering !== "free-play") {
       showError("");
       playRecording(cmd, err.message);
       return null;
@@ -308,22 +288,17 @@ async function send(cmd) {
 // ---- when the live demo is busy: a recorded run -----------------------------------
 
 async function playRecording(cmd, why) {
-  const q = new URLSearchParams({ ordering: cmd.ordering, broken: (cmd.broken || []).join(","), same: cmd.same_identity ? "1" : "" });
   let rec;
   try {
-    const res = await fetch(`/api/recordings/find?${q}`);
-    if (!res.ok) throw new Error((await res.json()).error);
-    rec = await res.json();
+    rec = await findRecording(cmd);
   } catch (err) {
     showError(`The live demo is busy (${why}) and no recorded run is at hand: ${err.message}`);
     return;
   }
-  const summary = { id: "recording", ordering: rec.ordering, mode: "step", lease_ms: rec.lease_ms, broken: rec.broken, same_identity: rec.same_identity };
+  const summary = recordingSummary(rec);
   page.recording = rec.key;
   const note = byTest("recorded");
-  const when = rec.seed ? "a run recorded when this server was built" : `a run recorded ${new Date(rec.recorded).toLocaleString()}`;
-  const same = rec.key === recordingKey(cmd) ? "this very setup" : "the closest setup kept";
-  note.textContent = `The live demo is busy right now, so here is a recorded run instead: ${when}, of ${same} (${rec.ordering}${rec.broken.length ? ", " + rec.broken.join(", ") + " off" : ", all guards on"}). Its events are the real ones, replayed.`;
+  note.textContent = recordingNote(rec);
   note.hidden = false;
   page.view = { run: newRun(summary), infos: [], replay: true };
   page.scrub = null;
@@ -334,26 +309,16 @@ async function playRecording(cmd, why) {
     page.view.run = p.run;
     page.view.infos = p.infos;
     drawSide(p.run);
-    if (p.pos === p.events.length && p.run.outcome) post("verdict", { run: "recording", safe: p.run.outcome.safe, verdict: p.run.outcome.verdict, outcome: p.run.outcome, recorded: true });
+    if (p.pos === p.events.length && p.run.outcome) {
+      host.post("verdict", { run: "recording", safe: p.run.outcome.safe, verdict: p.run.outcome.verdict, outcome: p.run.outcome, recorded: true });
+    }
   } });
   player.play();
 }
 
-function recordingKey(cmd) {
-  const b = [...(cmd.broken || [])].sort();
-  return [cmd.ordering, ...b, ...(cmd.same_identity ? ["same-identity"] : [])].join("+");
-}
-
 function runCommand(overrides = {}) {
-  const s = setupFromForm();
-  const cmd = { action: "run", ordering: s.ordering, broken: s.broken, same_identity: s.same, lease_ms: s.lease };
-  if (s.ordering !== "free-play") {
-    cmd.mode = overrides.mode || s.mode;
-    cmd.pace_ms = s.pace;
-  }
-  if (s.ordering === "clock-skew" && s.skew) cmd.skew_ms = s.skew;
   backToLive();
-  return send(cmd);
+  return send(commandOf(setupFromForm(form), overrides.mode));
 }
 
 function liveRun() { return page.live.id && !page.live.ended ? page.live : null; }
@@ -425,8 +390,7 @@ function backToLive() {
 async function openRun(id) {
   try {
     const evs = await api.runEvents(id);
-    const summary = page.runs.get(id) || { id };
-    const { run, rows } = fold(summary, evs);
+    const { run, rows } = fold(page.runs.get(id) || { id }, evs);
     run.id = id;
     page.view = { run, infos: rows, replay: true };
     page.scrub = null;
@@ -456,7 +420,7 @@ byTest("add-worker").addEventListener("click", () => send({ action: "add_worker"
 byTest("check").addEventListener("click", () => send({ action: "verdict" }));
 byTest("finish").addEventListener("click", () => send({ action: "finish" }));
 byTest("matrix-run").addEventListener("click", () => {
-  for (const c of document.querySelectorAll('button.mcell')) { c.dataset.state = "pending"; c.textContent = "…"; }
+  matrix.reset();
   send({ action: "matrix", lease_ms: 300 });
 });
 byTest("show-heartbeats").addEventListener("change", () => { page.dirty = true; });
@@ -493,18 +457,6 @@ byTest("timeline").addEventListener("scroll", () => {
   const tl = byTest("timeline");
   stick = tl.scrollTop + tl.clientHeight >= tl.scrollHeight - 40;
 });
-
-function drawMatrix() {
-  for (const [id, c] of page.matrix) {
-    const el = byTest(`matrix-${c.ordering}-${c.broken || "none"}`);
-    if (!el) continue;
-    el.dataset.state = c.state;
-    el.dataset.run = id;
-    el.disabled = !(c.state === "safe" || c.state === "unsafe" || c.state === "error");
-    el.textContent = { pending: "…", running: "⟳", safe: "✓ safe", unsafe: "✗ UNSAFE", error: "! error" }[c.state] || "·";
-    el.setAttribute("aria-label", `${c.ordering} with ${c.broken === "none" ? "all guards on" : c.broken + " off"}: ${c.state}`);
-  }
-}
 byTest("matrix").addEventListener("click", (ev) => {
   const b = ev.target.closest("button.mcell[data-run]");
   if (b && !b.disabled) openRun(b.dataset.run);
@@ -519,9 +471,8 @@ byTest("share").addEventListener("click", () => {
   byTest("share-watch").value = base;
   byTest("share-drive").value = token ? `${base}#token=${token}` : "";
   byTest("share-drive-wrap").hidden = !token;
-  const q = permalinkQuery(setupFromForm()).replace(/(^|&)(embed|present)=1/g, "");
-  const src = `${location.origin}/?embed=1&${q}`;
-  byTest("embed-code").value = `<iframe src="${src}" title="fencelab: a zombie worker and its fencing token, live" width="100%" height="560" style="border:0;max-width:720px" loading="lazy"></iframe>\n<script>addEventListener("message", (e) => { if (e.origin === "${location.origin}" && e.data && e.data.source === "fencelab" && e.data.type === "height") for (const f of document.querySelectorAll('iframe[src^="${location.origin}/"]')) if (f.contentWindow === e.source) f.style.height = e.data.height + "px"; });<\/script>`;
+  const q = query({ embed: false, present: false });
+  byTest("embed-code").value = host.embedCode(q);
   byTest("present-link").href = `/?present=1&${q}`;
   byTest("lesson-link").href = "/?lesson=predict&present=1";
   byTest("copied").textContent = "";
@@ -542,79 +493,28 @@ bindKeys({ runOrToggle, stepForward, stepBack, reset, toggleHelp, closeDialogs: 
 
 // ---- the matrix and runs the session already has ------------------------------
 
+matrix.load(boot.session.runs || []);
 for (const r of boot.session.runs || []) {
-  if (r.background) {
-    const broken = r.broken && r.broken.length ? r.broken[0] : "none";
-    page.matrix.set(r.id, { ordering: r.ordering, broken, state: r.outcome ? (r.outcome.safe ? "safe" : "unsafe") : r.ended ? "error" : "running" });
-  } else if (boot.session.run && r.id !== boot.session.run.id) page.oldRuns.add(r.id);
+  if (!r.background && boot.session.run && r.id !== boot.session.run.id) page.oldRuns.add(r.id);
 }
-drawMatrix();
+matrix.draw();
 
 // ---- the host page (an iframe's parent) ------------------------------------------
-//
-// To the host: {source:"fencelab", type:"ready"|"height"|"verdict"|"matrix"|"error", ...}.
-// From the host, only from an allowed origin: {type:"setup", ordering, mode,
-// broken, lease_ms, pace_ms, same_identity, skew_ms} and {type:"run", ...the same}.
 
-const hostOrigin = (location.ancestorOrigins && location.ancestorOrigins.length) ? location.ancestorOrigins[0] : "*";
-
-function post(type, detail) {
-  if (window.parent === window) return;
-  // Never the token: only what any watcher may see.
-  window.parent.postMessage({ source: "fencelab", type, ...detail }, hostOrigin);
-}
-
-function originAllowed(origin) {
-  if (origin === location.origin) return true;
-  return (boot.embed_origins || []).some((o) => {
-    if (!o.includes("*")) return o === origin;
-    // https://*.example.com allows any subdomain of example.com.
-    const [head, tail] = o.split("*");
-    return origin.startsWith(head) && origin.endsWith(tail) && /^[a-z0-9.-]+$/.test(origin.slice(head.length, origin.length - tail.length));
-  });
-}
-
-function applySetup(m) {
-  const f = form.elements;
-  if (typeof m.ordering === "string" && [...f.ordering.options].some((o) => o.value === m.ordering)) f.ordering.value = m.ordering;
-  if (m.mode === "auto" || m.mode === "step") f.mode.value = m.mode;
-  if (Array.isArray(m.broken)) for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !m.broken.includes(c.value);
-  if (typeof m.same_identity === "boolean") f.same.checked = m.same_identity;
-  const num = (name, v) => { if (Number.isFinite(v)) f[name].value = String(v); };
-  num("lease", m.lease_ms); num("pace", m.pace_ms); num("skew", m.skew_ms);
-  updateURL();
-  drawControls(shownRun());
-}
-
-window.addEventListener("message", (ev) => {
-  const m = ev.data;
-  if (!m || typeof m !== "object" || m.source === "fencelab") return;
-  if (!originAllowed(ev.origin)) { page.ignoredMessages++; return; }
-  if (m.type === "setup") applySetup(m);
-  else if (m.type === "run") { applySetup(m); runCommand(); }
+host.listen(boot.embed_origins, {
+  onSetup: (m) => { applySetup(form, m); updateURL(); drawControls(shownRun()); },
+  onRun: (m) => { applySetup(form, m); updateURL(); drawControls(shownRun()); runCommand(); },
+  onIgnored: () => { page.ignoredMessages++; },
 });
-
-if (window.parent !== window) {
-  let last = 0;
-  new ResizeObserver(() => {
-    const h = Math.ceil(document.documentElement.scrollHeight);
-    if (h !== last) { last = h; post("height", { height: h }); }
-  }).observe(document.body);
-}
 
 // ---- start ---------------------------------------------------------------------
 
 // A page opened on a session with a run shows that run's setup, unless its
 // link says otherwise.
 const cur = boot.session.run;
-if (cur && !new URLSearchParams(location.search).has("ordering")) {
-  form.elements.ordering.value = cur.ordering;
-  if (cur.mode === "auto" || cur.mode === "step") form.elements.mode.value = cur.mode;
-  for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !(cur.broken || []).includes(c.value);
-  form.elements.same.checked = !!cur.same_identity;
-  form.elements.lease.value = String(cur.lease_ms);
-  if (cur.mode === "auto") form.elements.pace.value = String(cur.pace_ms);
-  if (cur.skew_ms) form.elements.skew.value = String(cur.skew_ms);
+if (cur && !params.has("ordering")) {
+  applySetup(form, { ordering: cur.ordering, mode: cur.mode, broken: cur.broken || [], same_identity: !!cur.same_identity,
+    lease_ms: cur.lease_ms, pace_ms: cur.mode === "auto" ? cur.pace_ms : undefined, skew_ms: cur.skew_ms || undefined });
 }
 
 // In a narrow column the guards fold away, unless the link broke some.
@@ -664,12 +564,13 @@ window.fencelab = {
     const r = page.live;
     return {
       sessionId, role: page.role, lastSeq: stream.last, connection: page.conn.state, caughtUp: page.conn.caughtUp, reconnects: page.conn.reconnects,
-      run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,
-      outcome: r.outcome, report: r.report, verdict: r.verdict || null,
-      workers: [...r.workers.values()].map((w) => ({ label: w.label, pid: w.pid, state: w.state, frozen: w.frozen, exited: w.exited })),
+      run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, phase: r.phase, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,
+      outcome: r.outcome, report: r.report, verdict: verdictWords(r) || null,
+      workers: [...r.workers.values()].map((w) => ({ label: w.label, pid: w.pid, state: w.state, letter: w.letter, frozen: w.frozen, exited: w.exited, killed: w.killed, skewMs: w.skewMs })),
+      jobs: [...r.jobs.values()].map((j) => ({ id: j.id, status: j.status, owner: j.owner, epoch: j.epoch, writer: j.writer, expired: j.expired })),
       seqs: r.events.map((e) => e.seq),
       view: { replay: page.view.replay, run: page.view.run.id, scrub: page.scrub, events: page.view.run.events.length },
-      matrix: Object.fromEntries([...page.matrix].map(([id, c]) => [`${c.ordering}/${c.broken}`, c.state])),
+      matrix: matrix.state(),
       errors: page.errors.slice(),
       csp: page.csp.slice(),
       lesson: lesson ? lesson.state() : null,
@@ -680,4 +581,4 @@ window.fencelab = {
     };
   },
 };
-post("ready", { session: sessionId, role: page.role });
+host.post("ready", { session: sessionId, role: page.role });

@@ -1,44 +1,45 @@
-// model.js — the state of a run, rebuilt from its event log alone. The
-// page keeps nothing the log does not say: reconnecting, replaying and
-// scrubbing all fold the same events through apply().
+// model.js — the state of a run, rebuilt from its event log alone, from
+// the events' typed fields (the protocol of engine/lab/protocol.go; its
+// JSON Schema is served at /api/protocol.schema.json). An event's text is
+// shown, never read. Reconnecting, replaying and scrubbing all fold the
+// same events through apply().
 
 export const LANE_ROW = "postgres";
 export const LANE_RECEIVER = "receiver";
 export const LANE_RUNNER = "runner";
 
-/** A new, empty model of a run, from its summary (if known). */
-export function newRun(summary = {}) {
-  return {
-    id: summary.id || "",
-    ordering: summary.ordering || "",
-    mode: summary.mode || "",
-    title: summary.title || "",
-    paused: !!summary.paused,
-    paceMs: summary.pace_ms ?? 900,
-    leaseMs: summary.lease_ms ?? 1000,
-    skewMs: summary.skew_ms ?? 0,
-    broken: summary.broken || [],
-    sameIdentity: !!summary.same_identity,
-    steps: summary.steps || [],
-    stepIndex: summary.step_index || 0,
-    ended: !!summary.ended,
-    background: !!summary.background,
-    outcome: summary.outcome || null,
-    report: summary.report || null,
-    error: summary.error || "",
-    events: [],
-    workers: new Map(),
-    jobs: new Map(),
-    receiver: new Map(),
-    frozen: new Set(),
-    narration: "",
+const ENDED = new Set(["finished", "failed", "stopped"]);
+
+/** Whether a run phase is one a run never leaves. */
+export const ended = (phase) => ENDED.has(phase);
+
+/** A new, empty model of a run, from its summary (a RunInfo), if known. */
+export function newRun(info = {}) {
+  const run = {
+    id: "", ordering: "", mode: "", phase: "", paused: false, paceMs: 900, leaseMs: 1000, skewMs: 0, broken: [],
+    sameIdentity: false, steps: [], stepIndex: 0, ended: false, background: false, outcome: null, report: null, error: null,
+    stopReason: "", events: [], workers: new Map(), jobs: new Map(), receiver: new Map(), frozen: new Set(), narration: "",
   };
+  setInfo(run, info);
+  return run;
+}
+
+/** Take what a RunInfo says about the run. */
+function setInfo(run, i) {
+  if (!i || !i.id) return;
+  Object.assign(run, {
+    id: i.id, ordering: i.ordering, mode: i.mode, phase: i.phase, paused: i.phase === "paused", paceMs: i.pace_ms ?? run.paceMs,
+    leaseMs: i.lease_ms ?? run.leaseMs, skewMs: i.skew_ms || 0, broken: i.broken || [], sameIdentity: !!i.same_identity,
+    background: !!i.background, ended: ended(i.phase), stepIndex: i.step_index ?? run.stepIndex, stopReason: i.stop_reason || "",
+    outcome: i.outcome || run.outcome, report: i.report || run.report, error: i.error || run.error,
+  });
+  if (i.steps && i.steps.length) run.steps = i.steps;
 }
 
 function worker(run, label) {
   let w = run.workers.get(label);
   if (!w) {
-    w = { label, owner: "", pid: 0, state: "starting", frozen: false, exited: false, jobId: 0, epoch: null, waitingAt: "", skewMs: 0 };
+    w = { label, owner: "", pid: 0, state: "unknown", letter: "", frozen: false, exited: false, killed: false, jobId: 0, epoch: null, waitingAt: "", skewMs: 0 };
     run.workers.set(label, w);
   }
   return w;
@@ -47,7 +48,7 @@ function worker(run, label) {
 function job(run, id) {
   let j = run.jobs.get(id);
   if (!j) {
-    j = { id, status: "pending", owner: "", epoch: 0, leaseUntil: null, expired: false, writer: "" };
+    j = { id, status: "pending", owner: "", epoch: 0, leaseUntil: null, expired: false, takenLive: false, writer: "" };
     run.jobs.set(id, j);
   }
   return j;
@@ -55,8 +56,8 @@ function job(run, id) {
 
 /** Which lane an event belongs in. */
 export function laneOf(e) {
-  if (e.kind === "row" || e.kind === "lease") return LANE_ROW;
-  if (e.kind === "receiver") return LANE_RECEIVER;
+  if (e.row || e.lease) return LANE_ROW;
+  if (e.receiver) return LANE_RECEIVER;
   if (/^[A-Z]{1,8}$/.test(e.actor)) return e.actor;
   if (e.actor === "postgres") return LANE_ROW;
   return LANE_RUNNER;
@@ -64,17 +65,23 @@ export function laneOf(e) {
 
 /** Whether an event is a heartbeat: a lease renewal that went through. */
 export function isHeartbeat(e) {
-  return (e.kind === "sql" && e.name === "LeaseRenew" && e.outcome === "ok") || (e.kind === "row" && e.op === "renew");
+  return (e.sql && e.sql.op === "renew" && e.sql.result === "ok") || (e.row && e.row.op === "renew");
 }
 
 /** Whether an event is shown on the timeline at all. */
 export function isShown(e) {
-  return e.kind !== "run" && !(e.kind === "checkpoint" && e.outcome === "waiting" && e.name === "claim" && !e.job_id);
+  return !e.run_state && !e.matrix && !(e.checkpoint && e.checkpoint.name === "claim" && !e.checkpoint.job_id);
 }
 
-function parseData(e) {
-  if (!e.data) return null;
-  return typeof e.data === "string" ? JSON.parse(e.data) : e.data;
+/** The epoch an event is about, if any. */
+export function epochOf(e) {
+  if (e.sql) return e.sql.epoch ?? null;
+  if (e.checkpoint) return e.checkpoint.epoch ?? null;
+  if (e.call) return e.call.epoch;
+  if (e.receiver) return e.receiver.epoch;
+  if (e.lease) return e.lease.epoch;
+  if (e.row) return e.row.new.epoch;
+  return null;
 }
 
 /**
@@ -84,87 +91,63 @@ function parseData(e) {
  */
 export function apply(run, e) {
   run.events.push(e);
-  const d = parseData(e);
   const mark = { supersedes: 0 };
-  switch (e.kind) {
-    case "run":
-      if (d && d.id === run.id) {
-        Object.assign(run, {
-          ordering: d.ordering, mode: d.mode, title: d.title, leaseMs: d.lease_ms, skewMs: d.skew_ms || 0,
-          broken: d.broken || [], sameIdentity: !!d.same_identity, background: !!d.background,
-          paused: !!d.paused, paceMs: d.pace_ms, ended: !!d.ended, outcome: d.outcome || run.outcome,
-          report: d.report || run.report, error: d.error || run.error, stepIndex: d.step_index ?? run.stepIndex,
-        });
-        if (d.steps && d.steps.length) run.steps = d.steps;
-      }
-      break;
-    case "step":
-      run.narration = e.text;
-      if (d) run.stepIndex = d.index + 1;
-      break;
-    case "process": {
-      const w = worker(run, e.actor);
-      if (e.pid) w.pid = e.pid;
-      if (e.owner) w.owner = e.owner;
-      if (e.state) w.state = e.state;
-      if (e.outcome === "stopped") { w.frozen = true; run.frozen.add(w.label); }
-      if (e.outcome === "continued") { w.frozen = false; run.frozen.delete(w.label); }
-      if (e.outcome === "exited") { w.exited = true; w.frozen = false; run.frozen.delete(w.label); w.jobId = 0; }
-      if (e.outcome === "spawned") { w.state = "running"; const m = /runs (\S+) ahead/.exec(e.text); if (m) w.skewText = m[1]; }
-      break;
+  if (e.run_state) setInfo(run, e.run_state.info.id === run.id || !run.id ? e.run_state.info : null);
+  else if (e.step) {
+    run.narration = e.text;
+    run.stepIndex = e.step.index + 1;
+  } else if (e.process) {
+    const p = e.process;
+    const w = worker(run, e.actor);
+    if (p.pid) w.pid = p.pid;
+    if (p.owner) w.owner = p.owner;
+    w.state = p.state;
+    w.letter = p.letter || "";
+    if (p.change === "spawned") w.skewMs = p.skew_ms || 0;
+    if (p.change === "stopped") { w.frozen = true; run.frozen.add(w.label); }
+    if (p.change === "continued") { w.frozen = false; run.frozen.delete(w.label); }
+    if (p.change === "exited") {
+      Object.assign(w, { exited: true, frozen: false, jobId: 0, killed: p.signal === "SIGKILL" });
+      run.frozen.delete(w.label);
     }
-    case "checkpoint":
-      worker(run, e.actor).waitingAt = e.outcome === "waiting" ? e.name : "";
-      break;
-    case "sql": {
-      const w = worker(run, e.actor);
-      if (e.name === "JobClaim" && e.rows === 1) {
-        w.jobId = e.job_id; w.epoch = e.epoch;
-      }
-      if ((e.name === "JobComplete" || e.name === "JobFail") && e.rows === 1) {
-        w.jobId = 0;
-      }
-      break;
-    }
-    case "row": {
-      const j = job(run, e.job_id);
-      j.status = e.state || j.status;
-      j.owner = e.owner || j.owner;
-      j.epoch = e.epoch ?? j.epoch;
-      j.leaseUntil = e.lease_until || null;
-      j.writer = (/worker (\S+)'s connection/.exec(e.text) || [])[1] || "";
-      if (e.op === "claim" || e.op === "complete" || e.op === "fail" || e.op === "retry") j.expired = false;
-      if (e.op === "complete") j.doneBy = j.writer;
-      break;
-    }
-    case "lease": {
-      const j = job(run, e.job_id);
-      j.expired = true;
-      break;
-    }
-    case "receiver": {
-      const r = run.receiver.get(e.job_id) || { epoch: null, from: "", decisions: [] };
-      r.decisions.push({ seq: e.seq, epoch: e.epoch, decision: e.outcome, from: d && d.from });
-      if (e.outcome && e.outcome.startsWith("accepted")) {
-        r.epoch = e.epoch; r.from = (d && d.from) || "";
-        if (d && d.superseded != null && e.outcome !== "accepted-same") {
-          // The earlier accepted delivery of that epoch is superseded now.
-          for (let i = r.decisions.length - 2; i >= 0; i--) {
-            const x = r.decisions[i];
-            if (x.epoch === d.superseded && x.decision.startsWith("accepted")) { mark.supersedes = x.seq; break; }
-          }
+  } else if (e.checkpoint) {
+    worker(run, e.actor).waitingAt = e.checkpoint.name;
+  } else if (e.sql) {
+    const s = e.sql;
+    const w = worker(run, e.actor);
+    w.waitingAt = "";
+    if (s.op === "claim" && s.result === "ok") { w.jobId = s.job_id; w.epoch = s.epoch; }
+    if ((s.op === "complete" || s.op === "fail") && s.result === "ok") w.jobId = 0;
+  } else if (e.row) {
+    const r = e.row;
+    const j = job(run, r.job_id);
+    Object.assign(j, { status: r.new.status, owner: r.new.owner, epoch: r.new.epoch, leaseUntil: r.new.lease_until, writer: r.writer });
+    if (r.op !== "renew" && r.op !== "insert") { j.expired = false; j.takenLive = false; }
+    if (r.op === "complete") j.doneBy = r.writer;
+  } else if (e.lease) {
+    const j = job(run, e.lease.job_id);
+    if (e.lease.change === "expired") j.expired = true;
+    else j.takenLive = true;
+  } else if (e.receiver) {
+    const d = e.receiver;
+    const r = run.receiver.get(d.job_id) || { epoch: null, from: "", decisions: [] };
+    r.decisions.push({ seq: e.seq, epoch: d.epoch, decision: d.decision, from: d.from });
+    if (d.decision.startsWith("accepted")) {
+      r.epoch = d.epoch;
+      r.from = d.from;
+      if (d.superseded != null && d.decision !== "accepted-same") {
+        // The earlier accepted delivery of that epoch is superseded now.
+        for (let i = r.decisions.length - 2; i >= 0; i--) {
+          const x = r.decisions[i];
+          if (x.epoch === d.superseded && x.decision.startsWith("accepted")) { mark.supersedes = x.seq; break; }
         }
       }
-      run.receiver.set(e.job_id, r);
-      break;
     }
-    case "verdict": {
-      if (d && d.ordering !== undefined) run.outcome = d;
-      else if (d && d.jobs) run.report = d;
-      run.verdict = e.text;
-      run.safe = e.outcome === "safe";
-      break;
-    }
+    run.receiver.set(d.job_id, r);
+  } else if (e.verdict) {
+    if (e.verdict.outcome) run.outcome = e.verdict.outcome;
+    if (e.verdict.report) run.report = e.verdict.report;
+    run.safe = e.verdict.safe;
   }
   const expired = [];
   for (const j of run.jobs.values()) if (j.expired && j.status === "running") expired.push(j.id);
@@ -172,33 +155,14 @@ export function apply(run, e) {
 }
 
 /** Fold a whole list of events into a fresh run. */
-export function fold(summary, events, upTo = events.length) {
-  const run = newRun(summary);
+export function fold(info, events, upTo = events.length) {
+  const run = newRun(info);
   const rows = [];
   for (let i = 0; i < upTo && i < events.length; i++) rows.push(apply(run, events[i]));
   return { run, rows };
 }
 
-/** What the zombie's story came to, for the prediction. */
-export function whatHappened(o) {
-  if (!o) return "";
-  const zombieStayed = o.final.result_from === "A" || o.receiver.payload_from === "A";
-  const ownerStayed = o.final.result_from === "B" || o.receiver.payload_from === "B";
-  if (zombieStayed && ownerStayed) return "both";
-  if (zombieStayed) return "overwrites";
-  return "fenced";
-}
-
-export const CALL_WORDS = {
-  rejected: "rejected",
-  accepted: "accepted",
-  accepted_then_superseded: "accepted, then superseded",
-  not_attempted: "not attempted",
-};
-
-/** The article's words for a final state. */
-export function finalWords(epoch, rowFrom, receiverFrom) {
-  const who = (x) => ({ A: "the zombie's", B: "the new owner's" }[x] || "nobody's");
-  if (rowFrom === receiverFrom) return `epoch ${epoch}, ${who(rowFrom)} result in the row and at the receiver`;
-  return `epoch ${epoch}, ${who(rowFrom)} result in the row, ${who(receiverFrom)} at the receiver`;
+/** The verdict in words, as the server said it: of the outcome or the report. */
+export function verdictWords(run) {
+  return (run.outcome && run.outcome.verdict) || (run.report && run.report.verdict) || "";
 }

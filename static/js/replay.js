@@ -2,8 +2,9 @@
 // exported HTML file (offline, no server) and for recordings the page plays
 // when the live demo is busy. The same fold and the same drawing as live.
 
-import { fold, apply, newRun } from "./model.js";
+import { fold, apply, newRun, verdictWords } from "./model.js";
 import { byTest, Timeline, renderLanes, renderOutcome, clearOutcome, lanes } from "./view.js";
+import { setWords } from "./words.js";
 
 /**
  * Player replays a list of events into a fresh run, at their own pace
@@ -64,13 +65,13 @@ export class Player {
 /** Start the standalone replay page (the exported HTML file). */
 export function startReplayPage() {
   const data = JSON.parse(document.getElementById("fencelab-replay").textContent);
-  const scenarios = data.scenarios;
+  setWords(data.scenarios.words);
   const tl = new Timeline(byTest("timeline"));
   const scrub = byTest("scrub");
   const draw = (p) => {
     renderLanes(byTest("lanes"), p.run, { canDrive: false, scrubbing: true });
     if (p.run.narration) byTest("narration").textContent = p.run.narration;
-    if (p.run.outcome) renderOutcome(p.run, scenarios); else clearOutcome();
+    if (p.run.outcome) renderOutcome(p.run); else clearOutcome();
     scrub.max = String(p.events.length);
     scrub.value = String(p.pos);
     byTest("scrub-pos").textContent = `event ${p.pos} of ${p.events.length}`;
@@ -92,6 +93,6 @@ export function startReplayPage() {
   window.fencelab = {
     ready: true,
     state: () => ({ replay: true, run: data.summary.id, events: data.events.length, pos: player.pos,
-      outcome: player.run.outcome, verdict: player.run.verdict || null, errors: [] }),
+      outcome: player.run.outcome, verdict: verdictWords(player.run) || null, errors: [] }),
   };
 }

@@ -3,7 +3,8 @@
 // the bands of frozen workers and expired leases behind), the outcome table
 // and the guard matrix. Pure DOM; no framework.
 
-import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, CALL_WORDS, finalWords } from "./model.js";
+import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf, verdictWords } from "./model.js";
+import { W, badgeOf, msWords } from "./words.js";
 
 export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
 
@@ -16,55 +17,22 @@ export function lanes(run) {
   return [...ws, LANE_ROW, LANE_RECEIVER];
 }
 
-// ---- badges ------------------------------------------------------------
-
-const RECEIVER_BADGE = {
-  "accepted-first": ["ok", "✓ accepted (first)"],
-  "accepted-newer": ["ok", "✓ accepted (newer epoch)"],
-  "accepted-same": ["same", "✓ accepted again (same epoch)"],
-  "accepted-older": ["bad", "⚠ accepted an OLDER epoch"],
-  "refused-stale": ["refused", "✗ refused: stale epoch"],
-};
-
-/** The badge that says at a glance what an event came to. */
-export function badge(e) {
-  switch (e.kind) {
-    case "sql":
-      if (e.outcome === "fenced") return ["fenced", e.name === "LeaseRenew" ? "✗ lease lost" : "✗ fenced"];
-      if (e.outcome === "no-job") return ["quiet", "no job"];
-      if (e.outcome === "error") return ["bad", "error"];
-      if (e.name === "JobClaim") return ["ok", "claimed"];
-      if (e.name === "JobComplete") return ["ok", "✓ committed"];
-      if (e.name === "JobFail") return ["ok", "failed (retry)"];
-      if (e.name === "LeaseRenew") return ["quiet", "♥ renewed"];
-      return ["quiet", e.name];
-    case "call":
-      return e.outcome === "refused-stale" ? ["refused", "receiver said 409"] : e.outcome === "error" ? ["bad", "call failed"] : ["ok", "receiver said 200"];
-    case "receiver":
-      return RECEIVER_BADGE[e.outcome] || ["quiet", e.outcome];
-    case "process":
-      if (e.outcome === "stopped") return ["frozen", "❄ frozen (SIGSTOP)"];
-      if (e.outcome === "continued") return ["ok", "▶ thawed (SIGCONT)"];
-      if (e.outcome === "exited") return /SIGKILL/.test(e.state) ? ["bad", "✝ killed (SIGKILL)"] : ["quiet", "exited"];
-      if (e.outcome === "spawned") return ["quiet", `pid ${e.pid}`];
-      return null;
-    case "lease":
-      return ["expired", "◔ lease ran out"];
-    case "row":
-      return ["row", `row: ${e.state}`];
-    case "verdict":
-      return e.outcome === "safe" ? ["ok", "✓ Safe"] : ["bad", "✗ Unsafe"];
-    case "error":
-      return ["bad", "error"];
-  }
-  return null;
-}
+// ---- cards --------------------------------------------------------------
 
 function sqlBlock(e) {
-  if (!e.sql) return "";
-  const rows = e.rows ?? 0;
-  const args = (e.args || []).map((a, i) => `$${i + 1} = ${a}`).join("\n");
-  return `<details class="sql"><summary>SQL · ${esc(e.name)} · <b>${rows} row${rows === 1 ? "" : "s"}</b></summary><pre><code>${esc(e.sql)}</code>${args ? `<code class="args">${esc(args)}</code>` : ""}</pre></details>`;
+  const st = (e.sql && e.sql.stmt) || (e.receiver && e.receiver.stmt);
+  if (!st || !st.sql) return "";
+  const rows = st.rows ?? 0;
+  const args = (st.args || []).map((a, i) => `$${i + 1} = ${a}`).join("\n");
+  return `<details class="sql"><summary>SQL · ${esc(st.name)} · <b>${rows} row${rows === 1 ? "" : "s"}</b></summary><pre><code>${esc(st.sql)}</code>${args ? `<code class="args">${esc(args)}</code>` : ""}</pre></details>`;
+}
+
+/** Why a fenced write was refused: its reasons, and the row it met. */
+function fenceReason(e) {
+  const f = e.sql && e.sql.result === "fenced" && e.sql.fenced;
+  if (!f) return "";
+  const why = (f.reasons || []).map((r) => W.reasons[r] || r).join("; ");
+  return `<p class="reason">Why: ${esc(why)} <span class="row-seen">(the row: ${esc(f.row_status)}, <span class="badge epoch">epoch ${f.row_epoch}</span>, ${esc(f.row_owner)})</span></p>`;
 }
 
 function timeLabel(e, t0) {
@@ -75,16 +43,28 @@ function timeLabel(e, t0) {
 
 /** The card of one event. */
 export function card(e) {
-  const b = badge(e);
+  const b = badgeOf(e);
   const lane = laneOf(e);
   const chip = lane !== LANE_RUNNER && /^[A-Z]{1,8}$/.test(e.actor)
     ? `<span class="chip w-${esc(e.actor)}" aria-hidden="true">${esc(e.actor)}</span>`
     : `<span class="chip who">${esc(e.actor)}</span>`;
-  const epoch = e.epoch != null && e.kind !== "step" ? `<span class="badge epoch" title="the epoch this event is about">epoch ${e.epoch}</span>` : "";
-  const reason = e.kind === "sql" && e.outcome === "fenced" && e.error ? `<p class="reason">Why: ${esc(e.error)}.</p>` : "";
+  const ep = epochOf(e);
+  const epoch = ep != null ? `<span class="badge epoch" title="the epoch this event is about">epoch ${ep}</span>` : "";
   return `<article class="card">
-    <header>${chip}${epoch}${b ? `<span class="badge o-${b[0]}">${esc(b[1])}</span>` : ""}<span class="sup" hidden>↺ superseded</span></header>
-    <p>${esc(e.text)}</p>${reason}${sqlBlock(e)}</article>`;
+    <header>${chip}${epoch}${b ? `<span class="badge o-${esc(b.tone)}">${esc(b.label)}</span>` : ""}<span class="sup" hidden>↺ superseded</span></header>
+    <p>${esc(e.text)}</p>${fenceReason(e)}${sqlBlock(e)}</article>`;
+}
+
+/** The code of what an event came to, for styling: a result, a decision, a change. */
+function outcomeCode(e) {
+  const p = e.sql || e.call;
+  if (p) return p.result;
+  if (e.receiver) return e.receiver.decision;
+  if (e.process) return e.process.change;
+  if (e.lease) return e.lease.change;
+  if (e.row) return e.row.op;
+  if (e.verdict) return e.verdict.safe ? "safe" : "unsafe";
+  return "none";
 }
 
 /**
@@ -111,7 +91,7 @@ export class Timeline {
   row(e, info, index) {
     const li = document.createElement("li");
     const lane = laneOf(e);
-    li.className = `ev k-${e.kind} x-${(e.outcome || "none").replace(/[^a-z-]/g, "")}${lane === LANE_RUNNER ? " wide" : ""}`;
+    li.className = `ev k-${e.kind} x-${outcomeCode(e).replace(/[^a-z-]/g, "")}${lane === LANE_RUNNER ? " wide" : ""}`;
     li.dataset.seq = e.seq;
     li.dataset.index = index;
     li.dataset.testid = "event";
@@ -176,14 +156,14 @@ export function renderLanes(root, run, opts) {
 }
 
 function workerCard(w, opts) {
-  const st = w.exited ? (/SIGKILL/.test(w.state) ? "killed" : "exited") : w.frozen ? "frozen" : "alive";
+  const st = w.exited ? (w.killed ? "killed" : "exited") : w.frozen ? "frozen" : "alive";
   const dis = (cond) => (!opts.canDrive || opts.scrubbing || cond ? " disabled" : "");
   const holds = w.jobId ? `holds job ${w.jobId} at <span class="badge epoch">epoch ${w.epoch}</span>` : "holds no job";
   return `<section class="lane worker s-${st}" data-testid="worker-${esc(w.label)}" aria-label="Worker ${esc(w.label)}">
     <h3><span class="chip w-${esc(w.label)}">${esc(w.label)}</span> ${esc(w.owner || "worker")}</h3>
-    <p class="proc">pid <b data-testid="worker-${esc(w.label)}-pid">${w.pid || "—"}</b> · <span data-testid="worker-${esc(w.label)}-state">${esc(st === "frozen" ? "stopped (T)" : w.state)}</span>${w.frozen ? ' <span class="ice">❄ frozen</span>' : ""}</p>
+    <p class="proc">pid <b data-testid="worker-${esc(w.label)}-pid">${w.pid || "—"}</b> · <span data-testid="worker-${esc(w.label)}-state" data-state="${esc(w.state)}">${esc(W.states[w.state] || w.state)}</span>${w.frozen ? ' <span class="ice">❄ frozen</span>' : ""}</p>
     <p class="holds">${holds}</p>
-    ${w.skewText ? `<p class="skew">its clock runs ${esc(w.skewText)} ahead</p>` : ""}
+    ${w.skewMs ? `<p class="skew" data-testid="worker-${esc(w.label)}-skew">its clock runs ${esc(msWords(w.skewMs))} ahead</p>` : ""}
     <div class="wbtn">
       <button type="button" data-testid="worker-${esc(w.label)}-pause" data-act="pause_worker" data-worker="${esc(w.label)}"${dis(w.frozen || w.exited)}>Pause</button>
       <button type="button" data-testid="worker-${esc(w.label)}-resume" data-act="resume_worker" data-worker="${esc(w.label)}"${dis(!w.frozen || w.exited)}>Resume</button>
@@ -207,19 +187,12 @@ function rowCard(run) {
 function skewBars(run, j) {
   let out = "";
   for (const w of run.workers.values()) {
-    const ms = skewMs(w);
+    const ms = w.skewMs;
     if (!ms) continue;
     out += `<div class="lease own" data-until="${esc(j.leaseUntil)}" data-lease-ms="${run.leaseMs}" data-skew-ms="${ms}">
       <span class="lease-label">by ${esc(w.label)}'s own clock</span><span class="bar"><span class="fill"></span></span><span class="left"></span></div>`;
   }
   return out;
-}
-
-function skewMs(w) {
-  if (!w.skewText) return 0;
-  const m = /^([\d.]+)(ms|s|m)$/.exec(w.skewText.replace(/\.$/, ""));
-  if (!m) return 0;
-  return Number(m[1]) * ({ ms: 1, s: 1000, m: 60000 }[m[2]]);
 }
 
 function receiverCard(run) {
@@ -245,8 +218,8 @@ export function tickLeases(root, dbNow) {
 
 // ---- outcome -------------------------------------------------------------
 
-/** Fill the article's table with this run's outcome, cell by cell. */
-export function renderOutcome(run, scenarios) {
+/** Fill the article's table with this run's outcome, cell by cell, in the server's words. */
+export function renderOutcome(run) {
   for (const tr of document.querySelectorAll('[data-testid="outcome"] tbody tr')) {
     tr.classList.toggle("current", tr.dataset.ordering === run.ordering);
   }
@@ -257,30 +230,23 @@ export function renderOutcome(run, scenarios) {
       v.textContent = run.report.verdict;
       v.dataset.state = run.report.safe ? "safe" : "unsafe";
     } else if (run.id) {
-      v.textContent = run.ended ? (run.error ? `The run stopped: ${run.error}` : "The run was stopped before its end.") : "The run is under way…";
+      v.textContent = run.ended ? (run.error ? run.error.message : W.stops[run.stopReason] || W.phases[run.phase] || "") : W.phases[run.phase] || "";
       v.dataset.state = "pending";
     }
     return;
   }
-  const info = scenarios.orderings.find((x) => x.name === o.ordering);
-  const x = info && info.expected;
-  const cells = [
-    ["call", CALL_WORDS[o.zombie_receiver_call], x && o.zombie_receiver_call === x.zombie_receiver_call],
-    ["commit", CALL_WORDS[o.zombie_commit], x && o.zombie_commit === x.zombie_commit],
-    ["final", finalWords(o.final.epoch, o.final.result_from, o.receiver.payload_from),
-      x && o.final.epoch === x.epoch && o.final.result_from === x.result_from && o.receiver.payload_from === x.receiver_from && o.final.status === "done"],
-  ];
-  for (const [name, words, ok] of cells) {
-    const td = byTest(`outcome-${o.ordering}-${name}`);
+  for (const cell of o.table || []) {
+    const td = byTest(`outcome-${o.ordering}-${cell.column}`);
     if (!td) continue;
+    const ok = cell.as_correct;
     const exp = td.querySelector(".expected");
     td.dataset.ok = ok ? "true" : "false";
-    td.innerHTML = `<span class="got"><span class="mark ${ok ? "ok" : "bad"}" aria-hidden="true">${ok ? "✓" : "✗"}</span> ${esc(words)}<span class="sr-only">${ok ? " (as a correct build)" : " (not as a correct build)"}</span></span>`;
+    td.innerHTML = `<span class="got"><span class="mark ${ok ? "ok" : "bad"}" aria-hidden="true">${ok ? "✓" : "✗"}</span> ${esc(cell.words)}<span class="sr-only">${ok ? " (as a correct build)" : " (not as a correct build)"}</span></span>`;
     if (exp) td.appendChild(exp);
     if (!ok && exp) exp.classList.add("shown");
   }
   v.dataset.state = o.safe ? "safe" : "unsafe";
-  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(o.verdict)}`;
+  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(verdictWords(run))}`;
 }
 
 /** Reset the verdict, and the table's cells to the correct build's values. */

@@ -1,9 +1,11 @@
-package engine
+package lab
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fencelab/fencelab/engine"
 )
 
 // Ordering names a scenario: who reaches the receiver first, or what else
@@ -36,24 +38,7 @@ func ParseOrdering(s string) (Ordering, error) {
 		}
 		names = append(names, string(o))
 	}
-	return "", invalidf("unknown ordering %q (want one of %s)", s, strings.Join(names, ", "))
-}
-
-// Title says what the scenario shows, in words.
-func (o Ordering) Title() string {
-	switch o {
-	case NewOwnerFirst:
-		return "the new owner reaches the receiver first"
-	case ZombieFirst:
-		return "the zombie reaches the receiver first"
-	case CrashBeforeCommit:
-		return "a worker dies between its receiver call and its commit"
-	case ClockSkew:
-		return "a worker's own clock runs ahead"
-	case FreePlay:
-		return "free play: add jobs and workers, pause, resume and kill them"
-	}
-	return string(o)
+	return "", engine.Invalidf("unknown ordering %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // The two workers of every scenario. A claims first and becomes the zombie;
@@ -119,7 +104,7 @@ func Script(o Ordering) (Scenario, error) {
 	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1."}
 	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1."}
 
-	s := Scenario{Ordering: o, Title: o.Title()}
+	s := Scenario{Ordering: o, Title: OrderingWords(o).Title}
 	switch o {
 	case NewOwnerFirst:
 		s.Steps = []Step{claimA, freezeA, expire, claimB, deliverB, commitB, thawA, commitA}
@@ -162,7 +147,7 @@ const (
 // purpose, and the knobs. Validate fills the defaults.
 type RunConfig struct {
 	Ordering     Ordering      `json:"ordering"`
-	Broken       Guards        `json:"broken"`
+	Broken       engine.Guards `json:"broken"`
 	SameIdentity bool          `json:"same_identity"`
 	Lease        time.Duration `json:"lease"`
 	// Skew is how far worker B's own clock runs ahead of the database's.
@@ -177,28 +162,28 @@ const DefaultRunLease = time.Second
 // Validate checks the config and fills its defaults.
 func (c *RunConfig) Validate() error {
 	if c.Ordering == "" {
-		return invalidf("ordering is required")
+		return engine.Invalidf("ordering is required")
 	}
 	if _, err := ParseOrdering(string(c.Ordering)); err != nil {
 		return err
 	}
 	if !c.Broken.Valid() {
-		return invalidf("unknown guard bits %#x", uint16(c.Broken))
+		return engine.Invalidf("unknown guard bits %#x", uint16(c.Broken))
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultRunLease
 	}
 	if c.Lease < MinRunLease || c.Lease > MaxRunLease {
-		return invalidf("lease %v is out of range: a run's lease must be between %v and %v", c.Lease, MinRunLease, MaxRunLease)
+		return engine.Invalidf("lease %v is out of range: a run's lease must be between %v and %v", c.Lease, MinRunLease, MaxRunLease)
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {
-		return invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)
+		return engine.Invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)
 	}
 	if c.Ordering == ClockSkew && c.Skew == 0 {
 		c.Skew = 2 * c.Lease
 	}
 	if c.Ordering != ClockSkew && c.Skew != 0 {
-		return invalidf("skew applies only to the %s ordering", ClockSkew)
+		return engine.Invalidf("skew applies only to the %s ordering", ClockSkew)
 	}
 	return nil
 }
@@ -230,32 +215,4 @@ func (c RunConfig) String() string {
 		s += fmt.Sprintf(", B's clock %v ahead", c.Skew)
 	}
 	return s
-}
-
-// Expected is what a correct build shows for an ordering: the article's
-// table, and its row for the crash and the skewed clock. It is the
-// specification the page marks each run's cells right or wrong against;
-// the tests check that the engine meets it.
-type Expected struct {
-	ZombieReceiverCall Call   `json:"zombie_receiver_call"`
-	ZombieCommit       Call   `json:"zombie_commit"`
-	Epoch              int64  `json:"epoch"`
-	ResultFrom         string `json:"result_from"`
-	ReceiverFrom       string `json:"receiver_from"`
-}
-
-// ExpectedOutcome returns the correct build's outcome for an ordering;
-// free play has none.
-func ExpectedOutcome(o Ordering) (Expected, bool) {
-	switch o {
-	case NewOwnerFirst:
-		return Expected{CallRejected, CallRejected, 2, NewOwner, NewOwner}, true
-	case ZombieFirst:
-		return Expected{CallAcceptedThenSuperseded, CallRejected, 2, NewOwner, NewOwner}, true
-	case CrashBeforeCommit:
-		return Expected{CallAcceptedThenSuperseded, CallNotAttempted, 2, NewOwner, NewOwner}, true
-	case ClockSkew:
-		return Expected{CallAccepted, CallAccepted, 1, Zombie, Zombie}, true
-	}
-	return Expected{}, false
 }

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// HistoryRecord is one change to a job as Postgres itself recorded it: the
+// job_history trigger writes one for every insert and update of a job row,
+// with the database time and the application_name of the connection that
+// made it. It is the queue's own account of what happened, independent of
+// what any worker believes.
+type HistoryRecord struct {
+	Seq           int64           `json:"seq"`
+	JobID         int64           `json:"job_id"`
+	Op            string          `json:"op"` // insert, claim, renew, complete, fail, retry, update
+	At            time.Time       `json:"at"`
+	OldStatus     *string         `json:"old_status"`
+	NewStatus     string          `json:"new_status"`
+	OldOwner      *string         `json:"old_owner"`
+	NewOwner      *string         `json:"new_owner"`
+	OldEpoch      *int64          `json:"old_epoch"`
+	NewEpoch      int64           `json:"new_epoch"`
+	OldLeaseUntil *time.Time      `json:"old_lease_until"`
+	NewLeaseUntil *time.Time      `json:"new_lease_until"`
+	Attempts      int             `json:"attempts"`
+	Result        json.RawMessage `json:"result"`
+	App           string          `json:"app"` // the writer's application_name
+}
+
+// History reads a job's recorded changes, oldest first.
+func (q *Queue) History(ctx context.Context, jobID int64) ([]HistoryRecord, error) {
+	if err := validateJobID(jobID); err != nil {
+		return nil, fmt.Errorf("job history: %w", err)
+	}
+	op := fmt.Sprintf("history of job %d", jobID)
+	st := JobHistoryList(q.cfg.Schema, jobID)
+	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []HistoryRecord
+	for rows.Next() {
+		var h HistoryRecord
+		var result []byte
+		if err := rows.Scan(&h.Seq, &h.JobID, &h.Op, &h.At, &h.OldStatus, &h.NewStatus, &h.OldOwner, &h.NewOwner,
+			&h.OldEpoch, &h.NewEpoch, &h.OldLeaseUntil, &h.NewLeaseUntil, &h.Attempts, &result, &h.App); err != nil {
+			return nil, translate(op, err)
+		}
+		h.Result = result
+		out = append(out, h)
+	}
+	return out, translate(op, rows.Err())
+}

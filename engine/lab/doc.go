@@ -1,0 +1,32 @@
+// Package lab is fencelab's laboratory around the fenced queue in engine:
+// the scenarios a run plays and their scripts, the event protocol every
+// part of the playground speaks, the checks of the invariants against what
+// Postgres and the receiver recorded, the outcome and the verdict of a run,
+// the queue styles, and the words for all of it.
+//
+// engine is the queue a Go program would import; lab is what the
+// playground adds to show it working and breaking. lab imports engine,
+// never the other way round, and knows nothing of HTTP, processes or
+// pages.
+//
+// # Events
+//
+// A run is told as a log of Events (protocol.go). Each event has a kind and
+// the typed fields of that kind; its Text is narration built from those
+// fields by Narrate, for people only. The same events feed the page, the
+// CLI's --json, the NDJSON export and the offline replay; the committed
+// JSON Schema protocol.schema.json says what they hold.
+//
+// # Words
+//
+// Codes become words once, here (words.go, narrate.go, verdict.go). The
+// page is handed the word table (Words) with its first state and renders
+// the words it is given.
+//
+// # Outcomes
+//
+// Check reads a job's history (the job_history trigger) and the receiver's
+// decision log and returns every invariant they break; Evaluate turns one
+// scripted run into an Outcome, the article's table row with a verdict;
+// ReportJobs does the same for every job of a free-play run.
+package lab

@@ -1,0 +1,255 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// ReceiverView reads what a receiver holds and decided: an
+// *engine.Receiver on the same database, or a standalone receiver over its
+// HTTP API. Get returns an error that wraps engine.ErrJobNotFound when the
+// receiver holds nothing for the job.
+type ReceiverView interface {
+	Get(ctx context.Context, jobID int64) (engine.Held, error)
+	Decisions(ctx context.Context, jobID int64) ([]engine.DecisionRecord, error)
+}
+
+// Call is what became of one of the zombie's calls.
+type Call string
+
+// The values of Outcome.ZombieReceiverCall and Outcome.ZombieCommit.
+const (
+	CallRejected               Call = "rejected"
+	CallAccepted               Call = "accepted"
+	CallAcceptedThenSuperseded Call = "accepted_then_superseded"
+	CallNotAttempted           Call = "not_attempted"
+)
+
+// FinalRow is the job row at the end of a run.
+type FinalRow struct {
+	Status     engine.Status `json:"status"`
+	Owner      string        `json:"owner"`
+	Epoch      int64         `json:"epoch"`
+	ResultFrom string        `json:"result_from"`
+}
+
+// FinalReceiver is what the receiver holds at the end of a run.
+type FinalReceiver struct {
+	Epoch       int64  `json:"epoch"`
+	PayloadFrom string `json:"payload_from"`
+}
+
+// Cell is one cell of the article's table for a run: what happened, in a
+// code where there is one and in words, beside the correct build's words,
+// and whether the two agree.
+type Cell struct {
+	Column    Column `json:"column"`
+	Got       string `json:"got,omitempty"` // the Call code (call and commit columns)
+	Words     string `json:"words"`
+	Expected  string `json:"expected"`
+	AsCorrect bool   `json:"as_correct"`
+}
+
+// Outcome is the end of a scripted run, read from the database and the
+// receiver, never from what the workers believe. Its words (Table,
+// Violations, Verdict) are the ones the page shows.
+type Outcome struct {
+	Ordering           Ordering      `json:"ordering"`
+	Broken             []string      `json:"broken"`
+	SameIdentity       bool          `json:"same_identity"`
+	JobID              int64         `json:"job_id"`
+	ZombieReceiverCall Call          `json:"zombie_receiver_call"`
+	ZombieCommit       Call          `json:"zombie_commit"`
+	Final              FinalRow      `json:"final"`
+	Receiver           FinalReceiver `json:"receiver"`
+	Safe               bool          `json:"safe"`
+	// Violations lists every invariant the run broke, ranked.
+	Violations []Violation `json:"violations"`
+	// Because lists the broken guards that let the violations happen.
+	Because []string `json:"because"`
+	// Story is what became of the zombie's work.
+	Story   Story  `json:"story"`
+	Table   []Cell `json:"table"`
+	Verdict string `json:"verdict"`
+}
+
+// Expected is what a correct build shows for an ordering: the article's
+// table, and its row for the crash and the skewed clock. It is what each
+// run's cells are marked against; the tests check that the engine meets it.
+type Expected struct {
+	ZombieReceiverCall Call          `json:"zombie_receiver_call"`
+	ZombieCommit       Call          `json:"zombie_commit"`
+	Epoch              int64         `json:"epoch"`
+	ResultFrom         string        `json:"result_from"`
+	ReceiverFrom       string        `json:"receiver_from"`
+	Words              ExpectedWords `json:"words"`
+}
+
+// ExpectedWords is the correct build's row of the article's table, in words.
+type ExpectedWords struct {
+	Call   string `json:"call"`
+	Commit string `json:"commit"`
+	Final  string `json:"final"`
+}
+
+// ExpectedOutcome returns the correct build's outcome for an ordering;
+// free play has none.
+func ExpectedOutcome(o Ordering) (Expected, bool) {
+	var x Expected
+	switch o {
+	case NewOwnerFirst:
+		x = Expected{ZombieReceiverCall: CallRejected, ZombieCommit: CallRejected, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
+	case ZombieFirst:
+		x = Expected{ZombieReceiverCall: CallAcceptedThenSuperseded, ZombieCommit: CallRejected, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
+	case CrashBeforeCommit:
+		x = Expected{ZombieReceiverCall: CallAcceptedThenSuperseded, ZombieCommit: CallNotAttempted, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
+	case ClockSkew:
+		x = Expected{ZombieReceiverCall: CallAccepted, ZombieCommit: CallAccepted, Epoch: 1, ResultFrom: Zombie, ReceiverFrom: Zombie}
+	default:
+		return Expected{}, false
+	}
+	x.Words = ExpectedWords{Call: x.ZombieReceiverCall.Words(), Commit: x.ZombieCommit.Words(),
+		Final: FinalWords(x.Epoch, x.ResultFrom, x.ReceiverFrom, engine.StatusDone)}
+	return x, true
+}
+
+// EvaluateInput names what Evaluate looks at.
+type EvaluateInput struct {
+	Config RunConfig
+	JobID  int64
+	// ZombieTriedCommit tells a refused commit from one never sent: a
+	// refused UPDATE leaves no trace in the database, so this one fact comes
+	// from the runner, which saw the statement go out. Whether it landed is
+	// still read from the database.
+	ZombieTriedCommit bool
+}
+
+// Evaluate reads the job's row and history and the receiver's state and
+// decisions, and says what happened and whether it was safe.
+func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateInput) (Outcome, error) {
+	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity,
+		JobID: in.JobID, Violations: []Violation{}, Because: []string{}}
+	job, err := q.Get(ctx, in.JobID)
+	if err != nil {
+		return o, fmt.Errorf("evaluate: %w", err)
+	}
+	history, err := q.History(ctx, in.JobID)
+	if err != nil {
+		return o, fmt.Errorf("evaluate: %w", err)
+	}
+	decisions, err := r.Decisions(ctx, in.JobID)
+	if err != nil {
+		return o, fmt.Errorf("evaluate: %w", err)
+	}
+	held, err := heldBy(ctx, r, in.JobID)
+	if err != nil {
+		return o, fmt.Errorf("evaluate: %w", err)
+	}
+	if held != nil {
+		o.Receiver = FinalReceiver{Epoch: held.Epoch, PayloadFrom: ResultFrom(held.Payload)}
+	}
+	o.Final = FinalRow{Status: job.Status, Owner: job.Owner, Epoch: job.Epoch, ResultFrom: ResultFrom(job.Result)}
+
+	o.ZombieCommit = CallNotAttempted
+	if in.ZombieTriedCommit {
+		o.ZombieCommit = CallRejected
+	}
+	for _, h := range history {
+		if (h.Op == "complete" || h.Op == "fail" || h.Op == "retry") && WriterOf(h) == Zombie {
+			o.ZombieCommit = CallAccepted
+		}
+	}
+	o.ZombieReceiverCall = CallNotAttempted
+	for _, d := range decisions {
+		if ResultFrom(d.Payload) != Zombie {
+			continue
+		}
+		switch {
+		case d.Decision.Accepted():
+			o.ZombieReceiverCall = CallAccepted
+		case o.ZombieReceiverCall == CallNotAttempted:
+			o.ZombieReceiverCall = CallRejected
+		}
+	}
+	if o.ZombieReceiverCall == CallAccepted && o.Receiver.PayloadFrom != Zombie {
+		o.ZombieReceiverCall = CallAcceptedThenSuperseded
+	}
+
+	vs := Check(history, decisions, held)
+	if job.Status != engine.StatusDone {
+		vs = append(vs, unfinished(job.ID, job.Status))
+	}
+	Rank(vs)
+	o.Violations = vs
+	o.Because = because(vs, in.Config.Broken)
+	o.Safe = len(vs) == 0
+	o.Story = story(o)
+	o.Table = table(o)
+	o.Verdict = verdict(o)
+	return o, nil
+}
+
+// heldBy reads what the receiver holds for a job: nil when it holds
+// nothing, an error when it could not be read.
+func heldBy(ctx context.Context, r ReceiverView, jobID int64) (*engine.Held, error) {
+	h, err := r.Get(ctx, jobID)
+	switch {
+	case errors.Is(err, engine.ErrJobNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &h, nil
+}
+
+// because lists, in guard order, the broken guards whose absence let the
+// violations happen.
+func because(vs []Violation, broken engine.Guards) []string {
+	hit := map[engine.Guard]bool{}
+	for _, v := range vs {
+		for _, g := range v.Guards {
+			if !broken.On(g) {
+				hit[g] = true
+			}
+		}
+	}
+	out := []string{}
+	for _, g := range engine.AllGuards() {
+		if hit[g] {
+			out = append(out, g.String())
+		}
+	}
+	return out
+}
+
+// story says what became of the zombie's work, from the final state.
+func story(o Outcome) Story {
+	zombie := o.Final.ResultFrom == Zombie || o.Receiver.PayloadFrom == Zombie
+	owner := o.Final.ResultFrom == NewOwner || o.Receiver.PayloadFrom == NewOwner
+	switch {
+	case zombie && owner:
+		return StoryBoth
+	case zombie:
+		return StoryOverwrites
+	}
+	return StoryFenced
+}
+
+// table fills the article's table row for o, cell by cell, against the
+// correct build.
+func table(o Outcome) []Cell {
+	x, ok := ExpectedOutcome(o.Ordering)
+	final := FinalWords(o.Final.Epoch, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Status)
+	return []Cell{
+		{Column: ColumnCall, Got: string(o.ZombieReceiverCall), Words: o.ZombieReceiverCall.Words(), Expected: x.Words.Call,
+			AsCorrect: ok && o.ZombieReceiverCall == x.ZombieReceiverCall},
+		{Column: ColumnCommit, Got: string(o.ZombieCommit), Words: o.ZombieCommit.Words(), Expected: x.Words.Commit,
+			AsCorrect: ok && o.ZombieCommit == x.ZombieCommit},
+		{Column: ColumnFinal, Words: final, Expected: x.Words.Final,
+			AsCorrect: ok && o.Final.Status == engine.StatusDone && o.Final.Epoch == x.Epoch &&
+				o.Final.ResultFrom == x.ResultFrom && o.Receiver.PayloadFrom == x.ReceiverFrom},
+	}
+}

@@ -1,0 +1,335 @@
+package lab
+
+import (
+	"fmt"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// This file is where codes become words, once. Event narration
+// (narrate.go) and verdicts (verdict.go) build their sentences from these;
+// the page gets the same table with its first state (Words) and renders the
+// words it is given: it never composes an outcome or a verdict of its own.
+
+// OrderingText is how people name a scenario.
+type OrderingText struct {
+	Title string `json:"title"` // in a sentence: "the zombie reaches the receiver first"
+	Menu  string `json:"menu"`  // as a choice: "Zombie reaches the receiver first"
+	Short string `json:"short"` // in a narrow column: "zombie 1st"
+}
+
+// OrderingWords returns the words for a scenario.
+func OrderingWords(o Ordering) OrderingText {
+	switch o {
+	case NewOwnerFirst:
+		return OrderingText{"the new owner reaches the receiver first", "New owner reaches the receiver first", "owner 1st"}
+	case ZombieFirst:
+		return OrderingText{"the zombie reaches the receiver first", "Zombie reaches the receiver first", "zombie 1st"}
+	case CrashBeforeCommit:
+		return OrderingText{"a worker dies between its receiver call and its commit", "A worker dies before its commit", "crash"}
+	case ClockSkew:
+		return OrderingText{"a worker's own clock runs ahead", "A worker's clock runs ahead", "skew"}
+	case FreePlay:
+		return OrderingText{"free play: add jobs and workers, pause, resume and kill them", "Free play", "free"}
+	}
+	return OrderingText{string(o), string(o), string(o)}
+}
+
+// GuardText is how people name a guard.
+type GuardText struct {
+	Name string `json:"name"` // "epoch-check"
+	Help string `json:"help"` // what it does, one line
+	Off  string `json:"off"`  // "epoch-check off"
+}
+
+// GuardWords returns the words for a guard. The line of help is the
+// engine's own (engine.Guard.Help), so it is written once.
+func GuardWords(g engine.Guard) GuardText {
+	return GuardText{Name: g.String(), Help: g.Help(), Off: g.String() + " off"}
+}
+
+// Words returns the words for a call's fate, as the article's table says them.
+func (c Call) Words() string {
+	switch c {
+	case CallAcceptedThenSuperseded:
+		return "accepted, then superseded"
+	case CallNotAttempted:
+		return "not attempted"
+	}
+	return string(c)
+}
+
+// ReasonWords says, in a clause, why a fenced write was refused.
+func ReasonWords(r engine.FenceReason, f Fence) string {
+	switch r {
+	case engine.ReasonNotRunning:
+		return fmt.Sprintf("the job is %s, no longer running", f.RowStatus)
+	case engine.ReasonOwnerChanged:
+		return fmt.Sprintf("the job is owned by %s now", f.RowOwner)
+	case engine.ReasonEpochChanged:
+		return fmt.Sprintf("the row is at epoch %d", f.RowEpoch)
+	}
+	return string(r)
+}
+
+// Badge is the short label that says at a glance what an event came to,
+// and its tone (ok, bad, fenced, refused, same, frozen, expired, row, quiet).
+type Badge struct {
+	Tone  string `json:"tone"`
+	Label string `json:"label"`
+}
+
+// badges maps a badge key to its badge. The keys are built from an event's
+// fields by BadgeKey: "sql.<op>.<result>", "call.<result>",
+// "receiver.<decision>", "process.<change>" (and "process.killed"),
+// "lease.<change>", "row.<status>", "verdict.safe", "verdict.unsafe", "error".
+var badges = map[string]Badge{
+	"sql.claim.ok":        {"ok", "claimed"},
+	"sql.claim.no-job":    {"quiet", "no job"},
+	"sql.renew.ok":        {"quiet", "♥ renewed"},
+	"sql.renew.fenced":    {"fenced", "✗ lease lost"},
+	"sql.complete.ok":     {"ok", "✓ committed"},
+	"sql.complete.fenced": {"fenced", "✗ fenced"},
+	"sql.fail.ok":         {"ok", "failure reported"},
+	"sql.fail.fenced":     {"fenced", "✗ fenced"},
+	"sql.error":           {"bad", "error"},
+
+	"call.accepted": {"ok", "receiver said 200"},
+	"call.refused":  {"refused", "receiver said 409"},
+	"call.error":    {"bad", "call failed"},
+
+	"receiver." + string(engine.AcceptedFirst): {"ok", "✓ accepted (first)"},
+	"receiver." + string(engine.AcceptedNewer): {"ok", "✓ accepted (newer epoch)"},
+	"receiver." + string(engine.AcceptedSame):  {"same", "✓ accepted again (same epoch)"},
+	"receiver." + string(engine.AcceptedOlder): {"bad", "⚠ accepted an OLDER epoch"},
+	"receiver." + string(engine.RefusedStale):  {"refused", "✗ refused: stale epoch"},
+
+	"process.spawned":   {"quiet", "spawned"},
+	"process.ready":     {"quiet", "ready"},
+	"process.stopped":   {"frozen", "❄ frozen (SIGSTOP)"},
+	"process.continued": {"ok", "▶ thawed (SIGCONT)"},
+	"process.killing":   {"bad", "SIGKILL sent"},
+	"process.killed":    {"bad", "✝ killed (SIGKILL)"},
+	"process.exited":    {"quiet", "exited"},
+
+	"lease.expired":    {"expired", "◔ lease ran out"},
+	"lease.taken-live": {"bad", "⚠ taken while live"},
+
+	"row.pending": {"row", "row: pending"},
+	"row.running": {"row", "row: running"},
+	"row.done":    {"row", "row: done"},
+	"row.failed":  {"row", "row: failed"},
+
+	"verdict.safe":   {"ok", "✓ Safe"},
+	"verdict.unsafe": {"bad", "✗ Unsafe"},
+	"error":          {"bad", "error"},
+}
+
+// BadgeKey returns the key of an event's badge in Words.Badges, or "" for
+// an event that has none. The page computes the same key from the same
+// fields; TestWords_EveryBadgeKeyHasABadge holds the two to one table.
+func BadgeKey(e Event) string {
+	switch {
+	case e.SQL != nil && e.SQL.Result == ResultFailed:
+		return "sql.error"
+	case e.SQL != nil:
+		return "sql." + string(e.SQL.Op) + "." + string(e.SQL.Result)
+	case e.Call != nil:
+		return "call." + string(e.Call.Result)
+	case e.Receiver != nil:
+		return "receiver." + string(e.Receiver.Decision)
+	case e.Process != nil && e.Process.Change == ProcExited && e.Process.Signal == "SIGKILL":
+		return "process.killed"
+	case e.Process != nil:
+		return "process." + string(e.Process.Change)
+	case e.Lease != nil:
+		return "lease." + string(e.Lease.Change)
+	case e.Row != nil:
+		return "row." + string(e.Row.New.Status)
+	case e.Verdict != nil && e.Verdict.Safe:
+		return "verdict.safe"
+	case e.Verdict != nil:
+		return "verdict.unsafe"
+	case e.Error != nil:
+		return "error"
+	}
+	return ""
+}
+
+// StateWords says a worker's process state as its card shows it.
+func StateWords(s ProcState) string {
+	switch s {
+	case StateStopped:
+		return "stopped (T)"
+	case StateZombie:
+		return "zombie (exited, not yet reaped)"
+	case StateKilled:
+		return "killed (SIGKILL)"
+	}
+	return string(s)
+}
+
+// Story is what became of the zombie's work, as the prediction asks it.
+type Story string
+
+// The stories.
+const (
+	StoryFenced     Story = "fenced"     // A was refused; B's result stands
+	StoryOverwrites Story = "overwrites" // A's result landed over B's work
+	StoryBoth       Story = "both"       // both results count somewhere
+)
+
+// Stories lists the stories in the order the prediction offers them.
+func Stories() []Story { return []Story{StoryOverwrites, StoryFenced, StoryBoth} }
+
+// StoryWords says a story as the prediction's answer.
+func StoryWords(s Story) string {
+	switch s {
+	case StoryOverwrites:
+		return "A's result lands over B's work"
+	case StoryFenced:
+		return "A is refused; B's result stands"
+	case StoryBoth:
+		return "The job is done twice: both results count somewhere"
+	}
+	return string(s)
+}
+
+// Column names a column of the article's table.
+type Column string
+
+// The columns.
+const (
+	ColumnCall   Column = "call"
+	ColumnCommit Column = "commit"
+	ColumnFinal  Column = "final"
+)
+
+// ColumnWords is the header of a column of the article's table.
+func ColumnWords(c Column) string {
+	switch c {
+	case ColumnCall:
+		return "zombie's receiver call"
+	case ColumnCommit:
+		return "zombie's commit"
+	case ColumnFinal:
+		return "final state"
+	}
+	return string(c)
+}
+
+// WordTable is every code's words, as the page gets them with its first
+// state: it looks words up here and never writes its own.
+type WordTable struct {
+	Version   int                           `json:"version"`
+	Orderings map[Ordering]OrderingText     `json:"orderings"`
+	Guards    map[string]GuardText          `json:"guards"`
+	Calls     map[Call]string               `json:"calls"`
+	Badges    map[string]Badge              `json:"badges"`
+	States    map[ProcState]string          `json:"states"`
+	Stories   map[Story]string              `json:"stories"`
+	Columns   map[Column]string             `json:"columns"`
+	Reasons   map[engine.FenceReason]string `json:"reasons"`
+	Modes     map[Mode]string               `json:"modes"`
+	Phases    map[RunPhase]string           `json:"phases"`
+	Stops     map[StopReason]string         `json:"stops"`
+}
+
+// Words returns the word table.
+func Words() WordTable {
+	w := WordTable{Version: ProtocolVersion, Orderings: map[Ordering]OrderingText{}, Guards: map[string]GuardText{},
+		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Stories: map[Story]string{},
+		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{},
+		Modes:  map[Mode]string{ModeAuto: "automatically", ModeStep: "step by step", ModeFree: "free play"},
+		Phases: map[RunPhase]string{PhaseStarting: "starting", PhaseReady: "ready", PhasePlaying: "playing", PhasePaused: "paused", PhaseFinished: "finished", PhaseFailed: "failed", PhaseStopped: "stopped"},
+		Stops:  map[StopReason]string{}}
+	for _, o := range append(Orderings(), FreePlay) {
+		w.Orderings[o] = OrderingWords(o)
+	}
+	for _, g := range engine.AllGuards() {
+		w.Guards[g.String()] = GuardWords(g)
+	}
+	for _, c := range []Call{CallRejected, CallAccepted, CallAcceptedThenSuperseded, CallNotAttempted} {
+		w.Calls[c] = c.Words()
+	}
+	for k, b := range badges {
+		w.Badges[k] = b
+	}
+	for _, s := range []ProcState{StateRunning, StateSleeping, StateStopped, StateZombie, StateExited, StateKilled, StateUnknown} {
+		w.States[s] = StateWords(s)
+	}
+	for _, s := range Stories() {
+		w.Stories[s] = StoryWords(s)
+	}
+	for _, c := range []Column{ColumnCall, ColumnCommit, ColumnFinal} {
+		w.Columns[c] = ColumnWords(c)
+	}
+	for _, r := range []engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged} {
+		w.Reasons[r] = map[engine.FenceReason]string{
+			engine.ReasonNotRunning:   "the job is no longer running",
+			engine.ReasonOwnerChanged: "another owner holds the job",
+			engine.ReasonEpochChanged: "the row's epoch moved on",
+		}[r]
+	}
+	for _, r := range []StopReason{StopReset, StopReplaced, StopTimeLimit, StopSessionEnd, StopShutdown, StopInterrupted, StopStartFailed} {
+		w.Stops[r] = StopWords(r)
+	}
+	return w
+}
+
+// StopWords says why a run was stopped.
+func StopWords(r StopReason) string {
+	switch r {
+	case StopReset:
+		return "it was reset"
+	case StopReplaced:
+		return "a new run replaced it"
+	case StopTimeLimit:
+		return "it ran for longer than this server allows"
+	case StopSessionEnd:
+		return "its session ended"
+	case StopShutdown:
+		return "the server is shutting down"
+	case StopInterrupted:
+		return "it was interrupted"
+	case StopStartFailed:
+		return "it could not start"
+	}
+	return string(r)
+}
+
+// who names a worker by its label in a sentence.
+func who(label string) string {
+	if label == "" {
+		return "an unknown connection"
+	}
+	return "worker " + label
+}
+
+// whose names a worker's result in the article's words.
+func whose(label string) string {
+	switch label {
+	case "":
+		return "nobody's"
+	case Zombie:
+		return "the zombie's"
+	case NewOwner:
+		return "the new owner's"
+	}
+	return "worker " + label + "'s"
+}
+
+// FinalWords says a final state as the article's table does:
+// "epoch 2, the new owner's result in the row and at the receiver".
+func FinalWords(epoch int64, rowFrom, receiverFrom string, status engine.Status) string {
+	s := fmt.Sprintf("epoch %d, ", epoch)
+	if rowFrom == receiverFrom {
+		s += whose(rowFrom) + " result in the row and at the receiver"
+	} else {
+		s += whose(rowFrom) + " result in the row, " + whose(receiverFrom) + " at the receiver"
+	}
+	if status != "" && status != engine.StatusDone {
+		s += fmt.Sprintf("; the job is %s", status)
+	}
+	return s
+}

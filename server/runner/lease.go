@@ -1,0 +1,145 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+)
+
+// Lease watching: the runner reports each lease that runs out, on the
+// database clock, once; and each lease taken while it was still live,
+// which only a claimer judging by its own clock can do.
+
+// lease is a lease as Postgres last reported it.
+type lease struct {
+	epoch int64
+	owner string
+	until time.Time
+}
+
+// noteLease keeps track of each running job's lease from the row changes
+// Postgres reports; before a claim takes a job over, it reports the lease
+// that ran out, if the watcher has not seen it yet.
+func (r *Run) noteLease(c lab.RowEvent, at time.Time) {
+	switch c.Op {
+	case lab.RowClaim:
+		r.takeover(c.JobID, c.New.Epoch, c.Writer, at)
+		fallthrough
+	case lab.RowRenew:
+		if c.New.LeaseUntil != nil {
+			r.mu.Lock()
+			r.leases[c.JobID] = lease{epoch: c.New.Epoch, owner: c.New.Owner, until: *c.New.LeaseUntil}
+			r.mu.Unlock()
+		}
+	default:
+		r.mu.Lock()
+		delete(r.leases, c.JobID)
+		r.mu.Unlock()
+	}
+}
+
+// takeover reports the lease a new claim of a job replaced: as run out, if
+// it had on the database clock by the time of the claim (a claim can beat
+// the watcher to an expired lease, and the log must still say it ran out);
+// as taken live if it had not.
+func (r *Run) takeover(jobID, epoch int64, claimer string, at time.Time) {
+	r.mu.Lock()
+	old, ok := r.leases[jobID]
+	var skew time.Duration
+	if w := r.workers[claimer]; w != nil {
+		skew = w.skew
+	}
+	r.mu.Unlock()
+	if !ok || at.IsZero() || (old.epoch == epoch && epoch != 0) {
+		return
+	}
+	j := engine.Job{ID: jobID, Epoch: old.epoch, Owner: old.owner, LeaseUntil: &old.until, DBTime: at}
+	if old.until.After(at) {
+		r.leaseTakenLive(j, claimer, skew)
+		return
+	}
+	r.leaseExpired(context.Background(), j)
+}
+
+// seenLease reports whether a lease event was told already, and marks it.
+func (r *Run) seenLease(change lab.LeaseChange, j engine.Job) (seen bool, holder string) {
+	key := fmt.Sprintf("%s/%d/%d/%d", change, j.ID, j.Epoch, j.LeaseUntil.UnixMicro())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen = r.expired[key]
+	r.expired[key] = true
+	for _, l := range r.order {
+		if w := r.workers[l]; w.jobID == j.ID && w.epoch == j.Epoch {
+			holder = l
+		}
+	}
+	return seen, holder
+}
+
+// leaseExpired reports a lease that ran out on the database clock, once.
+func (r *Run) leaseExpired(ctx context.Context, j engine.Job) {
+	seen, holder := r.seenLease(lab.LeaseExpired, j)
+	if seen {
+		return
+	}
+	r.emit(ctx, lab.Event{Kind: lab.KindLease, Actor: lab.ActorPostgres, At: j.DBTime, Lease: &lab.LeaseEvent{
+		Change: lab.LeaseExpired, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
+		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: lab.ClockDatabase}})
+}
+
+// leaseTakenLive reports a claim that took a lease still live on the
+// database clock, once.
+func (r *Run) leaseTakenLive(j engine.Job, claimer string, skew time.Duration) {
+	seen, holder := r.seenLease(lab.LeaseTakenLive, j)
+	if seen {
+		return
+	}
+	r.emit(context.Background(), lab.Event{Kind: lab.KindLease, Actor: lab.ActorPostgres, At: j.DBTime, Lease: &lab.LeaseEvent{
+		Change: lab.LeaseTakenLive, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
+		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: lab.ClockWorker, ClockOf: claimer, SkewMS: skew.Milliseconds(),
+		LiveMS: j.LeaseUntil.Sub(j.DBTime).Milliseconds()}})
+}
+
+// watch reports lease expiries as the database clock passes them, and
+// kills a worker frozen longer than MaxStall.
+func (r *Run) watch(ctx context.Context) {
+	defer r.bg.Done()
+	t := time.NewTicker(r.lim.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := r.queue.Expired(ctx)
+		if err == nil {
+			for _, j := range jobs {
+				r.leaseExpired(ctx, j)
+			}
+		}
+		if r.lim.MaxStall > 0 {
+			r.killStalled(ctx)
+		}
+	}
+}
+
+func (r *Run) killStalled(ctx context.Context) {
+	r.mu.Lock()
+	var stalled []string
+	for _, l := range r.order {
+		if w := r.workers[l]; w.frozen && !w.exited && time.Since(w.frozenAt) > r.lim.MaxStall {
+			stalled = append(stalled, l)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range stalled {
+		r.note(ctx, l, lab.NoteEvent{Code: lab.NoteStallLimit, Worker: l, LimitMS: r.lim.MaxStall.Milliseconds()})
+		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = r.kill(kctx, l, lab.CauseStallLimit) // an exited worker needs no killing
+		cancel()
+	}
+}

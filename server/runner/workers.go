@@ -1,0 +1,363 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/worker"
+)
+
+// workerState is what the runner knows of a worker, from its events and
+// its process state.
+type workerState struct {
+	label     string
+	owner     string
+	skew      time.Duration
+	proc      *supervisor.Proc
+	waitingAt lab.Checkpoint // the checkpoint it waits at, "" while busy (step mode)
+	waits     int            // how many times it has reported waiting at a checkpoint
+	frozen    bool
+	frozenAt  time.Time
+	exited    bool
+	killCause lab.Cause // who sent the SIGKILL, if anyone in the run did
+	jobID     int64
+	epoch     int64
+	triedDone bool // it sent a commit (complete or fail) statement
+}
+
+// spawn starts a worker process and waits for nothing.
+func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string, step bool, work time.Duration) error {
+	c := r.spec.Config
+	args := []string{
+		"--schema", r.spec.Schemas.Jobs,
+		"--receiver", receiverURL,
+		"--name", owner,
+		"--lease", c.Lease.String(),
+	}
+	if step {
+		args = append(args, "--step")
+	} else {
+		args = append(args, "--work", work.String(), "--poll", "200ms")
+	}
+	for _, g := range c.Broken.Broken() {
+		args = append(args, "--break", g.String())
+	}
+	if skew != 0 {
+		args = append(args, "--skew", skew.String())
+	}
+	ws := &workerState{label: label, owner: owner, skew: skew}
+	r.mu.Lock()
+	if r.phase.Ended() {
+		r.mu.Unlock()
+		return fault.Errorf(fault.Conflict, "run %s has ended", r.spec.ID)
+	}
+	r.workers[label] = ws
+	r.order = append(r.order, label)
+	r.mu.Unlock()
+	// The connection string goes in the environment, not on the command
+	// line, where any local user could read its password.
+	p, err := r.env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: []string{"DATABASE_URL=" + r.env.DatabaseURL},
+		EventFunc: r.onWorkerEvent})
+	if err != nil {
+		r.mu.Lock()
+		delete(r.workers, label)
+		r.order = r.order[:len(r.order)-1]
+		r.mu.Unlock()
+		return fmt.Errorf("start worker %s: %w", label, err)
+	}
+	r.mu.Lock()
+	ws.proc = p
+	r.mu.Unlock()
+	r.emit(context.Background(), lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
+		Change: lab.ProcSpawned, Pid: p.Pid, State: lab.StateRunning, Owner: owner, SkewMS: skew.Milliseconds()}})
+	return nil
+}
+
+// onWorkerEvent passes a worker's event on, then updates what the runner
+// knows of the worker. In that order: a step that waits on this event must
+// not report its end before the event itself is in the log.
+func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
+	if s := e.SQL; s != nil && s.Op == lab.OpClaim && s.Result == lab.ResultOK && s.Epoch != nil {
+		r.takeover(s.JobID, *s.Epoch, p.Label, e.At)
+	}
+	if pe := e.Process; pe != nil && pe.Change == lab.ProcExited {
+		r.mu.Lock()
+		if w := r.workers[p.Label]; w != nil {
+			pe.Cause = w.killCause
+			if pe.Cause == "" && pe.Signal != "" {
+				pe.Cause = lab.CauseOutside
+			}
+		}
+		r.mu.Unlock()
+	}
+	r.emit(context.Background(), e)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[p.Label]
+	if w == nil {
+		return
+	}
+	switch {
+	case e.Process != nil && e.Process.Change == lab.ProcExited:
+		w.exited, w.waitingAt, w.frozen = true, "", false
+	case e.Checkpoint != nil:
+		w.waitingAt = e.Checkpoint.Name
+		w.waits++
+		if e.Checkpoint.Name == lab.CheckpointClaim {
+			w.jobID, w.epoch = 0, 0
+		}
+	case e.SQL != nil && e.SQL.Op == lab.OpClaim && e.SQL.Result == lab.ResultOK && e.SQL.Epoch != nil:
+		w.jobID, w.epoch = e.SQL.JobID, *e.SQL.Epoch
+	case e.SQL != nil && (e.SQL.Op == lab.OpComplete || e.SQL.Op == lab.OpFail):
+		w.triedDone = true
+		if r.spec.Mode == lab.ModeFree {
+			w.jobID, w.epoch = 0, 0
+		}
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// waitFor blocks until cond holds for the worker, or ctx ends.
+func (r *Run) waitFor(ctx context.Context, label string, cond func(*workerState) bool) error {
+	for {
+		r.mu.Lock()
+		w := r.workers[label]
+		if w == nil {
+			r.mu.Unlock()
+			return fault.Errorf(fault.Invalid, "no worker %s in this run", label)
+		}
+		ok := cond(w)
+		exited, frozen := w.exited, w.frozen
+		ch := r.changed
+		r.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case exited:
+			return fault.Errorf(fault.Conflict, "worker %s has exited", label)
+		case frozen:
+			// Paused by hand in the middle of a step: the step is over as
+			// far as the runner can tell; the worker goes on when resumed.
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fault.Errorf(fault.Unavailable, "worker %s did not answer in time", label)
+		case <-ch:
+		}
+	}
+}
+
+func (r *Run) worker(label string) (*workerState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[label]
+	if w == nil || w.proc == nil {
+		return nil, fault.Errorf(fault.NotFound, "no worker %q in this run", label)
+	}
+	return w, nil
+}
+
+// Workers describes every worker of the run, its state read from the
+// operating system.
+func (r *Run) Workers() []lab.Worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.workersLocked()
+}
+
+func (r *Run) workersLocked() []lab.Worker {
+	out := make([]lab.Worker, 0, len(r.order))
+	for _, l := range r.order {
+		w := r.workers[l]
+		wi := lab.Worker{Label: l, Owner: w.owner, Frozen: w.frozen, Exited: w.exited, WaitingAt: w.waitingAt,
+			JobID: w.jobID, Epoch: w.epoch, SkewMS: w.skew.Milliseconds(), State: lab.StateUnknown}
+		if w.proc != nil {
+			st := w.proc.Status()
+			wi.Pid, wi.State, wi.Letter = w.proc.Pid, st.ProcState(), st.Letter()
+		}
+		out = append(out, wi)
+	}
+	return out
+}
+
+// PauseWorker freezes a worker with SIGSTOP and returns once the
+// operating system shows it stopped.
+func (r *Run) PauseWorker(ctx context.Context, label string) error {
+	if err := r.awaitStart(ctx); err != nil {
+		return err
+	}
+	return r.pause(ctx, label, lab.CauseDriver)
+}
+
+// ResumeWorker thaws a frozen worker with SIGCONT.
+func (r *Run) ResumeWorker(ctx context.Context, label string) error {
+	if err := r.awaitStart(ctx); err != nil {
+		return err
+	}
+	return r.resume(ctx, label, lab.CauseDriver)
+}
+
+func (r *Run) pause(ctx context.Context, label string, cause lab.Cause) error {
+	return r.freezeOrThaw(ctx, label, cause, true)
+}
+
+func (r *Run) resume(ctx context.Context, label string, cause lab.Cause) error {
+	return r.freezeOrThaw(ctx, label, cause, false)
+}
+
+// freezeOrThaw sends a worker SIGSTOP (freeze) or SIGCONT, waits until the
+// operating system shows the change, and tells it.
+func (r *Run) freezeOrThaw(ctx context.Context, label string, cause lab.Cause, freeze bool) error {
+	if err := r.endedErr(); err != nil {
+		return err
+	}
+	w, err := r.worker(label)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	exited, frozen := w.exited, w.frozen
+	r.mu.Unlock()
+	switch {
+	case exited:
+		return fault.Errorf(fault.Conflict, "worker %s has exited", label)
+	case freeze && frozen:
+		return fault.Errorf(fault.Conflict, "worker %s is already paused", label)
+	case !freeze && !frozen:
+		return fault.Errorf(fault.Conflict, "worker %s is not paused", label)
+	}
+	change, signal, act := lab.ProcStopped, "SIGSTOP", w.proc.Pause
+	if !freeze {
+		change, signal, act = lab.ProcContinued, "SIGCONT", w.proc.Resume
+	}
+	if err := act(ctx); err != nil {
+		return r.gone(w, err)
+	}
+	r.mu.Lock()
+	w.frozen = freeze
+	if freeze {
+		w.frozenAt = time.Now()
+	}
+	r.mu.Unlock()
+	st := w.proc.Status()
+	r.emit(ctx, lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
+		Change: change, Pid: w.proc.Pid, State: st.ProcState(), Letter: st.Letter(), Signal: signal, Cause: cause}})
+	return nil
+}
+
+// gone turns an error signalling a worker into a fault: a worker that
+// exited meanwhile is a conflict of state, not an internal error.
+func (r *Run) gone(w *workerState, err error) error {
+	select {
+	case <-w.proc.Done():
+		return fault.Errorf(fault.Conflict, "worker %s has exited", w.label)
+	default:
+	}
+	return fmt.Errorf("worker %s: %w", w.label, err)
+}
+
+// KillWorker kills a worker with SIGKILL and returns once it is reaped.
+func (r *Run) KillWorker(ctx context.Context, label string) error {
+	if err := r.awaitStart(ctx); err != nil {
+		return err
+	}
+	if err := r.endedErr(); err != nil {
+		return err
+	}
+	return r.kill(ctx, label, lab.CauseDriver)
+}
+
+func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
+	w, err := r.worker(label)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	exited := w.exited
+	if !exited {
+		w.killCause = cause
+	}
+	r.mu.Unlock()
+	if exited {
+		return fault.Errorf(fault.Conflict, "worker %s has already exited", label)
+	}
+	r.emit(ctx, lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
+		Change: lab.ProcKilling, Pid: w.proc.Pid, State: w.proc.Status().ProcState(), Signal: "SIGKILL", Cause: cause}})
+	if err := w.proc.Kill(ctx); err != nil {
+		return r.gone(w, err)
+	}
+	// Wait for the exit event itself, frozen or not, so it is in the log
+	// before the kill is reported done.
+	for {
+		r.mu.Lock()
+		exited, ch := w.exited, r.changed
+		r.mu.Unlock()
+		if exited {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fault.Errorf(fault.Unavailable, "worker %s did not die in time", label)
+		case <-ch:
+		}
+	}
+}
+
+// stopWorkers asks idle step-mode workers to exit and kills the rest.
+func (r *Run) stopWorkers(ctx context.Context) {
+	r.mu.Lock()
+	var all []*workerState
+	for _, l := range r.order {
+		all = append(all, r.workers[l])
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range all {
+		if w.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.mu.Lock()
+			frozen, at, exited := w.frozen, w.waitingAt, w.exited
+			if !exited {
+				w.killCause = lab.CauseRunEnd
+			}
+			r.mu.Unlock()
+			if exited {
+				return
+			}
+			if !frozen && at != "" {
+				_ = w.proc.Send(worker.Command{Cmd: worker.CmdStop})
+				select {
+				case <-w.proc.Done():
+					return
+				case <-time.After(2 * time.Second):
+				}
+			}
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = w.proc.Kill(kctx) // gone either way: reaped, or the supervisor's Close reaps it
+			cancel()
+		}()
+	}
+	wg.Wait()
+}
+
+// nextLabel returns the next free worker label: A, B, … Z.
+func nextLabel(n int) string { return string(rune('A' + n)) }
+
+func ownerFor(label string, same bool) string {
+	if same {
+		label = lab.Zombie
+	}
+	return "worker-" + strings.ToLower(label)
+}

@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// This file turns what a worker does into events: every statement it runs
+// and every call it makes to the receiver, each with the typed fields of
+// its kind. The words come from lab.Narrate.
+
+// emit writes one event on stdout. Safe for concurrent use.
+func (w *Worker) emit(e lab.Event) {
+	e.V, e.Actor = lab.ProtocolVersion, w.cfg.Label
+	lab.Narrate(&e)
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	_ = w.out.Encode(e) // stdout gone means the supervisor is gone; nothing to tell
+}
+
+// call is one engine call a worker makes, and what it learned.
+type call struct {
+	op     lab.Op
+	held   *engine.Claim // what the worker holds; filled by a claim
+	lease  time.Time     // a renewal's new lease end
+	status engine.Status // a failure report: the status the job took
+	err    error         // what the engine call returned
+	// quietNoJob keeps an empty claim out of the events: an idle worker
+	// polls, and one "found no job" says all there is to say.
+	quietNoJob bool
+}
+
+// run makes an engine call on a Queue that records the statements it runs,
+// then reports each statement as an event that carries what the worker
+// holds and what the database answered.
+func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
+	var traces []engine.Trace
+	q, err := engine.NewQueue(w.pool, engine.QueueConfig{
+		Schema:    w.cfg.Schema,
+		Guards:    w.cfg.Broken,
+		NowFunc:   w.now,
+		TraceFunc: func(t engine.Trace) { traces = append(traces, t) },
+	})
+	if err != nil {
+		return err
+	}
+	c.err = fn(q)
+	if c.quietNoJob && errors.Is(c.err, engine.ErrNoJob) {
+		return c.err
+	}
+	for _, t := range traces {
+		w.emit(lab.Event{Kind: lab.KindSQL, At: t.DBTime, SQL: w.statement(c, t)})
+	}
+	return c.err
+}
+
+// statement says what one statement of a call came to.
+func (w *Worker) statement(c *call, t engine.Trace) *lab.SQLEvent {
+	s := &lab.SQLEvent{Op: c.op, Result: lab.ResultOK, Stmt: lab.StmtOf(t), Owner: w.cfg.Name}
+	if h := c.held; h != nil && h.JobID != 0 {
+		s.JobID, s.Epoch = h.JobID, lab.Int64(h.Epoch)
+	}
+	var fe *engine.FencedError
+	switch {
+	case t.Err != nil || (t.Rows == 0 && c.err != nil && !errors.Is(c.err, engine.ErrNoJob) && !errors.As(c.err, &fe)):
+		s.Result, s.Error = lab.ResultFailed, failure(c.err)
+	case c.op == lab.OpClaim && t.Rows == 0:
+		s.Result = lab.ResultNoJob
+	case c.op == lab.OpClaim:
+		s.LeaseUntil = lab.Time(c.held.LeaseUntil)
+	case t.Rows == 0 && fe != nil:
+		s.Result = lab.ResultFenced
+		s.Fenced = &lab.Fence{RowStatus: fe.RowStatus, RowOwner: fe.RowOwner, RowEpoch: fe.RowEpoch, Reasons: fe.Reasons}
+		if s.Fenced.Reasons == nil {
+			s.Fenced.Reasons = []engine.FenceReason{}
+		}
+	case c.op == lab.OpRenew:
+		s.LeaseUntil = lab.Time(c.lease)
+	case c.op == lab.OpFail:
+		s.Status = c.status
+	}
+	return s
+}
+
+// failure describes an error for an event: the SQLSTATE where Postgres
+// gave one, else the error's code; and its message, which the engine keeps
+// free of connection strings.
+func failure(err error) *lab.Failure {
+	if err == nil {
+		return &lab.Failure{Code: string(fault.Internal), Message: "the statement failed"}
+	}
+	code := string(fault.CodeOf(err))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		code = pe.Code
+	}
+	return &lab.Failure{Code: code, Message: err.Error()}
+}
+
+// deliver calls the receiver over HTTP with the job id, the epoch held and
+// the result, and reports its answer. A refusal is engine.ErrStale.
+func (w *Worker) deliver(ctx context.Context, c engine.Claim, result []byte) error {
+	d := engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	ce := &lab.CallEvent{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}
+	rc, status, err := w.post(ctx, body)
+	ce.HTTPStatus = status
+	switch {
+	case err != nil:
+		ce.Result, ce.Error = lab.DeliveryFailed, &lab.Failure{Code: "unreachable", Message: err.Error()}
+	case status == http.StatusConflict:
+		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryRefused, rc.Decision, lab.Int64(rc.HeldEpoch)
+		err = &engine.StaleError{JobID: c.JobID, Epoch: c.Epoch, HeldEpoch: rc.HeldEpoch}
+	default:
+		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryAccepted, rc.Decision, lab.Int64(rc.HeldEpoch)
+	}
+	w.emit(lab.Event{Kind: lab.KindCall, At: rc.DBTime, Call: ce})
+	return err
+}
+
+// post sends one delivery and decodes the receiver's answer. Its errors
+// never carry the URL: its path holds the run's secret receiver key.
+func (w *Worker) post(ctx context.Context, body []byte) (engine.Receipt, int, error) {
+	var rc engine.Receipt
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.ReceiverURL, bytes.NewReader(body))
+	if err != nil {
+		return rc, 0, errors.New("the receiver URL is not usable")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // "Post <url>: <why>" without the URL
+		}
+		return rc, 0, fmt.Errorf("the receiver did not answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return rc, resp.StatusCode, fmt.Errorf("the receiver's answer broke off (HTTP %d)", resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		if e.Error == "" {
+			e.Error = http.StatusText(resp.StatusCode)
+		}
+		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d: %s", resp.StatusCode, strings.TrimSuffix(e.Error, "."))
+	}
+	if err := json.Unmarshal(b, &rc); err != nil {
+		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d with a body that is not a receipt", resp.StatusCode)
+	}
+	return rc, resp.StatusCode, nil
+}
+
+// redactURL keeps a receiver URL's last path element only: the path may
+// carry a secret key (the playground's per-run receiver), and events are
+// shown to everyone who watches.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the receiver"
+	}
+	return ".../" + path.Base(u.Path)
+}

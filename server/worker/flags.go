@@ -1,0 +1,135 @@
+package worker
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+)
+
+// Config is a worker's configuration, from its flags.
+type Config struct {
+	DatabaseURL string
+	Schema      string
+	ReceiverURL string // the full URL deliveries are POSTed to
+	Name        string // the owner identity it claims under
+	Label       string // the name people see, and its connection's application_name
+	Lease       time.Duration
+	Heartbeat   time.Duration // 0: a third of the lease; negative: none
+	Work        time.Duration // how long the simulated work takes
+	Poll        time.Duration // how long to wait when nothing is claimable
+	Skew        time.Duration // how far this worker's own clock runs ahead
+	Broken      engine.Guards
+	Step        bool // wait at each checkpoint for a command
+	UntilEmpty  bool // exit when nothing is claimable
+	MaxJobs     int  // 0: no limit
+}
+
+// usagef is a bad flag or value: one line for stderr, exit status 2.
+func usagef(format string, a ...any) error {
+	return fault.Errorf(fault.Invalid, "fencelab worker: "+format, a...)
+}
+
+// ParseFlags parses a worker's command line.
+func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	c := Config{}
+	fs := flag.NewFlagSet("fencelab worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "Postgres connection string (default $DATABASE_URL)")
+	fs.StringVar(&c.Schema, "schema", engine.DefaultJobsSchema, "the jobs schema")
+	fs.StringVar(&c.ReceiverURL, "receiver", "", "the receiver's deliveries URL, e.g. http://127.0.0.1:8081/deliveries")
+	fs.StringVar(&c.Name, "name", "", "the owner identity this worker claims under (default worker-<pid>)")
+	fs.StringVar(&c.Label, "label", "", "the worker's label in events and in its connection's application_name (default: the name)")
+	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease length")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 0, "lease renewal interval (0: a third of the lease; negative: never renew)")
+	fs.DurationVar(&c.Work, "work", 0, "how long the simulated work on each job takes")
+	fs.DurationVar(&c.Poll, "poll", 100*time.Millisecond, "how long to wait when no job is claimable")
+	fs.DurationVar(&c.Skew, "skew", 0, "how far this worker's own clock runs ahead (matters only with --break db-clock)")
+	fs.Var(&c.Broken, "break", "turn a guard off (repeatable): "+strings.Join(guardNames(), ", "))
+	fs.BoolVar(&c.Step, "step", false, "wait at each checkpoint (claim, deliver, commit) for a command on stdin")
+	fs.BoolVar(&c.UntilEmpty, "until-empty", false, "exit when no job is claimable")
+	fs.IntVar(&c.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
+	fs.Usage = func() {} // a parse error is one line, printed by the caller
+	help := func() {
+		fmt.Fprintf(stderr, "Usage: fencelab worker [flags]\n\nOne worker process: claims jobs, calls the receiver, commits; one JSON event per line on stdout;\nin --step mode it obeys JSON-line commands on stdin: {\"cmd\":\"proceed\"}, {\"cmd\":\"fail\"}, {\"cmd\":\"stop\"}.\nIt exits when its stdin ends: its supervisor is gone.\n\nFlags:\n")
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help()
+			return c, err
+		}
+		return c, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.fill()
+}
+
+func guardNames() []string {
+	var out []string
+	for _, g := range engine.AllGuards() {
+		out = append(out, g.String())
+	}
+	return out
+}
+
+func (c *Config) fill() error {
+	if c.DatabaseURL == "" {
+		return usagef("--database-url or DATABASE_URL is required")
+	}
+	if err := engine.ValidateSchemaName(c.Schema); err != nil {
+		return usagef("--schema: %v", err)
+	}
+	if c.ReceiverURL == "" {
+		return usagef("--receiver is required")
+	}
+	if u, err := url.Parse(c.ReceiverURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--receiver is not an http(s) URL")
+	}
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("worker-%d", os.Getpid())
+	}
+	if err := engine.ValidateOwner(c.Name); err != nil {
+		return usagef("--name: %v", err)
+	}
+	if c.Label == "" {
+		c.Label = c.Name
+	}
+	if err := engine.ValidateOwner(c.Label); err != nil {
+		return usagef("--label: %v", err)
+	}
+	if err := engine.ValidateLease(c.Lease); err != nil {
+		return usagef("--lease: %v", err)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.Lease / 3
+	}
+	if c.Heartbeat > 0 && c.Heartbeat < 5*time.Millisecond {
+		return usagef("--heartbeat %v is too short (at least 5ms)", c.Heartbeat)
+	}
+	if c.Work < 0 || c.Work > time.Hour {
+		return usagef("--work %v must be between 0 and 1h", c.Work)
+	}
+	if c.Poll < time.Millisecond || c.Poll > time.Minute {
+		return usagef("--poll %v must be between 1ms and 1m", c.Poll)
+	}
+	if c.Skew < -lab.MaxSkew || c.Skew > lab.MaxSkew {
+		return usagef("--skew %v must be within ±%v", c.Skew, lab.MaxSkew)
+	}
+	if c.MaxJobs < 0 {
+		return usagef("--max-jobs %d is negative", c.MaxJobs)
+	}
+	return nil
+}

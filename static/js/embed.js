@@ -1,0 +1,54 @@
+// embed.js — the page inside a blog's iframe: it tells the host page its
+// height, that it is ready, its verdicts and its errors, and takes setup
+// and run messages from an allowed origin only. No message to the host
+// carries the control token.
+//
+// To the host: {source:"fencelab", type:"ready"|"height"|"verdict"|"matrix"|"error", ...}.
+// From the host, only from an allowed origin: {type:"setup", ordering, mode,
+// broken, lease_ms, pace_ms, same_identity, skew_ms} and {type:"run", ...the same}.
+
+const framed = window.parent !== window;
+const hostOrigin = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : "*";
+
+/** Tell the host page something, if there is one. */
+export function post(type, detail) {
+  if (!framed) return;
+  window.parent.postMessage({ source: "fencelab", type, ...detail }, hostOrigin);
+}
+
+/** Whether a message's origin may drive the page: ours, or one the server allows. */
+export function originAllowed(origin, allowed) {
+  if (origin === location.origin) return true;
+  return (allowed || []).some((o) => {
+    if (!o.includes("*")) return o === origin;
+    // https://*.example.com allows any subdomain of example.com.
+    const [head, tail] = o.split("*");
+    return origin.startsWith(head) && origin.endsWith(tail) && /^[a-z0-9.-]+$/.test(origin.slice(head.length, origin.length - tail.length));
+  });
+}
+
+/**
+ * Listen to the host page: onSetup(m) for a setup message, onRun(m) for a
+ * run message; messages from origins not allowed are counted, not obeyed.
+ */
+export function listen(allowed, { onSetup, onRun, onIgnored }) {
+  window.addEventListener("message", (ev) => {
+    const m = ev.data;
+    if (!m || typeof m !== "object" || m.source === "fencelab") return;
+    if (!originAllowed(ev.origin, allowed)) { onIgnored(); return; }
+    if (m.type === "setup") onSetup(m);
+    else if (m.type === "run") onRun(m);
+  });
+  if (!framed) return;
+  let last = 0;
+  new ResizeObserver(() => {
+    const h = Math.ceil(document.documentElement.scrollHeight);
+    if (h !== last) { last = h; post("height", { height: h }); }
+  }).observe(document.body);
+}
+
+/** The snippet a blog pastes to embed the page with this setup. */
+export function embedCode(query) {
+  const src = `${location.origin}/?embed=1&${query}`;
+  return `<iframe src="${src}" title="fencelab: a zombie worker and its fencing token, live" width="100%" height="560" style="border:0;max-width:720px" loading="lazy"></iframe>\n<script>addEventListener("message", (e) => { if (e.origin === "${location.origin}" && e.data && e.data.source === "fencelab" && e.data.type === "height") for (const f of document.querySelectorAll('iframe[src^="${location.origin}/"]')) if (f.contentWindow === e.source) f.style.height = e.data.height + "px"; });<\/script>`;
+}
