@@ -3,7 +3,7 @@
 // playground in headless Chromium through chromedp and drive it the way a
 // person would, by data-testid.
 //
-// The package has no non-test code; the harness lives in harness_test.go:
+// The package has no non-test code; the harness lives in harness*_test.go:
 //
 //   - startServer(t, args...) starts one `fencelab serve` for a test (share
 //     one among cases by starting it in the parent test and using it from

@@ -1,7 +1,9 @@
 // Package engine is fencelab's job queue on PostgreSQL, kept small enough
 // to read in one sitting: claim, lease renewal, complete and fail by
 // compare-and-set, and the external receiver's rule — each guard of which
-// can be broken on purpose to show what it protects.
+// can be broken on purpose to show what it protects. It is a library any
+// Go program can import (see the package example for a worker's loop);
+// the playground's scenarios, events and verdicts live in engine/lab.
 //
 // # Overview
 //
@@ -41,9 +43,11 @@
 //
 // # Invariants
 //
-// A correct build keeps these, and Check tests each one against what
-// Postgres recorded (the job_history trigger) and what the receiver
-// recorded (its decision log):
+// A correct build keeps these. The queue records what it needs to check
+// them — the job_history trigger writes every change of a job row with the
+// database time and the writer's application_name (Queue.History), and the
+// receiver logs every decision (Receiver.Decisions) — and lab.Check tests
+// each one against those records:
 //
 //   - A claim with an older epoch can never write over a newer one: after a
 //     job is claimed again, no renewal, commit or failure from an earlier
@@ -64,9 +68,29 @@
 // each judged leases by its own, a worker with a fast clock would take a
 // lease that is still live. The claim and the renewal therefore compute
 // lease_until = now() + lease inside Postgres, and the claim compares
-// lease_until < now() there too. Every event carries the database time.
-// A frozen worker's heartbeat stops with it, so its lease runs out on the
-// database clock while, to the worker, no time passes at all.
+// lease_until < now() there too. A frozen worker's heartbeat stops with
+// it, so its lease runs out on the database clock while, to the worker, no
+// time passes at all.
+//
+// # Fenced writes
+//
+// A renewal, a commit and a failure report are each one statement: it
+// locks the job's row, updates it only if every kept guard holds, and
+// returns the row as it judged it beside what it wrote. When nothing was
+// written the caller gets a *FencedError whose Reasons (ReasonNotRunning,
+// ReasonOwnerChanged, ReasonEpochChanged) and row fields describe that
+// very moment — not a later read, which could show a later state.
+//
+// # Errors
+//
+// A few sentinels, tested with errors.Is: ErrNoJob (nothing claimable:
+// poll again), ErrFenced (with *FencedError), ErrStale (with *StaleError),
+// ErrJobNotFound, ErrInvalidInput (with *InputError, a sentence without a
+// prefix) and ErrUnavailable. Postgres errors are translated in one place,
+// by SQLSTATE: a data exception (a NUL or a lone surrogate in JSON, a
+// number out of range) is the caller's bad input; a connection failure, a
+// shutdown, too many connections or a lock timeout is ErrUnavailable. No
+// message carries the connection string.
 //
 // # Guards
 //
@@ -92,7 +116,7 @@
 // pod with the same hostname) it does not. The status check stops a late
 // commit on a job that is already done, but not on one the new owner is
 // still running. The well-known queues each keep a different subset
-// (Styles), and none fences the external receiver.
+// (lab.Styles), and none fences the external receiver.
 //
 // # Concurrency
 //

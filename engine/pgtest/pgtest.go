@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/pgcluster"
 )
 
@@ -37,6 +37,12 @@ const poolMaxConns = 20
 
 var (
 	dsn string // set by Main before any test runs
+
+	// ExportURL, set by a TestMain before Main, puts the database's
+	// connection string in the process's DATABASE_URL before the tests
+	// run, for runnable examples: they take no testing.TB and connect as a
+	// program would, to $DATABASE_URL.
+	ExportURL bool
 
 	poolMu sync.Mutex
 	pool   *pgxpool.Pool
@@ -101,6 +107,10 @@ func Run(m *testing.M) int {
 		return 1
 	}
 
+	if ExportURL {
+		os.Setenv("DATABASE_URL", dsn)
+	}
+
 	// From here on, a signal stops the cluster (terminating the tests'
 	// sessions) and exits; Stop is safe to race with the normal path.
 	go func() {
@@ -152,6 +162,15 @@ func waitNoLeaks(mark string, timeout time.Duration) []string {
 // the exact entry mark ("NAME=value"), as "pid N (state): command line".
 // /proc/PID/environ is the environment the process started with.
 func Marked(mark string) []string {
+	entry := []byte("\x00" + mark + "\x00")
+	return Processes(func(_, env []byte) bool { return bytes.Contains(append([]byte{0}, env...), entry) })
+}
+
+// Processes lists the live processes (not zombies, not this one) for which
+// match, given the NUL-separated command line and environment from /proc,
+// is true, as "pid N (state): command line" (cut at 200 bytes). Without
+// /proc it lists nothing.
+func Processes(match func(cmdline, env []byte) bool) []string {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil // no /proc: nothing to check with
@@ -162,16 +181,20 @@ func Marked(mark string) []string {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+mark+"\x00")) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if !match(cmdline, env) {
 			continue
 		}
 		st := ProcState(pid)
 		if st == 0 || st == 'Z' || st == 'X' {
 			continue
 		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))))
+		cmd := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		if len(cmd) > 200 {
+			cmd = cmd[:200] + "…"
+		}
+		out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, cmd))
 	}
 	return out
 }
@@ -265,7 +288,8 @@ func Schema(tb testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := Pool(tb).Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+		st := engine.SchemaDropOne(name)
+		if _, err := Pool(tb).Exec(ctx, st.SQL); err != nil {
 			tb.Errorf("pgtest: drop schema %s: %v", name, err)
 		}
 	})
