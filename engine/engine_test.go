@@ -18,7 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	pgtest.ExportURL = true // the examples connect to $DATABASE_URL, as a program would
+	pgtest.Main(m)
+}
 
 // env is one test's private pair of schemas, set up.
 type env struct {
@@ -92,6 +95,23 @@ func (e *env) awaitExpiry(q *engine.Queue, id int64) {
 		}
 		time.Sleep(j.LeaseUntil.Sub(j.DBTime) + time.Millisecond)
 	}
+}
+
+// zombieAndOwner sets the article's scene on a fresh job of q: worker-a
+// claims it under a short lease, the lease runs out on the database clock,
+// and worker-b reclaims it. It returns the job and both claims.
+func (e *env) zombieAndOwner(q *engine.Queue) (id int64, a, b engine.Claim) {
+	e.t.Helper()
+	id = e.insert(q, 1)[0]
+	a, err := q.Claim(e.ctx, "worker-a", shortLease)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.awaitExpiry(q, id)
+	if b, err = q.Claim(e.ctx, "worker-b", time.Minute); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, a, b
 }
 
 func result(worker string) []byte {
@@ -207,15 +227,9 @@ func TestJobComplete_ZombieIsFenced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	q := e.queue(0)
-	id := e.insert(q, 1)[0]
-	a, _ := q.Claim(e.ctx, "worker-a", shortLease)
-	e.awaitExpiry(q, id)
-	b, err := q.Claim(e.ctx, "worker-b", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, a, b := e.zombieAndOwner(q)
 
-	_, err = q.Complete(e.ctx, a, result("A"))
+	_, err := q.Complete(e.ctx, a, result("A"))
 	if !errors.Is(err, engine.ErrFenced) {
 		t.Fatalf("zombie's complete = %v, want ErrFenced", err)
 	}
@@ -496,6 +510,7 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 			engine.LeaseRenew("s", gs, 1, "o", 2, time.Second, now),
 			engine.JobComplete("s", gs, 1, "o", 2, []byte(`{}`)),
 			engine.JobFail("s", gs, 1, "o", 2, "why"),
+			engine.JobCompleteOutbox("s", gs, 1, "o", 2, []byte(`{}`), d),
 			engine.ReceiverDeliver("r", gs, d),
 		}
 	}
@@ -531,7 +546,7 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 		}
 		want := 1
 		if g == engine.StatusCheck || g == engine.OwnerCheck || g == engine.EpochCheck {
-			want = 3 // renew, complete and fail share the compare-and-set
+			want = 4 // renew, complete, fail and the outbox's complete share the compare-and-set
 		}
 		if g == engine.DBClock {
 			want = 2 // the claim and the renewal read the clock
@@ -970,5 +985,67 @@ func TestErrors_DatabaseDownIsUnavailableAndSaysNoSecret(t *testing.T) {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
 		t.Errorf("the driver's error is not kept underneath: %T", err)
+	}
+}
+
+// TestOutbox_AFencedCommitSendsNothing: a delivery written with the commit
+// exists only if the commit landed; the zombie's never does.
+func TestOutbox_AFencedCommitSendsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	_, a, b := e.zombieAndOwner(q)
+	msg := func(c engine.Claim, who string) engine.Delivery {
+		return engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result(who)}
+	}
+	if _, err := q.CompleteOutbox(e.ctx, a, result("A"), msg(a, "A")); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("the zombie's commit with the outbox = %v, want ErrFenced", err)
+	}
+	if ms, err := q.OutboxPending(e.ctx, 10); err != nil || len(ms) != 0 {
+		t.Fatalf("after the fenced commit the outbox holds %+v, %v; want nothing", ms, err)
+	}
+	if _, err := q.CompleteOutbox(e.ctx, b, result("B"), msg(a, "A")); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a delivery for another epoch = %v, want ErrInvalidInput", err)
+	}
+	if _, err := q.CompleteOutbox(e.ctx, b, result("B"), msg(b, "B")); err != nil {
+		t.Fatalf("the owner's commit with the outbox: %v", err)
+	}
+	ms, err := q.OutboxPending(e.ctx, 10)
+	if err != nil || len(ms) != 1 || ms[0].Delivery.Epoch != 2 || lab.ResultFrom(ms[0].Delivery.Payload) != "B" {
+		t.Fatalf("the outbox holds %+v, %v; want B's delivery at epoch 2", ms, err)
+	}
+	if err := q.OutboxSent(e.ctx, ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := q.OutboxPending(e.ctx, 10); len(ms) != 0 {
+		t.Fatalf("a sent delivery is still pending: %+v", ms)
+	}
+}
+
+// TestReceiver_KeyedAppliesTheFirstAndDeduplicates: a third party that
+// knows no epochs applies the first delivery of a key, whoever sent it,
+// and answers every later one as a duplicate.
+func TestReceiver_KeyedAppliesTheFirstAndDeduplicates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, err := engine.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := deliver(t, r, 9, 1, "A")
+	if err != nil || rc.Decision != engine.AcceptedFirst {
+		t.Fatalf("first delivery: %+v, %v", rc, err)
+	}
+	rc, err = deliver(t, r, 9, 2, "B")
+	if err != nil || rc.Decision != engine.Duplicate || rc.HeldEpoch != 1 || rc.Decision.Accepted() {
+		t.Fatalf("a newer epoch for the same key: %+v, %v; want a duplicate that changes nothing", rc, err)
+	}
+	held, _ := r.Get(e.ctx, 9)
+	if held.Epoch != 1 || lab.ResultFrom(held.Payload) != "A" {
+		t.Fatalf("the keyed receiver holds %+v; want the first delivery, A's", held)
+	}
+	ds, _ := r.Decisions(e.ctx, 9)
+	if len(ds) != 2 || ds[1].Decision != engine.Duplicate {
+		t.Fatalf("decisions %+v", ds)
 	}
 }

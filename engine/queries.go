@@ -134,6 +134,12 @@ func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {
 // Its one row is: the row's status, owner and epoch as seen (no row at all:
 // no such job), then returning (NULL when the write was fenced), then now().
 func casStatement(b *builder, schema string, gs Guards, jobID int64, owner string, epoch int64, set []string, returning string) {
+	casStatementThen(b, schema, gs, jobID, owner, epoch, set, returning, nil)
+}
+
+// casStatementThen is casStatement with more CTEs after the UPDATE's, which
+// may read what it wrote (FROM done): they happen only if it did.
+func casStatementThen(b *builder, schema string, gs Guards, jobID int64, owner string, epoch int64, set []string, returning string, then func(b *builder)) {
 	t := ident(schema) + ".jobs"
 	idArg := b.arg(jobID)
 	b.line("WITH seen AS (")
@@ -153,6 +159,9 @@ func casStatement(b *builder, schema string, gs Guards, jobID int64, owner strin
 	b.line("    FROM seen")
 	casWhere(b, gs, idArg, owner, epoch)
 	b.lines = append(b.lines, "  RETURNING "+returning)
+	if then != nil {
+		then(b)
+	}
 	b.line(")")
 	b.line("SELECT seen.row_status, seen.row_owner, seen.row_epoch, done.*, now()")
 	b.line("  FROM seen LEFT JOIN done ON true")
@@ -180,6 +189,43 @@ func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int6
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "epoch AS new_epoch")
+	return b.build()
+}
+
+// JobCompleteOutbox is JobComplete that also writes a delivery to the
+// outbox, in the same statement: the delivery exists if and only if the
+// commit landed, and a relay sends it after the commit.
+func JobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte, d Delivery) Statement {
+	b := &builder{name: "JobCompleteOutbox"}
+	casStatementThen(b, schema, gs, jobID, owner, epoch, []string{
+		"status = 'done',",
+		fmt.Sprintf("result = %s::jsonb,", b.arg(string(result))),
+		"lease_until = NULL,",
+		"updated_at = now()",
+	}, "epoch AS new_epoch", func(b *builder) {
+		b.line("), sent AS (")
+		b.line("  INSERT INTO %s.outbox (job_id, epoch, owner, payload)", ident(schema))
+		b.line("  SELECT %s, %s, %s, %s::jsonb FROM done", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
+	})
+	return b.build()
+}
+
+// OutboxPending reads up to limit outbox deliveries not sent yet, oldest first.
+func OutboxPending(schema string, limit int) Statement {
+	b := &builder{name: "OutboxPending"}
+	b.line("SELECT id, job_id, epoch, owner, payload, created_at")
+	b.line("  FROM %s.outbox", ident(schema))
+	b.line(" WHERE sent_at IS NULL")
+	b.line(" ORDER BY id")
+	b.line(" LIMIT %s", b.arg(limit))
+	return b.build()
+}
+
+// OutboxSent marks an outbox delivery sent.
+func OutboxSent(schema string, id int64) Statement {
+	b := &builder{name: "OutboxSent"}
+	b.line("UPDATE %s.outbox SET sent_at = now()", ident(schema))
+	b.line(" WHERE id = %s AND sent_at IS NULL", b.arg(id))
 	return b.build()
 }
 
@@ -237,6 +283,11 @@ func JobHistoryList(schema string, jobID int64) Statement {
 	return b.build()
 }
 
+// JobHistoryLastSeq reads the newest history record's number (0 for none).
+func JobHistoryLastSeq(schema string) Statement {
+	return Statement{Name: "JobHistoryLastSeq", SQL: "SELECT coalesce(max(seq), 0) FROM " + ident(schema) + ".job_history"}
+}
+
 // JobListExpired lists running jobs whose lease has run out on the
 // database clock.
 func JobListExpired(schema string) Statement {
@@ -272,6 +323,19 @@ func ReceiverDeliver(schema string, gs Guards, d Delivery) Statement {
 	b.line("       accepted = held.accepted + 1, updated_at = now()")
 	b.guarded(gs, ReceiverCheck, " WHERE held.epoch <= EXCLUDED.epoch")
 	b.line("RETURNING epoch, prev_epoch, prev_owner, accepted, now()")
+	return b.build()
+}
+
+// ReceiverDeliverKeyed is the rule of a receiver that knows no epochs — a
+// third party — and deduplicates on a stable key, the job's id: the first
+// delivery for a key is applied, any later one matches no row and changes
+// nothing.
+func ReceiverDeliverKeyed(schema string, d Delivery) Statement {
+	b := &builder{name: "ReceiverDeliverKeyed"}
+	b.line("INSERT INTO %s.deliveries AS held (job_id, epoch, owner, payload)", ident(schema))
+	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
+	b.line("ON CONFLICT (job_id) DO NOTHING")
+	b.line("RETURNING epoch, now()")
 	return b.build()
 }
 
@@ -349,5 +413,16 @@ func SchemaList(prefix string) Statement {
 		Name: "SchemaList",
 		SQL:  "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname",
 		Args: []any{prefix},
+	}
+}
+
+// JobsFill empties a jobs table and inserts $1 pending jobs in one go, for
+// benchmarks: three statements, run in order.
+func JobsFill(schema string, n int) []Statement {
+	t := ident(schema) + ".jobs"
+	return []Statement{
+		{Name: "JobsTruncate", SQL: "TRUNCATE " + t},
+		{Name: "JobInsertSeries", SQL: "INSERT INTO " + t + " (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i", Args: []any{n}},
+		{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
 	}
 }

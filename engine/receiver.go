@@ -44,10 +44,13 @@ const (
 	AcceptedSame  Decision = "accepted-same"  // the same epoch again: an idempotent retry
 	AcceptedOlder Decision = "accepted-older" // replaced a NEWER epoch (guard off)
 	RefusedStale  Decision = "refused-stale"  // older than the newest held: refused
+	// Duplicate: a keyed receiver (one that knows no epochs) already has a
+	// delivery for this key; this one changes nothing, and is not an error.
+	Duplicate Decision = "duplicate"
 )
 
-// Accepted reports whether the delivery was taken.
-func (d Decision) Accepted() bool { return d != RefusedStale && d != "" }
+// Accepted reports whether the delivery was taken: an effect happened.
+func (d Decision) Accepted() bool { return d != RefusedStale && d != Duplicate && d != "" }
 
 // Receipt is the receiver's answer.
 type Receipt struct {
@@ -95,13 +98,19 @@ type Receiver struct {
 	db        TxDB
 	schema    string
 	guards    Guards
+	keyed     bool
 	traceFunc func(Trace)
 }
 
 // ReceiverConfig configures a Receiver.
 type ReceiverConfig struct {
-	Schema    string // the receiver's own schema
-	Guards    Guards // only receiver-check matters here
+	Schema string // the receiver's own schema
+	Guards Guards // only receiver-check matters here
+	// Keyed makes the receiver a third party that knows no epochs: it
+	// applies the first delivery for each job and answers every later one
+	// as a Duplicate (ReceiverDeliverKeyed). The receiver-check guard does
+	// not apply.
+	Keyed     bool
 	TraceFunc func(Trace)
 }
 
@@ -110,7 +119,7 @@ func NewReceiver(db TxDB, cfg ReceiverConfig) (*Receiver, error) {
 	if err := ValidateSchemaName(cfg.Schema); err != nil {
 		return nil, err
 	}
-	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, traceFunc: cfg.TraceFunc}, nil
+	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, keyed: cfg.Keyed, traceFunc: cfg.TraceFunc}, nil
 }
 
 // WithTrace returns a copy of r that reports each statement to fn instead.
@@ -137,42 +146,27 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 	if err := d.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("deliver: %w", err)
 	}
+	decide := r.decideEpoch
+	if r.keyed {
+		decide = r.decideKeyed
+	}
 	var rc Receipt
 	err := inTx(ctx, r.db, func(tx pgx.Tx) error {
 		rc = Receipt{JobID: d.JobID, Epoch: d.Epoch}
-		st := ReceiverDeliver(r.schema, r.guards, d)
-		start := time.Now()
-		var prevOwner *string
-		err := tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
-		r.trace(st, rowsOf(err), rc.DBTime, noRowsOK(err), start)
+		refused, err := decide(ctx, tx, d, &rc)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			rc.Decision = RefusedStale
-			held, gerr := r.get(ctx, tx, d.JobID)
-			if gerr != nil {
-				return gerr
-			}
-			rc.HeldEpoch, rc.Accepted, rc.DBTime = held.Epoch, held.Accepted, held.DBTime
 		case err != nil:
 			return err
-		case rc.Superseded == nil:
-			rc.Decision = AcceptedFirst
-		case *rc.Superseded < d.Epoch:
-			rc.Decision = AcceptedNewer
-		case *rc.Superseded == d.Epoch:
-			rc.Decision = AcceptedSame
-		default:
-			rc.Decision = AcceptedOlder
-		}
-		if prevOwner != nil {
-			rc.SupersededOwner = *prevOwner
-		}
-		if rc.Decision == AcceptedFirst || rc.Decision == RefusedStale {
-			rc.Superseded, rc.SupersededOwner = nil, ""
+		case refused:
+			held, err := r.get(ctx, tx, d.JobID)
+			if err != nil {
+				return err
+			}
+			rc.HeldEpoch, rc.Accepted, rc.DBTime = held.Epoch, held.Accepted, held.DBTime
 		}
 		held := rc.HeldEpoch
 		lst := ReceiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
-		start = time.Now()
+		start := time.Now()
 		var at time.Time
 		err = tx.QueryRow(ctx, lst.SQL, lst.Args...).Scan(&rc.DecisionSeq, &at)
 		r.trace(lst, rowsOf(err), at, err, start)
@@ -185,6 +179,57 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 		return rc, &StaleError{JobID: d.JobID, Epoch: d.Epoch, HeldEpoch: rc.HeldEpoch}
 	}
 	return rc, nil
+}
+
+// decideEpoch is the fencing receiver's rule: keep the newest epoch, refuse
+// an older one, take the same one again. It fills rc's decision and reports
+// whether the delivery changed nothing (the caller then reads what is held).
+func (r *Receiver) decideEpoch(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
+	st := ReceiverDeliver(r.schema, r.guards, d)
+	start := time.Now()
+	var prevOwner *string
+	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
+	r.trace(st, rowsOf(err), rc.DBTime, noRowsOK(err), start)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		rc.Decision, rc.Superseded = RefusedStale, nil
+		return true, nil
+	case err != nil:
+		return false, err
+	case rc.Superseded == nil:
+		rc.Decision = AcceptedFirst
+	case *rc.Superseded < d.Epoch:
+		rc.Decision = AcceptedNewer
+	case *rc.Superseded == d.Epoch:
+		rc.Decision = AcceptedSame
+	default:
+		rc.Decision = AcceptedOlder
+	}
+	if prevOwner != nil && rc.Decision != AcceptedFirst {
+		rc.SupersededOwner = *prevOwner
+	}
+	if rc.Decision == AcceptedFirst {
+		rc.Superseded = nil
+	}
+	return false, nil
+}
+
+// decideKeyed is a keyed receiver's rule: the first delivery for a job is
+// applied, a later one is a Duplicate that changes nothing.
+func (r *Receiver) decideKeyed(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
+	st := ReceiverDeliverKeyed(r.schema, d)
+	start := time.Now()
+	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.DBTime)
+	r.trace(st, rowsOf(err), rc.DBTime, noRowsOK(err), start)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		rc.Decision = Duplicate
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	rc.Decision, rc.Accepted = AcceptedFirst, 1
+	return false, nil
 }
 
 // Get reads what the receiver holds for a job; ErrJobNotFound if nothing.

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -46,15 +45,13 @@ func (r Result) String() string {
 
 // Fill empties the jobs table and inserts n pending jobs in one statement.
 func Fill(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
-	t := pgx.Identifier{schema, "jobs"}.Sanitize()
-	if _, err := pool.Exec(ctx, "TRUNCATE "+t); err != nil {
+	if err := engine.ValidateSchemaName(schema); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i`, t), n); err != nil {
-		return fmt.Errorf("fill: %w", err)
-	}
-	if _, err := pool.Exec(ctx, "ANALYZE "+t); err != nil {
-		return fmt.Errorf("fill: %w", err)
+	for _, st := range engine.JobsFill(schema, n) {
+		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return fmt.Errorf("fill: %s: %w", st.Name, err)
+		}
 	}
 	return nil
 }

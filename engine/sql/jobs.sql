@@ -99,3 +99,19 @@ $$;
 DROP TRIGGER IF EXISTS job_history ON {{schema}}.jobs;
 CREATE TRIGGER job_history AFTER INSERT OR UPDATE ON {{schema}}.jobs
     FOR EACH ROW EXECUTE FUNCTION {{schema}}.job_history_record();
+
+-- The outbox: a delivery written by the same statement as the commit that
+-- earns it (JobCompleteOutbox), and sent to the receiver by a relay only
+-- after that commit. A fenced commit writes no row here, so a zombie's
+-- delivery is never sent.
+CREATE TABLE IF NOT EXISTS {{schema}}.outbox (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id     bigint      NOT NULL,
+    epoch      bigint      NOT NULL,
+    owner      text        NOT NULL,
+    payload    jsonb       NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    sent_at    timestamptz
+);
+
+CREATE INDEX IF NOT EXISTS outbox_unsent ON {{schema}}.outbox (id) WHERE sent_at IS NULL;
