@@ -228,10 +228,12 @@ func TestWords_EveryBadgeKeyHasABadge(t *testing.T) {
 		}
 	}
 	evs = append(evs, lab.Event{SQL: &lab.SQLEvent{Op: lab.OpClaim, Result: lab.ResultNoJob}})
-	for _, r := range []lab.CallResult{lab.DeliveryAccepted, lab.DeliveryRefused, lab.DeliveryFailed} {
+	for _, r := range []lab.CallResult{lab.DeliveryAccepted, lab.DeliveryRefused, lab.DeliveryFailed, lab.DeliveryDeferred, lab.DeliverySkipped} {
 		evs = append(evs, lab.Event{Call: &lab.CallEvent{Result: r}})
 	}
-	for _, d := range []engine.Decision{engine.AcceptedFirst, engine.AcceptedNewer, engine.AcceptedSame, engine.AcceptedOlder, engine.RefusedStale} {
+	evs = append(evs, lab.Event{SQL: &lab.SQLEvent{Op: lab.OpComplete, Result: lab.ResultFenced, Owner: "worker-a", Epoch: i64(2),
+		Fenced: &lab.Fence{RowStatus: engine.StatusDone, RowOwner: "worker-a", RowEpoch: 2, Reasons: []engine.FenceReason{engine.ReasonNotRunning}}}})
+	for _, d := range []engine.Decision{engine.AcceptedFirst, engine.AcceptedNewer, engine.AcceptedSame, engine.AcceptedOlder, engine.RefusedStale, engine.Duplicate} {
 		evs = append(evs, lab.Event{Receiver: &lab.ReceiverEvent{Decision: d}})
 	}
 	for _, c := range []lab.ProcessChange{lab.ProcSpawned, lab.ProcReady, lab.ProcStopped, lab.ProcContinued, lab.ProcKilling, lab.ProcExited} {
@@ -260,14 +262,16 @@ func TestWords_EveryBadgeKeyHasABadge(t *testing.T) {
 // as their emitters fill them.
 func sampleEvents() []lab.Event {
 	o := lab.Outcome{Ordering: lab.ZombieFirst, Broken: []string{}, Violations: []lab.Violation{}, Because: []string{}, Safe: true,
-		ZombieReceiverCall: lab.CallAcceptedThenSuperseded, ZombieCommit: lab.CallRejected, Story: lab.StoryFenced, Verdict: "Safe: …",
-		Final: lab.FinalRow{Status: engine.StatusDone, Owner: "worker-b", Epoch: 2, ResultFrom: "B"}, Receiver: lab.FinalReceiver{Epoch: 2, PayloadFrom: "B"},
-		Table: []lab.Cell{{Column: lab.ColumnCall, Words: "accepted, then superseded", Expected: "accepted, then superseded", AsCorrect: true}}}
+		ZombieReceiverCall: lab.CallAcceptedThenSuperseded, ZombieCommit: lab.CallRejected, Answer: lab.AnswerRejected, Verdict: "Safe: …",
+		Delivery: lab.DeliverDirect, ZombieFence: []engine.FenceReason{engine.ReasonEpochChanged}, Reveal: []string{"A's commit was refused."},
+		Effects: []lab.Effect{{From: "A", Epoch: 1, Decision: engine.AcceptedFirst, At: "2026-12-01T10:00:00Z"}},
+		Final:   lab.FinalRow{Status: engine.StatusDone, Owner: "worker-b", Epoch: 2, ResultFrom: "B"}, Receiver: lab.FinalReceiver{Epoch: 2, PayloadFrom: "B"},
+		Headline: "Safe: …", Table: []lab.Cell{{Column: lab.ColumnCall, Words: "accepted, then superseded", Expected: "accepted, then superseded", AsCorrect: true}}}
 	stmt := lab.Stmt{Name: "JobComplete", SQL: "UPDATE …", Args: []string{"1"}, Rows: 0}
 	fence := &lab.Fence{RowStatus: engine.StatusRunning, RowOwner: "worker-b", RowEpoch: 2, Reasons: []engine.FenceReason{engine.ReasonOwnerChanged, engine.ReasonEpochChanged}}
 	exit := 0
 	step := 3
-	info := lab.RunInfo{ID: "r1", Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, Phase: lab.PhasePlaying, Broken: []string{}, LeaseMS: 1000, PaceMS: 900,
+	info := lab.RunInfo{ID: "r1", Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, Phase: lab.PhasePlaying, Broken: []string{}, LeaseMS: 1000, PaceMS: 900, Delivery: lab.DeliverDirect,
 		Steps: []lab.Step{{Action: lab.ActClaim, Worker: "A", Say: "A claims."}}, Started: at(0),
 		Workers: []lab.Worker{{Label: "A", Owner: "worker-a", Pid: 42, State: lab.StateStopped, Letter: "T", Frozen: true}}}
 	return []lab.Event{
@@ -289,9 +293,12 @@ func sampleEvents() []lab.Event {
 		{Actor: lab.ActorPostgres, Kind: lab.KindLease, Lease: &lab.LeaseEvent{Change: lab.LeaseTakenLive, JobID: 1, Epoch: 1, Owner: "worker-a", Holder: "A", LeaseUntil: at(1000), DBNow: at(300), Clock: lab.ClockWorker, ClockOf: "B", SkewMS: 2000, LiveMS: 700}},
 		{Actor: lab.ActorRunner, Kind: lab.KindStep, Text: "Step 1 of 8: A claims.", Step: &lab.StepEvent{Index: 0, Total: 8, Action: lab.ActClaim, Worker: "A"}},
 		{Actor: lab.ActorRunner, Kind: lab.KindVerdict, Verdict: &lab.VerdictEvent{Safe: true, Outcome: &o}},
-		{Actor: lab.ActorRunner, Kind: lab.KindVerdict, Verdict: &lab.VerdictEvent{Safe: true, Report: &lab.Report{Jobs: []lab.JobReport{}, Violations: []lab.Violation{}, Safe: true, Verdict: "Safe so far"}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindVerdict, Verdict: &lab.VerdictEvent{Safe: true, Report: &lab.Report{Jobs: []lab.JobReport{}, Violations: []lab.Violation{}, Safe: true, Headline: "Safe so far", Verdict: "Safe so far"}}},
 		{Actor: lab.ActorRunner, Kind: lab.KindRunState, RunState: &lab.RunStateEvent{Info: info}},
-		{Actor: lab.ActorRunner, Kind: lab.KindMatrix, Matrix: &lab.MatrixEvent{LeaseMS: 300, Cells: []lab.MatrixCell{{Run: "r2", Ordering: lab.ZombieFirst, Broken: "epoch-check"}}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindBatch, Batch: &lab.BatchEvent{Name: lab.BatchMatrix, Phase: lab.BatchStarted, LeaseMS: 300, Cells: []lab.MatrixCell{{Run: "r2", Ordering: lab.ZombieFirst, Broken: "epoch-check"}}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindBatch, Batch: &lab.BatchEvent{Name: lab.BatchEpochCheck, Phase: lab.BatchFinished, LeaseMS: 300, Cells: []lab.MatrixCell{{Run: "r2", Ordering: lab.ZombieFirst, Broken: "epoch-check"}}, Answer: "Neither ordering failed.", Unsafe: []string{}}},
+		{Actor: lab.ActorRelay, Kind: lab.KindCall, Call: &lab.CallEvent{Result: lab.DeliveryAccepted, JobID: 1, Epoch: 2, Owner: "worker-b", URL: ".../deliveries", Body: "{}", HTTPStatus: 200, Decision: engine.AcceptedFirst, HeldEpoch: i64(2)}},
+		{Actor: "A", Kind: lab.KindCall, Call: &lab.CallEvent{Result: lab.DeliveryDeferred, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}"}},
 		{Actor: "A", Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteSkip, Worker: "A"}},
 		{Actor: lab.ActorRunner, Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteStopped, Reason: lab.StopReplaced}},
 		{Actor: lab.ActorRunner, Kind: lab.KindError, Error: &lab.ErrorEvent{Code: lab.ErrStepFailed, Message: "worker A has exited", Step: &step}},
@@ -366,7 +373,7 @@ func TestVerdict_WordsFromTheCodes(t *testing.T) {
 			[]string{"Safe: the job ended done at epoch 2 with worker B's result in the row and at the receiver; the zombie's late commit was fenced."}},
 		{"unsafe, same name", lab.ExplainForTest(lab.Outcome{SameIdentity: true, Broken: []string{"epoch-check"}, Because: []string{"epoch-check"},
 			Violations: []lab.Violation{{Invariant: lab.InvStaleWrite, Text: "Worker A's late commit landed."}, {Invariant: lab.InvRowLastOwner, Text: "The row ends with worker A's result."}}}),
-			[]string{"Unsafe: worker A's late commit landed, because the epoch-check guard was off and both workers had the same name", "(and 1 more)."}},
+			[]string{"Unsafe: worker A's late commit landed, because the epoch-check guard was off and both workers had the same name", "Also: The row ends with worker A's result."}},
 		{"unsafe, two guards", lab.ExplainForTest(lab.Outcome{Because: []string{"status-check", "owner-check"},
 			Violations: []lab.Violation{{Invariant: lab.InvRowLastOwner, Text: "The row ends with worker A's result."}}}),
 			[]string{"Unsafe: the row ends with worker A's result, because the status-check and owner-check guards were off."}},

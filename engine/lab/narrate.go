@@ -84,8 +84,15 @@ func narration(e Event) string {
 			s += ": " + StopWords(i.StopReason)
 		}
 		return s + "."
-	case e.Matrix != nil:
-		return fmt.Sprintf("The guard matrix: %d runs, every guard off in every ordering, for real.", len(e.Matrix.Cells))
+	case e.Batch != nil:
+		b := e.Batch
+		if b.Phase == BatchFinished {
+			return b.Answer
+		}
+		if b.Name == BatchMatrix {
+			return fmt.Sprintf("The guard matrix: %d runs, every guard off in every ordering, with two names and with one, for real.", len(b.Cells))
+		}
+		return fmt.Sprintf("The experiment %s: %d runs, for real.", b.Name, len(b.Cells))
 	case e.Note != nil:
 		return noteNarration(l, e.Note)
 	case e.Error != nil:

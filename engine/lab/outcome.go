@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fencelab/fencelab/engine"
 )
@@ -26,6 +27,12 @@ const (
 	CallAccepted               Call = "accepted"
 	CallAcceptedThenSuperseded Call = "accepted_then_superseded"
 	CallNotAttempted           Call = "not_attempted"
+	// CallNeverSent: the outbox delivery; the zombie's delivery waited for
+	// a commit that was fenced, so it was never written, let alone sent.
+	CallNeverSent Call = "never_sent"
+	// CallSkipped: the keyed delivery; the zombie looked its key up, found
+	// it taken, and did not call.
+	CallSkipped Call = "skipped"
 )
 
 // FinalRow is the job row at the end of a run.
@@ -69,12 +76,50 @@ type Outcome struct {
 	// Violations lists every invariant the run broke, ranked.
 	Violations []Violation `json:"violations"`
 	// Because lists the broken guards that let the violations happen.
-	Because []string `json:"because"`
-	// Story is what became of the zombie's work.
-	Story   Story  `json:"story"`
-	Table   []Cell `json:"table"`
-	Verdict string `json:"verdict"`
+	Because  []string `json:"because"`
+	Delivery Delivery `json:"delivery"`
+	// ZombieFence lists the kept guards that refused the zombie's commit,
+	// as the commit's own statement judged them.
+	ZombieFence []engine.FenceReason `json:"zombie_fence"`
+	// Answer is the article's prediction this run bears out: what happened
+	// to A's commit.
+	Answer Answer `json:"answer,omitempty"`
+	// Reveal tells what happened, from the database's own history and the
+	// receiver's log, one sentence each: what A's commit did to B's work,
+	// what became of B's, and what the receiver was left with.
+	Reveal []string `json:"reveal"`
+	// Effects are the deliveries the receiver took, in order: each one an
+	// effect that happened (an email sent, money moved), even when a newer
+	// epoch superseded it later.
+	Effects []Effect `json:"effects"`
+	Table   []Cell   `json:"table"`
+	// Headline is the verdict's first sentence; Verdict is all of it:
+	// the headline and every further violation.
+	Headline string `json:"headline"`
+	Verdict  string `json:"verdict"`
 }
+
+// Effect is one delivery the receiver took.
+type Effect struct {
+	From     string          `json:"from"` // the worker label in its payload
+	Epoch    int64           `json:"epoch"`
+	Decision engine.Decision `json:"decision"`
+	At       string          `json:"at"`
+}
+
+// Answer is one of the article's answers to its question: with leases
+// alone, what happens to A's commit?
+type Answer string
+
+// The answers, in the article's order.
+const (
+	AnswerRejected Answer = "rejected" // Postgres rejects it, because the lease expired
+	AnswerSucceeds Answer = "succeeds" // It succeeds, and A's result replaces B's
+	AnswerBlocks   Answer = "blocks"   // It blocks until B finishes
+)
+
+// Answers lists the article's answers in its order.
+func Answers() []Answer { return []Answer{AnswerRejected, AnswerSucceeds, AnswerBlocks} }
 
 // Expected is what a correct build shows for an ordering: the article's
 // table, and its row for the crash and the skewed clock. It is what each
@@ -104,6 +149,8 @@ func ExpectedOutcome(o Ordering) (Expected, bool) {
 		x = Expected{ZombieReceiverCall: CallRejected, ZombieCommit: CallRejected, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
 	case ZombieFirst:
 		x = Expected{ZombieReceiverCall: CallAcceptedThenSuperseded, ZombieCommit: CallRejected, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
+	case OwnerDoneFirst:
+		x = Expected{ZombieReceiverCall: CallRejected, ZombieCommit: CallRejected, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
 	case CrashBeforeCommit:
 		x = Expected{ZombieReceiverCall: CallAcceptedThenSuperseded, ZombieCommit: CallNotAttempted, Epoch: 2, ResultFrom: NewOwner, ReceiverFrom: NewOwner}
 	case ClockSkew:
@@ -112,7 +159,7 @@ func ExpectedOutcome(o Ordering) (Expected, bool) {
 		return Expected{}, false
 	}
 	x.Words = ExpectedWords{Call: x.ZombieReceiverCall.Words(), Commit: x.ZombieCommit.Words(),
-		Final: FinalWords(x.Epoch, x.ResultFrom, x.ReceiverFrom, engine.StatusDone)}
+		Final: FinalWordsIn(o, x.Epoch, x.ResultFrom, x.ReceiverFrom, engine.StatusDone)}
 	return x, true
 }
 
@@ -125,13 +172,23 @@ type EvaluateInput struct {
 	// from the runner, which saw the statement go out. Whether it landed is
 	// still read from the database.
 	ZombieTriedCommit bool
+	// ZombieFence is what the zombie's refused commit statement said about
+	// the row it judged (SQLEvent.Fenced.Reasons).
+	ZombieFence []engine.FenceReason
+	// ZombieSkipped: in the keyed delivery, the zombie looked its key up
+	// and did not call (a lookup leaves no decision at the receiver).
+	ZombieSkipped bool
 }
 
 // Evaluate reads the job's row and history and the receiver's state and
 // decisions, and says what happened and whether it was safe.
 func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateInput) (Outcome, error) {
 	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity,
-		JobID: in.JobID, Violations: []Violation{}, Because: []string{}}
+		JobID: in.JobID, Violations: []Violation{}, Because: []string{}, Delivery: in.Config.Delivery,
+		ZombieFence: []engine.FenceReason{}, Reveal: []string{}, Effects: []Effect{}}
+	if o.Delivery == "" {
+		o.Delivery = DeliverDirect
+	}
 	job, err := q.Get(ctx, in.JobID)
 	if err != nil {
 		return o, fmt.Errorf("evaluate: %w", err)
@@ -156,6 +213,7 @@ func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateI
 	o.ZombieCommit = CallNotAttempted
 	if in.ZombieTriedCommit {
 		o.ZombieCommit = CallRejected
+		o.ZombieFence = append(o.ZombieFence, in.ZombieFence...)
 	}
 	for _, h := range history {
 		if (h.Op == "complete" || h.Op == "fail" || h.Op == "retry") && WriterOf(h) == Zombie {
@@ -170,12 +228,35 @@ func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateI
 		switch {
 		case d.Decision.Accepted():
 			o.ZombieReceiverCall = CallAccepted
+		case d.Decision == engine.Duplicate && o.ZombieReceiverCall == CallNotAttempted:
+			o.ZombieReceiverCall = CallSkipped
 		case o.ZombieReceiverCall == CallNotAttempted:
 			o.ZombieReceiverCall = CallRejected
 		}
 	}
 	if o.ZombieReceiverCall == CallAccepted && o.Receiver.PayloadFrom != Zombie {
 		o.ZombieReceiverCall = CallAcceptedThenSuperseded
+	}
+	switch {
+	case o.ZombieReceiverCall != CallNotAttempted:
+	case o.Delivery == DeliverOutbox:
+		o.ZombieReceiverCall = CallNeverSent
+	case in.ZombieSkipped:
+		o.ZombieReceiverCall = CallSkipped
+	}
+	if o.ZombieCommit == CallAccepted {
+		o.ZombieFence = []engine.FenceReason{}
+	}
+	for _, d := range decisions {
+		if d.Decision.Accepted() {
+			o.Effects = append(o.Effects, Effect{From: ResultFrom(d.Payload), Epoch: d.Epoch, Decision: d.Decision, At: d.At.UTC().Format(time.RFC3339Nano)})
+		}
+	}
+	switch o.ZombieCommit {
+	case CallAccepted:
+		o.Answer = AnswerSucceeds
+	case CallRejected:
+		o.Answer = AnswerRejected
 	}
 
 	vs := Check(history, decisions, held)
@@ -186,8 +267,9 @@ func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateI
 	o.Violations = vs
 	o.Because = because(vs, in.Config.Broken)
 	o.Safe = len(vs) == 0
-	o.Story = story(o)
+	o.Reveal = reveal(o, history)
 	o.Table = table(o)
+	o.Headline = headline(o)
 	o.Verdict = verdict(o)
 	return o, nil
 }
@@ -225,24 +307,11 @@ func because(vs []Violation, broken engine.Guards) []string {
 	return out
 }
 
-// story says what became of the zombie's work, from the final state.
-func story(o Outcome) Story {
-	zombie := o.Final.ResultFrom == Zombie || o.Receiver.PayloadFrom == Zombie
-	owner := o.Final.ResultFrom == NewOwner || o.Receiver.PayloadFrom == NewOwner
-	switch {
-	case zombie && owner:
-		return StoryBoth
-	case zombie:
-		return StoryOverwrites
-	}
-	return StoryFenced
-}
-
 // table fills the article's table row for o, cell by cell, against the
 // correct build.
 func table(o Outcome) []Cell {
 	x, ok := ExpectedOutcome(o.Ordering)
-	final := FinalWords(o.Final.Epoch, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Status)
+	final := FinalWordsIn(o.Ordering, o.Final.Epoch, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Status)
 	return []Cell{
 		{Column: ColumnCall, Got: string(o.ZombieReceiverCall), Words: o.ZombieReceiverCall.Words(), Expected: x.Words.Call,
 			AsCorrect: ok && o.ZombieReceiverCall == x.ZombieReceiverCall},

@@ -37,7 +37,7 @@ const (
 	KindStep       Kind = "step"       // the runner began a step of the script
 	KindVerdict    Kind = "verdict"    // the outcome of a run, read from the database and the receiver
 	KindRunState   Kind = "run_state"  // a run started, paused, changed pace or ended
-	KindMatrix     Kind = "matrix"     // the guard matrix was started: its cells
+	KindBatch      Kind = "batch"      // a batch of background runs (the matrix, an experiment) began or finished
 	KindNote       Kind = "note"       // something worth saying that changes no state
 	KindError      Kind = "error"      // something went wrong that was not a fenced write
 	KindSession    Kind = "session"    // the session ended
@@ -46,7 +46,7 @@ const (
 // Kinds lists every kind, in the order above.
 func Kinds() []Kind {
 	return []Kind{KindSQL, KindCheckpoint, KindProcess, KindCall, KindRow, KindReceiver, KindLease,
-		KindStep, KindVerdict, KindRunState, KindMatrix, KindNote, KindError, KindSession}
+		KindStep, KindVerdict, KindRunState, KindBatch, KindNote, KindError, KindSession}
 }
 
 // The actors that are not workers. A worker's actor is its label: "A",
@@ -56,6 +56,7 @@ const (
 	ActorReceiver = "receiver"
 	ActorRunner   = "runner"
 	ActorServer   = "server"
+	ActorRelay    = "relay" // sends the outbox's deliveries after their commits
 )
 
 // Event is one thing that happened in a run. Seq is given by the log that
@@ -82,7 +83,7 @@ type Event struct {
 	Step       *StepEvent       `json:"step,omitempty"`
 	Verdict    *VerdictEvent    `json:"verdict,omitempty"`
 	RunState   *RunStateEvent   `json:"run_state,omitempty"`
-	Matrix     *MatrixEvent     `json:"matrix,omitempty"`
+	Batch      *BatchEvent      `json:"batch,omitempty"`
 	Note       *NoteEvent       `json:"note,omitempty"`
 	Error      *ErrorEvent      `json:"error,omitempty"`
 	Session    *SessionEvent    `json:"session,omitempty"`
@@ -252,10 +253,17 @@ const (
 	DeliveryAccepted CallResult = "accepted" // HTTP 200
 	DeliveryRefused  CallResult = "refused"  // HTTP 409: a stale epoch
 	DeliveryFailed   CallResult = "error"    // no answer, or one that is not a receipt
+	// DeliveryDeferred: the outbox mode; the delivery is written with the
+	// commit, and the relay sends it after.
+	DeliveryDeferred CallResult = "deferred"
+	// DeliverySkipped: the keyed mode; the worker looked its key up first
+	// and the receiver already had it, so it did not call.
+	DeliverySkipped CallResult = "skipped"
 )
 
-// CallEvent is a worker's call to the receiver (actor: the worker). The
-// URL is cut to its last element: the path may carry a run's secret key.
+// CallEvent is a worker's call to the receiver (actor: the worker), or the
+// relay's sending of an outbox delivery (actor: relay). The URL is cut to
+// its last element: the path may carry a run's secret key.
 type CallEvent struct {
 	Result     CallResult      `json:"result"`
 	JobID      int64           `json:"job_id"`
@@ -445,6 +453,7 @@ type RunInfo struct {
 	Background   bool       `json:"background,omitempty"` // a matrix cell, not the session's current run
 	Broken       []string   `json:"broken"`
 	SameIdentity bool       `json:"same_identity"`
+	Delivery     Delivery   `json:"delivery"`
 	LeaseMS      int64      `json:"lease_ms"`
 	SkewMS       int64      `json:"skew_ms,omitempty"`
 	PaceMS       int64      `json:"pace_ms"`
@@ -479,20 +488,37 @@ type RunStateEvent struct {
 	Info RunInfo `json:"info"`
 }
 
-// ---- matrix ----------------------------------------------------------------
+// ---- batch ---------------------------------------------------------------
 
-// MatrixCell is one run of the guard matrix.
+// BatchPhase is where a batch of background runs is.
+type BatchPhase string
+
+// The phases.
+const (
+	BatchStarted  BatchPhase = "started"
+	BatchFinished BatchPhase = "finished"
+)
+
+// MatrixCell is one run of a batch: its ordering, the guard it breaks and
+// whether its two workers share a name.
 type MatrixCell struct {
-	Run      string   `json:"run"`
-	Ordering Ordering `json:"ordering"`
-	Broken   string   `json:"broken"` // the guard turned off, or "" for the correct build
+	Run          string   `json:"run"`
+	Ordering     Ordering `json:"ordering"`
+	Broken       string   `json:"broken"` // the guard turned off, or "" for the correct build
+	SameIdentity bool     `json:"same_identity"`
 }
 
-// MatrixEvent announces the guard matrix's runs (actor: runner).
-type MatrixEvent struct {
-	SameIdentity bool         `json:"same_identity"`
-	LeaseMS      int64        `json:"lease_ms"`
-	Cells        []MatrixCell `json:"cells"`
+// BatchEvent is a batch of runs played in the background, a few at a
+// time: the guard matrix, or one of the article's experiments (actor:
+// runner). When it has finished it says what its runs showed.
+type BatchEvent struct {
+	Name    BatchName    `json:"name"`
+	Phase   BatchPhase   `json:"phase"`
+	LeaseMS int64        `json:"lease_ms"`
+	Cells   []MatrixCell `json:"cells"`
+	// Finished: the runs that were unsafe, and the answer in words.
+	Unsafe []string `json:"unsafe,omitempty"`
+	Answer string   `json:"answer,omitempty"`
 }
 
 // ---- note -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ type Report struct {
 	Done       int         `json:"done"`
 	Safe       bool        `json:"safe"`
 	Violations []Violation `json:"violations"`
+	Headline   string      `json:"headline"`
 	Verdict    string      `json:"verdict"`
 }
 
@@ -68,6 +69,7 @@ func ReportJobs(ctx context.Context, q *engine.Queue, r ReceiverView, limit int)
 	}
 	Rank(rep.Violations)
 	rep.Safe = len(rep.Violations) == 0
+	rep.Headline = reportHeadline(rep)
 	rep.Verdict = reportVerdict(rep)
 	return rep, nil
 }

@@ -12,11 +12,13 @@ import (
 // goes wrong.
 type Ordering string
 
-// The scenarios. The first two are the article's; the others show a crash
-// and a skewed clock.
+// The scenarios. The first two are the article's: in both, B is still
+// working when A wakes up. The others show what the status check alone
+// catches (B already done), a crash, and a skewed clock.
 const (
 	NewOwnerFirst     Ordering = "new-owner-first"
 	ZombieFirst       Ordering = "zombie-first"
+	OwnerDoneFirst    Ordering = "owner-done-first"
 	CrashBeforeCommit Ordering = "crash-before-commit"
 	ClockSkew         Ordering = "clock-skew"
 	// FreePlay has no script: a person adds jobs and workers and pauses,
@@ -24,9 +26,9 @@ const (
 	FreePlay Ordering = "free-play"
 )
 
-// Orderings lists every scenario in a stable order.
+// Orderings lists every scripted scenario in a stable order.
 func Orderings() []Ordering {
-	return []Ordering{NewOwnerFirst, ZombieFirst, CrashBeforeCommit, ClockSkew}
+	return []Ordering{NewOwnerFirst, ZombieFirst, OwnerDoneFirst, CrashBeforeCommit, ClockSkew}
 }
 
 // ParseOrdering parses a scenario name, free-play included.
@@ -101,15 +103,22 @@ func Script(o Ordering) (Scenario, error) {
 	claimB := Step{Action: ActClaim, Worker: NewOwner, Say: "Worker B claims the expired job: the epoch goes up to 2."}
 	deliverB := Step{Action: ActDeliver, Worker: NewOwner, Say: "Worker B calls the receiver with epoch 2."}
 	commitB := Step{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits: compare-and-set on owner B and epoch 2."}
-	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1."}
-	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1."}
+	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1, while B is still working."}
+	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1. The row's epoch is 2."}
 
 	s := Scenario{Ordering: o, Title: OrderingWords(o).Title}
 	switch o {
 	case NewOwnerFirst:
-		s.Steps = []Step{claimA, freezeA, expire, claimB, deliverB, commitB, thawA, commitA}
+		// B reaches the receiver first; A wakes while B is still working.
+		s.Steps = []Step{claimA, freezeA, expire, claimB, deliverB, thawA, commitA, commitB}
 	case ZombieFirst:
 		s.Steps = []Step{claimA, freezeA, expire, claimB, thawA, commitA, deliverB, commitB}
+	case OwnerDoneFirst:
+		// B finishes before A wakes: the status check alone refuses A.
+		s.Steps = []Step{claimA, freezeA, expire, claimB, deliverB,
+			{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits and is done, before A wakes: the job is done at epoch 2."},
+			{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1, after B has finished."},
+			{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with epoch 1, on a job that is already done."}}
 	case CrashBeforeCommit:
 		s.Steps = []Step{
 			claimA,
@@ -153,6 +162,45 @@ type RunConfig struct {
 	// Skew is how far worker B's own clock runs ahead of the database's.
 	// Only the clock-skew scenario uses it; 0 there means twice the lease.
 	Skew time.Duration `json:"skew"`
+	// Delivery is how the workers' results reach the receiver: called
+	// directly before the commit (the default), called on a third party
+	// that knows no epochs but deduplicates on a key, or through an outbox.
+	Delivery Delivery `json:"delivery"`
+}
+
+// Delivery is how a worker's result reaches the external receiver.
+type Delivery string
+
+// The deliveries.
+const (
+	// DeliverDirect: the worker calls the receiver with its epoch, then
+	// commits. The receiver keeps the newest epoch per job.
+	DeliverDirect Delivery = "direct"
+	// DeliverKeyed: the receiver is a third party that knows no epochs. It
+	// deduplicates on a stable key (the job's id), and the worker looks the
+	// key's state up before it calls: at most one effect per job — though
+	// it may be the zombie's.
+	DeliverKeyed Delivery = "keyed"
+	// DeliverOutbox: the worker writes its delivery to an outbox in the same
+	// statement as its compare-and-set commit, and a relay sends it only
+	// after the commit: a fenced zombie's effect never happens.
+	DeliverOutbox Delivery = "outbox"
+)
+
+// Deliveries lists the deliveries in a stable order.
+func Deliveries() []Delivery { return []Delivery{DeliverDirect, DeliverKeyed, DeliverOutbox} }
+
+// ParseDelivery parses a delivery name; "" is direct.
+func ParseDelivery(s string) (Delivery, error) {
+	if s == "" {
+		return DeliverDirect, nil
+	}
+	for _, d := range Deliveries() {
+		if string(d) == s {
+			return d, nil
+		}
+	}
+	return "", engine.Invalidf("unknown delivery %q (want direct, keyed or outbox)", s)
 }
 
 // DefaultRunLease is the lease a run uses unless told otherwise: long enough
@@ -185,6 +233,11 @@ func (c *RunConfig) Validate() error {
 	if c.Ordering != ClockSkew && c.Skew != 0 {
 		return engine.Invalidf("skew applies only to the %s ordering", ClockSkew)
 	}
+	d, err := ParseDelivery(string(c.Delivery))
+	if err != nil {
+		return err
+	}
+	c.Delivery = d
 	return nil
 }
 
@@ -213,6 +266,9 @@ func (c RunConfig) String() string {
 	}
 	if c.Skew > 0 {
 		s += fmt.Sprintf(", B's clock %v ahead", c.Skew)
+	}
+	if c.Delivery != "" && c.Delivery != DeliverDirect {
+		s += ", delivery " + string(c.Delivery)
 	}
 	return s
 }

@@ -20,6 +20,12 @@ func Styles() []Style {
 	noFence := engine.Guards(0).Break(engine.ReceiverCheck)
 	return []Style{
 		{
+			Name:   "leases-alone",
+			Title:  "leases alone: a plain UPDATE … SET status = 'done'",
+			Source: "the article's starting point: a claim with a lease, and no token checked on completion (UPDATE jobs SET status = 'done' WHERE id = $1) or at the receiver",
+			Broken: noFence.Break(engine.StatusCheck).Break(engine.OwnerCheck).Break(engine.EpochCheck),
+		},
+		{
 			Name:   "fencelab",
 			Title:  "fencelab: owner + epoch compare-and-set, fenced receiver",
 			Source: "engine/queries.go: JobComplete, ReceiverDeliver",

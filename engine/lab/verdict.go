@@ -7,10 +7,19 @@ import (
 	"github.com/fencelab/fencelab/engine"
 )
 
-// verdict says a scripted run's outcome in words: safe, with what the row
-// and the receiver ended with; or unsafe, with the plainest violation, the
-// guards whose absence let it happen, and how many more there were.
+// verdict says a scripted run's outcome in words: its headline, then
+// every further violation, each in its own sentence.
 func verdict(o Outcome) string {
+	if o.Safe {
+		return headline(o)
+	}
+	return headline(o) + also(o.Violations[1:])
+}
+
+// headline says a scripted run's outcome in one sentence: safe, with what
+// the row and the receiver ended with; or unsafe, with the plainest
+// violation and the guards whose absence let it happen.
+func headline(o Outcome) string {
 	if o.Safe {
 		s := fmt.Sprintf("Safe: the job ended done at epoch %d with %s's result in the row and at the receiver", o.Final.Epoch, who(o.Final.ResultFrom))
 		if o.ZombieCommit == CallRejected {
@@ -31,26 +40,48 @@ func verdict(o Outcome) string {
 		if first.Invariant == InvStaleWrite && o.SameIdentity && !broken.On(engine.EpochCheck) {
 			s += " and both workers had the same name, so the owner check could not tell them apart"
 		}
-	}
-	if n := len(o.Violations) - 1; n > 0 {
-		s += fmt.Sprintf(" (and %d more)", n)
+	} else if o.Delivery == DeliverKeyed && first.Invariant == InvReceiverLastOwner {
+		s += ", because the receiver is a third party that knows no epochs: it kept the first delivery of the key, which was the zombie's"
 	}
 	return s + "."
 }
 
-// reportVerdict says a free-play run's report in words.
+// also says every further violation, each in its own sentence.
+func also(vs []Violation) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" Also:")
+	seen := map[string]bool{}
+	for _, v := range vs {
+		if seen[v.Text] {
+			continue
+		}
+		seen[v.Text] = true
+		b.WriteString(" " + v.Text)
+	}
+	return b.String()
+}
+
+// reportVerdict says a free-play run's report in words: its headline and
+// every further violation.
 func reportVerdict(rep Report) string {
+	if rep.Safe || len(rep.Violations) == 0 {
+		return reportHeadline(rep)
+	}
+	return reportHeadline(rep) + also(rep.Violations[1:])
+}
+
+// reportHeadline says a free-play run's report in one sentence.
+func reportHeadline(rep Report) string {
 	switch {
 	case len(rep.Jobs) == 0:
 		return "No jobs yet: add one, and some workers."
 	case rep.Safe:
 		return fmt.Sprintf("Safe so far: %d of %d jobs done, no write from a lost lease landed, and the receiver never went backwards.", rep.Done, len(rep.Jobs))
 	}
-	s := "Unsafe: " + lowerFirst(strings.TrimSuffix(rep.Violations[0].Text, "."))
-	if n := len(rep.Violations) - 1; n > 0 {
-		s += fmt.Sprintf(" (and %d more)", n)
-	}
-	return s + "."
+	return "Unsafe: " + lowerFirst(rep.Violations[0].Text)
 }
 
 func guardList(names []string) string {

@@ -55,6 +55,10 @@ func (c Call) Words() string {
 		return "accepted, then superseded"
 	case CallNotAttempted:
 		return "not attempted"
+	case CallNeverSent:
+		return "never sent (the outbox)"
+	case CallSkipped:
+		return "not made (the key was taken)"
 	}
 	return string(c)
 }
@@ -92,17 +96,24 @@ var badges = map[string]Badge{
 	"sql.complete.fenced": {"fenced", "✗ fenced"},
 	"sql.fail.ok":         {"ok", "failure reported"},
 	"sql.fail.fenced":     {"fenced", "✗ fenced"},
-	"sql.error":           {"bad", "error"},
+	// The job's own owner refused: someone else finished the job first.
+	"sql.complete.overtaken": {"refused", "✗ refused: already done by another"},
+	"sql.fail.overtaken":     {"refused", "✗ refused: already done by another"},
+	"sql.renew.overtaken":    {"refused", "✗ refused: already done by another"},
+	"sql.error":              {"bad", "error"},
 
 	"call.accepted": {"ok", "receiver said 200"},
 	"call.refused":  {"refused", "receiver said 409"},
 	"call.error":    {"bad", "call failed"},
+	"call.deferred": {"quiet", "⧗ to the outbox"},
+	"call.skipped":  {"same", "already delivered: not called"},
 
 	"receiver." + string(engine.AcceptedFirst): {"ok", "✓ accepted (first)"},
 	"receiver." + string(engine.AcceptedNewer): {"ok", "✓ accepted (newer epoch)"},
 	"receiver." + string(engine.AcceptedSame):  {"same", "✓ accepted again (same epoch)"},
 	"receiver." + string(engine.AcceptedOlder): {"bad", "⚠ accepted an OLDER epoch"},
 	"receiver." + string(engine.RefusedStale):  {"refused", "✗ refused: stale epoch"},
+	"receiver." + string(engine.Duplicate):     {"same", "duplicate key: no effect"},
 
 	"process.spawned":   {"quiet", "spawned"},
 	"process.ready":     {"quiet", "ready"},
@@ -132,6 +143,10 @@ func BadgeKey(e Event) string {
 	switch {
 	case e.SQL != nil && e.SQL.Result == ResultFailed:
 		return "sql.error"
+	case e.SQL != nil && e.SQL.Result == ResultFenced && e.SQL.Fenced != nil && e.SQL.Epoch != nil && e.SQL.Fenced.RowEpoch == *e.SQL.Epoch && e.SQL.Fenced.RowOwner == e.SQL.Owner:
+		// The writer still holds the row's epoch and owner: it is the
+		// job's owner, refused only because another finished the job.
+		return "sql." + string(e.SQL.Op) + ".overtaken"
 	case e.SQL != nil:
 		return "sql." + string(e.SQL.Op) + "." + string(e.SQL.Result)
 	case e.Call != nil:
@@ -169,30 +184,54 @@ func StateWords(s ProcState) string {
 	return string(s)
 }
 
-// Story is what became of the zombie's work, as the prediction asks it.
-type Story string
+// Question is the article's question, asked before anything is shown.
+const Question = "Worker A claims a job with a short lease, then freezes. Worker B reclaims the job and is still working when A wakes up. With leases alone, what happens to A's commit?"
 
-// The stories.
-const (
-	StoryFenced     Story = "fenced"     // A was refused; B's result stands
-	StoryOverwrites Story = "overwrites" // A's result landed over B's work
-	StoryBoth       Story = "both"       // both results count somewhere
-)
-
-// Stories lists the stories in the order the prediction offers them.
-func Stories() []Story { return []Story{StoryOverwrites, StoryFenced, StoryBoth} }
-
-// StoryWords says a story as the prediction's answer.
-func StoryWords(s Story) string {
-	switch s {
-	case StoryOverwrites:
-		return "A's result lands over B's work"
-	case StoryFenced:
-		return "A is refused; B's result stands"
-	case StoryBoth:
-		return "The job is done twice: both results count somewhere"
+// AnswerWords says an answer as the article does.
+func AnswerWords(a Answer) string {
+	switch a {
+	case AnswerRejected:
+		return "Postgres rejects it, because the lease expired"
+	case AnswerSucceeds:
+		return "It succeeds, and A's result replaces B's"
+	case AnswerBlocks:
+		return "It blocks until B finishes"
 	}
-	return string(s)
+	return string(a)
+}
+
+// BatchText is how people name a batch of runs.
+type BatchText struct {
+	Title string `json:"title"`
+	Ask   string `json:"ask"` // what it asks, in the article's words
+}
+
+// BatchWords returns the words for a batch.
+func BatchWords(b BatchName) BatchText {
+	switch b {
+	case BatchMatrix:
+		return BatchText{"The guard matrix", "Every guard off, in every ordering, with two names and with one."}
+	case BatchEpochCheck:
+		return BatchText{"Remove AND epoch = :epoch from the compare-and-set", "Which ordering fails, and why?"}
+	case BatchEpochCheckSameName:
+		return BatchText{"The same, with one name for both workers", "A restarted pod keeps its hostname: which ordering fails now?"}
+	case BatchReceiverCheck:
+		return BatchText{"Put it back; remove the epoch check from the receiver", "Which ordering fails, and why?"}
+	}
+	return BatchText{string(b), ""}
+}
+
+// DeliveryWords says a delivery mode as the page offers it.
+func DeliveryWords(d Delivery) string {
+	switch d {
+	case DeliverDirect:
+		return "the receiver keeps the newest epoch (fenced)"
+	case DeliverKeyed:
+		return "a third party that knows no epochs: it deduplicates on a stable key"
+	case DeliverOutbox:
+		return "an outbox, written with the commit and sent after it"
+	}
+	return string(d)
 }
 
 // Column names a column of the article's table.
@@ -221,24 +260,28 @@ func ColumnWords(c Column) string {
 // WordTable is every code's words, as the page gets them with its first
 // state: it looks words up here and never writes its own.
 type WordTable struct {
-	Version   int                           `json:"version"`
-	Orderings map[Ordering]OrderingText     `json:"orderings"`
-	Guards    map[string]GuardText          `json:"guards"`
-	Calls     map[Call]string               `json:"calls"`
-	Badges    map[string]Badge              `json:"badges"`
-	States    map[ProcState]string          `json:"states"`
-	Stories   map[Story]string              `json:"stories"`
-	Columns   map[Column]string             `json:"columns"`
-	Reasons   map[engine.FenceReason]string `json:"reasons"`
-	Modes     map[Mode]string               `json:"modes"`
-	Phases    map[RunPhase]string           `json:"phases"`
-	Stops     map[StopReason]string         `json:"stops"`
+	Version    int                           `json:"version"`
+	Orderings  map[Ordering]OrderingText     `json:"orderings"`
+	Guards     map[string]GuardText          `json:"guards"`
+	Calls      map[Call]string               `json:"calls"`
+	Badges     map[string]Badge              `json:"badges"`
+	States     map[ProcState]string          `json:"states"`
+	Question   string                        `json:"question"`
+	Answers    map[Answer]string             `json:"answers"`
+	Deliveries map[Delivery]string           `json:"deliveries"`
+	Batches    map[BatchName]BatchText       `json:"batches"`
+	Columns    map[Column]string             `json:"columns"`
+	Reasons    map[engine.FenceReason]string `json:"reasons"`
+	Modes      map[Mode]string               `json:"modes"`
+	Phases     map[RunPhase]string           `json:"phases"`
+	Stops      map[StopReason]string         `json:"stops"`
 }
 
 // Words returns the word table.
 func Words() WordTable {
 	w := WordTable{Version: ProtocolVersion, Orderings: map[Ordering]OrderingText{}, Guards: map[string]GuardText{},
-		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Stories: map[Story]string{},
+		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Question: Question,
+		Answers: map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
 		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{},
 		Modes:  map[Mode]string{ModeAuto: "automatically", ModeStep: "step by step", ModeFree: "free play"},
 		Phases: map[RunPhase]string{PhaseStarting: "starting", PhaseReady: "ready", PhasePlaying: "playing", PhasePaused: "paused", PhaseFinished: "finished", PhaseFailed: "failed", PhaseStopped: "stopped"},
@@ -249,7 +292,7 @@ func Words() WordTable {
 	for _, g := range engine.AllGuards() {
 		w.Guards[g.String()] = GuardWords(g)
 	}
-	for _, c := range []Call{CallRejected, CallAccepted, CallAcceptedThenSuperseded, CallNotAttempted} {
+	for _, c := range []Call{CallRejected, CallAccepted, CallAcceptedThenSuperseded, CallNotAttempted, CallNeverSent, CallSkipped} {
 		w.Calls[c] = c.Words()
 	}
 	for k, b := range badges {
@@ -258,8 +301,14 @@ func Words() WordTable {
 	for _, s := range []ProcState{StateRunning, StateSleeping, StateStopped, StateZombie, StateExited, StateKilled, StateUnknown} {
 		w.States[s] = StateWords(s)
 	}
-	for _, s := range Stories() {
-		w.Stories[s] = StoryWords(s)
+	for _, a := range Answers() {
+		w.Answers[a] = AnswerWords(a)
+	}
+	for _, d := range Deliveries() {
+		w.Deliveries[d] = DeliveryWords(d)
+	}
+	for _, b := range BatchNames() {
+		w.Batches[b] = BatchWords(b)
 	}
 	for _, c := range []Column{ColumnCall, ColumnCommit, ColumnFinal} {
 		w.Columns[c] = ColumnWords(c)
@@ -322,11 +371,26 @@ func whose(label string) string {
 // FinalWords says a final state as the article's table does:
 // "epoch 2, the new owner's result in the row and at the receiver".
 func FinalWords(epoch int64, rowFrom, receiverFrom string, status engine.Status) string {
+	return FinalWordsIn("", epoch, rowFrom, receiverFrom, status)
+}
+
+// FinalWordsIn is FinalWords for a scenario: in clock-skew nobody froze,
+// so A is no zombie and the workers go by their names.
+func FinalWordsIn(o Ordering, epoch int64, rowFrom, receiverFrom string, status engine.Status) string {
+	name := whose
+	if o == ClockSkew {
+		name = func(l string) string {
+			if l == "" {
+				return "nobody's"
+			}
+			return "worker " + l + "'s"
+		}
+	}
 	s := fmt.Sprintf("epoch %d, ", epoch)
 	if rowFrom == receiverFrom {
-		s += whose(rowFrom) + " result in the row and at the receiver"
+		s += name(rowFrom) + " result in the row and at the receiver"
 	} else {
-		s += whose(rowFrom) + " result in the row, " + whose(receiverFrom) + " at the receiver"
+		s += name(rowFrom) + " result in the row, " + name(receiverFrom) + " at the receiver"
 	}
 	if status != "" && status != engine.StatusDone {
 		s += fmt.Sprintf("; the job is %s", status)

@@ -1,0 +1,183 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// BatchName names a batch of runs played in the background: the guard
+// matrix, or one of the article's experiments (its Step 5).
+type BatchName string
+
+// The batches.
+const (
+	// BatchMatrix: every guard off, in every ordering, with distinct names
+	// and with one name for both workers.
+	BatchMatrix BatchName = "matrix"
+	// BatchEpochCheck: the article's first experiment — "remove AND epoch =
+	// :epoch from the compare-and-set" — in both of its orderings.
+	BatchEpochCheck BatchName = "epoch-check"
+	// BatchEpochCheckSameName: the same, with one name for both workers (a
+	// restarted pod keeps its hostname).
+	BatchEpochCheckSameName BatchName = "epoch-check-same-name"
+	// BatchReceiverCheck: the second experiment — "remove the epoch check
+	// from the receiver" — in both orderings.
+	BatchReceiverCheck BatchName = "receiver-check"
+)
+
+// BatchNames lists the batches.
+func BatchNames() []BatchName {
+	return []BatchName{BatchMatrix, BatchEpochCheck, BatchEpochCheckSameName, BatchReceiverCheck}
+}
+
+// ParseBatch parses a batch name.
+func ParseBatch(s string) (BatchName, error) {
+	for _, b := range BatchNames() {
+		if string(b) == s {
+			return b, nil
+		}
+	}
+	return "", engine.Invalidf("unknown batch %q (want matrix, epoch-check, epoch-check-same-name or receiver-check)", s)
+}
+
+// BatchRuns returns the runs of a batch, each with its cell.
+func BatchRuns(name BatchName, lease time.Duration) ([]RunConfig, error) {
+	article := []Ordering{NewOwnerFirst, ZombieFirst}
+	one := func(g engine.Guard, same bool) []RunConfig {
+		var out []RunConfig
+		for _, o := range article {
+			out = append(out, RunConfig{Ordering: o, Broken: engine.Guards(0).Break(g), SameIdentity: same, Lease: lease})
+		}
+		return out
+	}
+	var rcs []RunConfig
+	switch name {
+	case BatchMatrix:
+		for _, same := range []bool{false, true} {
+			for _, o := range Orderings() {
+				rcs = append(rcs, RunConfig{Ordering: o, SameIdentity: same, Lease: lease})
+				for _, g := range engine.AllGuards() {
+					rcs = append(rcs, RunConfig{Ordering: o, Broken: engine.Guards(0).Break(g), SameIdentity: same, Lease: lease})
+				}
+			}
+		}
+	case BatchEpochCheck:
+		rcs = one(engine.EpochCheck, false)
+	case BatchEpochCheckSameName:
+		rcs = one(engine.EpochCheck, true)
+	case BatchReceiverCheck:
+		rcs = one(engine.ReceiverCheck, false)
+	default:
+		return nil, engine.Invalidf("unknown batch %q", name)
+	}
+	for i := range rcs {
+		if err := rcs[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return rcs, nil
+}
+
+// CellOf returns the matrix cell a run of a batch fills.
+func CellOf(run string, rc RunConfig) MatrixCell {
+	c := MatrixCell{Run: run, Ordering: rc.Ordering, SameIdentity: rc.SameIdentity}
+	if b := rc.Broken.Broken(); len(b) > 0 {
+		c.Broken = b[0].String()
+	}
+	return c
+}
+
+// BatchAnswer says what a finished batch showed, from its runs' outcomes
+// (nil for a run that did not end with one): which ordering failed, and
+// why; and lists the runs that were unsafe.
+func BatchAnswer(name BatchName, cells []MatrixCell, outcomes []*Outcome) (answer string, unsafe []string) {
+	var lost, failed []string
+	var safeOnes []*Outcome
+	for i, c := range cells {
+		o := outcomes[i]
+		switch {
+		case o == nil:
+			lost = append(lost, string(c.Ordering))
+		case !o.Safe:
+			unsafe = append(unsafe, c.Run)
+			failed = append(failed, fmt.Sprintf("%s failed: %s", c.Ordering, lowerFirst(strings.TrimSuffix(o.Violations[0].Text, "."))))
+		default:
+			safeOnes = append(safeOnes, o)
+		}
+	}
+	if name == BatchMatrix {
+		s := fmt.Sprintf("%d of %d runs were unsafe.", len(unsafe), len(cells))
+		if len(lost) > 0 {
+			s += fmt.Sprintf(" %d could not finish.", len(lost))
+		}
+		return s, unsafe
+	}
+	var parts []string
+	if len(failed) == 0 && len(lost) == 0 {
+		parts = append(parts, "Neither ordering failed.")
+	}
+	for _, f := range failed {
+		parts = append(parts, upperFirst(f)+".")
+	}
+	for _, o := range safeOnes {
+		parts = append(parts, fmt.Sprintf("%s was safe: %s.", upperFirst(string(o.Ordering)), whySafe(o)))
+	}
+	for _, l := range lost {
+		parts = append(parts, fmt.Sprintf("%s did not finish.", upperFirst(l)))
+	}
+	// The identity point, from what fenced the zombie: with distinct names
+	// the owner check alone refused it, hiding the missing epoch check.
+	if name == BatchEpochCheck && len(failed) == 0 {
+		ownerOnly := len(safeOnes) > 0
+		for _, o := range safeOnes {
+			ownerOnly = ownerOnly && o.ZombieCommit == CallRejected && hasReason(o.ZombieFence, engine.ReasonOwnerChanged)
+		}
+		if ownerOnly {
+			parts = append(parts, "With distinct names the owner check still told A from B (the job was owned by worker-b), so it hid the missing epoch check. Give both workers one name — a restarted pod keeps its hostname — and run it again.")
+		}
+	}
+	if name == BatchEpochCheckSameName && len(failed) > 0 {
+		parts = append(parts, "With one name the owner check cannot tell A from B, and nothing compared the epoch: only the token could have refused A's late commit.")
+	}
+	if name == BatchReceiverCheck && len(failed) > 0 {
+		parts = append(parts, "The database still fenced A's commit; the receiver, another system, took the older epoch because nothing there compared it.")
+	}
+	return strings.Join(parts, " "), unsafe
+}
+
+func hasReason(rs []engine.FenceReason, r engine.FenceReason) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// whySafe says, from an outcome's facts, why a run was safe.
+func whySafe(o *Outcome) string {
+	var why []string
+	switch o.ZombieCommit {
+	case CallRejected:
+		s := "A's late commit was refused"
+		if len(o.ZombieFence) > 0 {
+			var rs []string
+			for _, r := range o.ZombieFence {
+				rs = append(rs, map[engine.FenceReason]string{
+					engine.ReasonNotRunning:   "the status check",
+					engine.ReasonOwnerChanged: "the owner check",
+					engine.ReasonEpochChanged: "the epoch check",
+				}[r])
+			}
+			s += " by " + strings.Join(rs, " and ")
+		}
+		why = append(why, s)
+	case CallNotAttempted:
+		why = append(why, "A never committed")
+	}
+	why = append(why, fmt.Sprintf("the receiver ended with %s's epoch %d", who(o.Receiver.PayloadFrom), o.Receiver.Epoch))
+	return strings.Join(why, ", and ")
+}
