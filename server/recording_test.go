@@ -19,9 +19,11 @@ var seedSetups = []struct {
 	ordering lab.Ordering
 	broken   []string
 }{
-	{lab.NewOwnerFirst, nil}, {lab.ZombieFirst, nil}, {lab.CrashBeforeCommit, nil}, {lab.ClockSkew, nil},
+	{lab.NewOwnerFirst, nil}, {lab.ZombieFirst, nil}, {lab.OwnerDoneFirst, nil}, {lab.CrashBeforeCommit, nil}, {lab.ClockSkew, nil},
 	{lab.NewOwnerFirst, []string{"epoch-increment"}}, {lab.ZombieFirst, []string{"epoch-increment"}},
 	{lab.NewOwnerFirst, []string{"receiver-check"}}, {lab.ClockSkew, []string{"db-clock"}},
+	// The prediction's run: leases alone.
+	{lab.NewOwnerFirst, []string{"status-check", "owner-check", "epoch-check", "receiver-check"}},
 }
 
 // TestRecordingSeeds checks the recorded runs embedded in the binary: each

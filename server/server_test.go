@@ -526,3 +526,27 @@ func TestSecrets_StayOutOfEventsAndCommandLines(t *testing.T) {
 		t.Fatalf("the receiver call is not shown at all")
 	}
 }
+
+// TestAPI_LimitsSayMillisecondsWhereTheySayMS: every limit named _ms is a
+// number of milliseconds, as the page reads it.
+func TestAPI_LimitsSayMillisecondsWhereTheySayMS(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) {
+		c.Limits.MaxStall = 90 * time.Second
+		c.Limits.MinLease = 250 * time.Millisecond
+	})
+	s := ts.newSession()
+	a := ts.do("GET", "/api/sessions/"+s.ID, "", "", "")
+	var snap struct{ Limits map[string]float64 }
+	a.json(t, &snap)
+	for k, want := range map[string]float64{"max_stall_ms": 90000, "min_lease_ms": 250, "max_lease_ms": 60000, "max_run_time_ms": 1800000, "session_idle_ms": 900000, "max_pace_ms": 10000} {
+		if got, ok := snap.Limits[k]; !ok || got != want {
+			t.Errorf("limits.%s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	for k := range snap.Limits {
+		if strings.HasSuffix(k, "_ms") && snap.Limits[k] > 1e12 {
+			t.Errorf("limits.%s = %v: nanoseconds under a millisecond name", k, snap.Limits[k])
+		}
+	}
+}

@@ -41,6 +41,7 @@ func correct(o lab.Ordering) want {
 var (
 	correctNOF = correct(lab.NewOwnerFirst)
 	correctZF  = correct(lab.ZombieFirst)
+	correctODF = correct(lab.OwnerDoneFirst)
 	correctCBC = correct(lab.CrashBeforeCommit)
 	correctCS  = correct(lab.ClockSkew)
 )
@@ -74,6 +75,7 @@ func TestRun_TheArticlesTable(t *testing.T) {
 	}{
 		{"new-owner-first", correctNOF},
 		{"zombie-first", correctZF},
+		{"owner-done-first", correctODF},
 		{"crash-before-commit", correctCBC},
 		{"clock-skew", correctCS},
 	} {
@@ -101,7 +103,7 @@ type matrixCell struct {
 // what each ordering ends in. Cells not listed end as the correct build.
 func guardMatrix() map[string]matrixCell {
 	m := map[string]matrixCell{}
-	correct := map[string]want{"new-owner-first": correctNOF, "zombie-first": correctZF, "crash-before-commit": correctCBC, "clock-skew": correctCS}
+	correct := map[string]want{"new-owner-first": correctNOF, "zombie-first": correctZF, "owner-done-first": correctODF, "crash-before-commit": correctCBC, "clock-skew": correctCS}
 	for _, g := range append([]string{"none"}, guardNames...) {
 		for o, w := range correct {
 			args := []string{"--ordering", o}
@@ -115,10 +117,12 @@ func guardMatrix() map[string]matrixCell {
 	// A shared epoch: the receiver takes the zombie's stale delivery as a retry.
 	set("new-owner-first/epoch-increment", want{lab.CallAccepted, lab.CallRejected, "B", "A", 0, false})
 	set("zombie-first/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 0, false})
+	set("owner-done-first/epoch-increment", want{lab.CallAccepted, lab.CallRejected, "B", "A", 0, false})
 	set("crash-before-commit/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallNotAttempted, "B", "B", 0, false})
 	set("clock-skew/epoch-increment", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 0, true})
 	// No receiver check: the late delivery overwrites the newer one.
 	set("new-owner-first/receiver-check", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false})
+	set("owner-done-first/receiver-check", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false})
 	// The worker's own clock: B takes a lease that is still live.
 	set("clock-skew/db-clock", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 2, false})
 	return m
@@ -132,21 +136,39 @@ var guardNames = func() []string {
 	return out
 }()
 
-// extraMatrix covers same identity and the queue-style presets.
+// extraMatrix covers same identity, the queue-style presets and the
+// deliveries, in the article's two orderings and the one where the new
+// owner is done first.
 func extraMatrix() map[string]matrixCell {
-	return map[string]matrixCell{
-		"new-owner-first/epoch-check+same-identity": {[]string{"--ordering", "new-owner-first", "--break", "epoch-check", "--same-identity"}, correctNOF},
-		"zombie-first/epoch-check+same-identity": {[]string{"--ordering", "zombie-first", "--break", "epoch-check", "--same-identity"},
-			want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}},
-		"zombie-first/same-identity":       {[]string{"--ordering", "zombie-first", "--same-identity"}, correctZF},
-		"new-owner-first/same-identity":    {[]string{"--ordering", "new-owner-first", "--same-identity"}, correctNOF},
-		"new-owner-first/style=state-only": {[]string{"--ordering", "new-owner-first", "--style", "state-only"}, want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}},
-		"zombie-first/style=state-only":    {[]string{"--ordering", "zombie-first", "--style", "state-only"}, want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}},
-		"new-owner-first/style=id-only":    {[]string{"--ordering", "new-owner-first", "--style", "id-only"}, want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}},
-		"zombie-first/style=id-only":       {[]string{"--ordering", "zombie-first", "--style", "id-only"}, want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}},
-		"new-owner-first/style=token":      {[]string{"--ordering", "new-owner-first", "--style", "token"}, want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}},
-		"zombie-first/style=token":         {[]string{"--ordering", "zombie-first", "--style", "token"}, correctZF},
+	m := map[string]matrixCell{}
+	add := func(o, key string, w want, args ...string) {
+		m[o+"/"+key] = matrixCell{append([]string{"--ordering", o}, args...), w}
 	}
+	for o, c := range map[string]want{"new-owner-first": correctNOF, "zombie-first": correctZF, "owner-done-first": correctODF} {
+		add(o, "same-identity", c, "--same-identity")
+	}
+	add("new-owner-first", "epoch-check+same-identity", want{lab.CallRejected, lab.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
+	add("zombie-first", "epoch-check+same-identity", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
+	add("owner-done-first", "epoch-check+same-identity", correctODF, "--break", "epoch-check", "--same-identity")
+	add("new-owner-first", "style=leases-alone", want{lab.CallAccepted, lab.CallAccepted, "B", "A", 2, false}, "--style", "leases-alone")
+	add("zombie-first", "style=leases-alone", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}, "--style", "leases-alone")
+	add("owner-done-first", "style=leases-alone", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "leases-alone")
+	add("new-owner-first", "style=state-only", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "state-only")
+	add("zombie-first", "style=state-only", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}, "--style", "state-only")
+	add("owner-done-first", "style=state-only", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "state-only")
+	add("new-owner-first", "style=id-only", want{lab.CallAccepted, lab.CallAccepted, "B", "A", 2, false}, "--style", "id-only")
+	add("zombie-first", "style=id-only", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}, "--style", "id-only")
+	add("owner-done-first", "style=id-only", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "id-only")
+	add("new-owner-first", "style=token", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "token")
+	add("zombie-first", "style=token", correctZF, "--style", "token")
+	add("owner-done-first", "style=token", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "token")
+	add("new-owner-first", "delivery=keyed", want{lab.CallSkipped, lab.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
+	add("zombie-first", "delivery=keyed", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--delivery", "keyed")
+	add("owner-done-first", "delivery=keyed", want{lab.CallSkipped, lab.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
+	for _, o := range []string{"new-owner-first", "zombie-first", "owner-done-first"} {
+		add(o, "delivery=outbox", want{lab.CallNeverSent, lab.CallRejected, "B", "B", 2, true}, "--delivery", "outbox")
+	}
+	return m
 }
 
 // runMatrix runs every cell for real, several at a time (the runs mostly
@@ -221,19 +243,22 @@ func TestREADME_GuardTable(t *testing.T) {
 var extraRows = []struct{ key, label string }{
 	{"same-identity", "same identity, all guards on"},
 	{"epoch-check+same-identity", "`epoch-check` off, same identity"},
+	{"style=leases-alone", "leases alone (a plain `UPDATE … SET status = 'done'`)"},
 	{"style=state-only", "state only (River, pg-boss)"},
 	{"style=id-only", "job id only (Oban, graphile-worker)"},
 	{"style=token", "attempt or token (Temporal, Hatchet, BullMQ)"},
+	{"delivery=keyed", "a third-party receiver that deduplicates on a key"},
+	{"delivery=outbox", "an outbox, sent after the commit"},
 }
 
 // renderExtraTable renders same identity and the queue styles, for the two
 // orderings of the article.
 func renderExtraTable(m map[string]matrixCell) string {
 	var b strings.Builder
-	b.WriteString("| run | new-owner-first | zombie-first |\n|---|---|---|\n")
+	b.WriteString("| run | new-owner-first | zombie-first | owner-done-first |\n|---|---|---|---|\n")
 	for _, r := range extraRows {
 		b.WriteString("| " + r.label + " |")
-		for _, o := range []string{"new-owner-first", "zombie-first"} {
+		for _, o := range []string{"new-owner-first", "zombie-first", "owner-done-first"} {
 			c, ok := m[o+"/"+r.key]
 			if !ok {
 				b.WriteString(" — |")
@@ -262,7 +287,7 @@ func outcomeWords(w want) string {
 
 // renderGuardTable renders the matrix as the README's markdown table.
 func renderGuardTable(m map[string]matrixCell) string {
-	orderings := []string{"new-owner-first", "zombie-first", "crash-before-commit", "clock-skew"}
+	orderings := []string{"new-owner-first", "zombie-first", "owner-done-first", "crash-before-commit", "clock-skew"}
 	var b strings.Builder
 	b.WriteString("| guard off | " + strings.Join(orderings, " | ") + " |\n")
 	b.WriteString("|---|" + strings.Repeat("---|", len(orderings)) + "\n")
@@ -286,6 +311,8 @@ var unsafeWhy = map[string]string{
 	"zombie-first/epoch-increment":        "both claims hold epoch 0: the fencing token cannot tell the owners apart (the end state is right by luck)",
 	"crash-before-commit/epoch-increment": "both claims hold epoch 0: the fencing token cannot tell the owners apart (the end state is right by luck)",
 	"new-owner-first/receiver-check":      "the receiver accepts the zombie's epoch 1 over epoch 2 and ends with the zombie's result",
+	"owner-done-first/epoch-increment":    "both claims hold epoch 0, so the receiver takes the zombie's late call as a retry and ends with its result",
+	"owner-done-first/receiver-check":     "the receiver accepts the zombie's epoch 1 over epoch 2 and ends with the zombie's result",
 	"clock-skew/db-clock":                 "B's fast clock says A's live lease has run out: B claims while A still holds the job",
 }
 

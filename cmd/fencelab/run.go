@@ -111,18 +111,21 @@ frozen with SIGSTOP while its lease runs out on the database clock), the
 receiver, and Postgres. Prints the article's table row for the run, or with
 --json one JSON object. Exits 0 when the run completed, whatever the verdict.
 
-Orderings: new-owner-first, zombie-first, crash-before-commit, clock-skew.
+Orderings: new-owner-first, zombie-first (the article's: B is still working
+when A wakes), owner-done-first, crash-before-commit, clock-skew.
 Guards: status-check, owner-check, epoch-check, epoch-increment,
 receiver-check, db-clock, skip-locked.
-Styles: fencelab, state-only, id-only, token.`
+Styles: leases-alone, fencelab, state-only, id-only, token.
+Deliveries: direct, keyed, outbox.`
 
 func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", runSummary, stderr)
-	ordering := fs.String("ordering", "", "the scenario (required): new-owner-first, zombie-first, crash-before-commit or clock-skew")
+	ordering := fs.String("ordering", "", "the scenario (required): new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew")
 	var broken engine.Guards
 	fs.Var(&broken, "break", "turn a guard off (repeatable, or comma-separated)")
-	style := fs.String("style", "", "start from a queue style's guards: fencelab, state-only, id-only or token")
+	style := fs.String("style", "", "start from a queue style's guards: leases-alone, fencelab, state-only, id-only or token")
 	same := fs.Bool("same-identity", false, "give the new owner the zombie's own name")
+	delivery := fs.String("delivery", "direct", "how results reach the receiver: direct (it keeps the newest epoch), keyed (a third party that deduplicates on a stable key) or outbox (written with the commit, sent after it)")
 	lease := fs.Duration("lease", lab.DefaultRunLease, "lease length")
 	skew := fs.Duration("skew", 0, "clock-skew only: how far worker B's clock runs ahead (default twice the lease)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table row")
@@ -133,7 +136,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	if *ordering == "" {
-		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, crash-before-commit or clock-skew)")
+		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew)")
 	}
 	if *ordering == string(lab.FreePlay) {
 		return usagef("fencelab run: free play needs a person at the controls: start the playground with fencelab serve")
@@ -148,7 +151,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		broken |= st.Broken
 	}
-	cfg := lab.RunConfig{Ordering: lab.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew}
+	cfg := lab.RunConfig{Ordering: lab.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew, Delivery: lab.Delivery(*delivery)}
 	if err := cfg.Validate(); err != nil {
 		return usagef("fencelab run: %v", err)
 	}
@@ -204,7 +207,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return enc.Encode(o)
 	}
 	fmt.Fprint(stdout, table(*o))
-	fmt.Fprintf(stdout, "\n%s\n", o.Verdict)
+	fmt.Fprintf(stdout, "\n%s\n", o.Headline)
 	for _, v := range o.Violations[min(1, len(o.Violations)):] {
 		fmt.Fprintf(stdout, "  also: %s\n", v.Text)
 	}

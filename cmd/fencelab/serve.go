@@ -44,7 +44,9 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	addr := fs.String("addr", defAddr, "address to listen on ($PORT sets the default port)")
 	var origins listFlag
-	fs.Var(&origins, "allow-origin", "an origin whose pages may embed the playground and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
+	fs.Var(&origins, "allow-origin", "an origin whose pages may drive an embedded playground by postMessage and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
+	var ancestors listFlag
+	fs.Var(&ancestors, "frame-ancestor", "restrict embedding to these origins (repeatable); by default any site may embed the playground")
 	receiverURL := fs.String("receiver-url", "", "a standalone `fencelab receiver` to deliver to instead of the built-in one, e.g. http://127.0.0.1:8081")
 	var lim session.Limits
 	lim.Fill()
@@ -66,7 +68,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, origins); err != nil {
+	if err := checkServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, append(append([]string{}, origins...), ancestors...)); err != nil {
 		return err
 	}
 	var level slog.Level
@@ -95,10 +97,13 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeDB()
-	var hosts, frameAncestors []string
+	var hosts, commanders, frameAncestors []string
 	for _, o := range origins {
 		h, _ := originHost(o)
 		hosts = append(hosts, h)
+		commanders = append(commanders, strings.TrimSuffix(o, "/"))
+	}
+	for _, o := range ancestors {
 		frameAncestors = append(frameAncestors, strings.TrimSuffix(o, "/"))
 	}
 	tap, closeTap, err := tapFromEnv(getenv)
@@ -108,7 +113,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	defer closeTap()
 	srv, err := server.New(ctx, server.Config{
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts, TapFunc: tap,
-		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors}),
+		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
 	})
 	if err != nil {

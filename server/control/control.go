@@ -37,7 +37,8 @@ const (
 	AddJob       Action = "add_job"       // free play: insert a job
 	AddWorker    Action = "add_worker"    // free play: spawn a worker
 	Verdict      Action = "verdict"       // free play: check every job now
-	Matrix       Action = "matrix"        // run every guard × ordering in the background
+	Matrix       Action = "matrix"        // run every guard × ordering × identity in the background
+	Batch        Action = "batch"         // run one of the article's experiments (or the matrix) in the background
 )
 
 // Command is one decoded command. Only the fields its action takes are set.
@@ -52,6 +53,8 @@ type Command struct {
 	SkewMS       int64           `json:"skew_ms,omitempty"`
 	PaceMS       *int64          `json:"pace_ms,omitempty"`
 	Worker       string          `json:"worker,omitempty"`
+	Delivery     lab.Delivery    `json:"delivery,omitempty"`
+	Name         lab.BatchName   `json:"name,omitempty"`
 	WorkMS       int64           `json:"work_ms,omitempty"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
 }
@@ -70,7 +73,7 @@ func DefaultLimits() Limits {
 
 // fields says which fields each action takes besides "action".
 var fields = map[Action][]string{
-	Run:          {"ordering", "mode", "broken", "style", "same_identity", "lease_ms", "skew_ms", "pace_ms"},
+	Run:          {"ordering", "mode", "broken", "style", "same_identity", "lease_ms", "skew_ms", "pace_ms", "delivery"},
 	Step:         nil,
 	Pause:        nil,
 	Play:         nil,
@@ -83,7 +86,8 @@ var fields = map[Action][]string{
 	AddJob:       {"payload"},
 	AddWorker:    {"skew_ms", "work_ms"},
 	Verdict:      nil,
-	Matrix:       {"lease_ms", "same_identity"},
+	Matrix:       {"lease_ms"},
+	Batch:        {"name", "lease_ms"},
 }
 
 // Actions lists every action, sorted.
@@ -186,6 +190,12 @@ func (c *Command) validate(lim Limits) error {
 		if c.SkewMS < 0 || c.SkewMS > lab.MaxSkew.Milliseconds() {
 			return bad("skew_ms %d must be between 0 and %d", c.SkewMS, lab.MaxSkew.Milliseconds())
 		}
+		if _, err := lab.ParseDelivery(string(c.Delivery)); err != nil {
+			return bad("%v", err)
+		}
+		if c.Delivery != "" && c.Ordering == lab.FreePlay {
+			return bad("free play delivers directly; a delivery mode applies to a scripted run")
+		}
 		if c.SkewMS != 0 && c.Ordering != lab.ClockSkew {
 			return bad("skew_ms applies only to the clock-skew ordering (in free play, give it to add_worker)")
 		}
@@ -215,6 +225,13 @@ func (c *Command) validate(lim Limits) error {
 			return bad("work_ms %d must be between 0 and 60000", c.WorkMS)
 		}
 	case Matrix:
+		if err := c.leaseOK(lim); err != nil {
+			return err
+		}
+	case Batch:
+		if _, err := lab.ParseBatch(string(c.Name)); err != nil {
+			return bad("%v", err)
+		}
 		if err := c.leaseOK(lim); err != nil {
 			return err
 		}
@@ -267,7 +284,7 @@ func (c Command) RunConfig() (lab.RunConfig, error) {
 	if err != nil {
 		return lab.RunConfig{}, err
 	}
-	rc := lab.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity,
+	rc := lab.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity, Delivery: c.Delivery,
 		Lease: time.Duration(c.LeaseMS) * time.Millisecond}
 	if c.Ordering == lab.ClockSkew {
 		rc.Skew = time.Duration(c.SkewMS) * time.Millisecond

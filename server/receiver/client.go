@@ -1,15 +1,19 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // Client reads a standalone receiver over its HTTP API. It is an
@@ -59,4 +63,62 @@ func (c *Client) Decisions(ctx context.Context, jobID int64) ([]engine.DecisionR
 	var ds []engine.DecisionRecord
 	err := c.get(ctx, fmt.Sprintf("/decisions/%d", jobID), &ds)
 	return ds, err
+}
+
+// Call sends one delivery, as Post does, and tells what came of it in ce
+// (its result, decision, held epoch, HTTP status and any failure). It
+// returns the receiver's database time of the decision and, for a refusal,
+// an *engine.StaleError.
+func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *lab.CallEvent) (time.Time, error) {
+	rc, status, err := Post(ctx, hc, url, body)
+	ce.HTTPStatus = status
+	switch {
+	case err != nil:
+		ce.Result, ce.Error = lab.DeliveryFailed, &lab.Failure{Code: "unreachable", Message: err.Error()}
+		return rc.DBTime, err
+	case status == http.StatusConflict:
+		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryRefused, rc.Decision, lab.Int64(rc.HeldEpoch)
+		return rc.DBTime, &engine.StaleError{JobID: ce.JobID, Epoch: ce.Epoch, HeldEpoch: rc.HeldEpoch}
+	}
+	ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryAccepted, rc.Decision, lab.Int64(rc.HeldEpoch)
+	return rc.DBTime, nil
+}
+
+// Post sends one delivery to a receiver's deliveries URL and decodes its
+// answer: 200 (taken) and 409 (refused as stale) both carry a receipt. Its
+// errors never carry the URL, whose path may hold a run's secret key.
+func Post(ctx context.Context, hc *http.Client, url string, body []byte) (engine.Receipt, int, error) {
+	var rc engine.Receipt
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return rc, 0, errors.New("the receiver URL is not usable")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // "Post <url>: <why>" without the URL
+		}
+		return rc, 0, fmt.Errorf("the receiver did not answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return rc, resp.StatusCode, fmt.Errorf("the receiver's answer broke off (HTTP %d)", resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e) // a body that is not JSON still has a status
+		if e.Error == "" {
+			e.Error = http.StatusText(resp.StatusCode)
+		}
+		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d: %s", resp.StatusCode, strings.TrimSuffix(e.Error, "."))
+	}
+	if err := json.Unmarshal(b, &rc); err != nil {
+		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d with a body that is not a receipt", resp.StatusCode)
+	}
+	return rc, resp.StatusCode, nil
 }

@@ -23,6 +23,14 @@ func (r *Run) emit(ctx context.Context, e lab.Event) {
 	lab.Narrate(&e)
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	// Events are told in the order they are reported; a statement's own
+	// time can be a little earlier than that of an event told before it
+	// (it began before that one finished). Its time is then the one told
+	// before, so a run's timeline never goes back.
+	if e.At.Before(r.lastAt) {
+		e.At = r.lastAt
+	}
+	r.lastAt = e.At
 	r.spec.EmitFunc(e)
 }
 

@@ -76,6 +76,9 @@ func (r *Run) listen(ctx context.Context) error {
 			row := c.event()
 			r.noteLease(*row, c.At)
 			r.emit(ctx, lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, At: c.At, Row: row})
+			r.mu.Lock()
+			r.rowSeq = max(r.rowSeq, c.Seq)
+			r.mu.Unlock()
 		}
 	}()
 	return nil

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -143,12 +144,18 @@ type Run struct {
 	expired    map[string]bool // lease expiries already reported
 	leases     map[int64]lease // each running job's lease, as Postgres last reported it
 	jobs       int
-	receiverAt string        // where this run's workers deliver
-	wake       chan struct{} // pokes the auto loop
-	ready      chan struct{} // closed when Start has returned
-	done       chan struct{} // closed when the run has ended
-	endOnce    sync.Once
-	cleanups   []func() // run in reverse order at the end
+	receiverAt string    // where this run's workers deliver
+	rowSeq     int64     // the last history seq the listener told
+	lastAt     time.Time // the time of the last event told: events never go back in time
+
+	relayMu     sync.Mutex // one relay pass at a time
+	relayClient *http.Client
+	relayURL    string
+	wake        chan struct{} // pokes the auto loop
+	ready       chan struct{} // closed when Start has returned
+	done        chan struct{} // closed when the run has ended
+	endOnce     sync.Once
+	cleanups    []func() // run in reverse order at the end
 
 	emitMu sync.Mutex
 	stopBG context.CancelFunc
@@ -282,6 +289,9 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	r.queue = q
 	receiverURL := ""
+	if env.ExternalReceiver != "" && spec.Config.Delivery == lab.DeliverKeyed {
+		return fault.Errorf(fault.Invalid, "a standalone receiver keeps epochs: the keyed delivery needs the built-in one")
+	}
 	if env.ExternalReceiver != "" {
 		// Job ids must not meet other runs' at a shared receiver.
 		st := engine.JobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
@@ -291,7 +301,8 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		receiverURL = env.ExternalReceiver + "/deliveries"
 		r.receiver = &receiver.Client{BaseURL: env.ExternalReceiver}
 	} else {
-		rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver, Guards: spec.Config.Broken})
+		rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver, Guards: spec.Config.Broken,
+			Keyed: spec.Config.Delivery == lab.DeliverKeyed})
 		if err != nil {
 			return err
 		}
@@ -308,6 +319,10 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	r.bg.Add(1)
 	go r.watch(bgctx)
+	if spec.Config.Delivery == lab.DeliverOutbox {
+		r.bg.Add(1)
+		go r.relay(bgctx, receiverURL)
+	}
 
 	if spec.Mode == lab.ModeFree {
 		for range 2 {
@@ -395,7 +410,7 @@ func (r *Run) Info() lab.RunInfo {
 func (r *Run) infoLocked() lab.RunInfo {
 	c := r.spec.Config
 	i := lab.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background,
-		Broken: c.Broken.Names(), SameIdentity: c.SameIdentity, LeaseMS: c.Lease.Milliseconds(), SkewMS: c.Skew.Milliseconds(),
+		Broken: c.Broken.Names(), SameIdentity: c.SameIdentity, Delivery: c.Delivery, LeaseMS: c.Lease.Milliseconds(), SkewMS: c.Skew.Milliseconds(),
 		PaceMS: r.pace.Milliseconds(), StepIndex: r.next, Steps: r.scenario.Steps, Started: r.started, StopReason: r.stopReason,
 		Outcome: r.outcome, Report: r.report, Error: r.failure, Workers: r.workersLocked()}
 	if i.Steps == nil {

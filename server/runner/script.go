@@ -239,6 +239,7 @@ func (r *Run) finish(ctx context.Context, res Result) (Result, error) {
 	}
 	r.stopWorkers(ctx)
 	if r.spec.Mode == lab.ModeFree {
+		r.drain(ctx)
 		rep, err := r.judge(ctx)
 		if err != nil {
 			r.fail(lab.ErrEvaluate, nil, err, "")
@@ -251,10 +252,13 @@ func (r *Run) finish(ctx context.Context, res Result) (Result, error) {
 		res.Done, res.Report = true, &rep
 		return res, nil
 	}
+	r.drain(ctx)
 	r.mu.Lock()
-	tried := r.workers[lab.Zombie].triedDone
+	z := r.workers[lab.Zombie]
+	tried, fence, skipped := z.triedDone, z.fence, z.skipped
 	r.mu.Unlock()
-	o, err := lab.Evaluate(ctx, r.queue, r.receiver, lab.EvaluateInput{Config: r.spec.Config, JobID: r.jobID, ZombieTriedCommit: tried})
+	o, err := lab.Evaluate(ctx, r.queue, r.receiver, lab.EvaluateInput{Config: r.spec.Config, JobID: r.jobID,
+		ZombieTriedCommit: tried, ZombieFence: fence, ZombieSkipped: skipped})
 	if err != nil {
 		r.fail(lab.ErrEvaluate, nil, err, "")
 		return res, err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -28,7 +29,9 @@ type workerState struct {
 	killCause lab.Cause // who sent the SIGKILL, if anyone in the run did
 	jobID     int64
 	epoch     int64
-	triedDone bool // it sent a commit (complete or fail) statement
+	triedDone bool                 // it sent a commit (complete or fail) statement
+	fence     []engine.FenceReason // what refused its last commit, if anything did
+	skipped   bool                 // it looked its key up and did not call (keyed delivery)
 }
 
 // spawn starts a worker process and waits for nothing.
@@ -50,6 +53,9 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	}
 	if skew != 0 {
 		args = append(args, "--skew", skew.String())
+	}
+	if c.Delivery != "" && c.Delivery != lab.DeliverDirect {
+		args = append(args, "--delivery", string(c.Delivery))
 	}
 	ws := &workerState{label: label, owner: owner, skew: skew}
 	r.mu.Lock()
@@ -112,10 +118,16 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 		if e.Checkpoint.Name == lab.CheckpointClaim {
 			w.jobID, w.epoch = 0, 0
 		}
+	case e.Call != nil && e.Call.Result == lab.DeliverySkipped:
+		w.skipped = true
 	case e.SQL != nil && e.SQL.Op == lab.OpClaim && e.SQL.Result == lab.ResultOK && e.SQL.Epoch != nil:
 		w.jobID, w.epoch = e.SQL.JobID, *e.SQL.Epoch
 	case e.SQL != nil && (e.SQL.Op == lab.OpComplete || e.SQL.Op == lab.OpFail):
 		w.triedDone = true
+		w.fence = nil
+		if e.SQL.Fenced != nil {
+			w.fence = e.SQL.Fenced.Reasons
+		}
 		if r.spec.Mode == lab.ModeFree {
 			w.jobID, w.epoch = 0, 0
 		}

@@ -89,7 +89,7 @@ func (l *Limits) Fill() {
 	dur(&l.MinLease, lab.MinRunLease)
 	dur(&l.MaxLease, lab.MaxRunLease)
 	dur(&l.MaxPace, 10*time.Second)
-	def(&l.MaxMatrix, 64)
+	def(&l.MaxMatrix, 80)
 	def(&l.SocketBuffer, 1024)
 }
 

@@ -4,93 +4,78 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/runner"
 )
 
-// startMatrix runs every guard × ordering for real, in the background, a
-// few at a time, each a run of its own whose verdict fills one cell.
-func (s *Session) startMatrix(c control.Command) (Result, error) {
-	lease := time.Duration(c.LeaseMS) * time.Millisecond
+// startBatch plays a batch of runs for real, in the background, a few at
+// a time, each a run of its own: the guard matrix, or one of the article's
+// experiments. When every run has ended, the batch says what they showed
+// (lab.BatchAnswer), in its own event.
+func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, error) {
 	if lease == 0 {
 		lease = 300 * time.Millisecond
 	}
-	type cell struct {
-		lab.MatrixCell
-		spec runner.Spec
+	rcs, err := lab.BatchRuns(name, lease)
+	if err != nil {
+		return Result{}, err
 	}
-	var cells []cell
-	for _, o := range lab.Orderings() {
-		for _, g := range append([]*engine.Guard{nil}, guardPtrs()...) {
-			rc := lab.RunConfig{Ordering: o, Lease: lease, SameIdentity: c.SameIdentity}
-			name := ""
-			if g != nil {
-				rc.Broken = rc.Broken.Break(*g)
-				name = g.String()
-			}
-			if err := rc.Validate(); err != nil {
-				return Result{}, err
-			}
-			cells = append(cells, cell{MatrixCell: lab.MatrixCell{Ordering: o, Broken: name},
-				spec: runner.Spec{Config: rc, Mode: lab.ModeAuto, Background: true}})
-		}
+	if len(rcs) > s.m.cfg.Limits.MaxMatrix {
+		return Result{}, fault.Errorf(fault.Busy, "the batch has %d runs, more than this server's limit of %d", len(rcs), s.m.cfg.Limits.MaxMatrix)
 	}
-	if len(cells) > s.m.cfg.Limits.MaxMatrix {
-		return Result{}, fault.Errorf(fault.Busy, "the matrix has %d cells, more than this server's limit of %d", len(cells), s.m.cfg.Limits.MaxMatrix)
-	}
-	ev := &lab.MatrixEvent{SameIdentity: c.SameIdentity, LeaseMS: lease.Milliseconds()}
+	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
+	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
-	for i := range cells {
+	for i, rc := range rcs {
 		id, schemas, err := s.nextRun()
 		if err != nil {
 			return Result{}, err
 		}
-		cells[i].Run, cells[i].spec.ID, cells[i].spec.Schemas = id, id, schemas
-		ev.Cells = append(ev.Cells, cells[i].MatrixCell)
+		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true}
+		ev.Cells = append(ev.Cells, lab.CellOf(id, rc))
 		res.Runs = append(res.Runs, id)
-		rc := cells[i].spec.Config
 		s.mu.Lock()
 		s.pending[id] = lab.RunInfo{ID: id, Ordering: rc.Ordering, Mode: lab.ModeAuto, Phase: lab.PhaseStarting, Background: true,
-			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}}
+			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}}
 		s.mu.Unlock()
 	}
-	s.emit(lab.Event{Kind: lab.KindMatrix, Actor: lab.ActorRunner, Matrix: ev})
+	s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: ev})
 
 	go func() {
 		parallel := max(1, s.m.cfg.Limits.MaxRuns/4)
 		sem := make(chan struct{}, parallel)
+		outcomes := make([]*lab.Outcome, len(specs))
 		var wg sync.WaitGroup
-		for _, c := range cells {
+		for i, spec := range specs {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				s.playCell(c.spec)
+				outcomes[i] = s.playCell(spec)
 			}()
 		}
 		wg.Wait()
+		if s.ctx.Err() != nil {
+			return // the session ended: nobody is left to tell
+		}
+		done := &lab.BatchEvent{Name: name, Phase: lab.BatchFinished, LeaseMS: ev.LeaseMS, Cells: ev.Cells}
+		done.Answer, done.Unsafe = lab.BatchAnswer(name, ev.Cells, outcomes)
+		if done.Unsafe == nil {
+			done.Unsafe = []string{}
+		}
+		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()
 	return res, nil
 }
 
-func guardPtrs() []*engine.Guard {
-	var out []*engine.Guard
-	for _, g := range engine.AllGuards() {
-		out = append(out, &g)
-	}
-	return out
-}
-
-// playCell plays one matrix run to its verdict. A cell that cannot start
-// says why in its own run's events.
-func (s *Session) playCell(spec runner.Spec) {
+// playCell plays one run of a batch to its verdict and returns its
+// outcome, or nil. A run that cannot start says why in its own events.
+func (s *Session) playCell(spec runner.Spec) *lab.Outcome {
 	ctx := s.ctx
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
 	r, err := s.open(ctx, spec, 2*time.Minute, nil)
 	if err != nil {
@@ -105,7 +90,8 @@ func (s *Session) playCell(spec runner.Spec) {
 			s.emit(lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Run: spec.ID,
 				Error: &lab.ErrorEvent{Code: lab.ErrStartFailed, Message: fault.MessageOf(err)}})
 		}
-		return
+		return nil
 	}
 	<-r.Done()
+	return r.Outcome()
 }

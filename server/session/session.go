@@ -113,7 +113,9 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		r.Stop(lab.StopReset)
 		return Result{OK: true, Run: r.ID()}, nil
 	case control.Matrix:
-		return s.startMatrix(c)
+		return s.startBatch(lab.BatchMatrix, time.Duration(c.LeaseMS)*time.Millisecond)
+	case control.Batch:
+		return s.startBatch(c.Name, time.Duration(c.LeaseMS)*time.Millisecond)
 	}
 	r := s.currentRun()
 	if r == nil {

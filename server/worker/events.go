@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -111,66 +110,55 @@ func failure(err error) *lab.Failure {
 	return &lab.Failure{Code: code, Message: err.Error()}
 }
 
+// deferDelivery says that the delivery is not sent now: it will be written
+// to the outbox by the commit, and sent by the relay after it.
+func (w *Worker) deferDelivery(d engine.Delivery) {
+	body, _ := json.Marshal(d) // a Delivery always encodes
+	w.emit(lab.Event{Kind: lab.KindCall, Call: &lab.CallEvent{Result: lab.DeliveryDeferred, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner,
+		URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}})
+}
+
 // deliver calls the receiver over HTTP with the job id, the epoch held and
-// the result, and reports its answer. A refusal is engine.ErrStale.
-func (w *Worker) deliver(ctx context.Context, c engine.Claim, result []byte) error {
-	d := engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result}
+// the result, and reports its answer. A refusal is engine.ErrStale. In the
+// keyed mode it first looks the job's key up, and does not call when the
+// receiver has it already.
+func (w *Worker) deliver(ctx context.Context, d engine.Delivery) error {
 	body, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
-	ce := &lab.CallEvent{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}
-	rc, status, err := w.post(ctx, body)
-	ce.HTTPStatus = status
-	switch {
-	case err != nil:
-		ce.Result, ce.Error = lab.DeliveryFailed, &lab.Failure{Code: "unreachable", Message: err.Error()}
-	case status == http.StatusConflict:
-		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryRefused, rc.Decision, lab.Int64(rc.HeldEpoch)
-		err = &engine.StaleError{JobID: c.JobID, Epoch: c.Epoch, HeldEpoch: rc.HeldEpoch}
-	default:
-		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryAccepted, rc.Decision, lab.Int64(rc.HeldEpoch)
+	ce := &lab.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}
+	if w.cfg.Delivery == lab.DeliverKeyed {
+		held, status, err := w.lookup(ctx, d.JobID)
+		if err == nil && status == http.StatusOK {
+			ce.Result, ce.HTTPStatus, ce.HeldEpoch = lab.DeliverySkipped, status, lab.Int64(held.Epoch)
+			w.emit(lab.Event{Kind: lab.KindCall, At: held.DBTime, Call: ce})
+			return nil
+		}
 	}
-	w.emit(lab.Event{Kind: lab.KindCall, At: rc.DBTime, Call: ce})
+	at, err := receiver.Call(ctx, w.http, w.cfg.ReceiverURL, body, ce)
+	w.emit(lab.Event{Kind: lab.KindCall, At: at, Call: ce})
 	return err
 }
 
-// post sends one delivery and decodes the receiver's answer. Its errors
-// never carry the URL: its path holds the run's secret receiver key.
-func (w *Worker) post(ctx context.Context, body []byte) (engine.Receipt, int, error) {
-	var rc engine.Receipt
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.ReceiverURL, bytes.NewReader(body))
+// lookup asks the receiver what it holds for a job's key: GET
+// <deliveries URL>/<job id>. 404 means nothing yet.
+func (w *Worker) lookup(ctx context.Context, jobID int64) (engine.Held, int, error) {
+	var h engine.Held
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/%d", w.cfg.ReceiverURL, jobID), nil)
 	if err != nil {
-		return rc, 0, errors.New("the receiver URL is not usable")
+		return h, 0, errors.New("the receiver URL is not usable")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.http.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // "Post <url>: <why>" without the URL
-		}
-		return rc, 0, fmt.Errorf("the receiver did not answer: %v", err)
+		return h, 0, errors.New("the receiver did not answer")
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return rc, resp.StatusCode, fmt.Errorf("the receiver's answer broke off (HTTP %d)", resp.StatusCode)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return h, resp.StatusCode, err
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d: %s", resp.StatusCode, strings.TrimSuffix(e.Error, "."))
-	}
-	if err := json.Unmarshal(b, &rc); err != nil {
-		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d with a body that is not a receipt", resp.StatusCode)
-	}
-	return rc, resp.StatusCode, nil
+	return h, resp.StatusCode, json.Unmarshal(b, &h)
 }
 
 // redactURL keeps a receiver URL's last path element only: the path may

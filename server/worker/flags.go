@@ -31,6 +31,10 @@ type Config struct {
 	Step        bool // wait at each checkpoint for a command
 	UntilEmpty  bool // exit when nothing is claimable
 	MaxJobs     int  // 0: no limit
+	// Delivery is how the result reaches the receiver: called directly,
+	// called on a keyed third party after looking the key up, or written to
+	// the outbox with the commit.
+	Delivery lab.Delivery
 }
 
 // usagef is a bad flag or value: one line for stderr, exit status 2.
@@ -57,6 +61,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.BoolVar(&c.Step, "step", false, "wait at each checkpoint (claim, deliver, commit) for a command on stdin")
 	fs.BoolVar(&c.UntilEmpty, "until-empty", false, "exit when no job is claimable")
 	fs.IntVar(&c.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
+	delivery := fs.String("delivery", string(lab.DeliverDirect), "how the result reaches the receiver: direct, keyed (look the job's key up, then call) or outbox (written with the commit, sent by a relay after it)")
 	fs.Usage = func() {} // a parse error is one line, printed by the caller
 	help := func() {
 		fmt.Fprintf(stderr, "Usage: fencelab worker [flags]\n\nOne worker process: claims jobs, calls the receiver, commits; one JSON event per line on stdout;\nin --step mode it obeys JSON-line commands on stdin: {\"cmd\":\"proceed\"}, {\"cmd\":\"fail\"}, {\"cmd\":\"stop\"}.\nIt exits when its stdin ends: its supervisor is gone.\n\nFlags:\n")
@@ -74,6 +79,11 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q", fs.Arg(0))
 	}
+	d, err := lab.ParseDelivery(*delivery)
+	if err != nil {
+		return c, usagef("--delivery: %v", err)
+	}
+	c.Delivery = d
 	return c, c.fill()
 }
 

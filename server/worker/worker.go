@@ -226,7 +226,13 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 	if err := w.checkpoint(ctx, lab.CheckpointDeliver, &c); err != nil {
 		return err
 	}
-	deliverErr := w.deliver(ctx, c, result)
+	delivery := engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result}
+	var deliverErr error
+	if w.cfg.Delivery == lab.DeliverOutbox {
+		w.deferDelivery(delivery)
+	} else {
+		deliverErr = w.deliver(ctx, delivery)
+	}
 	if err := w.checkpoint(ctx, lab.CheckpointCommit, &c); err != nil {
 		return err
 	}
@@ -248,6 +254,10 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 		return w.commitError(ctx, err)
 	}
 	err = w.run(&call{op: lab.OpComplete, held: &c}, func(q *engine.Queue) error {
+		if w.cfg.Delivery == lab.DeliverOutbox {
+			_, err := q.CompleteOutbox(ctx, c, result, delivery)
+			return err
+		}
 		_, err := q.Complete(ctx, c, result)
 		return err
 	})
