@@ -43,6 +43,7 @@ func TestPage_TheArticlesTable(t *testing.T) {
 			if o["safe"] != true {
 				t.Fatalf("outcome %v", o)
 			}
+			tab.Open("table-more")
 			for _, cell := range []string{"call", "commit", "final"} {
 				id := "outcome-" + tc.ordering + "-" + cell
 				if ok := tab.Attr(id, "data-ok"); ok != "true" {
@@ -90,14 +91,25 @@ func TestPage_StepModeAndScrubbing(t *testing.T) {
 	tab.PollState(`s.view.scrub === null`, 10*time.Second)
 }
 
-// expectedUnsafe is which guard × ordering cells the engine says are
-// unsafe (cmd/fencelab's matrix test and the README's table).
+// expectedUnsafe is which ordering × guard cells the engine says are
+// unsafe with two names for the workers (cmd/fencelab's matrix test and the
+// README's table).
 var expectedUnsafe = map[string]bool{
 	"new-owner-first/epoch-increment":     true,
 	"zombie-first/epoch-increment":        true,
+	"owner-done-first/epoch-increment":    true,
 	"crash-before-commit/epoch-increment": true,
 	"new-owner-first/receiver-check":      true,
+	"owner-done-first/receiver-check":     true,
 	"clock-skew/db-clock":                 true,
+}
+
+// expectedUnsafeSameName is what else is unsafe when both workers have one
+// name: the owner check no longer tells them apart, so the epoch check is
+// all that stops the zombie in the article's two orderings.
+var expectedUnsafeSameName = map[string]bool{
+	"new-owner-first/epoch-check": true,
+	"zombie-first/epoch-check":    true,
 }
 
 // TestPage_BreakEachGuard unticks each guard in turn, runs the ordering
@@ -136,6 +148,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 				t.Errorf("the verdict does not say the run was unsafe because %s was off: %q", tc.guard, verdict)
 			}
 			if wantUnsafe {
+				tab.Open("table-more")
 				bad := 0
 				for _, c := range []string{"call", "commit", "final"} {
 					if tab.Attr("outcome-"+tc.ordering+"-"+c, "data-ok") == "false" {
@@ -151,29 +164,42 @@ func TestPage_BreakEachGuard(t *testing.T) {
 	}
 }
 
+// TestPage_TheMatrixFillsAsTheEngineSays runs the guard matrix from its
+// button: every ordering, with each guard off in turn, with two names and
+// with one, 80 real runs; every cell must say what the engine says, and a
+// cell opens its run.
 func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	openLive(tab, srv.URL+"/")
+	tab.Open("experiments")
+	tab.Open("matrix")
 	tab.Click("matrix-run")
-	tab.PollState(`Object.keys(s.matrix).length === 32 && Object.values(s.matrix).every(v => v === "safe" || v === "unsafe" || v === "error")`, 3*time.Minute)
+	tab.PollState(`Object.keys(s.matrix).length === 80 && Object.values(s.matrix).every(v => v === "safe" || v === "unsafe" || v === "error")`, 4*time.Minute)
 	m := tab.State()["matrix"].(map[string]any)
+	unsafe := 0
 	for cell, v := range m {
+		parts := strings.SplitN(cell, "/", 3)
+		key := parts[0] + "/" + parts[1]
 		want := "safe"
-		if expectedUnsafe[cell] {
+		if expectedUnsafe[key] || (parts[2] == "same" && expectedUnsafeSameName[key]) {
 			want = "unsafe"
+			unsafe++
 		}
 		if v != want {
 			t.Errorf("matrix %s: %v, want %s", cell, v, want)
 		}
-		parts := strings.SplitN(cell, "/", 2)
-		if got := tab.Attr("matrix-"+parts[0]+"-"+parts[1], "data-state"); got != want {
+		if got := tab.Attr("matrix-"+strings.Join(parts, "-"), "data-state"); got != want {
 			t.Errorf("the grid's cell %s shows %q", cell, got)
 		}
 	}
+	tab.PollState(`s.batches.matrix && s.batches.matrix.phase === "finished"`, 30*time.Second)
+	if got, want := tab.Text("matrix-answer"), fmt.Sprintf("%d of 80 runs were unsafe.", unsafe); got != want {
+		t.Errorf("the matrix's answer says %q, want %q", got, want)
+	}
 	tab.Screenshot("matrix-1920")
 	// A cell opens its run.
-	tab.Click("matrix-new-owner-first-receiver-check")
+	tab.Click("matrix-new-owner-first-receiver-check-distinct")
 	tab.PollState(`s.view.replay === true && s.view.events > 10`, 30*time.Second)
 	tab.PollJS(`document.querySelector('[data-testid="verdict"]').dataset.state === "unsafe" && document.querySelectorAll('[data-testid="timeline"] li').length > 10`, 10*time.Second)
 	tab.Screenshot("matrix-cell-opened-1920")
@@ -258,19 +284,30 @@ func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 	}
 }
 
-// TestPage_KeyboardAlone drives a whole run without a mouse: choose the
-// scenario and the mode with the keyboard, run, step, go back, open the
-// help, reset.
+// TestPage_KeyboardAlone drives a whole run without a mouse: open the
+// setup, choose the scenario and the mode with the keyboard, run, step, go
+// back, open the help, reset.
 func TestPage_KeyboardAlone(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?lease=300")
-	// Tab to the scenario picker and choose "new owner first" (the first).
-	for i := 0; i < 30 && tab.Focused() != "ordering"; i++ {
-		tab.Press("Tab")
+	tabTo := func(testid string, max int) {
+		t.Helper()
+		for i := 0; i < max && tab.Focused() != testid; i++ {
+			tab.Press("Tab")
+		}
+		if tab.Focused() != testid {
+			t.Fatalf("Tab never reached %s (focus on %q)", testid, tab.Focused())
+		}
 	}
+	// Tab to "Set it up yourself" and open it.
+	tabTo("more-summary", 80)
+	tab.Press("Enter")
+	tab.PollJS(`document.querySelector('[data-testid="more"]').open === true`, 5*time.Second)
+	// The scenario picker: choose "new owner first" (the first).
+	tab.Press("Tab")
 	if tab.Focused() != "ordering" {
-		t.Fatalf("Tab never reached the scenario picker (focus on %q)", tab.Focused())
+		t.Fatalf("after the setup's summary, focus is on %q", tab.Focused())
 	}
 	tab.Press("ArrowUp")
 	tab.Press("Tab")
@@ -281,24 +318,14 @@ func TestPage_KeyboardAlone(t *testing.T) {
 	tab.PollJS(`document.querySelector('[data-testid="ordering"]').value === "new-owner-first" && document.querySelector('[data-testid="mode"]').value === "step"`, 5*time.Second)
 	// Keys are ignored while typing in a field: → on the lease slider moves
 	// the slider and steps nothing.
-	for i := 0; i < 40 && tab.Focused() != "lease"; i++ {
-		tab.Press("Tab")
-	}
-	if tab.Focused() != "lease" {
-		t.Fatalf("Tab never reached the lease slider (focus on %q)", tab.Focused())
-	}
+	tabTo("lease", 40)
 	tab.Press("ArrowRight")
 	tab.PollJS(`document.querySelector('[data-testid="lease"]').value === "400"`, 5*time.Second)
 	if st := tab.State(); st["run"] != nil {
 		t.Fatalf("a key pressed in a field started a run: %v", st["run"])
 	}
-	for i := 0; i < 40 && tab.Focused() != "run"; i++ {
-		tab.Press("Tab")
-	}
-	if tab.Focused() != "run" {
-		t.Fatalf("focus is on %q, want the Run button", tab.Focused())
-	}
-	tab.Press(" ") // the focused Run button
+	tabTo("run-setup", 10)
+	tab.Press(" ") // the focused "Run this setup" button
 	tab.PollState(`s.run && s.run.mode === "step" && s.workers.length === 2`, 30*time.Second)
 	for i := 1; i <= 8; i++ {
 		tab.Press("ArrowRight")

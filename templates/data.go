@@ -39,6 +39,7 @@ type Setup struct {
 	LeaseMS      int64
 	PaceMS       int64
 	SkewMS       int64
+	Delivery     lab.Delivery
 }
 
 // Asset returns the versioned URL of a static file.
@@ -112,4 +113,52 @@ func shortOrdering(o lab.Ordering) string { return lab.OrderingWords(o).Short }
 
 func columnWords(c lab.Column) string { return lab.ColumnWords(c) }
 
-func storyWords(s lab.Story) string { return lab.StoryWords(s) }
+func answerWords(a lab.Answer) string { return lab.AnswerWords(a) }
+
+func deliveryWords(d lab.Delivery) string { return lab.DeliveryWords(d) }
+
+func batchWords(b lab.BatchName) lab.BatchText { return lab.BatchWords(b) }
+
+// stepFive lists the article's experiments, in its order.
+func stepFive() []lab.BatchName {
+	return []lab.BatchName{lab.BatchEpochCheck, lab.BatchEpochCheckSameName, lab.BatchReceiverCheck}
+}
+
+// limitDemo is one thing fencing does not do, with the runs that show it.
+type limitDemo struct {
+	ID, Title, Say string
+	Runs           []limitRun
+}
+
+// limitRun is a button that starts one run: its words and its command.
+type limitRun struct {
+	ID, Button, Command string
+}
+
+// limitDemos lists what fencing does not do, in the article's words, each
+// with the real runs that show it.
+func limitDemos() []limitDemo {
+	run := func(ordering lab.Ordering, extra string) string {
+		return `{"action":"run","mode":"auto","pace_ms":400,"lease_ms":800,"ordering":"` + string(ordering) + `"` + extra + `}`
+	}
+	return []limitDemo{
+		{ID: "receiver", Title: "The receiver must cooperate",
+			Say: "Fencing protects only what checks the token. A third party that ignores the epoch takes the zombie's late call over the new owner's. The article's remedy: give it a stable key it deduplicates on, and look its state up before you retry. That makes one effect per job — but when the zombie calls first, the one effect is the zombie's.",
+			Runs: []limitRun{
+				{ID: "ignores", Button: "Run it: a receiver that ignores the epoch", Command: run(lab.NewOwnerFirst, `,"broken":["receiver-check"]`)},
+				{ID: "keyed", Button: "With the remedy: a key it deduplicates on", Command: run(lab.NewOwnerFirst, `,"delivery":"keyed"`)},
+				{ID: "keyed-zombie", Button: "The same key, the zombie first", Command: run(lab.ZombieFirst, `,"delivery":"keyed"`)},
+			}},
+		{ID: "heard", Title: "The zombie never wins, but it may be heard",
+			Say: "When the zombie reaches the receiver first, its call is accepted before the new owner's newer epoch supersedes it. If that call sent an email or moved money, it happened. The fix the article names: an outbox, written in the same transaction as the compare-and-set and delivered by a relay only after the commit.",
+			Runs: []limitRun{
+				{ID: "effects", Button: "Run it, and count the effects", Command: run(lab.ZombieFirst, ``)},
+				{ID: "outbox", Button: "With an outbox", Command: run(lab.ZombieFirst, `,"delivery":"outbox"`)},
+			}},
+		{ID: "clock", Title: "The database clock is trusted",
+			Say: "Leases are judged on one clock, the database's. A worker that judged by its own, running fast, would take a lease that is still live: the token cannot fix a wrong clock.",
+			Runs: []limitRun{
+				{ID: "skew", Button: "Run it: a worker 2 s fast, judging by its own clock", Command: run(lab.ClockSkew, `,"broken":["db-clock"],"skew_ms":2000`)},
+			}},
+	}
+}

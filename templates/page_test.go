@@ -41,11 +41,14 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 	for _, o := range lab.Orderings() {
 		want = append(want, "outcome-"+string(o), "outcome-"+string(o)+"-call", "outcome-"+string(o)+"-commit", "outcome-"+string(o)+"-final")
 		for _, g := range append([]string{"none"}, guardNames()...) {
-			want = append(want, "matrix-"+string(o)+"-"+g)
+			want = append(want, "matrix-"+string(o)+"-"+g+"-distinct", "matrix-"+string(o)+"-"+g+"-same")
 		}
 	}
 	want = append(want, "ordering", "mode", "run", "step", "back", "reset", "lease", "pace", "skew", "same-identity", "timeline",
-		"lanes", "verdict", "predict", "predict-fenced", "matrix-run", "connection", "help", "scrub", "live-feed", "share", "permalink")
+		"lanes", "verdict", "predict", "predict-rejected", "predict-succeeds", "predict-blocks", "predict-run", "question", "reveal", "violations",
+		"compare", "compare-run", "effects", "exp-epoch-check-run", "exp-epoch-check-same-name-run", "exp-receiver-check-run", "exp-epoch-check-answer",
+		"limit-receiver-ignores", "limit-receiver-keyed", "limit-heard-effects", "limit-heard-outbox", "limit-clock-skew", "delivery-outbox",
+		"matrix-run", "matrix-answer", "connection", "help", "scrub", "live-feed", "share", "share-qr", "join", "permalink")
 	for _, id := range want {
 		if !strings.Contains(html, `data-testid="`+id+`"`) {
 			t.Errorf("the page lacks data-testid=%q", id)

@@ -81,7 +81,7 @@ func Replay(d ReplayData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</p></div></div></header><main class=\"layout replay-layout\"><section class=\"stage\" aria-label=\"The run\"><p class=\"narration\" data-testid=\"narration\"></p><div class=\"lanes\" data-testid=\"lanes\"></div><div class=\"timeline-tools\"><button type=\"button\" class=\"primary\" data-testid=\"play\">Play</button> <label class=\"scrub\"><span>Scrub</span> <input type=\"range\" min=\"0\" max=\"0\" value=\"0\" step=\"1\" data-testid=\"scrub\" aria-label=\"Scrub through the run's events\"> <output data-testid=\"scrub-pos\"></output></label></div><ol class=\"timeline\" id=\"timeline\" data-testid=\"timeline\" tabindex=\"0\" aria-label=\"Timeline of events\"></ol></section><aside class=\"side\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</p></div></div></header><main class=\"article replay-article\"><section class=\"stage\" aria-label=\"The run\"><p class=\"narration\" data-testid=\"narration\"></p><div class=\"lanes\" data-testid=\"lanes\"></div><div class=\"timeline-tools\"><button type=\"button\" class=\"primary\" data-testid=\"play\">Play</button> <label class=\"scrub\"><span>Scrub</span> <input type=\"range\" min=\"0\" max=\"0\" value=\"0\" step=\"1\" data-testid=\"scrub\" aria-label=\"Scrub through the run's events\"> <output data-testid=\"scrub-pos\"></output></label></div><ol class=\"timeline\" id=\"timeline\" data-testid=\"timeline\" tabindex=\"0\" aria-label=\"Timeline of events\"></ol></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -89,7 +89,7 @@ func Replay(d ReplayData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</aside></main>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</main>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

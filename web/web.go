@@ -29,23 +29,34 @@ import (
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/templates"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 )
 
 // Options configures the pages.
 type Options struct {
-	// FrameAncestors lists the origins (such as https://blog.example.com)
-	// allowed to embed the page in an iframe; the server's own always is.
+	// FrameAncestors, if set, restricts which origins (such as
+	// https://blog.example.com) may embed the page in an iframe; the
+	// server's own always may. Unset, any site may: the embed code works
+	// as pasted.
 	FrameAncestors []string
+	// CommandOrigins lists the host pages allowed to drive an embedded page
+	// by postMessage (setup, run). Any page may frame it; only these may
+	// command it.
+	CommandOrigins []string
 }
 
 // Register adds the page routes to e. It is the server's Config.PagesFunc.
 func Register(opts Options) func(e *echo.Echo, s *server.Server) {
 	return func(e *echo.Echo, s *server.Server) {
 		h := &handler{s: s, opts: opts}
-		e.GET("/", h.index)
-		e.GET("/s/:id", h.sessionPage)
-		e.GET("/s/:id/runs/:run/replay.html", h.replay)
-		e.GET("/static/:version/*", h.static)
+		// Pages and their files go compressed to whoever accepts it: a
+		// phone on a slow network loads a third of the bytes.
+		gz := middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024})
+		e.GET("/", h.index, gz)
+		e.GET("/s/:id", h.sessionPage, gz)
+		e.GET("/s/:id/runs/:run/replay.html", h.replay, gz)
+		e.GET("/s/:id/qr.svg", h.qr, gz)
+		e.GET("/static/:version/*", h.static, gz)
 	}
 }
 
@@ -66,9 +77,13 @@ type pageState struct {
 	Version   string           `json:"version"`
 	Ignored   []string         `json:"ignored,omitempty"`
 	// EmbedOrigins are the host pages allowed to drive an embedded page by
-	// postMessage (the same list as frame-ancestors).
+	// postMessage.
 	EmbedOrigins []string `json:"embed_origins"`
 	Busy         bool     `json:"busy,omitempty"`
+	// WatchURL is the session's watch link as a phone on the local network
+	// would open it, and Reachable whether one can.
+	WatchURL  string `json:"watch_url,omitempty"`
+	Reachable bool   `json:"reachable"`
 }
 
 type setupJSON struct {
@@ -77,6 +92,7 @@ type setupJSON struct {
 	Broken       []string     `json:"broken"`
 	Style        string       `json:"style"`
 	SameIdentity bool         `json:"same_identity"`
+	Delivery     lab.Delivery `json:"delivery"`
 	LeaseMS      int64        `json:"lease_ms"`
 	PaceMS       int64        `json:"pace_ms"`
 	SkewMS       int64        `json:"skew_ms"`
@@ -131,6 +147,13 @@ func parseSetup(c echo.Context) (templates.Setup, []string) {
 	if v := q.Get("same"); v == "1" || v == "true" {
 		st.SameIdentity = true
 	}
+	if v := q.Get("delivery"); v != "" {
+		if d, err := lab.ParseDelivery(v); err == nil {
+			st.Delivery = d
+		} else {
+			ignored = append(ignored, fmt.Sprintf("delivery %q", v))
+		}
+	}
 	num := func(name string, lo, hi int64, dst *int64) {
 		v := q.Get(name)
 		if v == "" {
@@ -183,10 +206,10 @@ func (h *handler) sessionPage(c echo.Context) error {
 func (h *handler) render(c echo.Context, status int, sess *session.Session, token, notice string) error {
 	setup, ignored := parseSetup(c)
 	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
-		EmbedOrigins: append([]string{}, h.opts.FrameAncestors...), Busy: sess == nil,
+		EmbedOrigins: append([]string{}, h.opts.CommandOrigins...), Busy: sess == nil,
 		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []lab.Event{},
 		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
-			SameIdentity: setup.SameIdentity, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
+			SameIdentity: setup.SameIdentity, Delivery: setup.Delivery, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
 	if sess != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
@@ -195,6 +218,7 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 			return err
 		}
 		st.Session = snap
+		st.WatchURL, st.Reachable = h.watchURL(c, sess.ID)
 		if st.Session.Run != nil {
 			evs, err := sess.Log.Since(0, st.Session.Run.ID, 0)
 			if err == nil {
@@ -230,6 +254,9 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 // the allowed origins.
 func (h *handler) csp(nonce string) string {
 	ancestors := append([]string{"'self'"}, h.opts.FrameAncestors...)
+	if len(h.opts.FrameAncestors) == 0 {
+		ancestors = []string{"*"} // any site may embed it, as pasted
+	}
 	return strings.Join([]string{
 		"default-src 'self'",
 		"script-src 'self' 'nonce-" + nonce + "'",

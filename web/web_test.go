@@ -73,12 +73,13 @@ func TestIndex_RendersWithAStrictCSPThatAllowsTheBlog(t *testing.T) {
 	}
 }
 
-// TestPage_WeighsUnder150KB adds up the page and everything it loads:
-// the stylesheet, the icon, and every module main.js imports.
-func TestPage_WeighsUnder150KB(t *testing.T) {
+// TestPage_WeighsUnder60KBOnTheWire adds up the page and everything it
+// loads — the stylesheet, the icon, and every module main.js imports — as
+// they cross the network (compressed), and as they are (uncompressed).
+func TestPage_WeighsUnder60KBOnTheWire(t *testing.T) {
 	base := start(t)
 	_, html := get(t, base+"/")
-	total := len(html)
+	total, wire := len(html), gzipped(t, base+"/")
 	seen := map[string]bool{}
 	var fetch func(u string)
 	fetch = func(u string) {
@@ -92,6 +93,7 @@ func TestPage_WeighsUnder150KB(t *testing.T) {
 			return
 		}
 		total += len(body)
+		wire += gzipped(t, base+u)
 		if strings.HasSuffix(u, ".js") {
 			dir := u[:strings.LastIndex(u, "/")+1]
 			for _, m := range regexp.MustCompile(`from "\./([a-z]+\.js)"`).FindAllStringSubmatch(body, -1) {
@@ -102,9 +104,12 @@ func TestPage_WeighsUnder150KB(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`).FindAllStringSubmatch(html, -1) {
 		fetch(m[1])
 	}
-	t.Logf("page weight: %d bytes in %d files", total, len(seen)+1)
-	if total > 150<<10 {
-		t.Fatalf("the page weighs %d bytes, over 150 KB", total)
+	t.Logf("page weight: %d bytes on the wire, %d uncompressed, in %d files", wire, total, len(seen)+1)
+	if wire > 60<<10 {
+		t.Fatalf("the page weighs %d bytes on the wire, over 60 KB", wire)
+	}
+	if total > 200<<10 {
+		t.Fatalf("the page weighs %d bytes uncompressed, over 200 KB", total)
 	}
 	if len(seen) < 5 {
 		t.Fatalf("only %d static files found: %v", len(seen), seen)
@@ -146,4 +151,21 @@ func TestPermalink_BadPartsAreIgnoredAndSaid(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(html, "no such session") || !strings.Contains(html, `"token":"`) {
 		t.Errorf("an unknown session: %d; it should say so and give a new one", resp.StatusCode)
 	}
+}
+
+// gzipped fetches url accepting gzip and returns the bytes that came.
+func gzipped(t *testing.T, url string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 1024 && resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("%s: %d bytes sent uncompressed to a client that accepts gzip", url, len(b))
+	}
+	return len(b)
 }

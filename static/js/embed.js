@@ -40,9 +40,12 @@ export function listen(allowed, { onSetup, onRun, onIgnored }) {
     else if (m.type === "run") onRun(m);
   });
   if (!framed) return;
+  // The body's own height, not the document's: the document is never less
+  // tall than the frame, so measured there the frame could grow but never
+  // shrink.
   let last = 0;
   new ResizeObserver(() => {
-    const h = Math.ceil(document.documentElement.scrollHeight);
+    const h = Math.ceil(document.body.getBoundingClientRect().height);
     if (h !== last) { last = h; post("height", { height: h }); }
   }).observe(document.body);
 }

@@ -12,7 +12,8 @@ import { bindKeys } from "./keys.js";
 import { Player } from "./replay.js";
 import { Lesson, renderLesson } from "./lesson.js";
 import { setupFromForm, permalinkQuery, runCommand as commandOf, applySetup } from "./permalink.js";
-import { Matrix } from "./matrix.js";
+import { Batches } from "./batches.js";
+import * as predict from "./predict.js";
 import { findRecording, recordingSummary, recordingNote } from "./recordings.js";
 import * as host from "./embed.js";
 
@@ -47,13 +48,16 @@ const page = {
   csp: [],
   ignoredMessages: 0,
   recording: null, // the recording being played, when the live demo is busy
+  alone: null, // the outcome of the latest run with leases alone: the prediction's answer
+  fenced: null, // the outcome of the same run with fencing on, beside it
+  predicting: false, // a leases-alone run asked for by the prediction is under way
 };
 const params = new URLSearchParams(location.search);
 page.view = { run: page.live, infos: page.infos, replay: false };
 
 const timeline = new Timeline(byTest("timeline"));
 const form = byTest("setup");
-const matrix = new Matrix();
+const batches = new Batches();
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
@@ -97,9 +101,11 @@ function drawAll() {
 }
 
 function setupWords(run) {
-  const title = (W.orderings[run.ordering] || {}).title || run.ordering;
-  const guards = run.broken.length ? run.broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
-  return `${title}; ${guards}`;
+  const title = (W.orderings[run.ordering] || {}).title || run.ordering || "";
+  const broken = run.broken || [];
+  const guards = broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
+  const delivery = run.delivery && run.delivery !== "direct" ? `; ${W.deliveries[run.delivery] || run.delivery}` : "";
+  return `${title}; ${guards}${delivery}`;
 }
 
 function drawSide(run) {
@@ -114,13 +120,15 @@ function drawSide(run) {
   renderOutcome(run);
   drawControls(run);
   drawScrub();
-  drawPredict(run);
+  predict.drawPredict(page.alone, page.predicting);
+  predict.drawCompare(page.alone, page.fenced);
   drawExports(run);
   if (lesson) renderLesson(byTest("lesson"), lesson, esc);
 }
 
 function drawExports(run) {
   document.body.classList.toggle("idle", !run.id);
+  document.body.classList.toggle("ran", !!run.id || !!page.alone);
   const ex = byTest("exports");
   const ok = sessionId && run.id && run.id !== "recording" && (run.ended || run.outcome);
   ex.hidden = !ok;
@@ -142,7 +150,10 @@ function drawControls(run) {
   byTest("step").disabled = !driver || (live && page.live.mode === "free");
   byTest("reset").disabled = !driver;
   byTest("back").disabled = page.view.run.events.length === 0;
-  byTest("run").textContent = live && page.live.mode === "auto" ? (page.live.paused ? "Play" : "Pause") : "Run";
+  byTest("run").disabled = !driver && !!sessionId;
+  byTest("run").textContent = !live ? "Run" : page.live.mode === "auto" ? (page.live.paused ? "Play" : "Pause") : page.live.mode === "step" ? "Next step" : "Run";
+  byTest("setup-now").textContent = live || run.id ? setupWords(run.id ? run : page.live) : setupWords(formRun());
+  for (const b of document.querySelectorAll("[data-batch], [data-run], [data-testid=predict-run], [data-testid=compare-run]")) b.disabled = !driver && !!sessionId;
   byTest("free-controls").hidden = !(live && page.live.mode === "free");
   byTest("skew-wrap").hidden = form.elements.ordering.value !== "clock-skew";
   byTest("mode-wrap").hidden = form.elements.ordering.value === "free-play";
@@ -164,19 +175,9 @@ function drawScrub() {
   byTest("scrub-pos").textContent = scrubbing() ? `event ${page.scrub} of ${n}` : page.view.replay ? "end" : "live";
 }
 
-function drawPredict(run) {
-  const out = byTest("predict-result");
-  let pick = "";
-  try { pick = localStorage.getItem("fencelab.predict") || ""; } catch { /* fine */ }
-  for (const r of document.querySelectorAll('input[name="predict"]')) r.checked = r.value === pick;
-  const o = run.outcome;
-  if (!o || (o.ordering !== "new-owner-first" && o.ordering !== "zombie-first")) {
-    out.textContent = pick ? "Your pick is kept. Now run it." : "";
-    delete out.dataset.right;
-    return;
-  }
-  out.dataset.right = pick === o.story ? "true" : "false";
-  out.textContent = pick ? `You said: ${W.stories[pick]}. It happened: ${W.stories[o.story]}. ${pick === o.story ? "✓ Right." : "✗ Not this time."}` : `It happened: ${W.stories[o.story]}.`;
+function formRun() {
+  const s = setupFromForm(form);
+  return { ordering: s.ordering, broken: s.broken, delivery: s.delivery };
 }
 
 // ---- the live feed for screen readers ------------------------------------------
@@ -210,10 +211,11 @@ function onEvent(e, catchingUp) {
     page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
   }
   if (e.run_state) page.runs.set(e.run_state.info.id, e.run_state.info);
-  if (matrix.onEvent(e)) {
-    if (e.run) host.post("matrix", { run: e.run, state: matrix.cells.get(e.run).state });
+  if (batches.onEvent(e)) {
+    if (e.run && batches.cells.get(e.run)) host.post("matrix", { run: e.run, state: batches.cells.get(e.run).state });
     return;
   }
+  if (e.verdict && e.verdict.outcome) takeOutcome(e.verdict.outcome);
   if (!e.run || page.oldRuns.has(e.run)) return;
   if (e.run !== page.live.id) startLiveRun(e.run);
   const info = apply(page.live, e);
@@ -234,6 +236,17 @@ function onEvent(e, catchingUp) {
   if (e.verdict) {
     host.post("verdict", { run: e.run, safe: e.verdict.safe, verdict: verdictWords(page.live), outcome: e.verdict.outcome || e.verdict.report });
     maybeScroll(true);
+  }
+}
+
+/** Keep an outcome that answers the prediction, or sits beside it. */
+function takeOutcome(o) {
+  if (predict.leasesAlone(o, scenarios.styles)) {
+    page.alone = o;
+    page.fenced = null;
+    page.predicting = false;
+  } else if (page.alone && o.ordering === page.alone.ordering && o.broken.length === 0 && o.delivery === "direct" && !o.same_identity) {
+    page.fenced = o;
   }
 }
 
@@ -318,7 +331,14 @@ async function playRecording(cmd, why) {
 
 function runCommand(overrides = {}) {
   backToLive();
-  return send(commandOf(setupFromForm(form), overrides.mode));
+  return sendRun(commandOf(setupFromForm(form), overrides.mode));
+}
+
+/** Start a run: say so at once, where the reader is, then ask the server. */
+function sendRun(cmd) {
+  backToLive();
+  byTest("narration").textContent = "Starting the two workers…";
+  return send(cmd);
 }
 
 function liveRun() { return page.live.id && !page.live.ended ? page.live : null; }
@@ -411,7 +431,8 @@ async function openRun(id) {
 
 // ---- controls ---------------------------------------------------------------
 
-form.addEventListener("submit", (ev) => { ev.preventDefault(); runOrToggle(); });
+form.addEventListener("submit", (ev) => { ev.preventDefault(); runCommand(); });
+byTest("run").addEventListener("click", runOrToggle);
 byTest("step").addEventListener("click", stepForward);
 byTest("back").addEventListener("click", stepBack);
 byTest("reset").addEventListener("click", reset);
@@ -420,9 +441,29 @@ byTest("add-worker").addEventListener("click", () => send({ action: "add_worker"
 byTest("check").addEventListener("click", () => send({ action: "verdict" }));
 byTest("finish").addEventListener("click", () => send({ action: "finish" }));
 byTest("matrix-run").addEventListener("click", () => {
-  matrix.reset();
+  batches.starting("matrix");
   send({ action: "matrix", lease_ms: 300 });
 });
+for (const b of document.querySelectorAll("[data-batch]")) {
+  b.addEventListener("click", () => {
+    batches.starting(b.dataset.batch);
+    send({ action: "batch", name: b.dataset.batch, lease_ms: 300 });
+  });
+}
+for (const b of document.querySelectorAll("[data-run]")) {
+  b.addEventListener("click", () => {
+    sendRun(JSON.parse(b.dataset.run));
+    byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  });
+}
+byTest("predict-run").addEventListener("click", async () => {
+  page.predicting = true;
+  page.dirty = true;
+  predict.drawPredict(page.alone, true);
+  const r = await sendRun(predict.aloneCommand(scenarios.styles));
+  if (r === null) page.predicting = false;
+});
+byTest("compare-run").addEventListener("click", () => sendRun(predict.fencedCommand()));
 byTest("show-heartbeats").addEventListener("change", () => { page.dirty = true; });
 byTest("scrub").addEventListener("input", (ev) => scrubTo(Number(ev.target.value)));
 byTest("lanes").addEventListener("click", (ev) => {
@@ -449,8 +490,8 @@ form.addEventListener("change", (ev) => {
 form.addEventListener("input", () => drawControls(shownRun()));
 for (const r of document.querySelectorAll('input[name="predict"]')) {
   r.addEventListener("change", () => {
-    try { localStorage.setItem("fencelab.predict", r.value); } catch { /* fine */ }
-    drawPredict(shownRun());
+    predict.setPick(r.value);
+    predict.drawPredict(page.alone, page.predicting);
   });
 }
 byTest("timeline").addEventListener("scroll", () => {
@@ -474,6 +515,7 @@ byTest("share").addEventListener("click", () => {
   const q = query({ embed: false, present: false });
   byTest("embed-code").value = host.embedCode(q);
   byTest("present-link").href = `/?present=1&${q}`;
+  drawQR(byTest("share-qr"), byTest("share-qr-note"));
   byTest("lesson-link").href = "/?lesson=predict&present=1";
   byTest("copied").textContent = "";
   byTest("share-dialog").showModal();
@@ -493,11 +535,26 @@ bindKeys({ runOrToggle, stepForward, stepBack, reset, toggleHelp, closeDialogs: 
 
 // ---- the matrix and runs the session already has ------------------------------
 
-matrix.load(boot.session.runs || []);
+batches.load(boot.session.runs || []);
 for (const r of boot.session.runs || []) {
   if (!r.background && boot.session.run && r.id !== boot.session.run.id) page.oldRuns.add(r.id);
+  if (r.outcome && !r.background) takeOutcome(r.outcome);
 }
-matrix.draw();
+batches.draw();
+
+// The watch link as a QR code, for students' phones; and a word when no
+// phone can reach this server.
+function drawQR(img, note) {
+  if (!sessionId) return;
+  img.src = `/s/${encodeURIComponent(sessionId)}/qr.svg`;
+  note.textContent = boot.reachable
+    ? `Students: scan to watch live, or open ${boot.watch_url}`
+    : `This server listens on this machine only (${boot.watch_url}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
+}
+if (boot.present && sessionId) {
+  byTest("join").hidden = false;
+  drawQR(byTest("join-qr"), byTest("join-note"));
+}
 
 // ---- the host page (an iframe's parent) ------------------------------------------
 
@@ -534,8 +591,22 @@ if (token && !boot.token) {
 document.addEventListener("securitypolicyviolation", (e) => page.csp.push(`${e.violatedDirective} ${e.blockedURI}`));
 
 var lesson = null;
+
+/** Start a chapter from a clean page: the run on screen ended, its events gone. */
+async function clearForChapter() {
+  if (liveRun()) await send({ action: "reset" });
+  if (page.live.id) page.oldRuns.add(page.live.id);
+  page.live = newRun({});
+  page.infos = [];
+  page.view = { run: page.live, infos: page.infos, replay: false };
+  page.scrub = null;
+  clearOutcome();
+  page.dirty = true;
+}
 if (params.get("lesson")) {
-  lesson = new Lesson({ chapter: params.get("lesson"), send, runSteps: () => page.live.steps, onChange: () => { renderLesson(byTest("lesson"), lesson, esc); } });
+  const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
+  lesson = new Lesson({ chapter: params.get("lesson"), aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
+    onChange: () => { renderLesson(byTest("lesson"), lesson, esc); } });
   byTest("lesson").hidden = false;
   renderLesson(byTest("lesson"), lesson, esc);
 }
@@ -570,7 +641,9 @@ window.fencelab = {
       jobs: [...r.jobs.values()].map((j) => ({ id: j.id, status: j.status, owner: j.owner, epoch: j.epoch, writer: j.writer, expired: j.expired })),
       seqs: r.events.map((e) => e.seq),
       view: { replay: page.view.replay, run: page.view.run.id, scrub: page.scrub, events: page.view.run.events.length },
-      matrix: matrix.state(),
+      matrix: batches.state().cells,
+      batches: batches.state().answers,
+      alone: page.alone, fenced: page.fenced, pick: predict.pick(),
       errors: page.errors.slice(),
       csp: page.csp.slice(),
       lesson: lesson ? lesson.state() : null,

@@ -7,7 +7,7 @@ export function setupFromForm(form) {
   const fd = new FormData(form);
   const broken = [...form.querySelectorAll('input[name="guard"]')].filter((c) => !c.checked).map((c) => c.value);
   return {
-    ordering: fd.get("ordering"), mode: fd.get("mode"), style: fd.get("style") || "fencelab", broken,
+    ordering: fd.get("ordering"), mode: fd.get("mode"), style: fd.get("style") || "fencelab", broken, delivery: fd.get("delivery") || "direct",
     same: !!fd.get("same"), lease: Number(fd.get("lease")), pace: Number(fd.get("pace")), skew: Number(fd.get("skew")),
   };
 }
@@ -22,6 +22,7 @@ export function permalinkQuery(s, styles, { embed = false, present = false } = {
   const extra = s.broken.filter((g) => !styleBroken.includes(g));
   if (extra.length) q.set("break", extra.join(","));
   if (s.same) q.set("same", "1");
+  if (s.delivery && s.delivery !== "direct") q.set("delivery", s.delivery);
   q.set("lease", String(s.lease));
   if (s.ordering !== "free-play") q.set("pace", String(s.pace));
   if (s.ordering === "clock-skew" && s.skew) q.set("skew", String(s.skew));
@@ -38,6 +39,7 @@ export function runCommand(s, mode) {
     cmd.pace_ms = s.pace;
   }
   if (s.ordering === "clock-skew" && s.skew) cmd.skew_ms = s.skew;
+  if (s.ordering !== "free-play" && s.delivery && s.delivery !== "direct") cmd.delivery = s.delivery;
   return cmd;
 }
 
@@ -51,6 +53,7 @@ export function applySetup(form, m) {
   if (m.mode === "auto" || m.mode === "step") f.mode.value = m.mode;
   if (Array.isArray(m.broken)) for (const c of form.querySelectorAll('input[name="guard"]')) c.checked = !m.broken.includes(c.value);
   if (typeof m.same_identity === "boolean") f.same.checked = m.same_identity;
+  if (typeof m.delivery === "string") for (const r of form.querySelectorAll('input[name="delivery"]')) r.checked = r.value === m.delivery;
   const num = (name, v) => { if (Number.isFinite(v)) f[name].value = String(v); };
   num("lease", m.lease_ms);
   num("pace", m.pace_ms);

@@ -3,7 +3,7 @@
 // the bands of frozen workers and expired leases behind), the outcome table
 // and the guard matrix. Pure DOM; no framework.
 
-import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf, verdictWords } from "./model.js";
+import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf } from "./model.js";
 import { W, badgeOf, msWords } from "./words.js";
 
 export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
@@ -198,7 +198,8 @@ function skewBars(run, j) {
 function receiverCard(run) {
   const rs = [...run.receiver.entries()];
   const body = rs.length === 0 ? "<p>Nothing delivered yet.</p>" : rs.slice(-6).map(([id, r]) => `
-    <p data-testid="receiver-${id}"><b>job ${id}</b> · holds <span class="badge epoch">epoch ${r.epoch ?? "—"}</span> from ${esc(r.from ? "worker " + r.from : "nobody")} · ${r.decisions.length} call${r.decisions.length === 1 ? "" : "s"}</p>`).join("");
+    <p data-testid="receiver-${id}"><b>job ${id}</b> · holds <span class="badge epoch">epoch ${r.epoch ?? "—"}</span> from ${esc(r.from ? "worker " + r.from : "nobody")} · ${r.decisions.length} call${r.decisions.length === 1 ? "" : "s"}</p>
+    <p class="effects-line" data-testid="receiver-${id}-effects">effects: ${r.decisions.filter((d) => d.decision.startsWith("accepted")).map((d) => `<span class="fx${d.from === "A" ? " zombie" : ""}">✉ ${esc(d.from)}·${d.epoch}</span>`).join(" ") || "none"}</p>`).join("");
   return `<section class="lane receiver" data-testid="lane-receiver" aria-label="Receiver"><h3>Receiver</h3>${body}</section>`;
 }
 
@@ -218,8 +219,26 @@ export function tickLeases(root, dbNow) {
 
 // ---- outcome -------------------------------------------------------------
 
+/** The lists under the verdict: what happened, every violation, the effects. */
+function renderLists(run) {
+  const o = run.outcome;
+  const list = (id, items) => {
+    const el = byTest(id);
+    if (el) el.innerHTML = items.map((x) => `<li>${esc(x)}</li>`).join("");
+  };
+  list("reveal", o ? o.reveal || [] : []);
+  list("violations", o ? (o.violations || []).map((v) => v.text) : run.report ? (run.report.violations || []).map((v) => v.text) : []);
+  const fx = byTest("effects");
+  if (!fx) return;
+  const effects = o ? o.effects || [] : [];
+  fx.hidden = effects.length === 0;
+  fx.innerHTML = effects.length === 0 ? "" : `<h3>What the receiver did: ${effects.length} effect${effects.length === 1 ? "" : "s"}</h3><ol>${effects.map((e) =>
+    `<li class="${e.from === "A" && o.ordering !== "clock-skew" ? "zombie" : ""}" data-from="${esc(e.from)}"><span class="chip w-${esc(e.from)}" aria-hidden="true">${esc(e.from)}</span> ✉ epoch ${e.epoch} <small>(${esc((W.badges["receiver." + e.decision] || {}).label || e.decision)})</small></li>`).join("")}</ol>`;
+}
+
 /** Fill the article's table with this run's outcome, cell by cell, in the server's words. */
 export function renderOutcome(run) {
+  renderLists(run);
   for (const tr of document.querySelectorAll('[data-testid="outcome"] tbody tr')) {
     tr.classList.toggle("current", tr.dataset.ordering === run.ordering);
   }
@@ -227,7 +246,7 @@ export function renderOutcome(run) {
   const v = byTest("verdict");
   if (!o) {
     if (run.report) {
-      v.textContent = run.report.verdict;
+      v.textContent = run.report.headline || run.report.verdict;
       v.dataset.state = run.report.safe ? "safe" : "unsafe";
     } else if (run.id) {
       v.textContent = run.ended ? (run.error ? run.error.message : W.stops[run.stopReason] || W.phases[run.phase] || "") : W.phases[run.phase] || "";
@@ -246,7 +265,7 @@ export function renderOutcome(run) {
     if (!ok && exp) exp.classList.add("shown");
   }
   v.dataset.state = o.safe ? "safe" : "unsafe";
-  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(verdictWords(run))}`;
+  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(o.headline || o.verdict)}`;
 }
 
 /** Reset the verdict, and the table's cells to the correct build's values. */
@@ -254,6 +273,9 @@ export function clearOutcome() {
   const v = byTest("verdict");
   v.textContent = "No run yet.";
   v.dataset.state = "none";
+  for (const id of ["reveal", "violations"]) { const el = byTest(id); if (el) el.textContent = ""; }
+  const fx = byTest("effects");
+  if (fx) { fx.hidden = true; fx.textContent = ""; }
   for (const td of document.querySelectorAll('[data-testid="outcome"] td')) {
     const exp = td.querySelector(".expected");
     td.textContent = "";

@@ -1,0 +1,79 @@
+// predict.js — the article's question, asked first, and answered by a real
+// run with leases alone: what happened to A's commit is read from the
+// database's own history, then set beside the same run with fencing on.
+
+import { byTest, esc } from "./view.js";
+import { W } from "./words.js";
+
+const KEY = "fencelab.predict";
+
+/** The reader's pick, kept in this browser, or "". */
+export function pick() {
+  try { return localStorage.getItem(KEY) || ""; } catch { return ""; }
+}
+
+export function setPick(v) {
+  try { localStorage.setItem(KEY, v); } catch { /* storage may be off */ }
+}
+
+/** Whether an outcome is of a run with leases alone: every check off. */
+export function leasesAlone(o, styles) {
+  const alone = ((styles.find((s) => s.name === "leases-alone") || {}).broken || "").split(",").filter(Boolean);
+  return !!o && alone.length > 0 && alone.every((g) => (o.broken || []).includes(g));
+}
+
+/** The command of the prediction's run, and of its fenced twin. */
+export function aloneCommand(styles) {
+  const alone = ((styles.find((s) => s.name === "leases-alone") || {}).broken || "").split(",").filter(Boolean);
+  return { action: "run", ordering: "new-owner-first", mode: "auto", pace_ms: 500, lease_ms: 800, broken: alone };
+}
+
+export function fencedCommand() {
+  return { action: "run", ordering: "new-owner-first", mode: "auto", pace_ms: 500, lease_ms: 800, broken: [] };
+}
+
+/**
+ * Draw the prediction: the pick, and once a leases-alone run has ended,
+ * the answer it bears out, in the server's words.
+ */
+export function drawPredict(alone, running) {
+  const out = byTest("predict-result");
+  const p = pick();
+  for (const r of document.querySelectorAll('input[name="predict"]')) r.checked = r.value === p;
+  if (running) {
+    out.textContent = "Running it with leases alone: A freezes, its lease runs out, B takes the job over, and A wakes up while B is still working…";
+    delete out.dataset.right;
+    return;
+  }
+  if (!alone) {
+    out.textContent = p ? "Your answer is kept. Now run it with leases alone." : "";
+    delete out.dataset.right;
+    return;
+  }
+  const happened = W.answers[alone.answer] || "";
+  if (!p) {
+    out.textContent = `With leases alone: ${happened}.`;
+    delete out.dataset.right;
+    return;
+  }
+  const right = p === alone.answer;
+  out.dataset.right = right ? "true" : "false";
+  out.textContent = `You said: ${W.answers[p]}. With leases alone: ${happened}. ${right ? "✓ Right." : "✗ Not this time."}`;
+}
+
+/** Fill one side of the comparison with an outcome. */
+function side(el, o) {
+  el.querySelector(".v").textContent = o ? o.headline || o.verdict : "";
+  el.querySelector("ul").innerHTML = o ? o.reveal.map((s) => `<li>${esc(s)}</li>`).join("") : "";
+  el.dataset.state = o ? (o.safe ? "safe" : "unsafe") : "none";
+}
+
+/** Draw leases alone beside fencing, once there is a leases-alone run. */
+export function drawCompare(alone, fenced) {
+  const box = byTest("compare");
+  box.hidden = !alone;
+  if (!alone) return;
+  side(byTest("compare-alone"), alone);
+  side(byTest("compare-fenced"), fenced);
+  byTest("compare-run").hidden = !!fenced;
+}
