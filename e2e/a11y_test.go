@@ -88,10 +88,11 @@ func TestA11y_NoSeriousFindings(t *testing.T) {
 }
 
 // TestScreenshots_LightAndDark keeps pictures of a finished, unsafe run at
-// 320, 1280 and 1920 px, light and dark, for people to look at.
+// 320, 375, 1280 and 1920 px, light and dark, for people to look at; the
+// page never scrolls sideways.
 func TestScreenshots_LightAndDark(t *testing.T) {
 	srv := startServer(t)
-	for _, w := range []int{320, 1280, 1920} {
+	for _, w := range []int{320, 375, 1280, 1920} {
 		for _, scheme := range []string{"light", "dark"} {
 			t.Run(strconv.Itoa(w)+"-"+scheme, func(t *testing.T) {
 				tab := newTab(t, w, 1000)

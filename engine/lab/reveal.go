@@ -39,8 +39,9 @@ func reveal(o Outcome, history []engine.HistoryRecord) []string {
 
 	switch {
 	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB) && derefStr(commitA.OldStatus) == string(engine.StatusRunning):
+		// The row was B's since B's claim, whatever name B claimed it by.
 		out = append(out, fmt.Sprintf("%s's commit landed on top of %s's work: at %s the row, %s's at epoch %d and still running, went %s with %s's result.",
-			upperFirst(a), b, clock(commitA.At), derefStr(commitA.OldOwner), deref(commitA.OldEpoch), commitA.NewStatus, a))
+			upperFirst(a), b, clock(commitA.At), b, deref(commitA.OldEpoch), commitA.NewStatus, a))
 	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB):
 		out = append(out, fmt.Sprintf("%s's commit landed on a job %s had already finished: at %s the row went from %s's result to %s's.",
 			upperFirst(a), b, clock(commitA.At), b, a))

@@ -102,7 +102,7 @@ func Script(o Ordering) (Scenario, error) {
 	expire := Step{Action: ActAwaitExpiry, Worker: Zombie, Say: "Worker A's lease runs out on the database clock. A has no idea."}
 	claimB := Step{Action: ActClaim, Worker: NewOwner, Say: "Worker B claims the expired job: the epoch goes up to 2."}
 	deliverB := Step{Action: ActDeliver, Worker: NewOwner, Say: "Worker B calls the receiver with epoch 2."}
-	commitB := Step{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits: compare-and-set on owner B and epoch 2."}
+	commitB := Step{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits with the epoch it holds: 2."}
 	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1, while B is still working."}
 	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1. The row's epoch is 2."}
 

@@ -29,7 +29,9 @@ func headline(o Outcome) string {
 	}
 	first := o.Violations[0]
 	s := "Unsafe: " + lowerFirst(strings.TrimSuffix(first.Text, "."))
-	if len(o.Because) > 0 {
+	if len(o.Because) > 0 && leasesAlone(o.Broken) {
+		s += ", because nothing but the lease guarded the job (leases alone): " + guardList(o.Because) + " were off"
+	} else if len(o.Because) > 0 {
 		s += ", because " + guardList(o.Because)
 		if len(o.Because) > 1 {
 			s += " were off"
@@ -44,6 +46,22 @@ func headline(o Outcome) string {
 		s += ", because the receiver is a third party that knows no epochs: it kept the first delivery of the key, which was the zombie's"
 	}
 	return s + "."
+}
+
+// leasesAlone reports whether broken turns off every check that the
+// leases-alone style turns off: nothing checks the token anywhere.
+func leasesAlone(broken []string) bool {
+	gs, err := engine.ParseBroken(broken)
+	if err != nil {
+		return false
+	}
+	alone, _ := StyleByName("leases-alone")
+	for _, g := range engine.AllGuards() {
+		if !alone.Broken.On(g) && gs.On(g) {
+			return false
+		}
+	}
+	return true
 }
 
 // also says every further violation, each in its own sentence.

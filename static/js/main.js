@@ -121,7 +121,7 @@ function drawSide(run) {
   drawControls(run);
   drawScrub();
   predict.drawPredict(page.alone, page.predicting);
-  predict.drawCompare(page.alone, page.fenced);
+  predict.drawCompare(page.alone, page.fenced, run.outcome);
   drawExports(run);
   if (lesson) renderLesson(byTest("lesson"), lesson, esc);
 }

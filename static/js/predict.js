@@ -63,15 +63,19 @@ export function drawPredict(alone, running) {
 
 /** Fill one side of the comparison with an outcome. */
 function side(el, o) {
-  el.querySelector(".v").textContent = o ? o.headline || o.verdict : "";
+  el.querySelector(".v").textContent = o ? (o.safe ? "✓ Safe" : "✗ Unsafe") : "";
   el.querySelector("ul").innerHTML = o ? o.reveal.map((s) => `<li>${esc(s)}</li>`).join("") : "";
   el.dataset.state = o ? (o.safe ? "safe" : "unsafe") : "none";
 }
 
-/** Draw leases alone beside fencing, once there is a leases-alone run. */
-export function drawCompare(alone, fenced) {
+/**
+ * Draw leases alone beside fencing, once there is a leases-alone run; while
+ * the outcome shown is one of the two, what happened is told there alone.
+ */
+export function drawCompare(alone, fenced, current) {
   const box = byTest("compare");
   box.hidden = !alone;
+  byTest("reveal").hidden = !!alone && !!current && (current === alone || current === fenced);
   if (!alone) return;
   side(byTest("compare-alone"), alone);
   side(byTest("compare-fenced"), fenced);

@@ -162,7 +162,7 @@ function workerCard(w, opts) {
   return `<section class="lane worker s-${st}" data-testid="worker-${esc(w.label)}" aria-label="Worker ${esc(w.label)}">
     <h3><span class="chip w-${esc(w.label)}">${esc(w.label)}</span> ${esc(w.owner || "worker")}</h3>
     <p class="proc">pid <b data-testid="worker-${esc(w.label)}-pid">${w.pid || "—"}</b> · <span data-testid="worker-${esc(w.label)}-state" data-state="${esc(w.state)}">${esc(W.states[w.state] || w.state)}</span>${w.frozen ? ' <span class="ice">❄ frozen</span>' : ""}</p>
-    <p class="holds">${holds}</p>
+    <p class="holds${w.jobId ? "" : " none"}">${holds}</p>
     ${w.skewMs ? `<p class="skew" data-testid="worker-${esc(w.label)}-skew">its clock runs ${esc(msWords(w.skewMs))} ahead</p>` : ""}
     <div class="wbtn">
       <button type="button" data-testid="worker-${esc(w.label)}-pause" data-act="pause_worker" data-worker="${esc(w.label)}"${dis(w.frozen || w.exited)}>Pause</button>
@@ -227,7 +227,12 @@ function renderLists(run) {
     if (el) el.innerHTML = items.map((x) => `<li>${esc(x)}</li>`).join("");
   };
   list("reveal", o ? o.reveal || [] : []);
-  list("violations", o ? (o.violations || []).map((v) => v.text) : run.report ? (run.report.violations || []).map((v) => v.text) : []);
+  // The verdict's headline says the first violation; the list says the rest.
+  const vs = o ? o.violations || [] : run.report ? run.report.violations || [] : [];
+  const rest = [...new Set(vs.slice(1).map((v) => v.text))].filter((t) => t !== (vs[0] || {}).text);
+  list("violations", rest);
+  const vh = byTest("violations-h");
+  if (vh) vh.hidden = rest.length === 0;
   const fx = byTest("effects");
   if (!fx) return;
   const effects = o ? o.effects || [] : [];
