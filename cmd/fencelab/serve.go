@@ -52,6 +52,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	lim.Fill()
 	fs.IntVar(&lim.MaxSessions, "max-sessions", lim.MaxSessions, "sessions at once")
 	fs.IntVar(&lim.MaxRuns, "max-runs", lim.MaxRuns, "runs at once, across all sessions (each holds 2 or more worker processes)")
+	fs.IntVar(&lim.MaxRunsPerSession, "max-runs-per-session", lim.MaxRunsPerSession, "runs at once of one session: its current run and its batch's cells")
 	fs.IntVar(&lim.MaxWorkers, "max-workers", lim.MaxWorkers, "live workers in one free-play run")
 	fs.IntVar(&lim.MaxJobs, "max-jobs", lim.MaxJobs, "jobs in one free-play run")
 	fs.DurationVar(&lim.MaxStall, "max-stall", lim.MaxStall, "a worker frozen longer than this is killed")

@@ -89,6 +89,9 @@ func narration(e Event) string {
 		if b.Phase == BatchFinished {
 			return b.Answer
 		}
+		if b.Phase == BatchStopped {
+			return fmt.Sprintf("The batch %s was stopped (%s): the runs it had not played will not run.", b.Name, b.Answer)
+		}
 		if b.Name == BatchMatrix {
 			return fmt.Sprintf("The guard matrix: %d runs, every guard off in every ordering, with two names and with one, for real.", len(b.Cells))
 		}

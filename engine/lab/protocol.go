@@ -497,6 +497,7 @@ type BatchPhase string
 const (
 	BatchStarted  BatchPhase = "started"
 	BatchFinished BatchPhase = "finished"
+	BatchStopped  BatchPhase = "stopped" // reset, or replaced by another batch: the rest never ran
 )
 
 // MatrixCell is one run of a batch: its ordering, the guard it breaks and
@@ -516,7 +517,8 @@ type BatchEvent struct {
 	Phase   BatchPhase   `json:"phase"`
 	LeaseMS int64        `json:"lease_ms"`
 	Cells   []MatrixCell `json:"cells"`
-	// Finished: the runs that were unsafe, and the answer in words.
+	// Finished: the runs that were unsafe, and the answer in words;
+	// stopped: why, in words.
 	Unsafe []string `json:"unsafe,omitempty"`
 	Answer string   `json:"answer,omitempty"`
 }

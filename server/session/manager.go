@@ -45,6 +45,9 @@ type Limits struct {
 	MaxLease    time.Duration `json:"-"`                //
 	MaxPace     time.Duration `json:"-"`                // slowest auto pace
 	MaxMatrix   int           `json:"max_matrix_cells"` // cells of one matrix
+	// MaxRunsPerSession is one session's share of MaxRuns: its current run
+	// and the cells of its batch playing at once.
+	MaxRunsPerSession int `json:"max_runs_per_session"`
 	// SocketBuffer is how many events a socket may fall behind before it is
 	// closed (it resumes from where it was).
 	SocketBuffer int `json:"socket_buffer"`
@@ -90,6 +93,7 @@ func (l *Limits) Fill() {
 	dur(&l.MaxLease, lab.MaxRunLease)
 	dur(&l.MaxPace, 10*time.Second)
 	def(&l.MaxMatrix, 80)
+	def(&l.MaxRunsPerSession, 4)
 	def(&l.SocketBuffer, 1024)
 }
 
@@ -162,6 +166,9 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// Limits returns the caps the manager keeps.
+func (m *Manager) Limits() Limits { return m.cfg.Limits }
 
 // Instance returns this server's instance id, the second part of every
 // schema name it makes (fl_<instance>_...).

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -9,10 +10,23 @@ import (
 	"github.com/fencelab/fencelab/server/runner"
 )
 
+// batch is a session's batch of background runs while it plays.
+type batch struct {
+	name   lab.BatchName
+	ev     *lab.BatchEvent
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when every cell has ended
+
+	mu   sync.Mutex
+	runs []*runner.Run // the cells that started
+}
+
 // startBatch plays a batch of runs for real, in the background, a few at
 // a time, each a run of its own: the guard matrix, or one of the article's
 // experiments. When every run has ended, the batch says what they showed
-// (lab.BatchAnswer), in its own event.
+// (lab.BatchAnswer), in its own event. A session plays one batch at a
+// time: a new one stops the one before. The caller holds s.life.
 func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, error) {
 	if lease == 0 {
 		lease = 300 * time.Millisecond
@@ -21,9 +35,14 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	if len(rcs) > s.m.cfg.Limits.MaxMatrix {
-		return Result{}, fault.Errorf(fault.Busy, "the batch has %d runs, more than this server's limit of %d", len(rcs), s.m.cfg.Limits.MaxMatrix)
+	lim := s.m.cfg.Limits
+	if len(rcs) > lim.MaxMatrix {
+		return Result{}, fault.Errorf(fault.Busy, "the batch has %d runs, more than this server's limit of %d", len(rcs), lim.MaxMatrix)
 	}
+	if lease < lim.MinLease || lease > lim.MaxLease {
+		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
+	}
+	s.stopBatch(lab.StopReplaced)
 	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
@@ -35,30 +54,52 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true}
 		ev.Cells = append(ev.Cells, lab.CellOf(id, rc))
 		res.Runs = append(res.Runs, id)
-		s.mu.Lock()
-		s.pending[id] = lab.RunInfo{ID: id, Ordering: rc.Ordering, Mode: lab.ModeAuto, Phase: lab.PhaseStarting, Background: true,
-			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}}
-		s.mu.Unlock()
 	}
+	b := &batch{name: name, ev: ev, done: make(chan struct{})}
+	b.ctx, b.cancel = context.WithCancel(s.ctx)
+	s.mu.Lock()
+	for i, rc := range rcs {
+		s.pending[specs[i].ID] = lab.RunInfo{ID: specs[i].ID, Ordering: rc.Ordering, Mode: lab.ModeAuto, Phase: lab.PhaseStarting, Background: true,
+			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}}
+	}
+	s.batch = b
+	s.mu.Unlock()
 	s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: ev})
 
+	// A few at a time, and never more than the session's share of the
+	// server's run slots, one of which stays free for its current run.
+	parallel := max(1, min(lim.MaxRuns/4, lim.MaxRunsPerSession-1))
 	go func() {
-		parallel := max(1, s.m.cfg.Limits.MaxRuns/4)
+		defer close(b.done)
 		sem := make(chan struct{}, parallel)
 		outcomes := make([]*lab.Outcome, len(specs))
 		var wg sync.WaitGroup
 		for i, spec := range specs {
-			sem <- struct{}{}
+			select {
+			case sem <- struct{}{}:
+			case <-b.ctx.Done():
+			}
+			if b.ctx.Err() != nil {
+				break
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outcomes[i] = s.playCell(spec)
+				outcomes[i] = s.playCell(b, spec)
 			}()
 		}
 		wg.Wait()
-		if s.ctx.Err() != nil {
-			return // the session ended: nobody is left to tell
+		s.mu.Lock()
+		for _, spec := range specs {
+			delete(s.pending, spec.ID) // cells a stopped batch never started
+		}
+		if s.batch == b {
+			s.batch = nil
+		}
+		s.mu.Unlock()
+		if b.ctx.Err() != nil {
+			return // stopped: stopBatch says so
 		}
 		done := &lab.BatchEvent{Name: name, Phase: lab.BatchFinished, LeaseMS: ev.LeaseMS, Cells: ev.Cells}
 		done.Answer, done.Unsafe = lab.BatchAnswer(name, ev.Cells, outcomes)
@@ -70,14 +111,46 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	return res, nil
 }
 
+// stopBatch stops the session's batch, if one is playing: no cell starts
+// any more, and the ones playing end (workers reaped, schemas dropped)
+// before it returns.
+func (s *Session) stopBatch(reason lab.StopReason) {
+	s.mu.Lock()
+	b := s.batch
+	s.batch = nil
+	s.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.cancel()
+	b.mu.Lock()
+	runs := append([]*runner.Run(nil), b.runs...)
+	b.mu.Unlock()
+	for _, r := range runs {
+		r.Stop(reason)
+	}
+	<-b.done
+	if s.ctx.Err() == nil {
+		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: &lab.BatchEvent{Name: b.name, Phase: lab.BatchStopped,
+			LeaseMS: b.ev.LeaseMS, Cells: b.ev.Cells, Answer: lab.StopWords(reason), Unsafe: []string{}}})
+	}
+}
+
 // playCell plays one run of a batch to its verdict and returns its
 // outcome, or nil. A run that cannot start says why in its own events.
-func (s *Session) playCell(spec runner.Spec) *lab.Outcome {
-	ctx := s.ctx
+func (s *Session) playCell(b *batch, spec runner.Spec) *lab.Outcome {
+	ctx := b.ctx
 	if ctx.Err() != nil {
 		return nil
 	}
-	r, err := s.open(ctx, spec, 2*time.Minute, nil)
+	r, err := s.open(ctx, spec, 2*time.Minute, func(r *runner.Run) {
+		b.mu.Lock()
+		b.runs = append(b.runs, r)
+		b.mu.Unlock()
+		if ctx.Err() != nil {
+			r.Stop(lab.StopReplaced) // the batch was stopped as this one began
+		}
+	})
 	if err != nil {
 		s.mu.Lock()
 		p, pending := s.pending[spec.ID]
@@ -86,7 +159,7 @@ func (s *Session) playCell(spec runner.Spec) *lab.Outcome {
 			s.pending[spec.ID] = p
 		}
 		s.mu.Unlock()
-		if pending { // it never began, so nothing has said so yet
+		if pending && ctx.Err() == nil { // it never began, so nothing has said so yet
 			s.emit(lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Run: spec.ID,
 				Error: &lab.ErrorEvent{Code: lab.ErrStartFailed, Message: fault.MessageOf(err)}})
 		}

@@ -33,12 +33,19 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// life serialises what changes which runs the session has: run, reset
+	// and batch commands, however many come at once. Other commands go
+	// straight to the current run, which serialises its own.
+	life sync.Mutex
+
 	mu         sync.Mutex
 	lastActive time.Time
 	current    *runner.Run
+	batch      *batch                 // the batch playing, if any
 	runs       []*runner.Run          // newest last; bounded
-	pending    map[string]lab.RunInfo // matrix cells waiting for a run slot
+	pending    map[string]lab.RunInfo // batch cells waiting for a run slot
 	runSerial  int64
+	inFlight   int // this session's runs that hold a run slot
 	closed     bool
 }
 
@@ -104,18 +111,27 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 	s.Touch()
 	switch c.Action {
 	case control.Run:
+		s.life.Lock()
+		defer s.life.Unlock()
 		return s.startRun(ctx, c)
 	case control.Reset:
+		s.life.Lock()
+		defer s.life.Unlock()
+		s.stopBatch(lab.StopReset)
 		r := s.currentRun()
 		if r == nil {
 			return Result{OK: true}, nil
 		}
 		r.Stop(lab.StopReset)
 		return Result{OK: true, Run: r.ID()}, nil
-	case control.Matrix:
-		return s.startBatch(lab.BatchMatrix, time.Duration(c.LeaseMS)*time.Millisecond)
-	case control.Batch:
-		return s.startBatch(c.Name, time.Duration(c.LeaseMS)*time.Millisecond)
+	case control.Matrix, control.Batch:
+		name := c.Name
+		if c.Action == control.Matrix {
+			name = lab.BatchMatrix
+		}
+		s.life.Lock()
+		defer s.life.Unlock()
+		return s.startBatch(name, time.Duration(c.LeaseMS)*time.Millisecond)
 	}
 	r := s.currentRun()
 	if r == nil {
@@ -177,7 +193,8 @@ func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) {
 	return "r" + n, engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
 }
 
-// startRun ends the current run and starts a new one.
+// startRun ends the current run and starts a new one. The caller holds
+// s.life, so the run it ends is the only other one there is.
 func (s *Session) startRun(ctx context.Context, c control.Command) (Result, error) {
 	rc, err := c.RunConfig()
 	if err != nil {
@@ -188,7 +205,7 @@ func (s *Session) startRun(ctx context.Context, c control.Command) (Result, erro
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", rc.Lease, lim.MinLease, lim.MaxLease)
 	}
 	if old := s.currentRun(); old != nil {
-		old.Stop(lab.StopReplaced)
+		old.Stop(lab.StopReplaced) // returns when it has ended: workers reaped, schemas dropped
 	}
 	spec := runner.Spec{Config: rc, Mode: c.Mode, Pace: 900 * time.Millisecond}
 	if c.PaceMS != nil {
@@ -222,18 +239,28 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 	if err := s.m.acquireRun(ctx, wait); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.inFlight++
+	s.mu.Unlock()
+	var released atomic.Bool
+	release := func() {
+		if released.CompareAndSwap(false, true) {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+			s.m.releaseRun()
+		}
+	}
 	spec.EmitFunc = s.emit
-	var ended atomic.Bool
 	spec.OnEndFunc = func(r *runner.Run) {
-		ended.Store(true)
-		s.m.releaseRun()
+		release()
 		if o := r.Outcome(); o != nil {
 			s.m.record(s, r, o)
 		}
 	}
 	r, err := runner.New(s.m.env, spec)
 	if err != nil {
-		s.m.releaseRun() // refused before it began: nothing will end to give the slot back
+		release() // refused before it began: nothing will end to give the slot back
 		return nil, err
 	}
 	s.mu.Lock()
@@ -252,9 +279,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 		made(r)
 	}
 	if err := r.Start(ctx); err != nil {
-		if !ended.Load() { // stopped before it began: it never ended to give the slot back
-			s.m.releaseRun()
-		}
+		release() // if it never ended, nothing else gives the slot back
 		return nil, err
 	}
 	return r, nil

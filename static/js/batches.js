@@ -31,6 +31,9 @@ export class Batches {
       if (b.phase === "started") {
         for (const c of b.cells) this.cells.set(c.run, { batch: b.name, ordering: c.ordering, broken: c.broken || "none", same: !!c.same_identity, state: "pending" });
         this.answers.set(b.name, { phase: "started", answer: "", unsafe: [] });
+      } else if (b.phase === "stopped") {
+        this.answers.set(b.name, { phase: "stopped", answer: `Stopped (${b.answer}): the runs it had not played did not run.`, unsafe: [] });
+        for (const c of this.cells.values()) if (c.batch === b.name && (c.state === "pending" || c.state === "running")) c.state = "stopped";
       } else {
         this.answers.set(b.name, { phase: "finished", answer: b.answer, unsafe: b.unsafe || [] });
       }
@@ -60,7 +63,7 @@ export class Batches {
       el.dataset.state = c.state;
       el.dataset.run = id;
       el.disabled = !(c.state === "safe" || c.state === "unsafe" || c.state === "error");
-      el.textContent = { pending: "…", running: "⟳", safe: "✓ safe", unsafe: "✗ UNSAFE", error: "! error" }[c.state] || "·";
+      el.textContent = { pending: "…", running: "⟳", safe: "✓ safe", unsafe: "✗ UNSAFE", error: "! error", stopped: "– stopped" }[c.state] || "·";
       const guard = c.broken === "none" ? "all guards on" : (W.guards[c.broken] || {}).off || c.broken;
       el.setAttribute("aria-label", `${(W.orderings[c.ordering] || {}).title || c.ordering}, ${guard}, ${c.same ? "one name" : "two names"}: ${c.state}`);
     }
@@ -70,7 +73,7 @@ export class Batches {
       const runs = [...this.cells.values()].filter((c) => c.batch === name);
       const done = runs.filter((c) => c.state === "safe" || c.state === "unsafe" || c.state === "error").length;
       el.dataset.phase = a.phase;
-      el.textContent = a.phase === "finished" ? a.answer : a.phase === "asked" ? "Starting the runs…" : `Running: ${done} of ${runs.length} done…`;
+      el.textContent = a.phase === "finished" || a.phase === "stopped" ? a.answer : a.phase === "asked" ? "Starting the runs…" : `Running: ${done} of ${runs.length} done…`;
     }
   }
 
