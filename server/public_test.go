@@ -4,14 +4,21 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/worker"
 )
 
 // schemasOf counts the schemas of one server's instance.
@@ -117,4 +124,96 @@ func TestCommands_BatchesAreReplacedAndReset(t *testing.T) {
 		t.Fatalf("%d runs started after the reset", n)
 	}
 	waitFor(t, 10*time.Second, "no schema left", func() bool { return schemasOf(t, ts) == 0 })
+}
+
+// environOf reads a process's environment (as it started) into a map.
+func environOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Skipf("no /proc/%d/environ here: %v", pid, err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// TestSecrets_TheReceiverTakesItsOwnWorkersOnly: the run's receiver URL,
+// key and all, is on no worker's command line; with the URL alone (read
+// from a worker's environment, as a local attacker could not) a forged
+// delivery at epoch 99 is refused, and the run ends as a correct build's.
+func TestSecrets_TheReceiverTakesItsOwnWorkersOnly(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	s.cmd(`{"action":"step"}`)
+	var url string
+	for _, w := range s.snapshot().Run.Workers {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(cmdline), "/receiver/") || strings.Contains(string(cmdline), "deliveries") {
+			t.Errorf("worker %s's command line carries the receiver's URL: %q", w.Label, cmdline)
+		}
+		env := environOf(t, w.Pid)
+		url = env[worker.EnvReceiverURL]
+		if env[worker.EnvReceiverCredential] == "" {
+			t.Errorf("worker %s has no receiver credential in its environment", w.Label)
+		}
+	}
+	if !strings.Contains(url, "/receiver/") {
+		t.Fatalf("the workers' receiver URL is %q", url)
+	}
+	forged := `{"job_id":1,"epoch":99,"owner":"mallory","payload":{"worker":"B"}}`
+	for _, auth := range []string{"", "Bearer nope", "Bearer "} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(forged))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a delivery with Authorization %q answered %d, want 403", auth, resp.StatusCode)
+		}
+	}
+	for !s.cmd(`{"action":"step"}`).Done {
+	}
+	o := s.verdictOf(s.snapshot().Run.ID, 30*time.Second)
+	if !o.Safe || o.Receiver.Epoch != 2 {
+		t.Fatalf("after the forged delivery the run says %+v", o)
+	}
+}
+
+// TestSecrets_AFailedCallSaysNoURL: the error of a call that failed names
+// no part of the receiver's URL, whose path is a run's key.
+func TestSecrets_AFailedCallSaysNoURL(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody answers there now
+	const key = "s3cr3tK3yOfARun"
+	ce := &lab.CallEvent{JobID: 1, Epoch: 1}
+	_, err = receiver.Call(context.Background(), &http.Client{Timeout: 2 * time.Second}, "http://"+addr+"/receiver/"+key+"/deliveries", []byte(`{}`), ce)
+	if err == nil {
+		t.Fatal("a call to a closed port succeeded")
+	}
+	b, _ := json.Marshal(ce)
+	for _, s := range []string{err.Error(), string(b)} {
+		if strings.Contains(s, key) || strings.Contains(s, addr) {
+			t.Errorf("the failure carries the URL: %s", s)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"strings"
@@ -65,6 +66,33 @@ func (c *Client) Decisions(ctx context.Context, jobID int64) ([]engine.DecisionR
 	return ds, err
 }
 
+// WithCredential returns a client like hc whose every request carries the
+// credential a run issued to its sender (Served.Credential), as
+// "Authorization: Bearer …". An empty credential adds nothing.
+func WithCredential(hc *http.Client, credential string) *http.Client {
+	if credential == "" {
+		return hc
+	}
+	c := *hc
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = bearer{base: base, value: "Bearer " + credential}
+	return &c
+}
+
+type bearer struct {
+	base  http.RoundTripper
+	value string
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", b.value)
+	return b.base.RoundTrip(req)
+}
+
 // Call sends one delivery, as Post does, and tells what came of it in ce
 // (its result, decision, held epoch, HTTP status and any failure). It
 // returns the receiver's database time of the decision and, for a refusal,
@@ -99,6 +127,10 @@ func Post(ctx context.Context, hc *http.Client, url string, body []byte) (engine
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // "Post <url>: <why>" without the URL
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err // "dial tcp <addr>: <why>" without the address
 		}
 		return rc, 0, fmt.Errorf("the receiver did not answer: %v", err)
 	}

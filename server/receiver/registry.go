@@ -3,6 +3,7 @@ package receiver
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"strings"
 	"sync"
 
 	"github.com/fencelab/fencelab/engine"
@@ -12,55 +13,95 @@ import (
 )
 
 // Registry serves the receivers of live runs, each under a secret key of
-// its own: a run's workers deliver to BaseURL/KEY/deliveries, and nobody
-// who does not know the key can deliver to that run. The playground server
-// mounts it under /receiver; `fencelab run` on a loopback listener of its
-// own. Safe for concurrent use.
+// its own: a run's workers deliver to BaseURL/KEY/deliveries. The key only
+// routes; what lets a request in is a credential the run issued to one of
+// its own senders (Served.Credential), sent as "Authorization: Bearer …":
+// a request without one is refused (403) even with the key. The playground
+// server mounts it under /receiver; `fencelab run` on a loopback listener
+// of its own. Safe for concurrent use.
 type Registry struct {
 	// BaseURL is where the registry's routes are reached by the workers,
 	// such as http://127.0.0.1:8080/receiver.
 	BaseURL string
 
 	mu      sync.Mutex
-	entries map[string]entry
+	entries map[string]*entry
 }
 
 type entry struct {
-	r    *engine.Receiver
-	emit func(lab.Event)
+	r     *engine.Receiver
+	emit  func(lab.Event)
+	mu    sync.Mutex
+	creds map[string]bool
 }
 
 // NewRegistry returns an empty registry reached at baseURL.
 func NewRegistry(baseURL string) *Registry {
-	return &Registry{BaseURL: baseURL, entries: map[string]entry{}}
+	return &Registry{BaseURL: baseURL, entries: map[string]*entry{}}
 }
 
-// Serve makes r reachable under a new key and returns the URL its workers
-// deliver to, and the function that stops serving it. Each decision is
-// handed to emit as an event.
-func (g *Registry) Serve(r *engine.Receiver, emit func(lab.Event)) (url string, stop func()) {
-	b := make([]byte, 18)
+func secret(n int) string {
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
-	key := base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Served is one run's receiver as the registry serves it.
+type Served struct {
+	// URL is where its senders deliver: BaseURL/KEY/deliveries.
+	URL  string
+	e    *entry
+	stop func()
+}
+
+// Credential issues a new credential for one sender of the run (a worker,
+// the outbox's relay): it goes in the sender's environment, never on a
+// command line, and in its requests' Authorization header.
+func (s *Served) Credential() string {
+	c := secret(24)
+	s.e.mu.Lock()
+	s.e.creds[c] = true
+	s.e.mu.Unlock()
+	return c
+}
+
+// Stop stops serving the run's receiver: its URL and credentials answer
+// 404 from now on. Safe to call more than once.
+func (s *Served) Stop() { s.stop() }
+
+// Serve makes r reachable under a new key. Each decision is handed to emit
+// as an event.
+func (g *Registry) Serve(r *engine.Receiver, emit func(lab.Event)) *Served {
+	key := secret(18)
+	e := &entry{r: r, emit: emit, creds: map[string]bool{}}
 	g.mu.Lock()
-	g.entries[key] = entry{r: r, emit: emit}
+	g.entries[key] = e
 	g.mu.Unlock()
 	var once sync.Once
-	return g.BaseURL + "/" + key + "/deliveries", func() {
+	return &Served{URL: g.BaseURL + "/" + key + "/deliveries", e: e, stop: func() {
 		once.Do(func() {
 			g.mu.Lock()
 			delete(g.entries, key)
 			g.mu.Unlock()
 		})
-	}
+	}}
 }
 
-func (g *Registry) lookup(c echo.Context) (entry, error) {
+// lookup finds the receiver of the request's key, if the request carries
+// one of that run's credentials.
+func (g *Registry) lookup(c echo.Context) (*entry, error) {
 	g.mu.Lock()
 	e, ok := g.entries[c.Param("key")]
 	g.mu.Unlock()
 	if !ok {
-		return entry{}, fault.Errorf(fault.NotFound, "no live run has this receiver")
+		return nil, fault.Errorf(fault.NotFound, "no live run has this receiver")
+	}
+	cred, found := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	e.mu.Lock()
+	known := found && cred != "" && e.creds[cred]
+	e.mu.Unlock()
+	if !known {
+		return nil, fault.Errorf(fault.Forbidden, "only the run's own workers may call its receiver")
 	}
 	return e, nil
 }
@@ -70,7 +111,10 @@ func (g *Registry) Register(grp *echo.Group) {
 	h := &Handler{
 		ReceiverFunc: func(c echo.Context) (*engine.Receiver, error) {
 			e, err := g.lookup(c)
-			return e.r, err
+			if err != nil {
+				return nil, err
+			}
+			return e.r, nil
 		},
 		OnDecisionFunc: func(c echo.Context, ev lab.Event) {
 			if e, err := g.lookup(c); err == nil && e.emit != nil {

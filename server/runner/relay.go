@@ -22,7 +22,7 @@ const relayEvery = 50 * time.Millisecond
 
 func (r *Run) relay(ctx context.Context, url string) {
 	defer r.bg.Done()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := receiver.WithCredential(&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, r.credential())
 	r.mu.Lock()
 	r.relayClient, r.relayURL = hc, url
 	r.mu.Unlock()

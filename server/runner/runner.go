@@ -34,10 +34,10 @@ import (
 )
 
 // Receivers serves a run's receiver over HTTP for its workers: Serve
-// returns the URL they deliver to, and the function that stops serving.
-// *receiver.Registry is one.
+// returns where they deliver, the credentials they deliver with, and how
+// to stop serving. *receiver.Registry is one.
 type Receivers interface {
-	Serve(r *engine.Receiver, emit func(lab.Event)) (url string, stop func())
+	Serve(r *engine.Receiver, emit func(lab.Event)) *receiver.Served
 }
 
 // Limits bound what a run may hold and how long it may wait.
@@ -144,9 +144,10 @@ type Run struct {
 	expired    map[string]bool // lease expiries already reported
 	leases     map[int64]lease // each running job's lease, as Postgres last reported it
 	jobs       int
-	receiverAt string    // where this run's workers deliver
-	rowSeq     int64     // the last history seq the listener told
-	lastAt     time.Time // the time of the last event told: events never go back in time
+	receiverAt string           // where this run's workers deliver
+	served     *receiver.Served // the built-in receiver's credentials, or nil for a standalone one
+	rowSeq     int64            // the last history seq the listener told
+	lastAt     time.Time        // the time of the last event told: events never go back in time
 
 	relayMu     sync.Mutex // one relay pass at a time
 	relayClient *http.Client
@@ -307,9 +308,12 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 			return err
 		}
 		r.receiver = rcv
-		url, stop := env.Receivers.Serve(rcv, r.Emit)
-		receiverURL = url
-		r.cleanup(stop)
+		served := env.Receivers.Serve(rcv, r.Emit)
+		receiverURL = served.URL
+		r.cleanup(served.Stop)
+		r.mu.Lock()
+		r.served = served
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.receiverAt = receiverURL

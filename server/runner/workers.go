@@ -39,7 +39,6 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	c := r.spec.Config
 	args := []string{
 		"--schema", r.spec.Schemas.Jobs,
-		"--receiver", receiverURL,
 		"--name", owner,
 		"--lease", c.Lease.String(),
 	}
@@ -66,10 +65,14 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	r.workers[label] = ws
 	r.order = append(r.order, label)
 	r.mu.Unlock()
-	// The connection string goes in the environment, not on the command
-	// line, where any local user could read its password.
-	p, err := r.env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: []string{"DATABASE_URL=" + r.env.DatabaseURL},
-		EventFunc: r.onWorkerEvent})
+	// The connection string, the receiver's URL (its path is a run's key)
+	// and the worker's own credential go in the environment, not on the
+	// command line, where any local user could read them.
+	env := []string{"DATABASE_URL=" + r.env.DatabaseURL, worker.EnvReceiverURL + "=" + receiverURL}
+	if cred := r.credential(); cred != "" {
+		env = append(env, worker.EnvReceiverCredential+"="+cred)
+	}
+	p, err := r.env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: env, EventFunc: r.onWorkerEvent})
 	if err != nil {
 		r.mu.Lock()
 		delete(r.workers, label)
@@ -83,6 +86,18 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	r.emit(context.Background(), lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
 		Change: lab.ProcSpawned, Pid: p.Pid, State: lab.StateRunning, Owner: owner, SkewMS: skew.Milliseconds()}})
 	return nil
+}
+
+// credential issues a credential for one more sender of the run to its
+// built-in receiver; "" for a standalone receiver, which takes anyone's.
+func (r *Run) credential() string {
+	r.mu.Lock()
+	served := r.served
+	r.mu.Unlock()
+	if served == nil {
+		return ""
+	}
+	return served.Credential()
 }
 
 // onWorkerEvent passes a worker's event on, then updates what the runner

@@ -20,22 +20,33 @@ type Config struct {
 	DatabaseURL string
 	Schema      string
 	ReceiverURL string // the full URL deliveries are POSTed to
-	Name        string // the owner identity it claims under
-	Label       string // the name people see, and its connection's application_name
-	Lease       time.Duration
-	Heartbeat   time.Duration // 0: a third of the lease; negative: none
-	Work        time.Duration // how long the simulated work takes
-	Poll        time.Duration // how long to wait when nothing is claimable
-	Skew        time.Duration // how far this worker's own clock runs ahead
-	Broken      engine.Guards
-	Step        bool // wait at each checkpoint for a command
-	UntilEmpty  bool // exit when nothing is claimable
-	MaxJobs     int  // 0: no limit
+	// ReceiverCredential, if set, goes in every call to the receiver as
+	// "Authorization: Bearer …": a run's receiver takes its own workers'
+	// calls only. It comes from the environment alone.
+	ReceiverCredential string
+	Name               string // the owner identity it claims under
+	Label              string // the name people see, and its connection's application_name
+	Lease              time.Duration
+	Heartbeat          time.Duration // 0: a third of the lease; negative: none
+	Work               time.Duration // how long the simulated work takes
+	Poll               time.Duration // how long to wait when nothing is claimable
+	Skew               time.Duration // how far this worker's own clock runs ahead
+	Broken             engine.Guards
+	Step               bool // wait at each checkpoint for a command
+	UntilEmpty         bool // exit when nothing is claimable
+	MaxJobs            int  // 0: no limit
 	// Delivery is how the result reaches the receiver: called directly,
 	// called on a keyed third party after looking the key up, or written to
 	// the outbox with the commit.
 	Delivery lab.Delivery
 }
+
+// The environment a worker reads besides DATABASE_URL: what must not be on
+// its command line, where every local user can read it.
+const (
+	EnvReceiverURL        = "FENCELAB_RECEIVER_URL"        // the receiver's deliveries URL (a run's path carries its key)
+	EnvReceiverCredential = "FENCELAB_RECEIVER_CREDENTIAL" // this worker's credential at its run's receiver
+)
 
 // usagef is a bad flag or value: one line for stderr, exit status 2.
 func usagef(format string, a ...any) error {
@@ -49,7 +60,8 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "Postgres connection string (default $DATABASE_URL)")
 	fs.StringVar(&c.Schema, "schema", engine.DefaultJobsSchema, "the jobs schema")
-	fs.StringVar(&c.ReceiverURL, "receiver", "", "the receiver's deliveries URL, e.g. http://127.0.0.1:8081/deliveries")
+	fs.StringVar(&c.ReceiverURL, "receiver", getenv(EnvReceiverURL), "the receiver's deliveries URL, e.g. http://127.0.0.1:8081/deliveries (default $"+EnvReceiverURL+")")
+	c.ReceiverCredential = getenv(EnvReceiverCredential)
 	fs.StringVar(&c.Name, "name", "", "the owner identity this worker claims under (default worker-<pid>)")
 	fs.StringVar(&c.Label, "label", "", "the worker's label in events and in its connection's application_name (default: the name)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "lease length")
@@ -103,7 +115,7 @@ func (c *Config) fill() error {
 		return usagef("--schema: %v", err)
 	}
 	if c.ReceiverURL == "" {
-		return usagef("--receiver is required")
+		return usagef("--receiver or $%s is required", EnvReceiverURL)
 	}
 	if u, err := url.Parse(c.ReceiverURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usagef("--receiver is not an http(s) URL")

@@ -30,6 +30,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -84,7 +85,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 		pool: pool,
 		// No keep-alive: a connection idle across a freeze may be closed by
 		// the receiver, and a POST is not retried on a dead connection.
-		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		http: receiver.WithCredential(&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, cfg.ReceiverCredential),
 		pid:  os.Getpid(),
 		out:  json.NewEncoder(stdout),
 	}
