@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
@@ -216,4 +217,39 @@ func TestSecrets_AFailedCallSaysNoURL(t *testing.T) {
 			t.Errorf("the failure carries the URL: %s", s)
 		}
 	}
+}
+
+// TestRuns_AnAbandonedRunEnds: a step-by-step run that nobody watches or
+// drives any more is stopped within its idle limit and gives its slot
+// back; a watched one goes on.
+func TestRuns_AnAbandonedRunEnds(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.Limits.RunIdle = 300 * time.Millisecond })
+	s := ts.newSession()
+	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	watched := ts.newSession()
+	watched.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	w, _, err := watched.dial(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.c.CloseNow()
+	w.next(t, "live", 5*time.Second)
+	if n := ts.Sessions.RunsInFlight(); n != 2 {
+		t.Fatalf("%d runs hold slots, want 2", n)
+	}
+	time.Sleep(500 * time.Millisecond) // nobody drives either; one is watched
+	ts.Sessions.Sweep()
+	run := s.snapshot().Run
+	if !run.Phase.Ended() || run.StopReason != lab.StopAbandoned {
+		t.Fatalf("the abandoned run is %s (%s)", run.Phase, run.StopReason)
+	}
+	if run := watched.snapshot().Run; run.Phase.Ended() {
+		t.Fatalf("the watched run ended: %s (%s)", run.Phase, run.StopReason)
+	}
+	if n := ts.Sessions.RunsInFlight(); n != 1 {
+		t.Fatalf("%d runs hold slots after the sweep, want 1", n)
+	}
+	// The session itself stays: its reader may come back and run again.
+	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
 }

@@ -169,7 +169,7 @@ func (s *Server) Serve() error {
 
 func (s *Server) sweeper() {
 	defer close(s.swept)
-	t := time.NewTicker(30 * time.Second)
+	t := time.NewTicker(s.Sessions.SweepEvery())
 	defer t.Stop()
 	for {
 		select {

@@ -58,6 +58,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&lim.MaxStall, "max-stall", lim.MaxStall, "a worker frozen longer than this is killed")
 	fs.DurationVar(&lim.MaxRunTime, "max-run-time", lim.MaxRunTime, "a run older than this is stopped")
 	fs.DurationVar(&lim.SessionIdle, "session-idle", lim.SessionIdle, "a session unused and unwatched for this long ends")
+	fs.DurationVar(&lim.RunIdle, "run-idle", lim.RunIdle, "a run nobody watches or drives for this long is stopped, giving back its slot")
 	fs.DurationVar(&lim.MinLease, "min-lease", lim.MinLease, "shortest lease a run may ask for")
 	fs.DurationVar(&lim.MaxLease, "max-lease", lim.MaxLease, "longest lease a run may ask for")
 	fs.IntVar(&lim.MaxEvents, "max-events", lim.MaxEvents, "events kept per session")
@@ -159,6 +160,10 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-run-time %v must be at least 10s", l.MaxRunTime)
 	case l.SessionIdle < 10*time.Second:
 		return bad("--session-idle %v must be at least 10s", l.SessionIdle)
+	case l.RunIdle < 5*time.Second || l.RunIdle > l.SessionIdle:
+		return bad("--run-idle %v must be at least 5s and at most --session-idle", l.RunIdle)
+	case l.MaxRunsPerSession < 2 || l.MaxRunsPerSession > l.MaxRuns && l.MaxRuns >= 2:
+		return bad("--max-runs-per-session %d must be at least 2 (its current run and one more) and at most --max-runs", l.MaxRunsPerSession)
 	case l.MinLease < lab.MinRunLease || l.MaxLease > lab.MaxRunLease || l.MinLease > l.MaxLease:
 		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, lab.MinRunLease, lab.MaxRunLease)
 	case l.MaxEvents < 1000 || l.MaxEvents > 10_000_000:

@@ -438,6 +438,7 @@ const (
 	StopReset       StopReason = "reset"        // the driver reset it
 	StopReplaced    StopReason = "replaced"     // the driver started another run
 	StopTimeLimit   StopReason = "time-limit"   // it ran longer than the server allows
+	StopAbandoned   StopReason = "abandoned"    // nobody watched or drove it for a while
 	StopSessionEnd  StopReason = "session-end"  // its session ended
 	StopShutdown    StopReason = "shutdown"     // the server is shutting down
 	StopInterrupted StopReason = "interrupted"  // Ctrl-C (the CLI)

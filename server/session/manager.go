@@ -40,6 +40,7 @@ type Limits struct {
 	MaxStall    time.Duration `json:"-"`                // a worker frozen longer is killed
 	MaxRunTime  time.Duration `json:"-"`                // a run older is stopped
 	SessionIdle time.Duration `json:"-"`                // an idle session is dropped
+	RunIdle     time.Duration `json:"-"`                // a run nobody watches or drives for this long is stopped
 	MaxEvents   int           `json:"max_events"`       // kept per session
 	MinLease    time.Duration `json:"-"`                // bounds of a run's lease
 	MaxLease    time.Duration `json:"-"`                //
@@ -62,10 +63,11 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 		MaxStallMS    int64 `json:"max_stall_ms"`
 		MaxRunTimeMS  int64 `json:"max_run_time_ms"`
 		SessionIdleMS int64 `json:"session_idle_ms"`
+		RunIdleMS     int64 `json:"run_idle_ms"`
 		MinLeaseMS    int64 `json:"min_lease_ms"`
 		MaxLeaseMS    int64 `json:"max_lease_ms"`
 		MaxPaceMS     int64 `json:"max_pace_ms"`
-	}{plain(l), l.MaxStall.Milliseconds(), l.MaxRunTime.Milliseconds(), l.SessionIdle.Milliseconds(),
+	}{plain(l), l.MaxStall.Milliseconds(), l.MaxRunTime.Milliseconds(), l.SessionIdle.Milliseconds(), l.RunIdle.Milliseconds(),
 		l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), l.MaxPace.Milliseconds()})
 }
 
@@ -88,6 +90,7 @@ func (l *Limits) Fill() {
 	dur(&l.MaxStall, 10*time.Minute)
 	dur(&l.MaxRunTime, 30*time.Minute)
 	dur(&l.SessionIdle, 15*time.Minute)
+	dur(&l.RunIdle, time.Minute)
 	def(&l.MaxEvents, 100_000)
 	dur(&l.MinLease, lab.MinRunLease)
 	dur(&l.MaxLease, lab.MaxRunLease)
@@ -293,8 +296,9 @@ func (m *Manager) Delete(id string) error {
 	return nil
 }
 
-// Sweep ends every session idle for longer than the limit, and finishes
-// runs that have gone on too long. The server calls it periodically.
+// Sweep ends every session idle for longer than the limit, stops runs that
+// have gone on too long or that nobody has watched or driven for a while.
+// The server calls it periodically (SweepEvery).
 func (m *Manager) Sweep() {
 	m.mu.Lock()
 	var idle []*Session
@@ -313,7 +317,14 @@ func (m *Manager) Sweep() {
 	}
 	for _, s := range all {
 		s.expireRuns(m.cfg.Limits.MaxRunTime)
+		s.abandonRuns(m.cfg.Limits.RunIdle)
 	}
+}
+
+// SweepEvery is how often Sweep should run: often enough that an idle
+// session or an abandoned run ends within about a quarter of its limit.
+func (m *Manager) SweepEvery() time.Duration {
+	return min(30*time.Second, max(time.Second, min(m.cfg.Limits.SessionIdle, m.cfg.Limits.RunIdle)/4))
 }
 
 // acquireRun takes a run slot, waiting up to wait for one.

@@ -297,6 +297,24 @@ func (s *Session) expireRuns(max time.Duration) {
 	}
 }
 
+// abandonRuns stops the session's current run and batch when nobody has
+// watched the session or sent it a command for longer than idle: a reader
+// who closed the tab gives back the run's slot within about a minute.
+func (s *Session) abandonRuns(idle time.Duration) {
+	if s.idleFor() <= idle {
+		return
+	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.idleFor() <= idle { // a command came meanwhile
+		return
+	}
+	s.stopBatch(lab.StopAbandoned)
+	if r := s.currentRun(); r != nil && !r.Phase().Ended() {
+		r.Stop(lab.StopAbandoned)
+	}
+}
+
 // close ends the session: every run, then the log and its sockets.
 func (s *Session) close(why lab.SessionEndReason) {
 	s.mu.Lock()
