@@ -86,7 +86,7 @@ func (s *Server) createSession(c echo.Context) error {
 			return err
 		}
 	}
-	sess, err := s.Sessions.Create()
+	sess, err := s.Sessions.CreateFor(session.ClientKey(c.RealIP()))
 	if err != nil {
 		return err
 	}

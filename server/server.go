@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,11 @@ type Config struct {
 	// TapFunc, if set, sees every event of every session as it is kept,
 	// encoded (the event tap; see EventTap).
 	TapFunc func(encoded []byte)
+	// TrustProxies lists the networks (CIDRs, such as 10.0.0.0/8) of the
+	// reverse proxies in front of the server: a request from one of them is
+	// counted as the client its X-Forwarded-For names. From anywhere else,
+	// the header is ignored and the peer's address counts.
+	TrustProxies []netip.Prefix
 }
 
 // Validate checks the config and fills the defaults.
@@ -130,6 +136,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
+	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
 	s.routes(s.echo)
 	if cfg.PagesFunc != nil {
 		cfg.PagesFunc(s.echo, s)
@@ -138,6 +145,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
 	go s.sweeper()
 	return s, nil
+}
+
+// clientIP is how a request's client address is read: the peer's own, or,
+// from a trusted proxy, the nearest untrusted address of X-Forwarded-For.
+// Echo's default would believe the header from anyone.
+func clientIP(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // loopbackURL is how the workers on this machine reach the listener.

@@ -138,6 +138,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 		return write(b)
 	}
 
+	sess.Claim() // a socket: someone is there, not a bare page load
 	sub, backlog, err := sess.Log.Subscribe(since)
 	if errors.Is(err, hub.ErrGone) {
 		conn.Close(statusGone, "the events after that seq are no longer kept; reload the session")

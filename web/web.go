@@ -182,7 +182,7 @@ func (h *handler) index(c echo.Context) error {
 // no session left to give, the page still comes, with a notice, and plays
 // recorded runs.
 func (h *handler) fresh(c echo.Context, status int, notice string) error {
-	sess, err := h.s.Sessions.Create()
+	sess, err := h.s.Sessions.CreateFor(session.ClientKey(c.RealIP()))
 	if fault.CodeOf(err) == fault.Busy {
 		return h.render(c, http.StatusServiceUnavailable, nil, "", busyNotice)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -36,6 +37,36 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
+// prefixList is a repeatable flag of networks, such as 10.0.0.0/8 or a
+// single address (a /32 or /128).
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	var out []string
+	for _, p := range *l {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *prefixList) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return fmt.Errorf("%q is neither a network (10.0.0.0/8) nor an address", v)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
+}
+
 func serveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", serveSummary, stderr)
 	defAddr := ":8080"
@@ -46,6 +77,8 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "an origin whose pages may drive an embedded playground by postMessage and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
 	var ancestors listFlag
+	var proxies prefixList
+	fs.Var(&proxies, "trust-proxy", "a reverse proxy's network (CIDR, repeatable): from it, X-Forwarded-For names the client that per-client caps count; from elsewhere the header is ignored")
 	fs.Var(&ancestors, "frame-ancestor", "restrict embedding to these origins (repeatable); by default any site may embed the playground")
 	receiverURL := fs.String("receiver-url", "", "a standalone `fencelab receiver` to deliver to instead of the built-in one, e.g. http://127.0.0.1:8081")
 	var lim session.Limits
@@ -62,6 +95,11 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&lim.MinLease, "min-lease", lim.MinLease, "shortest lease a run may ask for")
 	fs.DurationVar(&lim.MaxLease, "max-lease", lim.MaxLease, "longest lease a run may ask for")
 	fs.IntVar(&lim.MaxEvents, "max-events", lim.MaxEvents, "events kept per session")
+	fs.IntVar(&lim.MaxEventsTotal, "max-events-total", lim.MaxEventsTotal, "events kept by all sessions together; a session over its share drops its oldest first")
+	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
+	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
+	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
+	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
 	maxMessage := fs.Int64("max-message", 16<<10, "largest WebSocket message from a client, in bytes")
 	rate := fs.Float64("message-rate", 20, "WebSocket messages a second a client may send")
@@ -117,6 +155,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
+		TrustProxies: proxies,
 	})
 	if err != nil {
 		return err
@@ -168,6 +207,12 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, lab.MinRunLease, lab.MaxRunLease)
 	case l.MaxEvents < 1000 || l.MaxEvents > 10_000_000:
 		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
+	case l.MaxEventsTotal < l.MaxEvents || l.MaxEventsTotal > 100_000_000:
+		return bad("--max-events-total %d must be at least --max-events and at most 100000000", l.MaxEventsTotal)
+	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:
+		return bad("--max-sessions-per-client, --max-runs-per-client and --max-batches-per-client must be at least 1")
+	case l.FreshIdle < 10*time.Second || l.FreshIdle > l.SessionIdle:
+		return bad("--fresh-idle %v must be at least 10s and at most --session-idle", l.FreshIdle)
 	case maxBody < 1024 || maxBody > 64<<20:
 		return bad("--max-body %d must be between 1024 and 67108864", maxBody)
 	case maxMessage < 256 || maxMessage > 16<<20:

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fencelab/fencelab/engine/lab"
 )
@@ -39,8 +40,29 @@ type Log struct {
 	max     int
 	subBuf  int
 	tap     func([]byte)
+	budget  *Budget
 	subs    map[*Sub]struct{}
 	closed  bool
+}
+
+// Budget bounds the events kept by many logs together (a server's every
+// session). A log over its fair share of the budget — the budget over the
+// number of logs — drops its own oldest events first, so one busy session
+// cannot take the memory of the others, and the total stays near Max. Safe
+// for concurrent use.
+type Budget struct {
+	Max  int64 // the events kept by all its logs together
+	kept atomic.Int64
+	logs atomic.Int64
+}
+
+// Kept returns how many events the budget's logs keep now.
+func (b *Budget) Kept() int64 { return b.kept.Load() }
+
+// share is how many events one log may keep while the budget is full.
+func (b *Budget) share(min int) int {
+	n := max(1, b.logs.Load())
+	return max(min, int(b.Max/n))
 }
 
 // Config sizes a Log.
@@ -51,6 +73,9 @@ type Config struct {
 	// SubscriberBuffer is how many events a subscriber may be behind before
 	// it is dropped. Default 1,024.
 	SubscriberBuffer int
+	// Budget, if set, bounds the events this log and its siblings keep
+	// together.
+	Budget *Budget
 	// TapFunc, if set, sees every event as it is kept, encoded as sent
 	// (the event tap: tests check each against the protocol's schema). It
 	// is called with the log's lock held and must not block.
@@ -65,7 +90,48 @@ func New(cfg Config) *Log {
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = 1024
 	}
-	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, tap: cfg.TapFunc}
+	if cfg.Budget != nil {
+		cfg.Budget.logs.Add(1)
+	}
+	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, tap: cfg.TapFunc, budget: cfg.Budget}
+}
+
+// minKept is how many events a log keeps however full its budget is: a
+// whole run's, and some.
+const minKept = 500
+
+// trim drops the oldest entries beyond keep; l.mu must be held.
+func (l *Log) trim(keep int) {
+	over := len(l.entries) - keep
+	if over <= 0 {
+		return
+	}
+	clear(l.entries[:over])
+	l.entries = l.entries[over:]
+	l.first += int64(over)
+	if l.budget != nil {
+		l.budget.kept.Add(-int64(over))
+	}
+}
+
+// Trim drops this log's oldest events beyond its fair share of its budget,
+// if the budget is over. It reports how many it dropped.
+func (l *Log) Trim() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.budget == nil || l.budget.kept.Load() <= l.budget.Max {
+		return 0
+	}
+	n := len(l.entries)
+	l.trim(l.budget.share(minKept))
+	return n - len(l.entries)
+}
+
+// Kept returns how many events the log keeps now.
+func (l *Log) Kept() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries)
 }
 
 // Append numbers e, keeps it and hands it to every subscriber. A
@@ -90,11 +156,13 @@ func (l *Log) Append(e lab.Event) lab.Event {
 	frame = append(frame, '}')
 	en := &Entry{Event: e, Frame: frame}
 	l.entries = append(l.entries, en)
-	if over := len(l.entries) - l.max; over > 0 {
-		clear(l.entries[:over])
-		l.entries = l.entries[over:]
-		l.first += int64(over)
+	keep := l.max
+	if b := l.budget; b != nil {
+		if b.kept.Add(1) > b.Max {
+			keep = min(keep, b.share(minKept))
+		}
 	}
+	l.trim(keep)
 	for s := range l.subs {
 		select {
 		case s.c <- en:
@@ -210,9 +278,18 @@ func (l *Log) Subscribers() int {
 }
 
 // Close ends every subscription with ErrClosed; later appends are ignored.
+// Its events are let go: nothing reads a closed log.
 func (l *Log) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.closed && l.budget != nil {
+		l.budget.kept.Add(-int64(len(l.entries)))
+		l.budget.logs.Add(-1)
+	}
+	if !l.closed {
+		l.first += int64(len(l.entries))
+		l.entries = nil
+	}
 	l.closed = true
 	for s := range l.subs {
 		l.drop(s, ErrClosed)

@@ -3,6 +3,8 @@ package hub_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -163,5 +165,60 @@ func BenchmarkAppend_FanOut(b *testing.B) {
 				l.Append(e)
 			}
 		})
+	}
+}
+
+// TestBudget_OneBusyLogCannotTakeTheOthersMemory: fifty logs under one
+// budget of 30,000 events; the others append 500 each, then one appends
+// 100,000. The total stays within the budget, the quiet logs keep every
+// event, and the heap grows by about what the kept events weigh, not by
+// what was appended.
+func TestBudget_OneBusyLogCannotTakeTheOthersMemory(t *testing.T) {
+	b := &hub.Budget{Max: 30_000}
+	logs := make([]*hub.Log, 50)
+	for i := range logs {
+		logs[i] = hub.New(hub.Config{MaxEvents: 100_000, Budget: b})
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	big := ev(1)
+	big.Text = strings.Repeat("x", 2000) // about the weight of a real event
+	for i := 1; i < len(logs); i++ {
+		for range 500 {
+			logs[i].Append(big)
+		}
+	}
+	for range 100_000 {
+		logs[0].Append(big)
+		if k := b.Kept(); k > b.Max+1 {
+			t.Fatalf("the budget keeps %d events, over its %d", k, b.Max)
+		}
+	}
+	for i := 1; i < len(logs); i++ {
+		if n := logs[i].Kept(); n != 500 {
+			t.Fatalf("quiet log %d keeps %d of its 500 events", i, n)
+		}
+	}
+	if n := logs[0].Kept(); n > 30_000-49*500+1 {
+		t.Fatalf("the busy log keeps %d events, more than the budget leaves it", n)
+	}
+	if _, err := logs[0].Since(0, "", 0); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("the busy log's first events are still there: %v", err)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	perEvent := 2 * 2100 // the event's text and its encoded frame
+	if limit := (b.Max + 1) * int64(perEvent) * 2; grew > limit {
+		t.Fatalf("the heap grew by %d MB for %d kept events (at most %d MB expected)", grew>>20, b.Kept(), limit>>20)
+	}
+	t.Logf("kept %d events of %d appended; the heap grew by %.1f MB", b.Kept(), 49*500+100_000, float64(grew)/(1<<20))
+	for _, l := range logs {
+		l.Close()
+	}
+	if k := b.Kept(); k != 0 {
+		t.Fatalf("closed logs still count %d events", k)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -34,18 +36,30 @@ import (
 // Limits are the server's caps. Each has a flag; Fill gives the defaults.
 type Limits struct {
 	MaxSessions int           `json:"max_sessions"`
-	MaxRuns     int           `json:"max_runs"`         // concurrent runs, server-wide
-	MaxWorkers  int           `json:"max_workers"`      // live workers per free-play run
-	MaxJobs     int           `json:"max_jobs"`         // jobs per free-play run
-	MaxStall    time.Duration `json:"-"`                // a worker frozen longer is killed
-	MaxRunTime  time.Duration `json:"-"`                // a run older is stopped
-	SessionIdle time.Duration `json:"-"`                // an idle session is dropped
-	RunIdle     time.Duration `json:"-"`                // a run nobody watches or drives for this long is stopped
-	MaxEvents   int           `json:"max_events"`       // kept per session
-	MinLease    time.Duration `json:"-"`                // bounds of a run's lease
-	MaxLease    time.Duration `json:"-"`                //
-	MaxPace     time.Duration `json:"-"`                // slowest auto pace
-	MaxMatrix   int           `json:"max_matrix_cells"` // cells of one matrix
+	MaxRuns     int           `json:"max_runs"`    // concurrent runs, server-wide
+	MaxWorkers  int           `json:"max_workers"` // live workers per free-play run
+	MaxJobs     int           `json:"max_jobs"`    // jobs per free-play run
+	MaxStall    time.Duration `json:"-"`           // a worker frozen longer is killed
+	MaxRunTime  time.Duration `json:"-"`           // a run older is stopped
+	SessionIdle time.Duration `json:"-"`           // an idle session is dropped
+	RunIdle     time.Duration `json:"-"`           // a run nobody watches or drives for this long is stopped
+	MaxEvents   int           `json:"max_events"`  // kept per session
+	// MaxEventsTotal bounds the events kept by every session together: a
+	// session over its share drops its oldest first.
+	MaxEventsTotal int `json:"max_events_total"`
+	// Per client (an address; see Config of the server for proxies): how
+	// many sessions, runs at once and batches at once. Loopback clients
+	// have no per-client caps.
+	MaxSessionsPerClient int `json:"max_sessions_per_client"`
+	MaxRunsPerClient     int `json:"max_runs_per_client"`
+	MaxBatchesPerClient  int `json:"max_batches_per_client"`
+	// FreshIdle is how long a session nobody has used yet (no command, no
+	// socket: a page load, or a POST, and nothing after) lives.
+	FreshIdle time.Duration `json:"-"`
+	MinLease  time.Duration `json:"-"`                // bounds of a run's lease
+	MaxLease  time.Duration `json:"-"`                //
+	MaxPace   time.Duration `json:"-"`                // slowest auto pace
+	MaxMatrix int           `json:"max_matrix_cells"` // cells of one matrix
 	// MaxRunsPerSession is one session's share of MaxRuns: its current run
 	// and the cells of its batch playing at once.
 	MaxRunsPerSession int `json:"max_runs_per_session"`
@@ -64,10 +78,11 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 		MaxRunTimeMS  int64 `json:"max_run_time_ms"`
 		SessionIdleMS int64 `json:"session_idle_ms"`
 		RunIdleMS     int64 `json:"run_idle_ms"`
+		FreshIdleMS   int64 `json:"fresh_idle_ms"`
 		MinLeaseMS    int64 `json:"min_lease_ms"`
 		MaxLeaseMS    int64 `json:"max_lease_ms"`
 		MaxPaceMS     int64 `json:"max_pace_ms"`
-	}{plain(l), l.MaxStall.Milliseconds(), l.MaxRunTime.Milliseconds(), l.SessionIdle.Milliseconds(), l.RunIdle.Milliseconds(),
+	}{plain(l), l.MaxStall.Milliseconds(), l.MaxRunTime.Milliseconds(), l.SessionIdle.Milliseconds(), l.RunIdle.Milliseconds(), l.FreshIdle.Milliseconds(),
 		l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), l.MaxPace.Milliseconds()})
 }
 
@@ -91,7 +106,12 @@ func (l *Limits) Fill() {
 	dur(&l.MaxRunTime, 30*time.Minute)
 	dur(&l.SessionIdle, 15*time.Minute)
 	dur(&l.RunIdle, time.Minute)
-	def(&l.MaxEvents, 100_000)
+	def(&l.MaxEvents, 20_000)
+	def(&l.MaxEventsTotal, 300_000)
+	def(&l.MaxSessionsPerClient, 50)
+	def(&l.MaxRunsPerClient, 8)
+	def(&l.MaxBatchesPerClient, 2)
+	dur(&l.FreshIdle, 2*time.Minute)
 	dur(&l.MinLease, lab.MinRunLease)
 	dur(&l.MaxLease, lab.MaxRunLease)
 	dur(&l.MaxPace, 10*time.Second)
@@ -128,12 +148,19 @@ type Manager struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
-	lockConn *pgx.Conn // holds the instance lock for the Manager's life
+	lockConn *pgx.Conn   // holds the instance lock for the Manager's life
+	events   *hub.Budget // the events every session keeps, together
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	clients  map[string]*clientUse // by client; loopback clients are not counted
 	serial   int64
 	closed   bool
+}
+
+// clientUse is what one client holds now.
+type clientUse struct {
+	sessions, runs, batches int
 }
 
 // NewManager takes this instance's lock in Postgres, drops the schemas of
@@ -146,7 +173,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
-		sessions: map[string]*Session{}}
+		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Receivers: cfg.Receivers,
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
@@ -239,21 +266,119 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Create makes a new session with an unguessable id and control token.
-func (m *Manager) Create() (*Session, error) {
+// Create makes a new session with an unguessable id and control token,
+// for a client with no per-client caps (a test, the command line).
+func (m *Manager) Create() (*Session, error) { return m.CreateFor("") }
+
+// CreateFor makes a new session for a client (its key from ClientKey; ""
+// for one with no per-client caps). When the server, or the client, has
+// as many sessions as it may, the oldest one that nobody watches and that
+// was never used makes way (for the client's own cap: the oldest that
+// nobody watches); only when there is none is the answer busy. So page
+// loads that never run cannot lock readers out.
+func (m *Manager) CreateFor(client string) (*Session, error) {
+	var evicted []*Session
+	defer func() {
+		for _, s := range evicted {
+			m.cfg.Log.Info("session made way for a new one", "session", s.short())
+			s.close(lab.SessionIdle)
+		}
+	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, fault.Errorf(fault.Busy, "the server is shutting down")
 	}
-	if len(m.sessions) >= m.cfg.Limits.MaxSessions {
-		return nil, fault.Errorf(fault.Busy, "the server has %d sessions, its limit; try again in a few minutes", m.cfg.Limits.MaxSessions)
+	lim := m.cfg.Limits
+	if u := m.clients[client]; client != "" && u != nil && u.sessions >= lim.MaxSessionsPerClient {
+		old := m.oldestLocked(func(s *Session) bool { return s.client == client && s.Log.Subscribers() == 0 })
+		if old == nil {
+			return nil, fault.Errorf(fault.Busy, "this address has %d sessions open here, its limit; close a tab, or try again in a few minutes", u.sessions)
+		}
+		evicted = append(evicted, m.removeLocked(old))
+	}
+	if len(m.sessions) >= lim.MaxSessions {
+		old := m.oldestLocked(func(s *Session) bool { return !s.claimed.Load() && s.Log.Subscribers() == 0 })
+		if old == nil {
+			return nil, fault.Errorf(fault.Busy, "the server has %d sessions, its limit; try again in a few minutes", lim.MaxSessions)
+		}
+		evicted = append(evicted, m.removeLocked(old))
 	}
 	m.serial++
 	s := newSession(m, randomToken(16), randomToken(24), strconv.FormatInt(m.serial, 36))
+	s.client = client
 	m.sessions[s.ID] = s
-	m.cfg.Log.Info("session created", "session", s.short(), "sessions", len(m.sessions))
+	if client != "" {
+		m.use(client).sessions++
+	}
+	m.cfg.Log.Debug("session created", "session", s.short(), "sessions", len(m.sessions))
 	return s, nil
+}
+
+// use returns what a client holds; m.mu must be held.
+func (m *Manager) use(client string) *clientUse {
+	u := m.clients[client]
+	if u == nil {
+		u = &clientUse{}
+		m.clients[client] = u
+	}
+	return u
+}
+
+// forget drops a client that holds nothing any more; m.mu must be held.
+func (m *Manager) forget(client string) {
+	if u := m.clients[client]; u != nil && *u == (clientUse{}) {
+		delete(m.clients, client)
+	}
+}
+
+// oldestLocked is the least recently active session that ok accepts, or
+// nil; m.mu must be held.
+func (m *Manager) oldestLocked(ok func(*Session) bool) *Session {
+	var old *Session
+	var at time.Time
+	for _, s := range m.sessions {
+		if !ok(s) {
+			continue
+		}
+		if t := s.lastActiveAt(); old == nil || t.Before(at) {
+			old, at = s, t
+		}
+	}
+	return old
+}
+
+// removeLocked takes a session out of the manager (the caller closes it);
+// m.mu must be held.
+func (m *Manager) removeLocked(s *Session) *Session {
+	if m.sessions[s.ID] != s {
+		return s
+	}
+	delete(m.sessions, s.ID)
+	if s.client != "" {
+		if u := m.clients[s.client]; u != nil {
+			u.sessions--
+			m.forget(s.client)
+		}
+	}
+	return s
+}
+
+// ClientKey is the key per-client caps count by: the address, its /64 for
+// IPv6 (one host may hold a whole /64); "" for loopback, which has no
+// per-client caps (a reverse proxy on this host with no trusted proxy
+// configured would otherwise make every reader one client).
+func ClientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.IsLoopback() {
+		return ""
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
 }
 
 // Get finds a session by id.
@@ -287,7 +412,9 @@ func (m *Manager) Count() int {
 func (m *Manager) Delete(id string) error {
 	m.mu.Lock()
 	s := m.sessions[id]
-	delete(m.sessions, id)
+	if s != nil {
+		m.removeLocked(s)
+	}
 	m.mu.Unlock()
 	if s == nil {
 		return fault.Errorf(fault.NotFound, "no session %s", strconv.QuoteToASCII(shorten(id)))
@@ -303,11 +430,10 @@ func (m *Manager) Sweep() {
 	m.mu.Lock()
 	var idle []*Session
 	var all []*Session
-	for id, s := range m.sessions {
+	for _, s := range m.sessions {
 		all = append(all, s)
-		if s.idleFor() > m.cfg.Limits.SessionIdle {
-			idle = append(idle, s)
-			delete(m.sessions, id)
+		if d := s.idleFor(); d > m.cfg.Limits.SessionIdle || (!s.claimed.Load() && d > m.cfg.Limits.FreshIdle) {
+			idle = append(idle, m.removeLocked(s))
 		}
 	}
 	m.mu.Unlock()
@@ -318,6 +444,7 @@ func (m *Manager) Sweep() {
 	for _, s := range all {
 		s.expireRuns(m.cfg.Limits.MaxRunTime)
 		s.abandonRuns(m.cfg.Limits.RunIdle)
+		s.Log.Trim() // a session over its share of the events, if they are over
 	}
 }
 
@@ -327,8 +454,72 @@ func (m *Manager) SweepEvery() time.Duration {
 	return min(30*time.Second, max(time.Second, min(m.cfg.Limits.SessionIdle, m.cfg.Limits.RunIdle)/4))
 }
 
-// acquireRun takes a run slot, waiting up to wait for one.
-func (m *Manager) acquireRun(ctx context.Context, wait time.Duration) error {
+// acquireRun takes a run slot for a client, waiting up to wait for one.
+// A client at its own cap is refused at once.
+func (m *Manager) acquireRun(ctx context.Context, client string, wait time.Duration) error {
+	if client != "" {
+		m.mu.Lock()
+		u := m.use(client)
+		if u.runs >= m.cfg.Limits.MaxRunsPerClient {
+			m.forget(client)
+			m.mu.Unlock()
+			return fault.Errorf(fault.Busy, "this address is running %d runs at once here, its limit; try again when one has ended", u.runs)
+		}
+		u.runs++
+		m.mu.Unlock()
+	}
+	if err := m.takeSlot(ctx, wait); err != nil {
+		m.releaseClient(client)
+		return err
+	}
+	return nil
+}
+
+// releaseClient gives back a client's count of one run.
+func (m *Manager) releaseClient(client string) {
+	if client == "" {
+		return
+	}
+	m.mu.Lock()
+	if u := m.clients[client]; u != nil && u.runs > 0 {
+		u.runs--
+		m.forget(client)
+	}
+	m.mu.Unlock()
+}
+
+// takeBatch counts one more batch playing for a client; it refuses a
+// client at its cap.
+func (m *Manager) takeBatch(client string) error {
+	if client == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.use(client)
+	if u.batches >= m.cfg.Limits.MaxBatchesPerClient {
+		m.forget(client)
+		return fault.Errorf(fault.Busy, "this address is playing %d batches at once here, its limit; try again when one has ended", u.batches)
+	}
+	u.batches++
+	return nil
+}
+
+// releaseBatch gives back a client's count of one batch.
+func (m *Manager) releaseBatch(client string) {
+	if client == "" {
+		return
+	}
+	m.mu.Lock()
+	if u := m.clients[client]; u != nil && u.batches > 0 {
+		u.batches--
+		m.forget(client)
+	}
+	m.mu.Unlock()
+}
+
+// takeSlot takes one of the server's run slots, waiting up to wait.
+func (m *Manager) takeSlot(ctx context.Context, wait time.Duration) error {
 	select {
 	case m.runSlots <- struct{}{}:
 		return nil
@@ -347,7 +538,13 @@ func (m *Manager) acquireRun(ctx context.Context, wait time.Duration) error {
 	return fault.Errorf(fault.Busy, "the server is running %d runs at once, its limit; try again in a moment", m.cfg.Limits.MaxRuns)
 }
 
-func (m *Manager) releaseRun() { <-m.runSlots }
+func (m *Manager) releaseRun(client string) {
+	<-m.runSlots
+	m.releaseClient(client)
+}
+
+// EventsKept returns how many events every session keeps, together.
+func (m *Manager) EventsKept() int64 { return m.events.Kept() }
 
 // RunsInFlight returns how many runs hold a slot.
 func (m *Manager) RunsInFlight() int { return len(m.runSlots) }

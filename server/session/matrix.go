@@ -43,12 +43,16 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
 	}
 	s.stopBatch(lab.StopReplaced)
+	if err := s.m.takeBatch(s.client); err != nil {
+		return Result{}, err
+	}
 	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
 	for i, rc := range rcs {
 		id, schemas, err := s.nextRun()
 		if err != nil {
+			s.m.releaseBatch(s.client)
 			return Result{}, err
 		}
 		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true}
@@ -71,6 +75,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	parallel := max(1, min(lim.MaxRuns/4, lim.MaxRunsPerSession-1))
 	go func() {
 		defer close(b.done)
+		defer s.m.releaseBatch(s.client)
 		sem := make(chan struct{}, parallel)
 		outcomes := make([]*lab.Outcome, len(specs))
 		var wg sync.WaitGroup

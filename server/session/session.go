@@ -28,10 +28,12 @@ type Session struct {
 	Created time.Time
 	Log     *hub.Log
 
-	m      *Manager
-	serial string
-	ctx    context.Context
-	cancel context.CancelFunc
+	m       *Manager
+	serial  string
+	client  string      // ClientKey of whoever made it; "" for none
+	claimed atomic.Bool // a command or a socket has used it: not a bare page load
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	// life serialises what changes which runs the session has: run, reset
 	// and batch commands, however many come at once. Other commands go
@@ -54,7 +56,7 @@ const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
 	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]lab.RunInfo{},
-		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc})}
+		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	return s
 }
@@ -71,6 +73,19 @@ func (s *Session) Touch() {
 	s.mu.Lock()
 	s.lastActive = time.Now()
 	s.mu.Unlock()
+}
+
+// Claim marks the session as used by someone (a command, a socket), not
+// only made by a page load: it lives as long as SessionIdle, not FreshIdle.
+func (s *Session) Claim() {
+	s.claimed.Store(true)
+	s.Touch()
+}
+
+func (s *Session) lastActiveAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastActive
 }
 
 func (s *Session) idleFor() time.Duration {
@@ -108,7 +123,7 @@ type Result struct {
 // Execute carries out one decoded command on the session's current run.
 // The caller has checked that it may drive. Its errors carry fault codes.
 func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error) {
-	s.Touch()
+	s.Claim()
 	switch c.Action {
 	case control.Run:
 		s.life.Lock()
@@ -236,7 +251,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 		}
 		spec.ID, spec.Schemas = id, schemas
 	}
-	if err := s.m.acquireRun(ctx, wait); err != nil {
+	if err := s.m.acquireRun(ctx, s.client, wait); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -248,7 +263,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 			s.mu.Lock()
 			s.inFlight--
 			s.mu.Unlock()
-			s.m.releaseRun()
+			s.m.releaseRun(s.client)
 		}
 	}
 	spec.EmitFunc = s.emit
