@@ -425,7 +425,8 @@ async function openRun(id) {
       byTest("narration").after(b);
     }
   } catch (err) {
-    showError(err.message);
+    // An old run's first events may have been let go to keep the newest.
+    showError(err.code === "gone" ? `Run ${id}'s events are no longer kept here: the server keeps only the newest events of each session. Run it again to see it.` : err.message);
   }
 }
 
