@@ -6,6 +6,7 @@
 //	fencelab receiver  the external receiver as a standalone HTTP service
 //	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
 //	fencelab probe     is a server alive? (the Docker HEALTHCHECK)
+//	fencelab load      simulated blog readers against a server, and how it held up
 //
 // main only wires signals to a context and calls run, so tests can call run
 // with their own arguments, environment and output.
@@ -66,6 +67,7 @@ Usage:
   fencelab receiver [flags]  the external receiver as a standalone HTTP service
   fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
   fencelab probe [flags]     ask a running server whether it is alive (for HEALTHCHECK)
+  fencelab load [flags]      simulated blog readers against a server: how it holds up
 
 Postgres: DATABASE_URL if set, otherwise a private throwaway cluster started
 from this machine's PostgreSQL server binaries.
@@ -96,11 +98,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return benchCmd(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		return probeCmd(ctx, rest, getenv, stdout, stderr)
+	case "load":
+		return loadCmd(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench or probe; see fencelab --help)", cmd)
+	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench, probe or load; see fencelab --help)", cmd)
 }
 
 // newFlagSet returns a flag set that reports errors as usage errors and

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/pgtest"
+)
+
+// loadReportOf runs `fencelab load --json` with args, under marker m, and
+// decodes its report. It fails the test unless the command exits 0.
+func loadReportOf(t *testing.T, m string, args ...string) loadReport {
+	t.Helper()
+	args = append([]string{"load", "--json"}, args...)
+	stdout, stderr, code := fencelab(t, []string{m}, args...)
+	if code != 0 {
+		t.Fatalf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
+	}
+	var r loadReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("fencelab %s: stdout is not one JSON report: %v\n%s", strings.Join(args, " "), err, stdout)
+	}
+	t.Logf("%s: ok=%d busy=%d errors=%d %v p50=%dms max=%dms peak rss=%v db=%v", strings.Join(args, " "),
+		r.OK, r.Busy, r.Errors, r.ErrorMessages, r.RunToVerdictMS.P50, r.RunToVerdictMS.Max, deref(r.PeakRSSBytes), deref(r.PeakDBConnections))
+	return r
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// gone checks that the fencelab serve a load started has been reaped, by
+// its pid, and that nothing it started (workers) is left under the marker.
+func gone(t *testing.T, m string, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatal("the report names no server pid")
+	}
+	if st := pgtest.ProcState(pid); st != 0 {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmdline), "serve") {
+			t.Errorf("the server (pid %d) is still there after the load returned: state %c", pid, st)
+		}
+	}
+	if left := marked(t, m); len(left) > 0 {
+		t.Errorf("left running after the load returned:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// TestLoad_OwnServer: three readers against a server of its own all get
+// a correct build's verdict, and the server is gone when the load returns.
+func TestLoad_OwnServer(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	r := loadReportOf(t, m, "--readers", "3")
+	if r.Readers != 3 || r.OK != 3 || r.Busy != 0 || r.Errors != 0 {
+		t.Errorf("readers=%d ok=%d busy=%d errors=%d %v, want 3 ok", r.Readers, r.OK, r.Busy, r.Errors, r.ErrorMessages)
+	}
+	if p := r.RunToVerdictMS; p.P50 <= 0 || p.P95 < p.P50 || p.Max < p.P95 {
+		t.Errorf("run to verdict %+v: want 0 < p50 <= p95 <= max", p)
+	}
+	// The default run (zombie-first, a 1s lease at a 900ms pace) cannot be
+	// over in less than its lease.
+	if r.RunToVerdictMS.P50 < 1000 {
+		t.Errorf("p50 %dms: shorter than the run's lease", r.RunToVerdictMS.P50)
+	}
+	if r.PeakRSSBytes == nil || *r.PeakRSSBytes <= 0 || r.PeakDBConnections == nil || *r.PeakDBConnections <= 0 {
+		t.Errorf("peak rss %v, peak db connections %v: want both above 0", deref(r.PeakRSSBytes), deref(r.PeakDBConnections))
+	}
+	if r.Stats != nil && r.Stats.PeakRuns < 1 {
+		t.Errorf("the stats never saw a run: %+v", r.Stats)
+	}
+	gone(t, m, r.ServerPID)
+}
+
+// TestLoad_BusyIsCounted: with room for one run, three readers at once
+// cannot all run: the server answers busy, and busy is what they count.
+func TestLoad_BusyIsCounted(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	r := loadReportOf(t, m, "--serve-flag=--max-runs=1", "--readers", "3", "--ramp", "0")
+	if r.Busy < 1 || r.OK < 1 || r.Errors != 0 || r.OK+r.Busy != 3 {
+		t.Errorf("ok=%d busy=%d errors=%d %v: want one ok at least, one busy at least, no error", r.OK, r.Busy, r.Errors, r.ErrorMessages)
+	}
+	if r.Stats != nil && r.Stats.PeakRuns > 1 {
+		t.Errorf("peak runs %d with --max-runs=1", r.Stats.PeakRuns)
+	}
+	gone(t, m, r.ServerPID)
+}
+
+// TestLoad_URL loads a server that is already running and prints the table.
+func TestLoad_URL(t *testing.T) {
+	t.Parallel()
+	s := serve(t, "DATABASE_URL="+pgtest.DSN(t))
+	stdout, stderr, code := fencelab(t, nil, "load", "--url", s.url, "--readers", "2", "--lease", "300ms", "--pace", "0s")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	for _, want := range []string{"readers  ", "ok  ", "busy  ", "errors  ", "p50 ", "p95 ", "max ", "peak RSS ", "peak Postgres connections "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the table has no %q:\n%s", want, stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ok +2$`).MatchString(stdout) {
+		t.Errorf("want ok 2:\n%s", stdout)
+	}
+	// The readers ended their sessions: the server is left as found.
+	resp, err := http.Get(s.url + "/api/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Sessions, Runs int }
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Sessions != 0 {
+		t.Errorf("after the load the server has %+v (%v), want no session", st, err)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.done
+}
+
+// TestLoad_Refused: bad bounds are one line and exit 2, before any server
+// starts or any request is sent.
+func TestLoad_Refused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--readers", "0"}, "--readers 0 must be between 1 and 1000"},
+		{[]string{"--readers", "1001"}, "--readers 1001 must be between 1 and 1000"},
+		{[]string{"--timeout", "11m"}, "--timeout"},
+		{[]string{"--timeout", "0s"}, "--timeout"},
+		{[]string{"--ramp", "-1s"}, "--ramp"},
+		{[]string{"--lease", "1ms"}, "--lease"},
+		{[]string{"--ordering", "free-play"}, "--ordering"},
+		{[]string{"--url", "http://example.com"}, "--allow-remote"},
+		{[]string{"--url", "http://10.0.0.1:8080"}, "--allow-remote"},
+		{[]string{"--url", "http://127.0.0.1:8080/s/abc"}, "--url"},
+		{[]string{"--url", "ftp://127.0.0.1"}, "--url"},
+		{[]string{"--url", "http://127.0.0.1:8080", "--serve-flag=--max-runs=2"}, "--serve-flag"},
+		{[]string{"--serve-flag=--max-runs=0"}, "--max-runs 0"}, // the server's own refusal, passed on
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := fencelab(t, nil, append([]string{"load"}, c.args...)...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2\nstderr: %s", code, stderr)
+			}
+			if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("stderr %q: want one line with %q", stderr, c.want)
+			}
+		})
+	}
+}
+
+// TestLoad_KilledLeavesNothing: SIGKILL gives the load no chance to stop
+// its server; the parent-death signal does, and the server then stops its
+// runs and workers.
+func TestLoad_KilledLeavesNothing(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	p := start(t, []string{"DATABASE_URL=" + pgtest.DSN(t), m}, "load", "--readers", "2", "--lease", "5s")
+	line := p.waitLine(t, "started fencelab serve (pid", 60*time.Second)
+	pid, _ := strconv.Atoi(regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(line)[1])
+	p.waitLine(t, "readers against", 30*time.Second)
+	eventually(t, 20*time.Second, "workers running", func() (bool, string) {
+		left := marked(t, m)
+		return len(left) >= 4, strings.Join(left, "\n") // the load, its server, two workers at least
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	eventually(t, 20*time.Second, "the server and its workers gone", func() (bool, string) {
+		left := marked(t, m)
+		st := pgtest.ProcState(pid) // reaped, or a zombie if nothing reaps orphans here
+		return len(left) == 0 && (st == 0 || st == 'Z'), fmt.Sprintf("server state %q; %s", st, strings.Join(left, "\n"))
+	})
+}
