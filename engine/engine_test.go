@@ -1049,3 +1049,41 @@ func TestReceiver_KeyedAppliesTheFirstAndDeduplicates(t *testing.T) {
 		t.Fatalf("decisions %+v", ds)
 	}
 }
+
+// TestHistoryAfter_ReadsWhatAListenerMissed: every job's changes after a
+// history seq, in order, a page at a time; bad bounds are bad input.
+func TestHistoryAfter_ReadsWhatAListenerMissed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	_, a, b := e.zombieAndOwner(q)
+	if _, err := q.Complete(e.ctx, b, result("B")); err != nil {
+		t.Fatal(err)
+	}
+	all, err := q.HistoryAfter(e.ctx, 0, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for i, h := range all {
+		if h.Seq != int64(i+1) {
+			t.Fatalf("history seqs %v: not 1, 2, 3…", all)
+		}
+		ops = append(ops, h.Op)
+	}
+	if got := strings.Join(ops, ","); got != "insert,claim,claim,complete" {
+		t.Fatalf("history after 0 is %s", got)
+	}
+	if a.Epoch != 1 || all[2].NewEpoch != 2 || all[3].App == "" && all[3].NewStatus != "done" {
+		t.Fatalf("history: %+v", all)
+	}
+	page, err := q.HistoryAfter(e.ctx, 2, 1)
+	if err != nil || len(page) != 1 || page[0].Seq != 3 {
+		t.Fatalf("history after 2, one record: %+v, %v", page, err)
+	}
+	for _, bad := range [][2]int64{{-1, 10}, {0, 0}, {0, 10_001}} {
+		if _, err := q.HistoryAfter(e.ctx, bad[0], int(bad[1])); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("history after %d, limit %d: %v, want ErrInvalidInput", bad[0], bad[1], err)
+		}
+	}
+}

@@ -35,8 +35,19 @@ func (q *Queue) History(ctx context.Context, jobID int64) ([]HistoryRecord, erro
 	if err := validateJobID(jobID); err != nil {
 		return nil, fmt.Errorf("job history: %w", err)
 	}
-	op := fmt.Sprintf("history of job %d", jobID)
-	st := JobHistoryList(q.cfg.Schema, jobID)
+	return q.history(ctx, fmt.Sprintf("history of job %d", jobID), JobHistoryList(q.cfg.Schema, jobID))
+}
+
+// HistoryAfter reads every job's recorded changes numbered after seq,
+// oldest first, at most limit (1 to 10,000) of them.
+func (q *Queue) HistoryAfter(ctx context.Context, seq int64, limit int) ([]HistoryRecord, error) {
+	if seq < 0 || limit < 1 || limit > 10_000 {
+		return nil, Invalidf("history after %d, at most %d: the seq must be at least 0 and the limit 1 to 10000", seq, limit)
+	}
+	return q.history(ctx, fmt.Sprintf("history after %d", seq), JobHistoryAfter(q.cfg.Schema, seq, limit))
+}
+
+func (q *Queue) history(ctx context.Context, op string, st Statement) ([]HistoryRecord, error) {
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, translate(op, err)

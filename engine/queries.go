@@ -283,6 +283,20 @@ func JobHistoryList(schema string, jobID int64) Statement {
 	return b.build()
 }
 
+// JobHistoryAfter reads the history records numbered after seq, every
+// job's, oldest first, at most limit of them: what a listener that lost
+// its connection missed.
+func JobHistoryAfter(schema string, seq int64, limit int) Statement {
+	b := &builder{name: "JobHistoryAfter"}
+	b.line("SELECT seq, job_id, op, at, old_status, new_status, old_owner, new_owner,")
+	b.line("       old_epoch, new_epoch, old_lease_until, new_lease_until, attempts, result, app")
+	b.line("  FROM %s.job_history", ident(schema))
+	b.line(" WHERE seq > %s", b.arg(seq))
+	b.line(" ORDER BY seq")
+	b.line(" LIMIT %s", b.arg(limit))
+	return b.build()
+}
+
 // JobHistoryLastSeq reads the newest history record's number (0 for none).
 func JobHistoryLastSeq(schema string) Statement {
 	return Statement{Name: "JobHistoryLastSeq", SQL: "SELECT coalesce(max(seq), 0) FROM " + ident(schema) + ".job_history"}
@@ -302,6 +316,11 @@ func JobListExpired(schema string) Statement {
 // ChannelListen subscribes the connection to a schema's row-change channel.
 func ChannelListen(channel string) Statement {
 	return Statement{Name: "ChannelListen", SQL: "LISTEN " + ident(channel)}
+}
+
+// ChannelUnlisten ends the connection's subscription to a channel.
+func ChannelUnlisten(channel string) Statement {
+	return Statement{Name: "ChannelUnlisten", SQL: "UNLISTEN " + ident(channel)}
 }
 
 // ClockNow reads the database clock.

@@ -171,6 +171,9 @@ func TestAPI_Caps(t *testing.T) {
 	})
 	s := ts.newSession()
 	other := ts.newSession()
+	// Both are used (a command each): neither makes way for a third.
+	s.cmd(`{"action":"reset"}`)
+	other.cmd(`{"action":"reset"}`)
 	a := ts.do("POST", "/api/sessions", "", "", "")
 	if a.Status != http.StatusServiceUnavailable || a.Header.Get("Retry-After") == "" || !strings.Contains(a.errText(), "2 sessions") {
 		t.Fatalf("third session: %d %s (Retry-After %q)", a.Status, a.Body, a.Header.Get("Retry-After"))

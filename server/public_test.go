@@ -253,3 +253,48 @@ func TestRuns_AnAbandonedRunEnds(t *testing.T) {
 	// The session itself stays: its reader may come back and run again.
 	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
 }
+
+// TestRuns_RowEventsSurviveALostListener: the connection that listens for
+// row changes is killed in the middle of a run (as a Postgres restart
+// would); the server listens again, reads the changes it missed from the
+// jobs' history, and the run's row events have no gap.
+func TestRuns_RowEventsSurviveALostListener(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	s.cmd(`{"action":"step"}`) // A claims
+	kill := func() {
+		var n int
+		err := pgtest.Pool(t).QueryRow(context.Background(),
+			`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			  WHERE application_name = 'fencelab serve listener' AND query LIKE '%' || $1 || '%'`,
+			"fl_"+ts.Sessions.Instance()+"_").Scan(&n)
+		if err != nil || n != 1 {
+			t.Fatalf("terminated %d listening connections: %v", n, err)
+		}
+	}
+	kill()
+	for !s.cmd(`{"action":"step"}`).Done {
+	}
+	o := s.verdictOf(r.Run, 30*time.Second)
+	if !o.Safe {
+		t.Fatalf("the run: %+v", o)
+	}
+	var seqs []int64
+	var last lab.RowOp
+	for _, e := range s.events(0, r.Run) {
+		if e.Row != nil {
+			seqs = append(seqs, e.Row.HistorySeq)
+			last = e.Row.Op
+		}
+	}
+	for i, seq := range seqs {
+		if seq != int64(i+1) {
+			t.Fatalf("row events by history seq %v: a gap or a repeat at %d", seqs, i)
+		}
+	}
+	if len(seqs) < 4 || last != lab.RowOp("complete") {
+		t.Fatalf("the row events after the listener was killed are missing: %v, the last a %q", seqs, last)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/session"
@@ -103,6 +104,7 @@ type Server struct {
 	http      *http.Server
 	Sessions  *session.Manager
 	sup       *supervisor.Supervisor
+	notify    *notify.Notifier
 	receivers *receiver.Registry
 	started   time.Time
 
@@ -124,16 +126,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	receivers := receiver.NewRegistry(loopbackURL(cfg.Listener.Addr()) + "/receiver")
+	nt := notify.New(notify.Connector(cfg.DatabaseURL, "fencelab serve listener"), cfg.Log)
 	mgr, err := session.NewManager(ctx, session.Config{
-		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Log: cfg.Log,
+		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Notify: nt, Log: cfg.Log,
 		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
 		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc,
 	})
 	if err != nil {
+		nt.Close()
 		_ = sup.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
+	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
@@ -221,6 +225,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		s.Sessions.Close() // ends runs, kills workers, drops schemas, closes the logs and so the sockets
+		s.notify.Close()
 		_ = s.sup.Close()
 		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
 	}()

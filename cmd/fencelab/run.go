@@ -17,6 +17,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -68,7 +69,9 @@ func openWorld(ctx context.Context, getenv func(string) string, log *slog.Logger
 		return nil, err
 	}
 	w.closers = append(w.closers, func() { _ = sup.Close() })
-	w.env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Receivers: receivers, Log: log}
+	nt := notify.New(notify.Connector(dsn, "fencelab run listener"), log)
+	w.closers = append(w.closers, nt.Close)
+	w.env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log}
 	return w, nil
 }
 

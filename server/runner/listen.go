@@ -8,7 +8,6 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/jackc/pgx/v5"
 )
 
 // rowChange is the payload the job_history trigger sends with NOTIFY.
@@ -47,39 +46,74 @@ func (c rowChange) event() *lab.RowEvent {
 	return e
 }
 
-// listen opens the run's own connection, LISTENs on its jobs schema's
-// channel and turns every row change Postgres reports into an event, until
-// ctx ends.
-func (r *Run) listen(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.env.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("listen for row changes: %w", engine.ErrUnavailable)
-	}
-	st := engine.ChannelListen(r.spec.Schemas.Channel())
-	if _, err := conn.Exec(ctx, st.SQL); err != nil {
-		conn.Close(context.Background())
-		return fmt.Errorf("listen for row changes: %w", engine.ErrUnavailable)
-	}
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		defer conn.Close(context.Background())
-		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				return // ctx is done, or the connection is gone with the database
-			}
-			var c rowChange
-			if json.Unmarshal([]byte(n.Payload), &c) != nil {
-				continue
-			}
-			row := c.event()
-			r.noteLease(*row, c.At)
-			r.emit(ctx, lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, At: c.At, Row: row})
-			r.mu.Lock()
-			r.rowSeq = max(r.rowSeq, c.Seq)
-			r.mu.Unlock()
+// fromHistory is the change a history record tells, as a notification
+// would have told it.
+func fromHistory(h engine.HistoryRecord) rowChange {
+	c := rowChange{Seq: h.Seq, JobID: h.JobID, Op: h.Op, At: h.At, App: h.App,
+		New: rowImage{Status: engine.Status(h.NewStatus), Owner: h.NewOwner, Epoch: h.NewEpoch, LeaseUntil: h.NewLeaseUntil}}
+	if h.OldStatus != nil {
+		old := rowImage{Status: engine.Status(*h.OldStatus), Owner: h.OldOwner, LeaseUntil: h.OldLeaseUntil}
+		if h.OldEpoch != nil {
+			old.Epoch = *h.OldEpoch
 		}
-	}()
+		c.Old = &old
+	}
+	return c
+}
+
+// listen LISTENs on the run's jobs schema's channel, through the server's
+// one listening connection, and turns every row change Postgres reports
+// into an event until the run ends. When notifications may have been
+// missed (the connection broke and came back), it reads them from the
+// jobs' history instead: the run's row events have no gap.
+func (r *Run) listen(ctx context.Context) error {
+	sub, err := r.env.Notify.Listen(ctx, r.spec.Schemas.Channel(), func(payload string) {
+		var c rowChange
+		if json.Unmarshal([]byte(payload), &c) == nil {
+			r.tellRow(c)
+		}
+	}, func() { r.catchUp() })
+	if err != nil {
+		return fmt.Errorf("listen for row changes: %w", err)
+	}
+	r.cleanup(sub.Close)
 	return nil
+}
+
+// tellRow makes a row change an event, once: a change told already (by a
+// notification, or read back from the history) is not told again.
+func (r *Run) tellRow(c rowChange) {
+	r.mu.Lock()
+	if c.Seq <= r.rowSeq {
+		r.mu.Unlock()
+		return
+	}
+	r.rowSeq = c.Seq
+	r.mu.Unlock()
+	row := c.event()
+	r.noteLease(*row, c.At)
+	r.emit(context.Background(), lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, At: c.At, Row: row})
+}
+
+// catchUp tells the row changes after the last one told, from the jobs'
+// history: those whose notifications were lost.
+func (r *Run) catchUp() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		r.mu.Lock()
+		after := r.rowSeq
+		r.mu.Unlock()
+		hs, err := r.queue.HistoryAfter(ctx, after, 1000)
+		if err != nil {
+			r.env.Log.Warn("could not read the row changes a run missed", "run", r.spec.ID, "err", err)
+			return
+		}
+		for _, h := range hs {
+			r.tellRow(fromHistory(h))
+		}
+		if len(hs) < 1000 {
+			return
+		}
+	}
 }

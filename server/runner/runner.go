@@ -28,6 +28,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -81,6 +82,9 @@ type Env struct {
 	Pool        *pgxpool.Pool // for the job, the database clock and the outcome
 	DatabaseURL string        // handed to the workers, which connect on their own
 	Supervisor  *supervisor.Supervisor
+	// Notify is the one listening connection every run's row changes come
+	// through.
+	Notify *notify.Notifier
 	// Receivers serves each run's own receiver. Unused when
 	// ExternalReceiver is set.
 	Receivers Receivers
@@ -186,8 +190,8 @@ func New(env *Env, spec Spec) (*Run, error) {
 	if err := spec.Schemas.Validate(); err != nil {
 		return nil, err
 	}
-	if env.Pool == nil || env.Supervisor == nil || env.DatabaseURL == "" || (env.Receivers == nil && env.ExternalReceiver == "") {
-		return nil, errors.New("runner: Env needs Pool, Supervisor, DatabaseURL and Receivers or ExternalReceiver")
+	if env.Pool == nil || env.Supervisor == nil || env.Notify == nil || env.DatabaseURL == "" || (env.Receivers == nil && env.ExternalReceiver == "") {
+		return nil, errors.New("runner: Env needs Pool, Supervisor, Notify, DatabaseURL and Receivers or ExternalReceiver")
 	}
 	switch {
 	case spec.Config.Ordering == lab.FreePlay:
@@ -318,7 +322,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	r.mu.Lock()
 	r.receiverAt = receiverURL
 	r.mu.Unlock()
-	if err := r.listen(bgctx); err != nil {
+	if err := r.listen(ctx); err != nil {
 		return err
 	}
 	r.bg.Add(1)

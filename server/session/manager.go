@@ -26,6 +26,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
+	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -125,6 +126,7 @@ type Config struct {
 	Pool        *pgxpool.Pool
 	DatabaseURL string
 	Supervisor  *supervisor.Supervisor
+	Notify      *notify.Notifier // every run's row changes come through it
 	Log         *slog.Logger
 	// Receivers serves each run's receiver for its workers.
 	Receivers runner.Receivers
@@ -174,7 +176,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
-	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Receivers: cfg.Receivers,
+	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
