@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -387,9 +388,17 @@ func ReceiverDecisionList(schema string, jobID int64) Statement {
 	return b.build()
 }
 
-// SchemaLock serializes schema set-up and tear-down across sessions.
-func SchemaLock() Statement {
-	return Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock($1)", Args: []any{setupLockKey}}
+// SchemaLock serializes the set-up and tear-down of the named schemas
+// across sessions, until the transaction ends: setups of other schemas go
+// on at the same time. The keys are taken in one order, so two setups that
+// share a schema cannot deadlock.
+func SchemaLock(schemas ...string) Statement {
+	keys := make([]int64, 0, len(schemas))
+	for _, s := range schemas {
+		keys = append(keys, schemaLockKey(s))
+	}
+	slices.Sort(keys)
+	return Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
 }
 
 // SchemaDrop drops both schemas of a run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
 
@@ -98,9 +99,14 @@ func schemaSQL(file, schema, channel string) (string, error) {
 	return strings.NewReplacer("{{schema}}", ident(schema), "{{channel}}", literal(channel)).Replace(string(b)), nil
 }
 
-// setupLockKey serializes concurrent setups: CREATE ... IF NOT EXISTS is not
-// safe against itself running at the same moment in another session.
-const setupLockKey = 0x66656e63 // "fenc"
+// schemaLockKey is the advisory lock that serializes setups of one schema:
+// CREATE ... IF NOT EXISTS is not safe against itself running at the same
+// moment in another session. Setups of different schemas need no order.
+func schemaLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fencelab schema " + schema))
+	return int64(h.Sum64())
+}
 
 // Setup creates both schemas, their tables, the claimable-rows index and the
 // history trigger, if they do not exist yet. It is idempotent and safe to
@@ -110,7 +116,7 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
 			return translate("setup lock", err)
 		}
 		jobs, err := schemaSQL("jobs.sql", s.Jobs, s.Channel())
@@ -138,7 +144,7 @@ func SetupReceiver(ctx context.Context, db TxDB, schema string) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
 			return translate("setup lock", err)
 		}
 		recv, err := schemaSQL("receiver.sql", schema, "")
@@ -169,7 +175,7 @@ func Drop(ctx context.Context, db TxDB, s Schemas) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock()); err != nil {
+		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
 			return translate("drop lock", err)
 		}
 		if err := execStatement(ctx, tx, SchemaDrop(s)); err != nil {

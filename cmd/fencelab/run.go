@@ -71,7 +71,7 @@ func openWorld(ctx context.Context, getenv func(string) string, log *slog.Logger
 	w.closers = append(w.closers, func() { _ = sup.Close() })
 	nt := notify.New(notify.Connector(dsn, "fencelab run listener"), log)
 	w.closers = append(w.closers, nt.Close)
-	w.env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log}
+	w.env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log, Clock: &runner.DBClock{Pool: pool}}
 	return w, nil
 }
 

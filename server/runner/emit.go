@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Emit adds an event from outside the run — the receiver's decisions —
@@ -35,12 +37,58 @@ func (r *Run) emit(ctx context.Context, e lab.Event) {
 }
 
 func (r *Run) dbNow(ctx context.Context) time.Time {
+	if r.env.Clock != nil {
+		return r.env.Clock.Now(ctx)
+	}
+	return readClock(ctx, r.env.Pool)
+}
+
+// readClock reads the database clock, or, with the database gone, this
+// machine's.
+func readClock(ctx context.Context, pool *pgxpool.Pool) time.Time {
 	st := engine.ClockNow()
 	var t time.Time
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := r.env.Pool.QueryRow(ctx, st.SQL).Scan(&t); err != nil {
+	if err := pool.QueryRow(ctx, st.SQL).Scan(&t); err != nil {
 		return time.Now() // the database is gone; the event still needs a time
 	}
 	return t
+}
+
+// DBClock tells the database clock's time without a round trip per event:
+// it reads the database clock now and then (every Every) and keeps how far
+// it is from this machine's. The events a run stamps itself — a process
+// spawned, a step begun — are then on the database's clock, as the ones
+// Postgres stamps are, within the round trip's half. Safe for concurrent
+// use.
+type DBClock struct {
+	Pool  *pgxpool.Pool
+	Every time.Duration // how often the offset is read again; default 10s
+
+	mu     sync.Mutex
+	offset time.Duration
+	read   time.Time // when the offset was read (zero: never)
+}
+
+// Now returns the database clock's time, as best known.
+func (c *DBClock) Now(ctx context.Context) time.Time {
+	every := c.Every
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	c.mu.Lock()
+	stale := c.read.IsZero() || time.Since(c.read) > every
+	off := c.offset
+	c.mu.Unlock()
+	if stale {
+		t0 := time.Now()
+		db := readClock(ctx, c.Pool)
+		t1 := time.Now()
+		off = db.Sub(t0.Add(t1.Sub(t0) / 2))
+		c.mu.Lock()
+		c.offset, c.read = off, t1
+		c.mu.Unlock()
+	}
+	return time.Now().Add(off).Round(0)
 }

@@ -64,9 +64,31 @@ func (r *Run) takeover(jobID, epoch int64, claimer string, at time.Time) {
 	r.leaseExpired(context.Background(), j)
 }
 
+func leaseKey(change lab.LeaseChange, jobID, epoch int64, until time.Time) string {
+	return fmt.Sprintf("%s/%d/%d/%d", change, jobID, epoch, until.UnixMicro())
+}
+
+// leaseDue reports whether a lease the run knows of has run out on the
+// database clock and has not been told yet: only then is it worth asking
+// the database which leases have run out.
+func (r *Run) leaseDue(ctx context.Context) bool {
+	r.mu.Lock()
+	var first time.Time
+	for id, l := range r.leases {
+		if r.expired[leaseKey(lab.LeaseExpired, id, l.epoch, l.until)] {
+			continue
+		}
+		if first.IsZero() || l.until.Before(first) {
+			first = l.until
+		}
+	}
+	r.mu.Unlock()
+	return !first.IsZero() && !r.dbNow(ctx).Before(first)
+}
+
 // seenLease reports whether a lease event was told already, and marks it.
 func (r *Run) seenLease(change lab.LeaseChange, j engine.Job) (seen bool, holder string) {
-	key := fmt.Sprintf("%s/%d/%d/%d", change, j.ID, j.Epoch, j.LeaseUntil.UnixMicro())
+	key := leaseKey(change, j.ID, j.Epoch, *j.LeaseUntil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen = r.expired[key]
@@ -115,10 +137,12 @@ func (r *Run) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		jobs, err := r.queue.Expired(ctx)
-		if err == nil {
-			for _, j := range jobs {
-				r.leaseExpired(ctx, j)
+		if r.leaseDue(ctx) {
+			jobs, err := r.queue.Expired(ctx)
+			if err == nil {
+				for _, j := range jobs {
+					r.leaseExpired(ctx, j)
+				}
 			}
 		}
 		if r.lim.MaxStall > 0 {

@@ -85,6 +85,10 @@ type Env struct {
 	// Notify is the one listening connection every run's row changes come
 	// through.
 	Notify *notify.Notifier
+	// Clock, if set, stamps the events a run makes itself with the
+	// database's time without a round trip each; without it each such
+	// event reads the database clock.
+	Clock *DBClock
 	// Receivers serves each run's own receiver. Unused when
 	// ExternalReceiver is set.
 	Receivers Receivers

@@ -177,6 +177,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
+		Clock:            &runner.DBClock{Pool: cfg.Pool},
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
