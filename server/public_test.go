@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
 )
@@ -296,5 +297,38 @@ func TestRuns_RowEventsSurviveALostListener(t *testing.T) {
 	}
 	if len(seqs) < 4 || last != lab.RowOp("complete") {
 		t.Fatalf("the row events after the listener was killed are missing: %v, the last a %q", seqs, last)
+	}
+}
+
+// TestCapacity_FitsTheDatabase: the caps are narrowed to the connections
+// Postgres allows, counting what others hold: a server never has more
+// workers than connections for them.
+func TestCapacity_FitsTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	var maxConns, inUse int
+	if err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int, (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&maxConns, &inUse); err != nil {
+		t.Fatal(err)
+	}
+	var l session.Limits
+	l.Fill()
+	l.MaxRuns = 1000
+	fit, note, err := session.Fit(ctx, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fit.MaxRuns >= 1000 || fit.MaxRuns < 1 {
+		t.Fatalf("fit %d runs of 1000 in %d connections", fit.MaxRuns, maxConns)
+	}
+	if need := session.WorkerConnections(fit) + 2*fit.MaxWorkers + session.PoolSize(fit) + inUse; need > maxConns {
+		t.Fatalf("%d runs need %d connections; Postgres allows %d", fit.MaxRuns, need, maxConns)
+	}
+	if !strings.Contains(note, fmt.Sprintf("allows %d connections", maxConns)) || !strings.Contains(note, "raise max_connections") {
+		t.Fatalf("the note says %q", note)
+	}
+	l.MaxRuns = 10
+	if fit, _, _ := session.Fit(ctx, pool, l); fit.MaxRuns != 10 {
+		t.Fatalf("10 runs that fit became %d", fit.MaxRuns)
 	}
 }

@@ -75,9 +75,16 @@ func openWorld(ctx context.Context, getenv func(string) string, log *slog.Logger
 	return w, nil
 }
 
-// openDB connects to DATABASE_URL, or starts a throwaway cluster.
+// openDB connects to DATABASE_URL, or starts a throwaway cluster, with a
+// pool of 20 connections.
 func openDB(ctx context.Context, getenv func(string) string, log *slog.Logger) (string, *pgxpool.Pool, func(), error) {
-	dsn, stop, err := pgcluster.Open(ctx, getenv, pgcluster.Options{Logf: func(format string, a ...any) {
+	return openDBSized(ctx, getenv, log, 0, 20)
+}
+
+// openDBSized is openDB for a server: a throwaway cluster allows
+// maxConns connections (0: its default), and the pool holds poolSize.
+func openDBSized(ctx context.Context, getenv func(string) string, log *slog.Logger, maxConns, poolSize int) (string, *pgxpool.Pool, func(), error) {
+	dsn, stop, err := pgcluster.Open(ctx, getenv, pgcluster.Options{MaxConnections: maxConns, Logf: func(format string, a ...any) {
 		log.Info(fmt.Sprintf(format, a...))
 	}})
 	if err != nil {
@@ -89,11 +96,10 @@ func openDB(ctx context.Context, getenv func(string) string, log *slog.Logger) (
 		return "", nil, nil, usagef("DATABASE_URL: %v", err)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "fencelab"
-	// Sessions, the receiver's upserts and the event stamps share this pool;
-	// each run's workers connect on their own (two each, plus one to LISTEN),
-	// so 20 here and 12 runs stay within Postgres's default 100 connections.
-	if pcfg.MaxConns < 20 {
-		pcfg.MaxConns = 20
+	// Sessions, the receiver's upserts and the runs' reads share this pool;
+	// each worker connects on its own, with one connection.
+	if pcfg.MaxConns < int32(poolSize) {
+		pcfg.MaxConns = int32(poolSize)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err == nil {

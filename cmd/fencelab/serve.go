@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/web"

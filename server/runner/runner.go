@@ -85,6 +85,10 @@ type Env struct {
 	// Notify is the one listening connection every run's row changes come
 	// through.
 	Notify *notify.Notifier
+	// WorkerSlots, if set, bounds the worker processes of every run
+	// together: one token per live worker, as each holds a connection to
+	// Postgres. A worker that would not fit is refused as busy.
+	WorkerSlots chan struct{}
 	// Clock, if set, stamps the events a run makes itself with the
 	// database's time without a round trip each; without it each such
 	// event reads the database clock.

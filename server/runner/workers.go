@@ -32,6 +32,27 @@ type workerState struct {
 	triedDone bool                 // it sent a commit (complete or fail) statement
 	fence     []engine.FenceReason // what refused its last commit, if anything did
 	skipped   bool                 // it looked its key up and did not call (keyed delivery)
+	slot      bool                 // it holds one of Env.WorkerSlots
+}
+
+// takeSlot takes a worker slot, if the server counts them; it refuses at
+// once when there is none.
+func (r *Run) takeSlot() error {
+	if r.env.WorkerSlots == nil {
+		return nil
+	}
+	select {
+	case r.env.WorkerSlots <- struct{}{}:
+		return nil
+	default:
+		return fault.Errorf(fault.Busy, "the server runs %d workers at once, as many as its database has connections for; try again in a moment", cap(r.env.WorkerSlots))
+	}
+}
+
+func (r *Run) giveSlot() {
+	if r.env.WorkerSlots != nil {
+		<-r.env.WorkerSlots
+	}
 }
 
 // spawn starts a worker process and waits for nothing.
@@ -56,10 +77,14 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	if c.Delivery != "" && c.Delivery != lab.DeliverDirect {
 		args = append(args, "--delivery", string(c.Delivery))
 	}
-	ws := &workerState{label: label, owner: owner, skew: skew}
+	if err := r.takeSlot(); err != nil {
+		return err
+	}
+	ws := &workerState{label: label, owner: owner, skew: skew, slot: r.env.WorkerSlots != nil}
 	r.mu.Lock()
 	if r.phase.Ended() {
 		r.mu.Unlock()
+		r.giveSlot()
 		return fault.Errorf(fault.Conflict, "run %s has ended", r.spec.ID)
 	}
 	r.workers[label] = ws
@@ -78,6 +103,7 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 		delete(r.workers, label)
 		r.order = r.order[:len(r.order)-1]
 		r.mu.Unlock()
+		r.giveSlot()
 		return fmt.Errorf("start worker %s: %w", label, err)
 	}
 	r.mu.Lock()
@@ -127,6 +153,10 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 	switch {
 	case e.Process != nil && e.Process.Change == lab.ProcExited:
 		w.exited, w.waitingAt, w.frozen = true, "", false
+		if w.slot {
+			w.slot = false
+			r.giveSlot() // its connection is closed with it
+		}
 	case e.Checkpoint != nil:
 		w.waitingAt = e.Checkpoint.Name
 		w.waits++

@@ -100,7 +100,7 @@ func (l *Limits) Fill() {
 		}
 	}
 	def(&l.MaxSessions, 5000)
-	def(&l.MaxRuns, 12)
+	def(&l.MaxRuns, 120)
 	def(&l.MaxWorkers, 6)
 	def(&l.MaxJobs, 100)
 	dur(&l.MaxStall, 10*time.Minute)
@@ -177,7 +177,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
-		Clock:            &runner.DBClock{Pool: cfg.Pool},
+		Clock: &runner.DBClock{Pool: cfg.Pool}, WorkerSlots: make(chan struct{}, WorkerConnections(cfg.Limits)+2*cfg.Limits.MaxWorkers),
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())

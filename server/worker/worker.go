@@ -72,7 +72,10 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 	if err != nil {
 		return usagef("--database-url is not a connection string Postgres understands")
 	}
-	pcfg.MaxConns = 2 // one for the job, one for the heartbeat
+	// One connection: the job's statements and the heartbeat's take turns,
+	// each a single statement, and a server of a hundred runs counts its
+	// workers' connections against Postgres's max_connections.
+	pcfg.MaxConns = 1
 	pcfg.ConnConfig.RuntimeParams["application_name"] = lab.AppName(cfg.Label)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
