@@ -133,11 +133,23 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer ln.Close()
 	start := time.Now()
-	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
+	// A cluster of our own allows the connections the caps need; a
+	// database of someone else's narrows the caps to what it allows.
+	maxConns := 0
+	if getenv("DATABASE_URL") == "" {
+		maxConns = max(pgcluster.DefaultMaxConnections, session.ConnectionsFor(lim))
+	}
+	dsn, pool, closeDB, err := openDBSized(ctx, getenv, log, maxConns, session.PoolSize(lim))
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	fit, note, err := session.Fit(ctx, pool, lim)
+	if err != nil {
+		return err
+	}
+	log.Info(note)
+	lim = fit
 	var hosts, commanders, frameAncestors []string
 	for _, o := range origins {
 		h, _ := originHost(o)
