@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -16,8 +15,6 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-var runIDRE = regexp.MustCompile(`^r[0-9a-z]{1,12}$`)
-
 // RunEvents returns the events of one run of a session, checking the ids.
 func (s *Server) RunEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab.Event, error) {
 	sess, err := s.session(c)
@@ -25,8 +22,8 @@ func (s *Server) RunEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab
 		return nil, lab.RunInfo{}, nil, err
 	}
 	id := c.Param("run")
-	if !runIDRE.MatchString(id) {
-		return nil, lab.RunInfo{}, nil, fault.Errorf(fault.Invalid, "%s is not a run id", strconv.QuoteToASCII(shorten(id)))
+	if err := checkRunID("", id); err != nil {
+		return nil, lab.RunInfo{}, nil, err
 	}
 	info, err := sess.Run(id)
 	if err != nil {
@@ -39,6 +36,21 @@ func (s *Server) RunEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab
 	return sess, info, evs, nil
 }
 
+// attachment is a Content-Disposition header value for a download named
+// name. The name is made of ids the server checked, but only letters,
+// digits, '.', '-' and '_' are ever put in the header: anything else
+// becomes '_', so a header never carries a quote, a control byte or a
+// byte a client chose.
+func attachment(name string) string {
+	safe := []byte(name)
+	for i, b := range safe {
+		if !(b == '.' || b == '-' || b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z') {
+			safe[i] = '_'
+		}
+	}
+	return `attachment; filename="` + string(safe) + `"`
+}
+
 // transcript writes what each worker ran, in order, as an SQL file: every
 // statement as it was sent, with its arguments, its worker, its time on
 // the database clock and the rows Postgres answered.
@@ -49,7 +61,7 @@ func (s *Server) transcript(c echo.Context) error {
 	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "application/sql; charset=utf-8")
-	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="fencelab-%s-%s.sql"`, sess.ID[:8], info.ID))
+	h.Set(echo.HeaderContentDisposition, attachment(fmt.Sprintf("fencelab-%s-%s.sql", sess.ID[:8], info.ID)))
 	c.Response().WriteHeader(http.StatusOK)
 	w := bufio.NewWriter(c.Response())
 	broken := "all guards on"

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 )
 
@@ -44,10 +47,29 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Pool.Ping(ctx); err != nil {
-		s.cfg.Log.Warn("readyz: the database does not answer", "err", err)
-		return fault.Errorf(fault.Unavailable, "the database does not answer")
+		// A probe needs the status alone; why goes to the log, without
+		// the user and database a failed connection names.
+		s.cfg.Log.Warn("readyz: the database does not answer", "err", dbDetail(err))
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "sessions": s.Sessions.Count(), "runs": s.Sessions.RunsInFlight()})
+}
+
+// dbDetail is what the log says of a database error. pgconn's error for a
+// failed connection starts "failed to connect to `user=… database=…`",
+// and a server's FATAL can name the user too, so neither is logged as it
+// is: a failed connection is logged by its cause (where it dialled, and
+// why it failed), a server's error by its SQLSTATE.
+func dbDetail(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("the database refused: %s (SQLSTATE %s)", pe.Severity, pe.Code)
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && ce.Unwrap() != nil {
+		return "failed to connect: " + ce.Unwrap().Error()
+	}
+	return err.Error()
 }
 
 // scenarioInfo is what /api/scenarios lists: the lab's catalog and the
@@ -191,6 +213,21 @@ func (s *Server) command(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
+// sinceParam reads the since query parameter: a seq of the session's log,
+// 0 or more, and not beyond its last. A since ahead of the log is a
+// mistake of the client's, not events that are gone; it is checked before
+// the log is read, and the log only ever grows, so it stays true.
+func sinceParam(c echo.Context, sess *session.Session) (int64, error) {
+	since, err := seqParam(c, "since", 0)
+	if err != nil {
+		return 0, err
+	}
+	if last := sess.Log.LastSeq(); since > last {
+		return 0, fault.Errorf(fault.Invalid, "since %d is ahead of the log, whose last seq is %d", since, last)
+	}
+	return since, nil
+}
+
 // seqParam reads a non-negative integer query parameter.
 func seqParam(c echo.Context, name string, def int64) (int64, error) {
 	v := c.QueryParam(name)
@@ -204,12 +241,36 @@ func seqParam(c echo.Context, name string, def int64) (int64, error) {
 	return n, nil
 }
 
-func runParam(c echo.Context) (string, error) {
-	r := c.QueryParam("run")
-	if r != "" && !runIDRE.MatchString(r) {
-		return "", fault.Errorf(fault.Invalid, "run=%s is not a run id", strconv.QuoteToASCII(shorten(r)))
+// runIDRE is the form of a run id: r and the run's number in base 36.
+var runIDRE = regexp.MustCompile(`^r[0-9a-z]{1,12}$`)
+
+// checkRunID refuses what cannot be a run id, before it is looked up or
+// put anywhere (a file name in a header, a message).
+func checkRunID(what, id string) error {
+	if !runIDRE.MatchString(id) {
+		return fault.Errorf(fault.Invalid, "%s%s is not a run id (they are r1, r2, …)", what, strconv.QuoteToASCII(shorten(id)))
 	}
-	return r, nil
+	return nil
+}
+
+// runParam reads the run query parameter: "" for every run, else a run
+// the session knows — one it remembers, or one whose events its log still
+// keeps.
+func runParam(c echo.Context, sess *session.Session) (string, error) {
+	r := c.QueryParam("run")
+	if r == "" {
+		return "", nil
+	}
+	if err := checkRunID("run=", r); err != nil {
+		return "", err
+	}
+	if _, err := sess.Run(r); err == nil {
+		return r, nil
+	}
+	if evs, err := sess.Log.Since(0, r, 1); err == nil && len(evs) > 0 {
+		return r, nil
+	}
+	return "", fault.Errorf(fault.NotFound, "no run %q in this session", r)
 }
 
 // eventPage is the answer to GET .../events.
@@ -224,7 +285,7 @@ func (s *Server) events(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	since, err := seqParam(c, "since", 0)
+	since, err := sinceParam(c, sess)
 	if err != nil {
 		return err
 	}
@@ -235,7 +296,7 @@ func (s *Server) events(c echo.Context) error {
 	if limit < 1 || limit > 10000 {
 		return fault.Errorf(fault.Invalid, "limit=%d must be between 1 and 10000", limit)
 	}
-	run, err := runParam(c)
+	run, err := runParam(c, sess)
 	if err != nil {
 		return err
 	}
@@ -262,11 +323,11 @@ func (s *Server) eventsNDJSON(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	since, err := seqParam(c, "since", 0)
+	since, err := sinceParam(c, sess)
 	if err != nil {
 		return err
 	}
-	run, err := runParam(c)
+	run, err := runParam(c, sess)
 	if err != nil {
 		return err
 	}
@@ -283,7 +344,7 @@ func (s *Server) eventsNDJSON(c echo.Context) error {
 	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "application/x-ndjson")
-	h.Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.ndjson"`)
+	h.Set(echo.HeaderContentDisposition, attachment(name+".ndjson"))
 	c.Response().WriteHeader(http.StatusOK)
 	w := bufio.NewWriter(c.Response())
 	enc := json.NewEncoder(w)
@@ -310,6 +371,9 @@ func (s *Server) runs(c echo.Context) error {
 func (s *Server) run(c echo.Context) error {
 	sess, err := s.session(c)
 	if err != nil {
+		return err
+	}
+	if err := checkRunID("", c.Param("run")); err != nil {
 		return err
 	}
 	rs, err := sess.Run(c.Param("run"))

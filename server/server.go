@@ -37,9 +37,11 @@ type Config struct {
 	// Exe is the fencelab binary the workers run as. Default: this process.
 	Exe string
 	Log *slog.Logger
-	// AllowOrigins lists the host patterns (as coder/websocket matches them,
-	// e.g. "blog.example.com" or "*.example.com") whose pages may open this
-	// server's WebSocket. The server's own origin is always allowed.
+	// AllowOrigins lists the origins whose pages may open this server's
+	// WebSocket, scheme and all, such as "https://blog.example.com" or
+	// "https://*.example.com" (every subdomain of example.com); an entry
+	// without a scheme means https. The server's own origin is always
+	// allowed.
 	AllowOrigins []string
 	// ExternalReceiver is a standalone `fencelab receiver` to deliver to
 	// instead of the built-in one.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -96,7 +98,12 @@ func (s *Server) socket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	since, err := seqParam(c, "since", 0)
+	// The origin first: a page that may not open the socket learns
+	// nothing else, not even whether a token is right.
+	if o := c.Request().Header.Get("Origin"); !originAllowed(c.Request(), s.cfg.AllowOrigins) {
+		return fault.Errorf(fault.Forbidden, "pages of %s may not open this socket: only the server's own origin and those given with --allow-origin may", strconv.QuoteToASCII(shorten(o)))
+	}
+	since, err := sinceParam(c, sess)
 	if err != nil {
 		return err
 	}
@@ -111,9 +118,11 @@ func (s *Server) socket(c echo.Context) error {
 	if !isUpgrade(c.Request()) {
 		return fault.Errorf(fault.Upgrade, "this is a WebSocket endpoint: connect with a WebSocket client")
 	}
-	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowOrigins})
+	// The origin is checked above, scheme and all; the library's own check
+	// matches hosts alone.
+	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
-		return nil // Accept has answered the client already (e.g. 403 for a foreign origin)
+		return nil // Accept has answered the client already
 	}
 	if !s.track(conn) {
 		conn.Close(websocket.StatusGoingAway, "the server is shutting down")
@@ -272,6 +281,49 @@ func (s *Server) endCode() websocket.StatusCode {
 		return websocket.StatusGoingAway
 	}
 	return statusEnded
+}
+
+// originAllowed reports whether the page that sent r may open a socket:
+// a request with no Origin (not a browser), a page of the server's own
+// host, or one whose origin is allowed. An allowed origin is a scheme and
+// a host (and port), such as https://blog.example.com, and matches that
+// scheme and host only: http://blog.example.com is another origin. A host
+// of *.example.com matches every subdomain of example.com, not
+// example.com itself, nor evil-example.com, nor example.com.evil.net. An
+// entry without a scheme means https, the only scheme a public page
+// should drive the playground from.
+func originAllowed(r *http.Request, allowed []string) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if strings.EqualFold(host, r.Host) {
+		return true // the server's own page, whichever scheme a proxy in front speaks
+	}
+	for _, a := range allowed {
+		as, ah, ok := strings.Cut(strings.ToLower(strings.TrimSuffix(a, "/")), "://")
+		if !ok {
+			as, ah = "https", as
+		}
+		if as != scheme {
+			continue
+		}
+		if sub, ok := strings.CutPrefix(ah, "*."); ok {
+			if name, found := strings.CutSuffix(host, "."+sub); found && name != "" && !strings.ContainsAny(name, ":/") {
+				return true
+			}
+			continue
+		}
+		if ah == host {
+			return true
+		}
+	}
+	return false
 }
 
 // isUpgrade reports whether a request asks for a WebSocket.

@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/wire"
 )
 
 // Action names what a command does.
@@ -133,6 +135,13 @@ func Decode(b []byte, lim Limits) (Command, error) {
 			return Command{}, bad("%s does not take %q (it takes %s)", action, k, strings.Join(allowed, ", "))
 		}
 	}
+	for _, k := range msFields {
+		if v, ok := raw[k]; ok {
+			if err := lim.checkMS(action, k, v); err != nil {
+				return Command{}, err
+			}
+		}
+	}
 	strict := json.NewDecoder(bytes.NewReader(b))
 	strict.DisallowUnknownFields()
 	var c Command
@@ -159,12 +168,74 @@ func jsonError(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-func (c *Command) validate(lim Limits) error {
-	// Milliseconds are compared as milliseconds: converted to a Duration
-	// first, a huge number would overflow and pass.
-	if c.PaceMS != nil && (*c.PaceMS < 0 || *c.PaceMS > lim.MaxPace.Milliseconds()) {
-		return bad("pace_ms %d must be between 0 and %d", *c.PaceMS, lim.MaxPace.Milliseconds())
+// msFields are the fields in milliseconds, in the order they are checked.
+var msFields = []string{"lease_ms", "pace_ms", "skew_ms", "work_ms"}
+
+// maxWork is the longest a free-play worker may take over a job.
+const maxWork = time.Minute
+
+// msRange returns the least and the most a millisecond field may be in a
+// command of the action.
+func (lim Limits) msRange(a Action, field string) (least, most int64) {
+	switch field {
+	case "pace_ms":
+		return 0, lim.MaxPace.Milliseconds()
+	case "lease_ms":
+		return lim.MinLease.Milliseconds(), lim.MaxLease.Milliseconds()
+	case "skew_ms":
+		if a == AddWorker { // a worker's clock may run behind as well as ahead
+			return -lab.MaxSkew.Milliseconds(), lab.MaxSkew.Milliseconds()
+		}
+		return 0, lab.MaxSkew.Milliseconds()
+	case "work_ms":
+		return 0, maxWork.Milliseconds()
 	}
+	return 0, 0
+}
+
+// checkMS checks a millisecond field as it was sent, before it is decoded:
+// a whole number within the field's range. It is read as text and
+// compared as milliseconds, so a number too big for an int64, or one that
+// would overflow a time.Duration once multiplied, is refused for what it
+// is and never wraps around into a small or negative duration. A lease of
+// 0 means the default.
+func (lim Limits) checkMS(a Action, field string, raw json.RawMessage) error {
+	v := strings.TrimSpace(string(raw))
+	switch {
+	case v == "null":
+		return nil
+	case v == "":
+		return bad("%s has no value", field)
+	case v[0] == '"':
+		return bad("%s must be a whole number of milliseconds, not a string", field)
+	case v == "true" || v == "false":
+		return bad("%s must be a whole number of milliseconds, not a boolean", field)
+	case v[0] == '{' || v[0] == '[':
+		return bad("%s must be a whole number of milliseconds, not an object or a list", field)
+	case strings.ContainsAny(v, ".eE"):
+		return bad("%s %s is not a whole number of milliseconds", field, shorten(v))
+	}
+	least, most := lim.msRange(a, field)
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil && strings.HasPrefix(v, "-"), err == nil && n < least && !(field == "lease_ms" && n == 0):
+		return bad("%s %s is less than the least, %d", field, shorten(v), least)
+	case err != nil, n > most:
+		return bad("%s %s is more than the most, %d", field, shorten(v), most)
+	}
+	return nil
+}
+
+// shorten keeps a number in a message readable.
+func shorten(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+func (c *Command) validate(lim Limits) error {
+	// Every millisecond field is within its range already (checkMS).
 	switch c.Action {
 	case Run:
 		if c.Ordering == "" {
@@ -183,12 +254,6 @@ func (c *Command) validate(lim Limits) error {
 		}
 		if _, err := c.Guards(); err != nil {
 			return err
-		}
-		if err := c.leaseOK(lim); err != nil {
-			return err
-		}
-		if c.SkewMS < 0 || c.SkewMS > lab.MaxSkew.Milliseconds() {
-			return bad("skew_ms %d must be between 0 and %d", c.SkewMS, lab.MaxSkew.Milliseconds())
 		}
 		if _, err := lab.ParseDelivery(string(c.Delivery)); err != nil {
 			return bad("%v", err)
@@ -217,34 +282,15 @@ func (c *Command) validate(lim Limits) error {
 		if err := engine.ValidatePayload("payload", c.Payload); err != nil {
 			return bad("%v", err)
 		}
-	case AddWorker:
-		if c.SkewMS < -lab.MaxSkew.Milliseconds() || c.SkewMS > lab.MaxSkew.Milliseconds() {
-			return bad("skew_ms %d must be within ±%d", c.SkewMS, lab.MaxSkew.Milliseconds())
-		}
-		if c.WorkMS < 0 || c.WorkMS > time.Minute.Milliseconds() {
-			return bad("work_ms %d must be between 0 and 60000", c.WorkMS)
-		}
-	case Matrix:
-		if err := c.leaseOK(lim); err != nil {
+		// Refused here, with where it is, rather than by Postgres as a
+		// data exception that names no field.
+		if err := wire.CheckText("payload", c.Payload); err != nil {
 			return err
 		}
 	case Batch:
 		if _, err := lab.ParseBatch(string(c.Name)); err != nil {
 			return bad("%v", err)
 		}
-		if err := c.leaseOK(lim); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Command) leaseOK(lim Limits) error {
-	if c.LeaseMS == 0 {
-		return nil
-	}
-	if c.LeaseMS < lim.MinLease.Milliseconds() || c.LeaseMS > lim.MaxLease.Milliseconds() {
-		return bad("lease_ms %d must be between %d and %d", c.LeaseMS, lim.MinLease.Milliseconds(), lim.MaxLease.Milliseconds())
 	}
 	return nil
 }

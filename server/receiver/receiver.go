@@ -47,8 +47,18 @@ func (h *Handler) Register(g *echo.Group) {
 }
 
 func (h *Handler) deliver(c echo.Context) error {
+	body, err := wire.ReadBody(c, maxBody)
+	if err != nil {
+		return err
+	}
 	var d engine.Delivery
-	if err := wire.Decode(c, maxBody, &d); err != nil {
+	if err := wire.DecodeBytes(body, &d); err != nil {
+		return err
+	}
+	// The body is checked as it was sent: decoded, a lone surrogate in the
+	// owner is U+FFFD already, and one in the payload reaches Postgres,
+	// which refuses it as a data exception that names no field.
+	if err := wire.CheckText("", body); err != nil {
 		return err
 	}
 	if err := d.Validate(); err != nil {

@@ -132,6 +132,12 @@ func Decode(c echo.Context, limit int64, v any) error {
 	if err != nil {
 		return err
 	}
+	return DecodeBytes(body, v)
+}
+
+// DecodeBytes decodes a request body already read (ReadBody) into v, as
+// Decode does: exactly one object, no unknown fields.
+func DecodeBytes(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return fault.Errorf(fault.Invalid, "the body is empty; send a JSON object")
 	}
