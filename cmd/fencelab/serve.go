@@ -150,10 +150,10 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info(note)
 	lim = fit
-	var hosts, commanders, frameAncestors []string
+	// An allowed origin keeps its scheme: the socket's check matches
+	// scheme and host, as the page's check of postMessage does.
+	var commanders, frameAncestors []string
 	for _, o := range origins {
-		h, _ := originHost(o)
-		hosts = append(hosts, h)
 		commanders = append(commanders, strings.TrimSuffix(o, "/"))
 	}
 	for _, o := range ancestors {
@@ -165,7 +165,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeTap()
 	srv, err := server.New(ctx, server.Config{
-		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: hosts, TapFunc: tap,
+		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: commanders, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
 		TrustProxies: proxies,
@@ -248,8 +248,7 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 }
 
 // originHost checks an origin such as https://blog.example.com or
-// https://*.example.com and returns its host pattern, as the WebSocket
-// origin check matches it.
+// https://*.example.com and returns its host.
 func originHost(origin string) (string, error) {
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
