@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,5 +331,59 @@ func TestCapacity_FitsTheDatabase(t *testing.T) {
 	l.MaxRuns = 10
 	if fit, _, _ := session.Fit(ctx, pool, l); fit.MaxRuns != 10 {
 		t.Fatalf("10 runs that fit became %d", fit.MaxRuns)
+	}
+}
+
+// TestRuns_AWorkerKilledFromOutside: a scripted run whose worker is
+// killed from outside stops, says why, and gives no verdict; every later
+// step says the same, as a conflict, not as bad input.
+func TestRuns_AWorkerKilledFromOutside(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	s.cmd(`{"action":"step"}`)
+	var pid int
+	for _, w := range s.snapshot().Run.Workers {
+		if w.Label == "B" {
+			pid = w.Pid
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.waitEvent(10*time.Second, "the run's error", func(e lab.Event) bool { return e.Error != nil && e.Error.Code == lab.ErrWorkerLost })
+	a := s.try(`{"action":"step"}`)
+	if a.Status != http.StatusConflict || !strings.Contains(a.errText(), "Worker B is gone") && !strings.Contains(a.errText(), "worker B is gone") {
+		t.Fatalf("a step after the worker was killed: %d %s", a.Status, a.Body)
+	}
+	run := s.snapshot().Run
+	if run.ID != r.Run || run.Phase != lab.PhaseStopped || run.StopReason != lab.StopWorkerLost || run.Outcome != nil {
+		t.Fatalf("the run is %s (%s), outcome %v", run.Phase, run.StopReason, run.Outcome)
+	}
+	for _, e := range s.events(0, r.Run) {
+		if e.Verdict != nil {
+			t.Fatalf("a run that could not play out has a verdict: %+v", e.Verdict)
+		}
+	}
+}
+
+// TestRuns_AWorkerStoppedFromOutsideMeetsTheStallLimit: a worker stopped
+// by a SIGSTOP from outside the run (not by the run) is killed once it has
+// been stopped longer than --max-stall.
+func TestRuns_AWorkerStoppedFromOutsideMeetsTheStallLimit(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.Limits.MaxStall = time.Second })
+	s := ts.newSession()
+	s.cmd(`{"action":"run","ordering":"free-play"}`)
+	w := s.snapshot().Run.Workers[0]
+	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e := s.waitEvent(15*time.Second, "the stalled worker killed", func(e lab.Event) bool {
+		return e.Process != nil && e.Process.Change == lab.ProcExited && e.Process.Pid == w.Pid
+	})
+	if e.Process.Cause != lab.CauseStallLimit {
+		t.Fatalf("the worker stopped from outside exited, cause %q", e.Process.Cause)
 	}
 }

@@ -439,6 +439,7 @@ const (
 	StopReplaced    StopReason = "replaced"     // the driver started another run
 	StopTimeLimit   StopReason = "time-limit"   // it ran longer than the server allows
 	StopAbandoned   StopReason = "abandoned"    // nobody watched or drove it for a while
+	StopWorkerLost  StopReason = "worker-lost"  // a worker died of something outside the run
 	StopSessionEnd  StopReason = "session-end"  // its session ended
 	StopShutdown    StopReason = "shutdown"     // the server is shutting down
 	StopInterrupted StopReason = "interrupted"  // Ctrl-C (the CLI)
@@ -563,6 +564,7 @@ const (
 	ErrStartFailed ErrorCode = "start-failed" // a run could not start
 	ErrBadCommand  ErrorCode = "bad-command"  // a worker refused a command line; nothing changed
 	ErrEvaluate    ErrorCode = "evaluate"     // the outcome could not be read
+	ErrWorkerLost  ErrorCode = "worker-lost"  // a worker of a script died of something outside the run: it cannot go on
 )
 
 // ErrorEvent is something that went wrong that was not a fenced write.

@@ -320,7 +320,7 @@ func Words() WordTable {
 			engine.ReasonEpochChanged: "the row's epoch moved on",
 		}[r]
 	}
-	for _, r := range []StopReason{StopReset, StopReplaced, StopTimeLimit, StopAbandoned, StopSessionEnd, StopShutdown, StopInterrupted, StopStartFailed} {
+	for _, r := range []StopReason{StopReset, StopReplaced, StopTimeLimit, StopAbandoned, StopWorkerLost, StopSessionEnd, StopShutdown, StopInterrupted, StopStartFailed} {
 		w.Stops[r] = StopWords(r)
 	}
 	return w
@@ -337,6 +337,8 @@ func StopWords(r StopReason) string {
 		return "it ran for longer than this server allows"
 	case StopAbandoned:
 		return "nobody was watching or driving it"
+	case StopWorkerLost:
+		return "a worker died of something outside the run, so its script cannot go on"
 	case StopSessionEnd:
 		return "its session ended"
 	case StopShutdown:

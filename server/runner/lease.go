@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/supervisor"
 )
 
 // Lease watching: the runner reports each lease that runs out, on the
@@ -131,6 +132,7 @@ func (r *Run) watch(ctx context.Context) {
 	defer r.bg.Done()
 	t := time.NewTicker(r.lim.Poll)
 	defer t.Stop()
+	var lastStall time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,17 +147,46 @@ func (r *Run) watch(ctx context.Context) {
 				}
 			}
 		}
-		if r.lim.MaxStall > 0 {
+		if r.lim.MaxStall > 0 && time.Since(lastStall) >= stallEvery {
+			lastStall = time.Now()
 			r.killStalled(ctx)
 		}
 	}
 }
 
+// stallEvery is how often the workers' process states are read for stalls.
+const stallEvery = 500 * time.Millisecond
+
+// killStalled kills a worker frozen longer than MaxStall: by the run, or
+// by a SIGSTOP from outside it, which only the process's state shows.
 func (r *Run) killStalled(ctx context.Context) {
+	r.mu.Lock()
+	var look []*workerState
+	for _, l := range r.order {
+		if w := r.workers[l]; !w.frozen && !w.exited && w.proc != nil {
+			look = append(look, w)
+		}
+	}
+	r.mu.Unlock()
+	for _, w := range look {
+		stopped := supervisor.ProcState(w.proc.Pid) == 'T'
+		r.mu.Lock()
+		switch {
+		case !stopped:
+			w.stoppedAt = time.Time{}
+		case w.stoppedAt.IsZero():
+			w.stoppedAt = time.Now()
+		}
+		r.mu.Unlock()
+	}
 	r.mu.Lock()
 	var stalled []string
 	for _, l := range r.order {
-		if w := r.workers[l]; w.frozen && !w.exited && time.Since(w.frozenAt) > r.lim.MaxStall {
+		w := r.workers[l]
+		if w.exited {
+			continue
+		}
+		if (w.frozen && time.Since(w.frozenAt) > r.lim.MaxStall) || (!w.frozen && !w.stoppedAt.IsZero() && time.Since(w.stoppedAt) > r.lim.MaxStall) {
 			stalled = append(stalled, l)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -449,9 +450,19 @@ func (r *Run) endedErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.phase.Ended() {
+		if r.failure != nil && r.failure.Code == string(lab.ErrWorkerLost) {
+			return fault.Errorf(fault.Conflict, "run %s has ended: %s; start another", r.spec.ID, lowerFirst(r.failure.Message))
+		}
 		return fault.Errorf(fault.Conflict, "run %s has ended (%s); start another", r.spec.ID, r.phase)
 	}
 	return nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }
 
 // Stop ends a run that has not finished, for a reason: its workers are

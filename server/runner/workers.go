@@ -25,6 +25,7 @@ type workerState struct {
 	waits     int            // how many times it has reported waiting at a checkpoint
 	frozen    bool
 	frozenAt  time.Time
+	stoppedAt time.Time // when it was first seen stopped by a signal from outside the run (zero: not)
 	exited    bool
 	killCause lab.Cause // who sent the SIGKILL, if anyone in the run did
 	jobID     int64
@@ -114,6 +115,16 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	return nil
 }
 
+// lose ends a scripted run whose worker died of something outside it: no
+// verdict (the script did not play out, so there is nothing to judge), an
+// error event that says why, and every later command answered so.
+func (r *Run) lose(why string) {
+	f := &lab.Failure{Code: string(lab.ErrWorkerLost), Message: why + "."}
+	r.end(lab.PhaseStopped, lab.StopWorkerLost, f, func() {
+		r.emit(context.Background(), lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Error: &lab.ErrorEvent{Code: lab.ErrWorkerLost, Message: f.Message}})
+	})
+}
+
 // credential issues a credential for one more sender of the run to its
 // built-in receiver; "" for a standalone receiver, which takes anyone's.
 func (r *Run) credential() string {
@@ -133,15 +144,34 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 	if s := e.SQL; s != nil && s.Op == lab.OpClaim && s.Result == lab.ResultOK && s.Epoch != nil {
 		r.takeover(s.JobID, *s.Epoch, p.Label, e.At)
 	}
+	lost := false
 	if pe := e.Process; pe != nil && pe.Change == lab.ProcExited {
 		r.mu.Lock()
 		if w := r.workers[p.Label]; w != nil {
 			pe.Cause = w.killCause
-			if pe.Cause == "" && pe.Signal != "" {
+			if pe.Cause == "" && (pe.Signal != "" || (pe.ExitCode != nil && *pe.ExitCode != 0)) {
 				pe.Cause = lab.CauseOutside
 			}
+			// A script cannot go on without its worker; free play can.
+			lost = (pe.Cause == lab.CauseOutside || pe.Cause == lab.CauseStallLimit) && r.spec.Mode != lab.ModeFree && !r.phase.Ended()
 		}
 		r.mu.Unlock()
+	}
+	if lost {
+		pe := e.Process
+		how := "it exited"
+		switch {
+		case pe.Signal != "":
+			how = "it was killed by " + pe.Signal
+		case pe.ExitCode != nil:
+			how = fmt.Sprintf("it exited with code %d", *pe.ExitCode)
+		}
+		if pe.Cause == lab.CauseStallLimit {
+			how = "it was frozen longer than this server allows"
+		}
+		// Not on this goroutine: ending the run waits for every worker to be
+		// reaped, this one's included.
+		go r.lose(fmt.Sprintf("Worker %s is gone: %s, from outside the run", p.Label, how))
 	}
 	r.emit(context.Background(), e)
 	r.mu.Lock()
