@@ -364,9 +364,10 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 	}
 	tab.Screenshot("busy-recorded-375")
 
-	// No session to be had at all: the page still comes, says so, and plays
-	// a recording.
-	srv.NewSession()
+	// No session to be had at all — every one is in use, so none makes way
+	// — the page still comes, says so, and plays a recording.
+	id3, token3 := srv.NewSession()
+	srv.Command(id3, token3, `{"action":"reset"}`)
 	full := newTab(t, 375, 800, AllowErrors("503"))
 	if status := full.NavigateStatus(srv.URL + "/?ordering=zombie-first&lease=300"); status != http.StatusServiceUnavailable {
 		t.Fatalf("GET / with every session taken: %d, want 503", status)
