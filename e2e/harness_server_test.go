@@ -94,7 +94,8 @@ func startServer(t *testing.T, extraArgs ...string) *Server {
 		// protocol's schema once the server has stopped.
 		tap: filepath.Join(t.TempDir(), "events.ndjson"),
 	}
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, extraArgs...)
+	// A few spare schemas, not a hundred: the tests share the machine.
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--spare-runs", "2"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, st.mark, labtest.TapEnv+"="+st.tap)
 	// If this test binary dies, the kernel kills the server where it has a

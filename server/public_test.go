@@ -387,3 +387,41 @@ func TestRuns_AWorkerStoppedFromOutsideMeetsTheStallLimit(t *testing.T) {
 		t.Fatalf("the worker stopped from outside exited, cause %q", e.Process.Cause)
 	}
 }
+
+// TestSpares_ARunTakesASparePairAndNoneIsLeft: a server with spare schemas
+// makes them while quiet; a run takes one (and starts without making its
+// own); at shutdown the spares nobody took are dropped with the rest.
+func TestSpares_ARunTakesASparePairAndNoneIsLeft(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.Limits.SpareRuns = 2 })
+	spares := func() int {
+		var n int
+		if err := pgtest.Pool(t).QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)", "fl_"+ts.Sessions.Instance()+"_s").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, 20*time.Second, "two spare pairs made", func() bool { return spares() == 4 })
+	s := ts.newSession()
+	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"auto","lease_ms":300,"pace_ms":0}`)
+	if o := s.verdictOf(r.Run, 30*time.Second); !o.Safe {
+		t.Fatalf("a run on spare schemas: %+v", o)
+	}
+	var fromSpare bool
+	for _, e := range s.events(0, r.Run) {
+		if e.SQL != nil && strings.Contains(e.SQL.Stmt.SQL, `"fl_`+ts.Sessions.Instance()+`_s`) {
+			fromSpare = true
+		}
+	}
+	if !fromSpare {
+		t.Fatal("the run did not use a spare pair of schemas")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := schemasOf(t, ts); n != 0 {
+		t.Fatalf("%d schemas of the server are left after shutdown", n)
+	}
+}

@@ -19,7 +19,9 @@ import (
 // decodes its report. It fails the test unless the command exits 0.
 func loadReportOf(t *testing.T, m string, args ...string) loadReport {
 	t.Helper()
-	args = append([]string{"load", "--json"}, args...)
+	// Few spare schemas: the tests share one Postgres, and a child server
+	// would otherwise make a hundred pairs in advance.
+	args = append([]string{"load", "--json", "--serve-flag=--spare-runs=2"}, args...)
 	stdout, stderr, code := fencelab(t, []string{m}, args...)
 	if code != 0 {
 		t.Fatalf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
@@ -171,7 +173,7 @@ func TestLoad_Refused(t *testing.T) {
 func TestLoad_KilledLeavesNothing(t *testing.T) {
 	t.Parallel()
 	m := marker(t)
-	p := start(t, []string{"DATABASE_URL=" + pgtest.DSN(t), m}, "load", "--readers", "2", "--lease", "5s")
+	p := start(t, []string{"DATABASE_URL=" + pgtest.DSN(t), m}, "load", "--readers", "2", "--lease", "5s", "--serve-flag=--spare-runs=2")
 	line := p.waitLine(t, "started fencelab serve (pid", 60*time.Second)
 	pid, _ := strconv.Atoi(regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(line)[1])
 	p.waitLine(t, "readers against", 30*time.Second)

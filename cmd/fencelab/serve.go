@@ -100,6 +100,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
+	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
 	maxMessage := fs.Int64("max-message", 16<<10, "largest WebSocket message from a client, in bytes")
@@ -150,6 +151,10 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info(note)
 	lim = fit
+	if lim.SpareRuns < 0 {
+		lim.SpareRuns = 200
+	}
+	lim.SpareRuns = min(lim.SpareRuns, lim.MaxRuns) // more could never all be used at once
 	// An allowed origin keeps its scheme: the socket's check matches
 	// scheme and host, as the page's check of postMessage does.
 	var commanders, frameAncestors []string
@@ -224,6 +229,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-events-total %d must be at least --max-events and at most 100000000", l.MaxEventsTotal)
 	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:
 		return bad("--max-sessions-per-client, --max-runs-per-client and --max-batches-per-client must be at least 1")
+	case l.SpareRuns < -1 || l.SpareRuns > 1000:
+		return bad("--spare-runs %d must be between 0 and 1000", l.SpareRuns)
 	case l.FreshIdle < 10*time.Second || l.FreshIdle > l.SessionIdle:
 		return bad("--fresh-idle %v must be at least 10s and at most --session-idle", l.FreshIdle)
 	case maxBody < 1024 || maxBody > 64<<20:

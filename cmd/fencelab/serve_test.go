@@ -24,7 +24,7 @@ type served struct {
 func serve(t *testing.T, env ...string) served {
 	t.Helper()
 	t0 := time.Now()
-	p := start(t, env, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	p := start(t, env, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--spare-runs", "2")
 	line := p.waitLine(t, "playground at http://", 60*time.Second)
 	url := regexp.MustCompile(`http://[0-9.:]+`).FindString(line)
 	t.Logf("ready in %v at %s", time.Since(t0).Round(time.Millisecond), url)

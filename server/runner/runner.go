@@ -116,6 +116,9 @@ type Spec struct {
 	// matrix cell).
 	Background bool
 	Schemas    engine.Schemas
+	// Prepared says the schemas were set up already, and are empty (a
+	// server's spare pair): the run uses them as they are.
+	Prepared bool
 	// KeepSchemas leaves the schemas in the database when the run ends, to
 	// be looked at (the CLI with a DATABASE_URL of the user's own).
 	KeepSchemas bool
@@ -228,7 +231,19 @@ func New(env *Env, spec Spec) (*Run, error) {
 		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]lease{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{})}
 	r.stopBG = func() {}
+	if spec.Prepared && !spec.KeepSchemas {
+		r.cleanup(r.dropSchemas) // its schemas exist already, however soon it ends
+	}
 	return r, nil
+}
+
+// dropSchemas drops the run's schemas.
+func (r *Run) dropSchemas() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := engine.Drop(ctx, r.env.Pool, r.spec.Schemas); err != nil {
+		r.env.Log.Warn("could not drop a run's schemas", "run", r.spec.ID, "err", err)
+	}
 }
 
 // Start sets up the run's schemas and receiver, starts watching its leases
@@ -285,17 +300,13 @@ func (r *Run) awaitStart(ctx context.Context) error {
 // start does the work of Open that can fail.
 func (r *Run) start(ctx, bgctx context.Context) error {
 	env, spec := r.env, r.spec
-	if err := engine.Reset(ctx, env.Pool, spec.Schemas); err != nil {
-		return fmt.Errorf("set up the run's schemas: %w", err)
-	}
-	if !spec.KeepSchemas {
-		r.cleanup(func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := engine.Drop(dctx, env.Pool, spec.Schemas); err != nil {
-				env.Log.Warn("could not drop a run's schemas", "run", spec.ID, "err", err)
-			}
-		})
+	if !spec.Prepared {
+		if err := engine.Reset(ctx, env.Pool, spec.Schemas); err != nil {
+			return fmt.Errorf("set up the run's schemas: %w", err)
+		}
+		if !spec.KeepSchemas {
+			r.cleanup(r.dropSchemas)
+		}
 	}
 	q, err := engine.NewQueue(env.Pool, engine.QueueConfig{Schema: spec.Schemas.Jobs, Guards: spec.Config.Broken})
 	if err != nil {

@@ -57,6 +57,9 @@ type Limits struct {
 	// FreshIdle is how long a session nobody has used yet (no command, no
 	// socket: a page load, or a POST, and nothing after) lives.
 	FreshIdle time.Duration `json:"-"`
+	// SpareRuns is how many pairs of a run's schemas are kept made in
+	// advance, while the server is quiet (0: none).
+	SpareRuns int           `json:"spare_runs"`
 	MinLease  time.Duration `json:"-"`                // bounds of a run's lease
 	MaxLease  time.Duration `json:"-"`                //
 	MaxPace   time.Duration `json:"-"`                // slowest auto pace
@@ -152,6 +155,7 @@ type Manager struct {
 	runSlots chan struct{}
 	lockConn *pgx.Conn   // holds the instance lock for the Manager's life
 	events   *hub.Budget // the events every session keeps, together
+	spares   spares
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -181,6 +185,8 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.spares.ch = make(chan engine.Schemas, cfg.Limits.SpareRuns)
+	m.spares.taken = make(chan struct{}, 1)
 	pc, err := cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("session manager: %w", engine.ErrUnavailable)
@@ -196,6 +202,10 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		cfg.Log.Warn("could not drop the schemas of gone servers", "err", err)
 	} else if n > 0 {
 		cfg.Log.Info("dropped schemas left by servers that are gone", "schemas", n)
+	}
+	if cfg.Limits.SpareRuns > 0 {
+		m.spares.wg.Add(1)
+		go m.fillSpares()
 	}
 	return m, nil
 }
@@ -591,6 +601,8 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.cancel()
+	m.spares.wg.Wait()
+	m.dropSpares()
 	if m.lockConn != nil {
 		_ = m.lockConn.Close(context.Background())
 	}

@@ -266,6 +266,10 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 			s.m.releaseRun(s.client)
 		}
 	}
+	// A spare pair of schemas, made in advance, if there is one.
+	if spare, ok := s.m.takeSpare(); ok {
+		spec.Schemas, spec.Prepared = spare, true
+	}
 	spec.EmitFunc = s.emit
 	spec.OnEndFunc = func(r *runner.Run) {
 		release()
@@ -276,6 +280,9 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 	r, err := runner.New(s.m.env, spec)
 	if err != nil {
 		release() // refused before it began: nothing will end to give the slot back
+		if spec.Prepared {
+			s.m.dropSchemas(spec.Schemas) // no run took them over
+		}
 		return nil, err
 	}
 	s.mu.Lock()

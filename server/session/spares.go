@@ -1,0 +1,110 @@
+package session
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// Spare schemas: a run's two schemas cost Postgres some 25 ms of catalog
+// work to create, and a blog post's readers arrive together. The manager
+// keeps a few pairs made in advance, while it is quiet, and a run that
+// starts takes one; only when there is none does it make its own.
+type spares struct {
+	ch        chan engine.Schemas
+	serial    atomic.Int64
+	lastStart atomic.Int64 // unix nanoseconds of the last run that started
+	taken     chan struct{}
+	wg        sync.WaitGroup
+}
+
+// quietFor is how long no run must have started before spares are made:
+// they are made between bursts, never during one.
+const quietFor = time.Second
+
+// take returns a spare pair, if there is one.
+func (m *Manager) takeSpare() (engine.Schemas, bool) {
+	m.spares.lastStart.Store(time.Now().UnixNano())
+	select {
+	case s := <-m.spares.ch:
+		select {
+		case m.spares.taken <- struct{}{}:
+		default:
+		}
+		return s, true
+	default:
+		return engine.Schemas{}, false
+	}
+}
+
+// fillSpares keeps the spare pairs topped up until the manager closes.
+func (m *Manager) fillSpares() {
+	defer m.spares.wg.Done()
+	for {
+		if len(m.spares.ch) == cap(m.spares.ch) {
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-m.spares.taken:
+			}
+			continue
+		}
+		if since := time.Since(time.Unix(0, m.spares.lastStart.Load())); since < quietFor {
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-time.After(quietFor - since):
+			}
+			continue
+		}
+		n := strconv.FormatInt(m.spares.serial.Add(1), 36)
+		base := schemaPrefix + m.instance + "_s" + n
+		s := engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		err := engine.Setup(ctx, m.cfg.Pool, s)
+		cancel()
+		if err != nil {
+			if m.ctx.Err() == nil {
+				m.cfg.Log.Warn("could not make a spare pair of schemas", "err", err)
+				select {
+				case <-m.ctx.Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = engine.Drop(dctx, m.cfg.Pool, s)
+			dcancel()
+			continue
+		}
+		m.spares.ch <- s // there is room: only this goroutine adds
+	}
+}
+
+// dropSchemas drops a pair a run took and never used.
+func (m *Manager) dropSchemas(s engine.Schemas) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := engine.Drop(ctx, m.cfg.Pool, s); err != nil {
+		m.cfg.Log.Warn("could not drop a run's schemas", "err", err)
+	}
+}
+
+// dropSpares drops the spare pairs nobody took.
+func (m *Manager) dropSpares() {
+	for {
+		select {
+		case s := <-m.spares.ch:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := engine.Drop(ctx, m.cfg.Pool, s); err != nil {
+				m.cfg.Log.Warn("could not drop a spare pair of schemas", "err", err)
+			}
+			cancel()
+		default:
+			return
+		}
+	}
+}
