@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -378,4 +379,26 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 	}
 	full.Click("run")
 	full.PollState(`s.recording === "zombie-first" && s.recorded.outcome && s.recorded.outcome.ordering === "zombie-first"`, 60*time.Second)
+}
+
+// TestPeers_TheDriveLinkWorksOnTheOtherInstance: two servers on one
+// Postgres, as behind a reverse proxy that sends each request anywhere; a
+// reader opens a session's drive link on the instance that did not make
+// it, and drives a whole run from there.
+func TestPeers_TheDriveLinkWorksOnTheOtherInstance(t *testing.T) {
+	owner := startServer(t)
+	other := startServer(t)
+	id, token := owner.NewSession()
+	tab := newTab(t, 1280, 900)
+	tab.Navigate(other.URL + "/s/" + url.PathEscape(id) + "?ordering=zombie-first&mode=auto&lease=300&pace=0#token=" + url.QueryEscape(token))
+	tab.WaitReady()
+	tab.PollState(`s.connection === "live" && s.role === "driver"`, 30*time.Second)
+	if got := tab.State()["sessionId"]; got != id {
+		t.Fatalf("the page on the other instance shows session %v, want %s", got, id)
+	}
+	tab.Click("run")
+	tab.PollState(`s.outcome && s.outcome.safe === true`, 60*time.Second)
+	if s := owner.GetJSON("/api/sessions/" + id); s["run"] == nil {
+		t.Fatalf("the owner does not have the run: %v", s)
+	}
 }

@@ -425,3 +425,54 @@ func TestSpares_ARunTakesASparePairAndNoneIsLeft(t *testing.T) {
 		t.Fatalf("%d schemas of the server are left after shutdown", n)
 	}
 }
+
+// TestPeers_ALinkWorksOnEitherInstance: two instances on one Postgres, as
+// behind a reverse proxy; a session made on one is watched, driven and
+// shown on the other, its socket included; when its instance is gone, the
+// other says it is no more.
+func TestPeers_ALinkWorksOnEitherInstance(t *testing.T) {
+	t.Parallel()
+	a := startServer(t, nil)
+	b := startServer(t, nil)
+	s := a.newSession()
+	viaB := &sess{ts: b, ID: s.ID, Token: s.Token}
+	var snap session.Snapshot
+	b.do("GET", "/api/sessions/"+s.ID, "", "", "").json(t, &snap)
+	if snap.ID != s.ID {
+		t.Fatalf("the session through the other instance: %+v", snap)
+	}
+	w, _, err := viaB.dial(context.Background(), 0, s.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.c.CloseNow()
+	w.next(t, "live", 5*time.Second)
+	r := viaB.cmd(`{"action":"run","ordering":"zombie-first","mode":"auto","lease_ms":300,"pace_ms":0}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := w.next(t, "event", time.Until(deadline))
+		if e := eventOf(m); e.Verdict != nil && e.Run == r.Run {
+			if !e.Verdict.Safe {
+				t.Fatalf("the verdict through the other instance: %+v", e.Verdict)
+			}
+			break
+		}
+	}
+	if dl := b.do("GET", "/api/sessions/"+s.ID+"/events.ndjson?run="+r.Run, "", "", ""); dl.Status != http.StatusOK || !strings.Contains(string(dl.Body), `"kind":"verdict"`) {
+		t.Fatalf("the run's events through the other instance: %d", dl.Status)
+	}
+	if n := a.Sessions.Count(); n != 1 {
+		t.Fatalf("the owner has %d sessions, want 1", n)
+	}
+	if n := b.Sessions.Count(); n != 0 {
+		t.Fatalf("the other instance made %d sessions of its own", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.do("GET", "/api/sessions/"+s.ID, "", "", ""); got.Status != http.StatusNotFound {
+		t.Fatalf("a session of an instance that is gone: %d %s", got.Status, got.Body)
+	}
+}

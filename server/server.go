@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,11 @@ type Config struct {
 	// TapFunc, if set, sees every event of every session as it is kept,
 	// encoded (the event tap; see EventTap).
 	TapFunc func(encoded []byte)
+	// AdvertiseURL is where other instances on the same Postgres reach this
+	// one, to pass on requests for its sessions. Default: the listener's
+	// address (http://127.0.0.1:PORT when it listens on every interface),
+	// right for instances on one machine.
+	AdvertiseURL string
 	// TrustProxies lists the networks (CIDRs, such as 10.0.0.0/8) of the
 	// reverse proxies in front of the server: a request from one of them is
 	// counted as the client its X-Forwarded-For names. From anywhere else,
@@ -88,6 +94,12 @@ func (c *Config) Validate() error {
 		return errors.New("server: max body must be at least 1KiB, max message at least 256 bytes, message rate positive")
 	}
 	c.Limits.Fill()
+	if c.AdvertiseURL == "" {
+		c.AdvertiseURL = loopbackURL(c.Listener.Addr())
+	}
+	if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("server: the advertise URL must be an http(s) URL")
+	}
 	if c.Recordings == nil {
 		rs, err := recording.New(128)
 		if err != nil {
@@ -132,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mgr, err := session.NewManager(ctx, session.Config{
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Notify: nt, Log: cfg.Log,
 		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
-		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc,
+		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc, AdvertiseURL: cfg.AdvertiseURL,
 	})
 	if err != nil {
 		nt.Close()
@@ -143,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
+	s.echo.Pre(s.forward)
 	s.routes(s.echo)
 	if cfg.PagesFunc != nil {
 		cfg.PagesFunc(s.echo, s)

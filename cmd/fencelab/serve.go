@@ -78,6 +78,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "an origin whose pages may drive an embedded playground by postMessage and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
 	var ancestors listFlag
+	advertise := fs.String("advertise-url", "", "where the other instances on the same Postgres reach this one, e.g. http://10.0.0.5:8080 (default: this listener's address, right for instances on one machine)")
 	var proxies prefixList
 	fs.Var(&proxies, "trust-proxy", "a reverse proxy's network (CIDR, repeatable): from it, X-Forwarded-For names the client that per-client caps count; from elsewhere the header is ignored")
 	fs.Var(&ancestors, "frame-ancestor", "restrict embedding to these origins (repeatable); by default any site may embed the playground")
@@ -173,7 +174,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: commanders, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
-		TrustProxies: proxies,
+		TrustProxies: proxies, AdvertiseURL: *advertise,
 	})
 	if err != nil {
 		return err
@@ -239,6 +240,12 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-message %d must be between 256 and 16777216", maxMessage)
 	case rate <= 0 || rate > 10_000:
 		return bad("--message-rate %g must be above 0 and at most 10000", rate)
+	}
+	if a := fs.Lookup("advertise-url").Value.String(); a != "" {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return bad("--advertise-url %q is not an http(s) URL of a server (no path)", a)
+		}
 	}
 	if receiverURL != "" {
 		u, err := url.Parse(receiverURL)

@@ -143,6 +143,10 @@ type Config struct {
 	// TapFunc, if set, sees every event of every session, encoded (the
 	// event tap).
 	TapFunc func(encoded []byte)
+	// AdvertiseURL, if set, is where the other instances on the same
+	// Postgres reach this one: its sessions are recorded there, so that a
+	// request for one reaching another instance is passed on here.
+	AdvertiseURL string
 }
 
 // Manager owns every session. It is safe for concurrent use.
@@ -154,6 +158,7 @@ type Manager struct {
 	cancel   context.CancelFunc
 	runSlots chan struct{}
 	lockConn *pgx.Conn   // holds the instance lock for the Manager's life
+	lockMu   sync.Mutex  // one user of lockConn at a time, after start
 	events   *hub.Budget // the events every session keeps, together
 	spares   spares
 
@@ -198,6 +203,13 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("session manager: instance lock: %w", engine.ErrUnavailable)
 	}
 	m.lockConn = conn
+	if err := m.joinPeers(ctx); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	if err := m.sweepPeers(ctx); err != nil {
+		cfg.Log.Warn("could not forget the instances that are gone", "err", dbErr(err))
+	}
 	if n, err := m.sweepOrphans(ctx); err != nil {
 		cfg.Log.Warn("could not drop the schemas of gone servers", "err", err)
 	} else if n > 0 {
@@ -291,7 +303,11 @@ func (m *Manager) Create() (*Session, error) { return m.CreateFor("") }
 // loads that never run cannot lock readers out.
 func (m *Manager) CreateFor(client string) (*Session, error) {
 	var evicted []*Session
+	var made *Session
 	defer func() {
+		if made != nil {
+			m.peerSessionAdd(made.ID)
+		}
 		for _, s := range evicted {
 			m.cfg.Log.Info("session made way for a new one", "session", s.short())
 			s.close(lab.SessionIdle)
@@ -325,6 +341,7 @@ func (m *Manager) CreateFor(client string) (*Session, error) {
 		m.use(client).sessions++
 	}
 	m.cfg.Log.Debug("session created", "session", s.short(), "sessions", len(m.sessions))
+	made = s
 	return s, nil
 }
 
@@ -603,6 +620,9 @@ func (m *Manager) Close() {
 	m.cancel()
 	m.spares.wg.Wait()
 	m.dropSpares()
+	m.lockMu.Lock()
+	defer m.lockMu.Unlock()
+	m.leavePeers()
 	if m.lockConn != nil {
 		_ = m.lockConn.Close(context.Background())
 	}

@@ -363,6 +363,9 @@ func (s *Session) close(why lab.SessionEndReason) {
 	s.cancel()
 	s.emit(lab.Event{Kind: lab.KindSession, Actor: lab.ActorServer, Session: &lab.SessionEvent{Reason: why}})
 	s.Log.Close()
+	if why != lab.SessionShutdown { // at shutdown the instance's row goes, and its sessions' with it
+		s.m.peerSessionDel(s.ID)
+	}
 }
 
 // String names the session in a log line.
