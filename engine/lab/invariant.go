@@ -18,6 +18,7 @@ const (
 	InvEpochUnique       Invariant = "epoch-unique"        // every claim holds a newer epoch than the one before
 	InvLeaseRespected    Invariant = "lease-respected"     // no claim while the previous lease is live on the database clock
 	InvReceiverMonotonic Invariant = "receiver-monotonic"  // the receiver's epoch for a job never goes backwards
+	InvReceiverKnown     Invariant = "receiver-known"      // the receiver takes only epochs a claim of the job held
 	InvRowLastOwner      Invariant = "row-last-owner"      // the finished row holds its last owner's result
 	InvReceiverLastOwner Invariant = "receiver-last-owner" // the receiver holds the last owner's result
 	InvFinished          Invariant = "finished"            // the job ends done (liveness, not safety)
@@ -83,8 +84,18 @@ func Check(history []engine.HistoryRecord, decisions []engine.DecisionRecord, he
 			}
 		}
 	}
+	claimed := map[int64]bool{}
+	for _, h := range history {
+		if h.Op == "claim" {
+			claimed[h.NewEpoch] = true
+		}
+	}
 	for i := range decisions {
 		d := &decisions[i]
+		if d.Decision != engine.RefusedStale && d.Decision != engine.Duplicate && len(history) > 0 && !claimed[d.Epoch] {
+			add(fmt.Sprintf("unknown:%d", d.Epoch), Violation{Invariant: InvReceiverKnown, JobID: d.JobID, Guards: []engine.Guard{},
+				Text: fmt.Sprintf("The receiver took epoch %d for job %d, which no claim of the job ever held: a delivery that did not come from its workers.", d.Epoch, d.JobID)})
+		}
 		if d.Decision == engine.AcceptedOlder {
 			prev := int64(-1)
 			if d.PrevEpoch != nil {
@@ -142,7 +153,7 @@ func (v Violation) rank() int {
 		return 1
 	case InvReceiverLastOwner:
 		return 2
-	case InvReceiverMonotonic:
+	case InvReceiverMonotonic, InvReceiverKnown:
 		return 3
 	case InvLeaseRespected:
 		return 4

@@ -413,3 +413,26 @@ func TestRunConfig_ValidatesAndFillsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck_AnEpochNoClaimHeld: a delivery at an epoch no claim of the job
+// ever held — one that did not come from its workers — is a violation of
+// its own, whatever the guards.
+func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
+	h := newHistory()
+	h.claim(10, "A", 1, 1000)
+	h.claim(1100, "B", 2, 1000)
+	h.complete(1200, "B")
+	ds := []engine.DecisionRecord{decision(1, "B", 2, engine.AcceptedFirst, nil), decision(2, "B", 99, engine.AcceptedNewer, i64(2))}
+	vs := lab.Check(h.recs, ds, &engine.Held{JobID: 1, Epoch: 99, Payload: payload("B")})
+	if got := invariants(vs); !reflect.DeepEqual(got, []lab.Invariant{lab.InvReceiverKnown}) {
+		t.Fatalf("Check = %v, want receiver-known", got)
+	}
+	if !strings.Contains(vs[0].Text, "epoch 99") || len(vs[0].Guards) != 0 {
+		t.Fatalf("the violation: %+v", vs[0])
+	}
+	// A refusal of an unknown epoch changes nothing: no violation.
+	ds[1] = decision(2, "B", 99, engine.RefusedStale, i64(2))
+	if vs := lab.Check(h.recs, ds[:2], &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}); len(vs) != 0 {
+		t.Fatalf("a refused unknown epoch: %v", vs)
+	}
+}
