@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,11 +46,30 @@ By default it starts its own fencelab serve on 127.0.0.1 with a free port
 (pass flags to it with --serve-flag, e.g. --serve-flag=--max-runs=60),
 and stops it at the end; with --url it loads a server already running, on
 this machine unless --allow-remote. Exits 0 when the load ran, whatever
-the counts.`
+the counts.
+
+--readers may be a list, e.g. --readers 1,12,30,60,100: the loads run one
+after another against the one server, in that order. Between two loads it
+settles: it waits until /api/stats counts no run in flight, then --settle
+more, so the server makes its spare schemas again while quiet. Then it
+prints one table, a row per load, with each load's p50 as a ratio to the
+first load's: the first is the baseline.`
 
 // Bounds of the load flags.
 const (
 	maxLoadReaders = 1000
+	// maxLoadSeries and maxSeriesReaders bound a --readers list: loads,
+	// and readers in all.
+	maxLoadSeries    = 10
+	maxSeriesReaders = 5000
+	maxLoadSettle    = 2 * time.Minute
+	// settleRunsMax bounds the wait, between two loads, for the last runs
+	// to end; the series goes on after it, with a warning.
+	settleRunsMax = time.Minute
+	// seriesSlack is what a load may take beyond its own deadline: the
+	// readers' goodbyes (each DELETE is bounded at 10s) and the last
+	// stats sample (3s).
+	seriesSlack    = 15 * time.Second
 	maxLoadTimeout = 10 * time.Minute
 	maxLoadRamp    = 10 * time.Minute
 	// loadGrace is what the overall deadline allows beyond --ramp and
@@ -82,7 +102,8 @@ type runCommand struct {
 
 func loadCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("load", loadSummary, stderr)
-	readers := fs.Int("readers", 12, fmt.Sprintf("simulated readers, 1 to %d (the default is the server's default --max-runs)", maxLoadReaders))
+	readersList := fs.String("readers", "12", fmt.Sprintf("simulated readers, 1 to %d; or a list of loads run one after another against one server, e.g. 1,12,30,60,100 (at most %d loads, %d readers in all)", maxLoadReaders, maxLoadSeries, maxSeriesReaders))
+	settle := fs.Duration("settle", 5*time.Second, fmt.Sprintf("between two loads of a --readers list: once no run is in flight, wait this much more for the server's spare schemas (0 to %v)", maxLoadSettle))
 	ramp := fs.Duration("ramp", 0, "spread the readers' arrivals evenly over this long; 0: all at once")
 	ordering := fs.String("ordering", string(lab.ZombieFirst), "the run each reader starts: new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew")
 	lease := fs.Duration("lease", time.Second, "the run's lease")
@@ -97,9 +118,13 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	bad := func(format string, a ...any) error { return usagef("fencelab load: "+format, a...) }
+	counts, err := parseReaders(*readersList)
+	if err != nil {
+		return bad("%v", err)
+	}
 	switch {
-	case *readers < 1 || *readers > maxLoadReaders:
-		return bad("--readers %d must be between 1 and %d", *readers, maxLoadReaders)
+	case *settle < 0 || *settle > maxLoadSettle:
+		return bad("--settle %v must be between 0 and %v", *settle, maxLoadSettle)
 	case *ramp < 0 || *ramp > maxLoadRamp:
 		return bad("--ramp %v must be between 0 and %v", *ramp, maxLoadRamp)
 	case *timeout <= 0 || *timeout > maxLoadTimeout:
@@ -151,9 +176,13 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, std
 		base = c.url
 		fmt.Fprintf(stderr, "fencelab load: started fencelab serve (pid %d) at %s\n", c.pid, c.url)
 	}
-	l := newLoader(base, cmd, *readers, *ramp, *timeout)
+	if len(counts) > 1 {
+		return loadSeriesCmd(ctx, base, child, cmd, counts, *ramp, *timeout, *settle, *asJSON, stdout, stderr)
+	}
+	readers := counts[0]
+	l := newLoader(base, cmd, readers, *ramp, *timeout)
 	fmt.Fprintf(stderr, "fencelab load: %d reader%s against %s, each pressing Run (%s) and waiting up to %v for the verdict\n",
-		*readers, plural(*readers), base, *ordering, *timeout)
+		readers, plural(readers), base, *ordering, *timeout)
 	rep := l.run(ctx)
 	if child != nil {
 		rep.ServerPID = child.pid
@@ -177,6 +206,317 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("the server it started %s", rep.ServerExit)
 	}
 	return nil
+}
+
+// parseReaders reads --readers: one number, or a comma-separated list of
+// them, each 1 to maxLoadReaders, at most maxLoadSeries of them and
+// maxSeriesReaders in all. Its error is the flag's one line.
+func parseReaders(s string) ([]int, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) == 1 {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--readers %q is not a number of readers, nor a list of them such as 1,12,30", s)
+		}
+		if n < 1 || n > maxLoadReaders {
+			return nil, fmt.Errorf("--readers %d must be between 1 and %d", n, maxLoadReaders)
+		}
+		return []int{n}, nil
+	}
+	if len(parts) > maxLoadSeries {
+		return nil, fmt.Errorf("--readers %q is %d loads: at most %d", s, len(parts), maxLoadSeries)
+	}
+	counts := make([]int, 0, len(parts))
+	total := 0
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, fmt.Errorf("--readers %q: entry %d is empty; want numbers such as 1,12,30", s, i+1)
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("--readers %q: %q is not a number of readers", s, p)
+		}
+		if n < 1 || n > maxLoadReaders {
+			return nil, fmt.Errorf("--readers %q: each load must be between 1 and %d readers, not %d", s, maxLoadReaders, n)
+		}
+		counts = append(counts, n)
+		total += n
+	}
+	if total > maxSeriesReaders {
+		return nil, fmt.Errorf("--readers %q is %d readers in all: at most %d", s, total, maxSeriesReaders)
+	}
+	return counts, nil
+}
+
+// loadSeries is what `fencelab load --readers A,B,...` prints with --json:
+// every load's report, in the order they ran, against the one server.
+type loadSeries struct {
+	Loads []*loadReport `json:"loads"`
+	// BaselineP50MS is the first load's p50, which each load's p50_ratio
+	// is against; null when no reader of the first load was ok.
+	BaselineP50MS *int64 `json:"baseline_p50_ms"`
+	SettleMS      int64  `json:"settle_ms"`
+	// NotRun are the loads of the list that never ran (their readers),
+	// and Stopped says why the series stopped before them.
+	NotRun      []int  `json:"not_run,omitempty"`
+	Stopped     string `json:"stopped,omitempty"`
+	ElapsedMS   int64  `json:"elapsed_ms"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	// ServerExit says how the server this command started did not stop
+	// cleanly; empty when it did.
+	ServerExit string `json:"server_exit,omitempty"`
+}
+
+// loadSeriesCmd runs one load per entry of counts, one after another,
+// against the one server at base (child, when this command started it),
+// settling between them, and prints the series.
+//
+// The overall deadline covers the whole series: each load keeps its own
+// (--ramp + --timeout + 30s, from its own start, as a single load has),
+// and the series' allows every load that and its goodbyes, and every
+// settle its bounds.
+func loadSeriesCmd(ctx context.Context, base *url.URL, child *serveChild, cmd runCommand, counts []int, ramp, timeout, settle time.Duration,
+	asJSON bool, stdout, stderr io.Writer) error {
+	began := time.Now()
+	n := time.Duration(len(counts))
+	budget := n*(ramp+timeout+loadGrace+seriesSlack) + (n-1)*(settleRunsMax+settle)
+	sctx, cancel := context.WithTimeoutCause(ctx, budget, errSeriesDeadline)
+	defer cancel()
+
+	ser := &loadSeries{Loads: []*loadReport{}, SettleMS: settle.Milliseconds()}
+	var prev *loader
+	for i, readers := range counts {
+		if i > 0 {
+			why := prev.seriesStop(ctx, sctx, child)
+			if why == "" {
+				prev.settle(sctx, child, settle, stderr)
+				why = prev.seriesStop(ctx, sctx, child)
+			}
+			if why != "" {
+				ser.Stopped, ser.NotRun = why, counts[i:]
+				fmt.Fprintf(stderr, "fencelab load: the series stops after load %d of %d: %s\n", i, len(counts), why)
+				break
+			}
+		}
+		l := newLoader(base, cmd, readers, ramp, timeout)
+		fmt.Fprintf(stderr, "fencelab load: load %d of %d: %d reader%s against %s, each pressing Run (%s) and waiting up to %v for the verdict\n",
+			i+1, len(counts), readers, plural(readers), base, cmd.Ordering, timeout)
+		rep := l.run(sctx)
+		if child != nil {
+			rep.ServerPID = child.pid
+		}
+		ser.Loads = append(ser.Loads, rep)
+		fmt.Fprintf(stderr, "fencelab load: load %d of %d: %s\n", i+1, len(counts), rep.brief())
+		prev = l
+	}
+	if first := ser.Loads[0]; first.OK > 0 && first.RunToVerdictMS.P50 > 0 {
+		p50 := first.RunToVerdictMS.P50
+		ser.BaselineP50MS = &p50
+		for _, r := range ser.Loads {
+			if r.OK > 0 {
+				ratio := math.Round(float64(r.RunToVerdictMS.P50)/float64(p50)*1000) / 1000
+				r.P50Ratio = &ratio
+			}
+		}
+	}
+	if child != nil {
+		if err := child.stop(); err != nil {
+			ser.ServerExit = err.Error()
+		}
+	}
+	ser.Interrupted = ctx.Err() != nil
+	ser.ElapsedMS = time.Since(began).Milliseconds()
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(ser); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(stdout, ser.table())
+	}
+	switch {
+	case ctx.Err() != nil:
+		return errors.New("interrupted")
+	case ser.ServerExit != "":
+		return fmt.Errorf("the server it started %s", ser.ServerExit)
+	case ser.Stopped != "":
+		return fmt.Errorf("load: the series stopped after load %d of %d: %s", len(ser.Loads), len(counts), ser.Stopped)
+	}
+	return nil
+}
+
+// seriesStop says why the series must not go on to its next load, or ""
+// when it may: Ctrl-C, the series' deadline, the server gone.
+func (l *loader) seriesStop(ctx, sctx context.Context, child *serveChild) string {
+	switch {
+	case ctx.Err() != nil:
+		return "interrupted"
+	case sctx.Err() != nil:
+		return "the series' overall deadline passed"
+	}
+	if child != nil {
+		select {
+		case <-child.done:
+			return fmt.Sprintf("the server it started exited (%v)", child.waitErr)
+		default:
+		}
+	}
+	rctx, cancel := context.WithTimeout(sctx, 5*time.Second)
+	defer cancel()
+	if err := checkReady(rctx, l.base); err != nil {
+		return fmt.Sprintf("%s: %v", l.base, err)
+	}
+	return ""
+}
+
+// settle waits, between two loads, until the server counts no run in
+// flight (for at most settleRunsMax), then extra more. A server makes
+// its spare schemas again only once no run has started for a second, one
+// pair at a time; the next load should find them made, as the first did,
+// or it measures the schemas' making instead of the server.
+func (l *loader) settle(ctx context.Context, child *serveChild, extra time.Duration, stderr io.Writer) {
+	var exited <-chan struct{}
+	if child != nil {
+		exited = child.done
+	}
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-exited:
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	began := time.Now()
+	for {
+		s, err := l.stats(ctx)
+		if errors.Is(err, errNoStats) {
+			fmt.Fprintf(stderr, "fencelab load: settle: %v to tell when its runs have ended; waiting --settle %v\n", err, extra)
+			break
+		}
+		if err == nil && s.Runs == 0 {
+			fmt.Fprintf(stderr, "fencelab load: settle: no run in flight after %.1fs; waiting %v more for the spare schemas\n", time.Since(began).Seconds(), extra)
+			break
+		}
+		if time.Since(began) >= settleRunsMax {
+			still := "/api/stats does not answer"
+			if err == nil {
+				still = fmt.Sprintf("%d run%s still in flight", s.Runs, plural(s.Runs))
+			}
+			fmt.Fprintf(stderr, "fencelab load: settle: %s after %v; going on, %v later\n", still, settleRunsMax, extra)
+			break
+		}
+		if !wait(statsEvery) {
+			return
+		}
+	}
+	wait(extra)
+}
+
+// brief is one load's counts in a line, for the progress of a series.
+func (r *loadReport) brief() string {
+	s := fmt.Sprintf("ok %d, busy %d, errors %d", r.OK, r.Busy, r.Errors)
+	if r.OK > 0 {
+		s += fmt.Sprintf("; Run to verdict p50 %s, p95 %s, max %s", secs(r.RunToVerdictMS.P50), secs(r.RunToVerdictMS.P95), secs(r.RunToVerdictMS.Max))
+	}
+	return s + fmt.Sprintf("; took %.1fs", float64(r.ElapsedMS)/1000)
+}
+
+func secs(ms int64) string { return fmt.Sprintf("%.2fs", float64(ms)/1000) }
+
+// table renders the series for a terminal: what ran, then a row per load.
+func (s *loadSeries) table() string {
+	var b strings.Builder
+	first := s.Loads[0]
+	var cmd runCommand
+	_ = json.Unmarshal(first.Command, &cmd)
+	arrive := "all at once"
+	if first.RampMS > 0 {
+		arrive = "arriving over " + (time.Duration(first.RampMS) * time.Millisecond).String()
+	}
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	server := first.URL
+	if first.ServerPID > 0 {
+		server += fmt.Sprintf(" (fencelab serve, pid %d, started by this command)", first.ServerPID)
+	}
+	fmt.Fprintf(tw, "server\t%s\n", server)
+	fmt.Fprintf(tw, "loads\t%d of %d, one after another; between two, no run in flight and %v more\n",
+		len(s.Loads), len(s.Loads)+len(s.NotRun), time.Duration(s.SettleMS)*time.Millisecond)
+	fmt.Fprintf(tw, "each reader\tpresses Run (%s, lease %v, pace %v), %s, and waits up to %v for the verdict\n",
+		cmd.Ordering, time.Duration(cmd.LeaseMS)*time.Millisecond, time.Duration(cmd.PaceMS)*time.Millisecond, arrive,
+		time.Duration(first.TimeoutMS)*time.Millisecond)
+	baseline := fmt.Sprintf("×%d reader%s", first.Readers, plural(first.Readers))
+	if s.BaselineP50MS != nil {
+		fmt.Fprintf(tw, "baseline\tthe first load (%d reader%s), p50 %s: the column p50 %s is each load's p50 divided by it\n",
+			first.Readers, plural(first.Readers), secs(*s.BaselineP50MS), baseline)
+	} else {
+		fmt.Fprintf(tw, "baseline\tnone: no reader of the first load was ok, so no ratio\n")
+	}
+	tw.Flush()
+	b.WriteString("\n")
+
+	tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "readers\tok\tbusy\terrors\tp50\tp95\tmax\tp50 %s\tpeak RSS\tpeak Postgres connections\n", baseline)
+	for _, r := range s.Loads {
+		p50, p95, top, ratio := "-", "-", "-", "-"
+		if r.OK > 0 {
+			p50, p95, top = secs(r.RunToVerdictMS.P50), secs(r.RunToVerdictMS.P95), secs(r.RunToVerdictMS.Max)
+		}
+		if r.P50Ratio != nil {
+			ratio = fmt.Sprintf("%.2f", *r.P50Ratio)
+		}
+		rss, db := "-", "-"
+		if r.PeakRSSBytes != nil {
+			rss = mib(*r.PeakRSSBytes)
+		}
+		if r.PeakDBConnections != nil {
+			db = fmt.Sprint(*r.PeakDBConnections)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Readers, r.OK, r.Busy, r.Errors, p50, p95, top, ratio, rss, db)
+	}
+	tw.Flush()
+
+	tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	var notes bool
+	note := func(format string, a ...any) {
+		if !notes {
+			b.WriteString("\n")
+			notes = true
+		}
+		fmt.Fprintf(tw, format, a...)
+	}
+	for _, r := range s.Loads {
+		for _, e := range r.ErrorMessages {
+			note("errors, %d readers\t%d× %s\n", r.Readers, e.Count, e.Message)
+		}
+		if r.Reconnects > 0 {
+			note("reconnects, %d readers\t%d\n", r.Readers, r.Reconnects)
+		}
+	}
+	if s.Stopped != "" {
+		note("not run\t%s: %s\n", joinInts(s.NotRun), s.Stopped)
+	}
+	if s.Interrupted {
+		note("\tinterrupted: these are the loads so far\n")
+	}
+	if s.ServerExit != "" {
+		note("server exit\tthe server %s\n", s.ServerExit)
+	}
+	note("took\t%.1fs in all\n", float64(s.ElapsedMS)/1000)
+	tw.Flush()
+	return b.String()
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // loadTarget checks --url: an http(s) origin with no path, on this machine
@@ -567,6 +907,7 @@ func newLoader(base *url.URL, cmd runCommand, readers int, ramp, timeout time.Du
 var (
 	errReaderTimeout   = errors.New("reader timeout")
 	errOverallDeadline = errors.New("overall deadline")
+	errSeriesDeadline  = errors.New("series deadline")
 )
 
 // outcome is how one reader fared.
@@ -653,6 +994,8 @@ func (l *loader) endedWhy(ctx context.Context, err error) string {
 			return fmt.Sprintf("no verdict within --timeout %v", l.timeout)
 		case errOverallDeadline:
 			return "no verdict by the overall deadline (--ramp + --timeout + 30s)"
+		case errSeriesDeadline:
+			return "no verdict by the series' overall deadline"
 		default:
 			return "interrupted"
 		}
@@ -916,27 +1259,12 @@ func (l *loader) pollStats(ctx context.Context) *serverStats {
 }
 
 func (l *loader) sample(st *serverStats) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.base.String()+"/api/stats", nil)
-	resp, err := l.client.Do(req)
-	if err != nil {
-		st.Failed++
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	s, err := l.stats(context.Background())
+	switch {
+	case errors.Is(err, errNoStats):
 		st.Unsupported = true
 		return
-	}
-	var s struct {
-		Sessions      int   `json:"sessions"`
-		Runs          int   `json:"runs"`
-		RSSBytes      int64 `json:"rss_bytes"`
-		DBConnections int   `json:"db_connections"`
-		Goroutines    int   `json:"goroutines"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&s) != nil {
+	case err != nil:
 		st.Failed++
 		return
 	}
@@ -949,6 +1277,41 @@ func (l *loader) sample(st *serverStats) {
 	st.PeakRuns = max(st.PeakRuns, s.Runs)
 	st.PeakSessions = max(st.PeakSessions, s.Sessions)
 	st.PeakGoroutines = max(st.PeakGoroutines, s.Goroutines)
+}
+
+// apiStats is an answer of GET /api/stats, the fields read of it.
+type apiStats struct {
+	Sessions      int   `json:"sessions"`
+	Runs          int   `json:"runs"`
+	RSSBytes      int64 `json:"rss_bytes"`
+	DBConnections int   `json:"db_connections"`
+	Goroutines    int   `json:"goroutines"`
+}
+
+// errNoStats is a server that answers /api/stats 404: an older one.
+var errNoStats = errors.New("the server has no /api/stats")
+
+// stats asks /api/stats once, within 3s.
+func (l *loader) stats(ctx context.Context) (apiStats, error) {
+	var s apiStats
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.base.String()+"/api/stats", nil)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("/api/stats: %w", unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return s, errNoStats
+	case resp.StatusCode != http.StatusOK:
+		return s, fmt.Errorf("/api/stats: HTTP %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return s, fmt.Errorf("/api/stats: %w", err)
+	}
+	return s, nil
 }
 
 // ---- the report --------------------------------------------------------------------
@@ -977,11 +1340,15 @@ type loadReport struct {
 	} `json:"run_to_verdict_ms"`
 	// PeakRSSBytes and PeakDBConnections are null when the server has no
 	// /api/stats or never answered it.
-	PeakRSSBytes      *int64       `json:"peak_rss_bytes"`
-	PeakDBConnections *int         `json:"peak_db_connections"`
-	Stats             *serverStats `json:"stats"`
-	ElapsedMS         int64        `json:"elapsed_ms"`
-	Interrupted       bool         `json:"interrupted,omitempty"`
+	PeakRSSBytes      *int64 `json:"peak_rss_bytes"`
+	PeakDBConnections *int   `json:"peak_db_connections"`
+	// P50Ratio is this load's p50 as a ratio to the first load's, in a
+	// series (--readers A,B,...); absent from a single load's report, and
+	// when either load had no reader ok.
+	P50Ratio    *float64     `json:"p50_ratio,omitempty"`
+	Stats       *serverStats `json:"stats"`
+	ElapsedMS   int64        `json:"elapsed_ms"`
+	Interrupted bool         `json:"interrupted,omitempty"`
 	// ServerExit says how the server this command started did not stop
 	// cleanly; empty when it did.
 	ServerExit string `json:"server_exit,omitempty"`

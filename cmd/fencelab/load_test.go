@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"regexp"
@@ -153,6 +154,16 @@ func TestLoad_Refused(t *testing.T) {
 		{[]string{"--url", "ftp://127.0.0.1"}, "--url"},
 		{[]string{"--url", "http://127.0.0.1:8080", "--serve-flag=--max-runs=2"}, "--serve-flag"},
 		{[]string{"--serve-flag=--max-runs=0"}, "--max-runs 0"}, // the server's own refusal, passed on
+		{[]string{"--readers", "abc"}, `--readers "abc" is not a number`},
+		{[]string{"--readers", "1,0"}, "not 0"},
+		{[]string{"--readers", "1,1001"}, "not 1001"},
+		{[]string{"--readers", "1,1,1,1,1,1,1,1,1,1,1"}, "11 loads: at most 10"},
+		{[]string{"--readers", "1,x"}, `"x" is not a number of readers`},
+		{[]string{"--readers", "1,,2"}, "entry 2 is empty"},
+		{[]string{"--readers", "1,"}, "entry 2 is empty"},
+		{[]string{"--readers", "600,600,600,600,600,600,600,600,600"}, "5400 readers in all: at most 5000"},
+		{[]string{"--readers", "1,2", "--settle", "-1s"}, "--settle"},
+		{[]string{"--readers", "1,2", "--settle", "3m"}, "--settle"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -164,6 +175,90 @@ func TestLoad_Refused(t *testing.T) {
 				t.Errorf("stderr %q: want one line with %q", stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestLoad_Series: --readers 1,2 runs two loads one after the other
+// against one server of its own, settling between them, and reports both
+// with the second's p50 as a ratio to the first's.
+func TestLoad_Series(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	args := []string{"load", "--json", "--serve-flag=--spare-runs=2", "--readers", "1,2"}
+	stdout, stderr, code := fencelab(t, []string{m}, args...)
+	if code != 0 {
+		t.Fatalf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
+	}
+	var s loadSeries
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("stdout is not one JSON series: %v\n%s", err, stdout)
+	}
+	if len(s.Loads) != 2 {
+		t.Fatalf("%d loads, want 2: %s\nstderr: %s", len(s.Loads), stdout, stderr)
+	}
+	for i, want := range []int{1, 2} {
+		r := s.Loads[i]
+		t.Logf("load %d: readers=%d ok=%d busy=%d errors=%d %v p50=%dms ratio=%v pid=%d url=%s",
+			i+1, r.Readers, r.OK, r.Busy, r.Errors, r.ErrorMessages, r.RunToVerdictMS.P50, deref(r.P50Ratio), r.ServerPID, r.URL)
+		if r.Readers != want || r.OK != want || r.Busy != 0 || r.Errors != 0 {
+			t.Errorf("load %d: readers=%d ok=%d busy=%d errors=%d %v, want %d ok", i+1, r.Readers, r.OK, r.Busy, r.Errors, r.ErrorMessages, want)
+		}
+	}
+	a, b := s.Loads[0], s.Loads[1]
+	if a.ServerPID <= 0 || a.ServerPID != b.ServerPID || a.URL == "" || a.URL != b.URL {
+		t.Errorf("the loads ran against pid %d at %s and pid %d at %s: want one server", a.ServerPID, a.URL, b.ServerPID, b.URL)
+	}
+	if s.BaselineP50MS == nil || *s.BaselineP50MS != a.RunToVerdictMS.P50 || *s.BaselineP50MS <= 0 {
+		t.Errorf("baseline_p50_ms %v, want the first load's p50 %dms", deref(s.BaselineP50MS), a.RunToVerdictMS.P50)
+	}
+	if b.P50Ratio == nil || *b.P50Ratio <= 0 {
+		t.Errorf("the second load's p50_ratio is %v: want a ratio above 0", deref(b.P50Ratio))
+	} else if want := float64(b.RunToVerdictMS.P50) / float64(a.RunToVerdictMS.P50); math.Abs(*b.P50Ratio-want) > 0.001 {
+		t.Errorf("p50_ratio %v, want %v (%dms / %dms)", *b.P50Ratio, want, b.RunToVerdictMS.P50, a.RunToVerdictMS.P50)
+	}
+	if a.P50Ratio == nil || *a.P50Ratio != 1 {
+		t.Errorf("the first load's p50_ratio is %v, want 1", deref(a.P50Ratio))
+	}
+	if !strings.Contains(stderr, "settle: no run in flight") {
+		t.Errorf("stderr says nothing of settling between the loads:\n%s", stderr)
+	}
+	if strings.Count(stderr, "started fencelab serve") != 1 {
+		t.Errorf("want one server started:\n%s", stderr)
+	}
+	gone(t, m, a.ServerPID)
+}
+
+// TestLoad_SeriesTable: a series prints one table, a row per load, with
+// the first load named as the baseline of the ratios.
+func TestLoad_SeriesTable(t *testing.T) {
+	t.Parallel()
+	rss, db := int64(50<<20), 30
+	load := func(readers, ok int, p50 int64, ratio *float64) *loadReport {
+		r := &loadReport{URL: "http://127.0.0.1:1", ServerPID: 42, Command: json.RawMessage(`{"ordering":"zombie-first","lease_ms":1000,"pace_ms":900}`),
+			Readers: readers, OK: ok, Errors: readers - ok, TimeoutMS: 120000, PeakRSSBytes: &rss, PeakDBConnections: &db, P50Ratio: ratio}
+		r.RunToVerdictMS.P50, r.RunToVerdictMS.P95, r.RunToVerdictMS.Max = p50, p50+100, p50+200
+		if ok < readers {
+			r.ErrorMessages = []errorCount{{Message: "the run failed", Count: readers - ok}}
+		}
+		return r
+	}
+	one, ratio := 1.0, 1.125
+	base := int64(6400)
+	s := &loadSeries{Loads: []*loadReport{load(1, 1, 6400, &one), load(60, 59, 7200, &ratio)}, BaselineP50MS: &base, SettleMS: 5000}
+	out := s.table()
+	for _, want := range []string{
+		"  the first load (1 reader), p50 6.40s: the column p50 ×1 reader is",
+		"readers  ok  busy  errors  p50    p95    max    p50 ×1 reader  peak RSS  ",
+		"errors, 60 readers  1× the run failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no %q:\n%s", want, out)
+		}
+	}
+	for _, row := range []string{`(?m)^1 +1 +0 +0 +6\.40s +6\.50s +6\.60s +1\.00 +50\.0 MiB +30$`, `(?m)^60 +59 +0 +1 +7\.20s +7\.30s +7\.40s +1\.12 +50\.0 MiB +30$`} {
+		if !regexp.MustCompile(row).MatchString(out) {
+			t.Errorf("no row matching %s:\n%s", row, out)
+		}
 	}
 }
 
