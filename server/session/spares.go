@@ -22,9 +22,14 @@ type spares struct {
 	wg        sync.WaitGroup
 }
 
-// quietFor is how long no run must have started before spares are made:
-// they are made between bursts, never during one.
-const quietFor = time.Second
+// Spares are made between bursts, never during one: once no run has
+// started for quietFor, and, while more than a quarter of the run slots
+// are in use (a burst's runs playing on the same cores), only once none
+// has started for quietLong.
+const (
+	quietFor  = time.Second
+	quietLong = 10 * time.Second
+)
 
 // take returns a spare pair, if there is one.
 func (m *Manager) takeSpare() (engine.Schemas, bool) {
@@ -53,11 +58,17 @@ func (m *Manager) fillSpares() {
 			}
 			continue
 		}
-		if since := time.Since(time.Unix(0, m.spares.lastStart.Load())); since < quietFor {
+		since := time.Since(time.Unix(0, m.spares.lastStart.Load()))
+		busy := m.RunsInFlight() > cap(m.runSlots)/4 && since < quietLong
+		if since < quietFor || busy {
+			wait := quietFor - since
+			if busy {
+				wait = quietFor
+			}
 			select {
 			case <-m.ctx.Done():
 				return
-			case <-time.After(quietFor - since):
+			case <-time.After(max(wait, 50*time.Millisecond)):
 			}
 			continue
 		}
