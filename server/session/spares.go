@@ -75,20 +75,20 @@ func (m *Manager) fillSpares() {
 		n := strconv.FormatInt(m.spares.serial.Add(1), 36)
 		base := schemaPrefix + m.instance + "_s" + n
 		s := engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		// Not cancelled when the manager closes: a setup cut off halfway
+		// would leave half a pair behind. Close waits for it (some 25 ms),
+		// then drops it with the other spares.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := engine.Setup(ctx, m.cfg.Pool, s)
 		cancel()
 		if err != nil {
-			if m.ctx.Err() == nil {
-				m.cfg.Log.Warn("could not make a spare pair of schemas", "err", err)
-				select {
-				case <-m.ctx.Done():
-				case <-time.After(5 * time.Second):
-				}
+			m.cfg.Log.Warn("could not make a spare pair of schemas", "err", err)
+			m.dropSchemas(s) // whatever of it was made
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
 			}
-			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = engine.Drop(dctx, m.cfg.Pool, s)
-			dcancel()
 			continue
 		}
 		m.spares.ch <- s // there is room: only this goroutine adds
