@@ -273,8 +273,12 @@ func TestWS_SlowReaderIsCutOffOthersKeepPace(t *testing.T) {
 			got = eventOf(m).Seq
 		}
 	}
-	if websocket.CloseStatus(closeErr) != websocket.StatusPolicyViolation {
-		t.Fatalf("slow client closed with %v, want 1008", closeErr)
+	// 1008 when the close frame gets through; when the slow client has
+	// read nothing for longer than the server's write timeout, its TCP
+	// buffer is full and nothing more can reach it: the connection is then
+	// closed without a frame. Either way it was cut off, and resumes below.
+	if code := websocket.CloseStatus(closeErr); code != websocket.StatusPolicyViolation && code != -1 {
+		t.Fatalf("slow client closed with %v, want 1008 or an abrupt close", closeErr)
 	}
 	if got >= n {
 		t.Fatalf("the slow client was never cut off (saw %d)", got)
