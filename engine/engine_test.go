@@ -1087,3 +1087,36 @@ func TestHistoryAfter_ReadsWhatAListenerMissed(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimable_CountsALockedRowASkipLockedClaimPassesOver: while another
+// session holds the only claimable row locked, a claim finds nothing and
+// Claimable still counts it.
+func TestClaimable_CountsALockedRowASkipLockedClaimPassesOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	id := e.insert(q, 1)[0]
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx) //nolint:errcheck
+	if _, err := tx.Exec(e.ctx, fmt.Sprintf("SELECT 1 FROM %q.jobs WHERE id = $1 FOR UPDATE", e.schemas.Jobs), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Claim(e.ctx, "worker-a", time.Minute); !errors.Is(err, engine.ErrNoJob) {
+		t.Fatalf("a claim while the row is locked = %v, want ErrNoJob", err)
+	}
+	if n, err := q.Claimable(e.ctx); err != nil || n != 1 {
+		t.Fatalf("Claimable while the row is locked = %d, %v; want 1", n, err)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := q.Claim(e.ctx, "worker-a", time.Minute); err != nil || c.JobID != id {
+		t.Fatalf("the claim once the lock is gone: %+v, %v", c, err)
+	}
+	if n, err := q.Claimable(e.ctx); err != nil || n != 0 {
+		t.Fatalf("Claimable with the job claimed = %d, %v; want 0", n, err)
+	}
+}

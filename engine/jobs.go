@@ -218,6 +218,19 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 	return c, nil
 }
 
+// Claimable counts the jobs a claim would see as claimable now, locked or
+// not. A claim that got ErrNoJob while Claimable is above zero skipped a
+// row that another session held locked for a moment (SKIP LOCKED): trying
+// again shortly may take it.
+func (q *Queue) Claimable(ctx context.Context) (int, error) {
+	st := JobCountClaimable(q.cfg.Schema, q.guard, q.cfg.NowFunc())
+	var n int
+	if err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
+		return 0, translate("count claimable jobs", err)
+	}
+	return n, nil
+}
+
 // Renew extends the lease of a job the caller holds, by compare-and-set on
 // owner and epoch. It returns the new lease end on the database clock. A
 // worker whose job was taken over gets a *FencedError, exactly as its

@@ -105,6 +105,19 @@ func JobClaim(schema string, gs Guards, owner string, lease time.Duration, worke
 	return b.build()
 }
 
+// JobCountClaimable counts the jobs a claim would see as claimable, by the
+// same clock, without locking them: when a claim finds none while this
+// finds some, the claim skipped rows another session had locked for a
+// moment (a heartbeat's update).
+func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement {
+	b := &builder{name: "JobCountClaimable"}
+	clock := clockExpr(b, gs, workerNow)
+	b.line("SELECT count(*) FROM %s.jobs", ident(schema))
+	b.line(" WHERE status = 'pending'")
+	b.line("    OR (status = 'running' AND lease_until < %s)", clock)
+	return b.build()
+}
+
 // casWhere adds the compare-and-set clauses shared by renew, complete and
 // fail: the job id, then one clause per ownership guard.
 func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {

@@ -156,10 +156,18 @@ func (w *Worker) loop(ctx context.Context) error {
 			return ignoreStop(err)
 		}
 		var c engine.Claim
-		err := w.run(&call{op: lab.OpClaim, held: &c, quietNoJob: idle && !w.cfg.Step}, func(q *engine.Queue) (err error) {
-			c, err = q.Claim(ctx, w.cfg.Name, w.cfg.Lease)
-			return err
-		})
+		claim := func(quiet bool) error {
+			return w.run(&call{op: lab.OpClaim, held: &c, quietNoJob: quiet}, func(q *engine.Queue) (err error) {
+				c, err = q.Claim(ctx, w.cfg.Name, w.cfg.Lease)
+				return err
+			})
+		}
+		var err error
+		if w.cfg.Step {
+			err = w.claimStep(ctx, claim)
+		} else {
+			err = claim(idle)
+		}
 		idle = errors.Is(err, engine.ErrNoJob)
 		if errors.Is(err, engine.ErrNoJob) {
 			if w.cfg.UntilEmpty {
@@ -186,6 +194,35 @@ func (w *Worker) loop(ctx context.Context) error {
 		done++
 	}
 	return nil
+}
+
+// claimStep is a step's claim. SKIP LOCKED passes over a row that another
+// session holds locked for the moment of its statement — a heartbeat's
+// renewal, every third of a lease — so a claim the script says must find
+// the job could find nothing once in a while. When nothing was claimed
+// but the job is claimable (counted without locks), it tries again for a
+// few milliseconds; the answer it reports is the last one.
+func (w *Worker) claimStep(ctx context.Context, claim func(quiet bool) error) error {
+	const tries, gap = 20, 10 * time.Millisecond
+	for range tries {
+		err := claim(true)
+		if !errors.Is(err, engine.ErrNoJob) {
+			return err
+		}
+		q, qerr := engine.NewQueue(w.pool, engine.QueueConfig{Schema: w.cfg.Schema, Guards: w.cfg.Broken, NowFunc: w.now})
+		if qerr != nil {
+			break
+		}
+		if n, cerr := q.Claimable(ctx); cerr != nil || n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(gap):
+		}
+	}
+	return claim(false)
 }
 
 var errStop = errors.New("stop")
