@@ -314,16 +314,24 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, retur
 	if rowOwner != nil {
 		fe.RowOwner = *rowOwner
 	}
-	if q.guard.On(StatusCheck) && rowStatus != StatusRunning {
-		fe.Reasons = append(fe.Reasons, ReasonNotRunning)
-	}
-	if q.guard.On(OwnerCheck) && fe.RowOwner != c.Owner {
-		fe.Reasons = append(fe.Reasons, ReasonOwnerChanged)
-	}
-	if q.guard.On(EpochCheck) && rowEpoch != c.Epoch {
-		fe.Reasons = append(fe.Reasons, ReasonEpochChanged)
-	}
+	fe.Reasons = fenceReasons(q.guard, fe)
 	return at, fe
+}
+
+// fenceReasons lists each kept guard the row as seen failed, in guard
+// order: why a write was fenced.
+func fenceReasons(gs Guards, fe *FencedError) []FenceReason {
+	var rs []FenceReason
+	if gs.On(StatusCheck) && fe.RowStatus != StatusRunning {
+		rs = append(rs, ReasonNotRunning)
+	}
+	if gs.On(OwnerCheck) && fe.RowOwner != fe.HeldOwner {
+		rs = append(rs, ReasonOwnerChanged)
+	}
+	if gs.On(EpochCheck) && fe.RowEpoch != fe.HeldEpoch {
+		rs = append(rs, ReasonEpochChanged)
+	}
+	return rs
 }
 
 // isNullPtr reports whether p points at a nil pointer: a NULL scanned from

@@ -118,6 +118,129 @@ func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 	return b.build()
 }
 
+// ---- batches: the production path --------------------------------------------
+//
+// The same rules as the one-job statements, for many jobs in one
+// statement each: a claim of up to n jobs, and a complete, fail or renew of
+// many, each a compare-and-set on that job's own owner and epoch, which
+// says for every job what its row held when it was judged.
+
+// JobClaimBatch takes up to n claimable jobs in one statement, each with
+// its epoch bumped and a fresh lease on the database clock, skipping rows
+// another claimer holds.
+func JobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
+	b := &builder{name: "JobClaimBatch"}
+	t := ident(schema) + ".jobs"
+	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
+	clock := clockExpr(b, gs, workerNow)
+	nArg := b.arg(n)
+	b.line("WITH picked AS (")
+	b.line("  SELECT id FROM %s", t)
+	b.line("   WHERE status = 'pending'")
+	b.line("      OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("   ORDER BY id")
+	b.line("   LIMIT %s", nArg)
+	if gs.On(SkipLocked) {
+		b.line("     FOR UPDATE SKIP LOCKED")
+	} else {
+		b.line("     FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
+	}
+	b.line(")")
+	b.line("UPDATE %s AS j", t)
+	b.line("   SET status = 'running',")
+	b.line("       owner = %s,", ownerArg)
+	b.guarded(gs, EpochIncrement, "       epoch = j.epoch + 1,")
+	b.line("       attempts = j.attempts + 1,")
+	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("       updated_at = now()")
+	b.line("  FROM picked")
+	b.line(" WHERE j.id = picked.id")
+	b.line("RETURNING j.id, j.owner, j.epoch, j.lease_until, j.attempts, j.payload, now()")
+	return b.build()
+}
+
+// casBatch builds a compare-and-set on many jobs as one statement: the
+// input (job id, owner and epoch held, and the columns set) as arrays, the
+// rows locked in id order (so two batches that meet never deadlock), the
+// UPDATE matching each row only if every kept guard holds for its own
+// owner and epoch, and for every input row, in input order: the job id,
+// the row as seen (NULLs: no such job), returning (NULL: fenced), now().
+// extra names the input's further columns and their array types.
+func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string, epochs []int64, extra [][2]string, extraArgs []any, set []string, returning string) {
+	t := ident(schema) + ".jobs"
+	cols := "id, owner, epoch"
+	arrays := fmt.Sprintf("%s::bigint[], %s::text[], %s::bigint[]", b.arg(ids), b.arg(owners), b.arg(epochs))
+	for i, e := range extra {
+		cols += ", " + e[0]
+		arrays += fmt.Sprintf(", %s::%s", b.arg(extraArgs[i]), e[1])
+	}
+	b.line("WITH input AS (")
+	b.line("  SELECT * FROM unnest(%s) WITH ORDINALITY AS i(%s, ord)", arrays, cols)
+	b.line("), seen AS (")
+	b.line("  SELECT j.id, j.status AS row_status, j.owner AS row_owner, j.epoch AS row_epoch")
+	b.line("    FROM %s AS j JOIN input ON input.id = j.id", t)
+	b.line("   ORDER BY j.id")
+	b.line("     FOR UPDATE OF j")
+	b.line("), done AS (")
+	b.line("  UPDATE %s AS j", t)
+	for i, l := range set {
+		if i == 0 {
+			b.line("     SET %s", l)
+		} else {
+			b.line("         %s", l)
+		}
+	}
+	b.line("    FROM input JOIN seen ON seen.id = input.id")
+	b.line("   WHERE j.id = input.id")
+	b.guarded(gs, StatusCheck, "     AND j.status = 'running'")
+	b.guarded(gs, OwnerCheck, "     AND j.owner = input.owner")
+	b.guarded(gs, EpochCheck, "     AND j.epoch = input.epoch")
+	b.line("  RETURNING j.id, %s", returning)
+	b.line(")")
+	b.line("SELECT input.id, seen.row_status, seen.row_owner, seen.row_epoch, done.returned, now()")
+	b.line("  FROM input LEFT JOIN seen ON seen.id = input.id LEFT JOIN done ON done.id = input.id")
+	b.line(" ORDER BY input.ord")
+}
+
+// JobCompleteBatch records many jobs' results, each only if its caller
+// still owns it at the epoch it holds.
+func JobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, results []string) Statement {
+	b := &builder{name: "JobCompleteBatch"}
+	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"result", "text[]"}}, []any{results}, []string{
+		"status = 'done',",
+		"result = input.result::jsonb,",
+		"lease_until = NULL,",
+		"updated_at = now()",
+	}, "j.epoch AS returned")
+	return b.build()
+}
+
+// JobFailBatch records many failures, each only if its caller still owns
+// the job: back to pending while it has attempts left, failed after.
+func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string) Statement {
+	b := &builder{name: "JobFailBatch"}
+	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"reason", "text[]"}}, []any{reasons}, []string{
+		"status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,",
+		"error = input.reason,",
+		"lease_until = NULL,",
+		"updated_at = now()",
+	}, "j.status AS returned")
+	return b.build()
+}
+
+// LeaseRenewBatch extends many leases, each by compare-and-set like a
+// commit: a zombie's heartbeat fails exactly as its commit would.
+func LeaseRenewBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, lease time.Duration, workerNow time.Time) Statement {
+	b := &builder{name: "LeaseRenewBatch"}
+	clock := clockExpr(b, gs, workerNow)
+	leaseArg := b.arg(interval(lease))
+	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, []string{
+		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()")),
+		"updated_at = now()",
+	}, "j.lease_until AS returned")
+	return b.build()
+}
+
 // casWhere adds the compare-and-set clauses shared by renew, complete and
 // fail: the job id, then one clause per ownership guard.
 func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {

@@ -108,9 +108,11 @@ func schemaLockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// Setup creates both schemas, their tables, the claimable-rows index and the
-// history trigger, if they do not exist yet. It is idempotent and safe to
-// call from several processes at once.
+// Setup creates the lab's two schemas, if they do not exist yet: the jobs
+// with their claimable-rows index and outbox, the history trigger that
+// records (and NOTIFYs) every change to a job, and the receiver. It is
+// idempotent and safe to call from several processes at once. A queue that
+// needs no history uses SetupQueue.
 func Setup(ctx context.Context, db TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -119,21 +121,54 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
 			return translate("setup lock", err)
 		}
-		jobs, err := schemaSQL("jobs.sql", s.Jobs, s.Channel())
-		if err != nil {
-			return err
-		}
-		recv, err := schemaSQL("receiver.sql", s.Receiver, "")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, jobs); err != nil {
-			return translate("setup schema "+s.Jobs, err)
-		}
-		if _, err := tx.Exec(ctx, recv); err != nil {
-			return translate("setup schema "+s.Receiver, err)
+		for _, part := range []struct{ file, schema, channel string }{
+			{"jobs.sql", s.Jobs, ""}, {"history.sql", s.Jobs, s.Channel()}, {"receiver.sql", s.Receiver, ""},
+		} {
+			sql, err := schemaSQL(part.file, part.schema, part.channel)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return translate("setup schema "+part.schema, err)
+			}
 		}
 		return nil
+	})
+}
+
+// SetupQueue creates a queue's schema alone, if it does not exist yet: the
+// jobs, their claimable-rows index and the outbox, with no history trigger
+// and no NOTIFY, so that no write pays for them. Queue.History then gives
+// an error (there is none). Idempotent; drop it with DropQueue.
+func SetupQueue(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
+			return translate("setup lock", err)
+		}
+		sql, err := schemaSQL("jobs.sql", schema, "")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return translate("setup schema "+schema, err)
+		}
+		return nil
+	})
+}
+
+// DropQueue removes a queue's schema and everything in it.
+func DropQueue(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
+			return translate("drop lock", err)
+		}
+		return translate("drop schema "+schema, execStatement(ctx, tx, SchemaDropOne(schema)))
 	})
 }
 
