@@ -170,9 +170,20 @@ func TestBatch_BadInputChangesNothing(t *testing.T) {
 			_, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: c, Result: result("A")}, {Claim: c, Result: result("A")}})
 			return err
 		},
-		"bad result":  func() error { _, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: c, Result: []byte("{")}}); return err },
-		"nul result":  func() error { _, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: c, Result: []byte(`{"a":"\u0000"}`)}}); return err },
-		"bad epoch":   func() error { bad := c; bad.Epoch = -1; _, err := q.RenewBatch(e.ctx, []engine.Claim{bad}, time.Minute); return err },
+		"bad result": func() error {
+			_, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: c, Result: []byte("{")}})
+			return err
+		},
+		"nul result": func() error {
+			_, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: c, Result: []byte(`{"a":"\u0000"}`)}})
+			return err
+		},
+		"bad epoch": func() error {
+			bad := c
+			bad.Epoch = -1
+			_, err := q.RenewBatch(e.ctx, []engine.Claim{bad}, time.Minute)
+			return err
+		},
 		"empty fail":  func() error { _, err := q.FailBatch(e.ctx, []engine.Failure{{Claim: c, Reason: " "}}); return err },
 		"short lease": func() error { _, err := q.RenewBatch(e.ctx, []engine.Claim{c}, time.Nanosecond); return err },
 	} {
