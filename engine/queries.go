@@ -127,25 +127,14 @@ func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 
 // JobClaimBatch takes up to n claimable jobs in one statement, each with
 // its epoch bumped and a fresh lease on the database clock, skipping rows
-// another claimer holds.
+// another claimer holds. The jobs are picked into an array and updated by
+// their primary key, so the plan does not hang on the table's statistics.
 func JobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
 	b := &builder{name: "JobClaimBatch"}
 	t := ident(schema) + ".jobs"
 	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
 	clock := clockExpr(b, gs, workerNow)
 	nArg := b.arg(n)
-	b.line("WITH picked AS (")
-	b.line("  SELECT id FROM %s", t)
-	b.line("   WHERE status = 'pending'")
-	b.line("      OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
-	b.line("   ORDER BY id")
-	b.line("   LIMIT %s", nArg)
-	if gs.On(SkipLocked) {
-		b.line("     FOR UPDATE SKIP LOCKED")
-	} else {
-		b.line("     FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
-	}
-	b.line(")")
 	b.line("UPDATE %s AS j", t)
 	b.line("   SET status = 'running',")
 	b.line("       owner = %s,", ownerArg)
@@ -153,32 +142,48 @@ func JobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Dur
 	b.line("       attempts = j.attempts + 1,")
 	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()"))
 	b.line("       updated_at = now()")
-	b.line("  FROM picked")
-	b.line(" WHERE j.id = picked.id")
+	b.line(" WHERE j.id = ANY (ARRAY(")
+	b.line("       SELECT id FROM %s", t)
+	b.line("        WHERE status = 'pending'")
+	b.line("           OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("        ORDER BY id")
+	b.line("        LIMIT %s", nArg)
+	if gs.On(SkipLocked) {
+		b.line("          FOR UPDATE SKIP LOCKED))")
+	} else {
+		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
+		b.line("       ))")
+	}
 	b.line("RETURNING j.id, j.owner, j.epoch, j.lease_until, j.attempts, j.payload, now()")
 	return b.build()
 }
 
 // casBatch builds a compare-and-set on many jobs as one statement: the
-// input (job id, owner and epoch held, and the columns set) as arrays, the
-// rows locked in id order (so two batches that meet never deadlock), the
-// UPDATE matching each row only if every kept guard holds for its own
-// owner and epoch, and for every input row, in input order: the job id,
-// the row as seen (NULLs: no such job), returning (NULL: fenced), now().
-// extra names the input's further columns and their array types.
+// input (job id, owner and epoch held, and the columns set) as arrays; the
+// rows locked by primary key, in id order (so two batches that meet never
+// deadlock), before the UPDATE touches them; the UPDATE matching each row
+// only if every kept guard holds for its own owner and epoch; and for every
+// input row, in input order: the job id, the row as seen (NULLs: no such
+// job), returned (NULL: fenced), now(). extra names the input's further
+// columns and their array types.
 func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string, epochs []int64, extra [][2]string, extraArgs []any, set []string, returning string) {
 	t := ident(schema) + ".jobs"
 	cols := "id, owner, epoch"
-	arrays := fmt.Sprintf("%s::bigint[], %s::text[], %s::bigint[]", b.arg(ids), b.arg(owners), b.arg(epochs))
+	idsArg := b.arg(ids)
+	arrays := fmt.Sprintf("%s::bigint[], %s::text[], %s::bigint[]", idsArg, b.arg(owners), b.arg(epochs))
+	carried := ""
 	for i, e := range extra {
 		cols += ", " + e[0]
 		arrays += fmt.Sprintf(", %s::%s", b.arg(extraArgs[i]), e[1])
+		carried += ", input." + e[0]
 	}
 	b.line("WITH input AS (")
 	b.line("  SELECT * FROM unnest(%s) WITH ORDINALITY AS i(%s, ord)", arrays, cols)
 	b.line("), seen AS (")
-	b.line("  SELECT j.id, j.status AS row_status, j.owner AS row_owner, j.epoch AS row_epoch")
+	b.line("  SELECT j.id, j.status AS row_status, j.owner AS row_owner, j.epoch AS row_epoch,")
+	b.line("         input.owner AS held_owner, input.epoch AS held_epoch%s", carried)
 	b.line("    FROM %s AS j JOIN input ON input.id = j.id", t)
+	b.line("   WHERE j.id = ANY (%s::bigint[])", idsArg)
 	b.line("   ORDER BY j.id")
 	b.line("     FOR UPDATE OF j")
 	b.line("), done AS (")
@@ -190,11 +195,13 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 			b.line("         %s", l)
 		}
 	}
-	b.line("    FROM input JOIN seen ON seen.id = input.id")
-	b.line("   WHERE j.id = input.id")
-	b.guarded(gs, StatusCheck, "     AND j.status = 'running'")
-	b.guarded(gs, OwnerCheck, "     AND j.owner = input.owner")
-	b.guarded(gs, EpochCheck, "     AND j.epoch = input.epoch")
+	// The guards compare the row as seen, which is the row as it is: seen
+	// holds its lock.
+	b.line("    FROM seen")
+	b.line("   WHERE j.id = seen.id")
+	b.guarded(gs, StatusCheck, "     AND seen.row_status = 'running'")
+	b.guarded(gs, OwnerCheck, "     AND seen.row_owner = seen.held_owner")
+	b.guarded(gs, EpochCheck, "     AND seen.row_epoch = seen.held_epoch")
 	b.line("  RETURNING j.id, %s", returning)
 	b.line(")")
 	b.line("SELECT input.id, seen.row_status, seen.row_owner, seen.row_epoch, done.returned, now()")
@@ -208,7 +215,7 @@ func JobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, ep
 	b := &builder{name: "JobCompleteBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"result", "text[]"}}, []any{results}, []string{
 		"status = 'done',",
-		"result = input.result::jsonb,",
+		"result = seen.result::jsonb,",
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "j.epoch AS returned")
@@ -221,7 +228,7 @@ func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 	b := &builder{name: "JobFailBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"reason", "text[]"}}, []any{reasons}, []string{
 		"status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,",
-		"error = input.reason,",
+		"error = seen.reason,",
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "j.status AS returned")
