@@ -589,11 +589,20 @@ func SchemaList(prefix string) Statement {
 
 // JobsFill empties a jobs table and inserts $1 pending jobs in one go, for
 // benchmarks: three statements, run in order.
-func JobsFill(schema string, n int) []Statement {
+func JobsFill(schema string, n int) []Statement { return JobsFillFinished(schema, 0, n) }
+
+// JobsFillFinished empties the jobs table, then inserts finished jobs
+// (done, at epoch 1, as a long-lived queue's table holds them) and pending
+// ones, and analyzes the table: the set-up of a benchmark.
+func JobsFillFinished(schema string, finished, pending int) []Statement {
 	t := ident(schema) + ".jobs"
-	return []Statement{
-		{Name: "JobsTruncate", SQL: "TRUNCATE " + t},
-		{Name: "JobInsertSeries", SQL: "INSERT INTO " + t + " (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i", Args: []any{n}},
-		{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
+	sts := []Statement{{Name: "JobsTruncate", SQL: "TRUNCATE " + t}}
+	if finished > 0 {
+		sts = append(sts, Statement{Name: "JobInsertFinished", SQL: "INSERT INTO " + t +
+			" (payload, status, owner, epoch, attempts, result) SELECT jsonb_build_object('n', i), 'done', 'earlier', 1, 1, '{}' FROM generate_series(1, $1) i", Args: []any{finished}})
 	}
+	return append(sts,
+		Statement{Name: "JobInsertSeries", SQL: "INSERT INTO " + t + " (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i", Args: []any{pending}},
+		Statement{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
+	)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,17 +16,43 @@ import (
 const benchSummary = `Benchmarks the fenced claim→complete cycle: N workers claim and complete
 jobs until the queue is empty. In the same run, pgbench (which ships with
 PostgreSQL) runs the very same two statements, as the database's own
-ceiling; the ratio between the two is the figure to compare across machines.`
+ceiling; the ratio between the two is the figure to compare across machines.
+
+With --fast it measures the production path instead: engine.WorkerPool,
+--workers handlers at once (default 2000), claims, renewals and completions
+a batch of --batch at a time, every completion fenced, on a queue without
+the lab's history trigger; beside it, in the same run on the same schema,
+the one-job cycle and pgbench with 8 workers.`
 
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", benchSummary, stderr)
-	workers := fs.Int("workers", 8, "concurrent workers (and pgbench clients)")
+	workers := fs.Int("workers", 8, "concurrent workers and pgbench clients; with --fast, the pool's handlers at once (default there 2000)")
+	fast := fs.Bool("fast", false, "measure the production path: engine.WorkerPool, batched and fenced")
+	batch := fs.Int("batch", 500, "with --fast: the pool's batch size")
 	jobs := fs.Int("jobs", 20000, "jobs per round (rounded to a multiple of --workers)")
 	rounds := fs.Int("rounds", 3, "rounds of each, alternating; the median is reported")
 	schema := fs.String("schema", "fencing_bench", "the jobs schema (dropped and recreated)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *fast {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "workers" })
+		if !set {
+			*workers = 2000
+		}
+		switch {
+		case *workers < 1 || *workers > 100_000:
+			return usagef("fencelab bench: --workers %d must be between 1 and 100000 with --fast", *workers)
+		case *batch < 1 || *batch > engine.MaxBatch:
+			return usagef("fencelab bench: --batch %d must be between 1 and %d", *batch, engine.MaxBatch)
+		case *jobs < 1 || *jobs > 10_000_000:
+			return usagef("fencelab bench: --jobs %d must be between 1 and 10,000,000", *jobs)
+		case *rounds < 1 || *rounds > 20:
+			return usagef("fencelab bench: --rounds %d must be between 1 and 20", *rounds)
+		}
+		return benchFast(ctx, getenv, stdout, stderr, *schema, *workers, *batch, *jobs, *rounds, *asJSON)
 	}
 	switch {
 	case *workers < 1 || *workers > 128:
@@ -87,6 +114,72 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintln(stdout, o)
 	fmt.Fprintln(stdout, t)
 	fmt.Fprintf(stdout, "ratio: the engine runs at %.2f× the database's own ceiling for the same statements (median of %d rounds)\n", ratio, *rounds)
+	return nil
+}
+
+// benchFast measures the worker pool, and beside it in the same run the
+// one-job cycle and pgbench with 8 workers, all on one queue schema with no
+// history trigger.
+func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer, schema string, workers, batch, jobs, rounds int, asJSON bool) error {
+	if err := engine.ValidateSchemaName(schema); err != nil {
+		return usagef("fencelab bench: --schema: %v", err)
+	}
+	pgbench, err := bench.FindPGBench()
+	if err != nil {
+		return err
+	}
+	const oneJobWorkers = 8
+	oneJobs := max(oneJobWorkers, jobs/oneJobWorkers*oneJobWorkers)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dsn, pool, closeDB, err := openDBSized(ctx, getenv, log, 0, 20)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	_ = engine.DropQueue(ctx, pool, schema)
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil {
+		return err
+	}
+	defer func() { _ = engine.DropQueue(context.WithoutCancel(ctx), pool, schema) }()
+	var fastRs, oneRs, pgRs []bench.Result
+	for range rounds {
+		if err := bench.Fill(ctx, pool, schema, jobs); err != nil {
+			return err
+		}
+		f, err := bench.Fast(ctx, pool, schema, workers, batch, jobs)
+		if err != nil {
+			return err
+		}
+		if err := bench.Fill(ctx, pool, schema, oneJobs); err != nil {
+			return err
+		}
+		o, err := bench.Cycle(ctx, pool, schema, oneJobWorkers, oneJobs)
+		if err != nil {
+			return err
+		}
+		if err := bench.Fill(ctx, pool, schema, oneJobs); err != nil {
+			return err
+		}
+		p, err := bench.PGBench(ctx, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
+		if err != nil {
+			return err
+		}
+		fastRs, oneRs, pgRs = append(fastRs, f), append(oneRs, o), append(pgRs, p)
+	}
+	f, o, p := median(fastRs), median(oneRs), median(pgRs)
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{
+			"workers": workers, "batch": batch, "jobs": jobs, "rounds": rounds,
+			"fast_jobs_per_s": f.PerSecond(), "one_job_jobs_per_s": o.PerSecond(), "pgbench_jobs_per_s": p.PerSecond(),
+			"fast_over_one_job": f.PerSecond() / o.PerSecond(), "fast_over_pgbench": f.PerSecond() / p.PerSecond(),
+		})
+	}
+	fmt.Fprintln(stdout, f)
+	fmt.Fprintln(stdout, o)
+	fmt.Fprintln(stdout, p)
+	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.1f× the one-job cycle and %.1f× pgbench's one job per transaction (median of %d rounds; no history trigger)\n",
+		f.PerSecond()/o.PerSecond(), f.PerSecond()/p.PerSecond(), rounds)
+	fmt.Fprintln(stdout, "River at its own tuning, in the same kind of run: cd engine/bench/river && go run .")
 	return nil
 }
 

@@ -364,6 +364,13 @@ func TestCLI_BadInput(t *testing.T) {
 		{"receiver", "--schema", "1bad"},
 		{"receiver", "--addr", "not-an-address"},
 		{"bench", "--workers", "0"},
+		{"bench", "--fast", "--workers", "0"},
+		{"bench", "--fast", "--workers", "100001"},
+		{"bench", "--fast", "--batch", "0"},
+		{"bench", "--fast", "--batch", "99999999999999999999"},
+		{"bench", "--fast", "--jobs", "-1"},
+		{"bench", "--fast", "--rounds", "21"},
+		{"bench", "--fast", "--schema", "1bad"},
 	} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			t.Parallel()
@@ -380,6 +387,29 @@ func TestCLI_BadInput(t *testing.T) {
 				t.Errorf("stderr is not one clear line:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestBench_FastWorksEveryJob: bench --fast prints the pool's figure beside
+// the one-job cycle and pgbench from the same run, each over every job.
+func TestBench_FastWorksEveryJob(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := fencelab(t, []string{"DATABASE_URL=" + pgtest.DSN(t)},
+		"bench", "--fast", "--workers", "200", "--batch", "50", "--jobs", "2000", "--rounds", "1", "--schema", "bench_fast_test", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"fast_jobs_per_s", "one_job_jobs_per_s", "pgbench_jobs_per_s"} {
+		if got[k] <= 0 {
+			t.Errorf("%s = %v, want > 0 (%s)", k, got[k], stdout)
+		}
+	}
+	if got["jobs"] != 2000 || got["workers"] != 200 || got["batch"] != 50 {
+		t.Errorf("settings echoed wrong: %s", stdout)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
@@ -105,6 +106,68 @@ func Cycle(ctx context.Context, pool *pgxpool.Pool, schema string, workers, jobs
 		return Result{}, fmt.Errorf("cycle: %d jobs done, want %d", done, jobs)
 	}
 	return Result{Name: "fencelab engine (Go, pgx)", Workers: workers, Jobs: done, Elapsed: elapsed}, nil
+}
+
+// FillFinished is Fill with finished jobs in the table first, as a
+// long-lived queue's table holds them.
+func FillFinished(ctx context.Context, pool *pgxpool.Pool, schema string, finished, pending int) error {
+	if err := engine.ValidateSchemaName(schema); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	for _, st := range engine.JobsFillFinished(schema, finished, pending) {
+		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return fmt.Errorf("fill: %s: %w", st.Name, err)
+		}
+	}
+	return nil
+}
+
+// Fast works the queue's jobs with engine.WorkerPool (the production path:
+// batched claims, renewals and completions, every completion fenced) and
+// a handler that does nothing, and times it from the pool's start to the
+// statement that recorded the last of them. The jobs must be in place.
+func Fast(ctx context.Context, pool *pgxpool.Pool, schema string, concurrency, batch, jobs int) (Result, error) {
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: schema})
+	if err != nil {
+		return Result{}, err
+	}
+	var landed, fenced atomic.Int64
+	var last atomic.Int64
+	all := make(chan struct{})
+	wp, err := engine.NewWorkerPool(engine.WorkerPoolConfig{Queue: q, Owner: "bench-pool", Concurrency: concurrency, BatchSize: batch,
+		Lease: time.Minute, PollInterval: 20 * time.Millisecond,
+		Handler: func(context.Context, engine.Claim) ([]byte, error) { return nil, nil },
+		OnRecorded: func(l, f int) {
+			fenced.Add(int64(f))
+			if landed.Add(int64(l)) == int64(jobs) {
+				last.Store(time.Now().UnixNano())
+				close(all)
+			}
+		}})
+	if err != nil {
+		return Result{}, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- wp.Run(rctx) }()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		stop()
+		<-errc
+		return Result{}, ctx.Err()
+	}
+	stop()
+	if err := <-errc; err != nil {
+		return Result{}, err
+	}
+	if n := fenced.Load(); n != 0 {
+		return Result{}, fmt.Errorf("fast: %d completions were fenced with one owner and no stall", n)
+	}
+	return Result{Name: fmt.Sprintf("fencelab WorkerPool (batch %d)", batch), Workers: concurrency, Jobs: jobs,
+		Elapsed: time.Unix(0, last.Load()).Sub(start)}, nil
 }
 
 // FindPGBench looks for pgbench on PATH and beside the server binaries.
