@@ -606,3 +606,36 @@ func JobsFillFinished(schema string, finished, pending int) []Statement {
 		Statement{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
 	)
 }
+
+// ---- tallies: the load lab's live counts --------------------------------------
+//
+// Counted from what Postgres recorded, never from what workers say, while
+// the workers run; the lab's invariant checker reads the same records job
+// by job at the end, and the two must agree.
+
+// JobsTally counts a queue's jobs by how they ended: done, failed, and
+// all of them.
+func JobsTally(schema string) Statement {
+	return Statement{Name: "JobsTally", SQL: "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), count(*) FROM " +
+		ident(schema) + ".jobs"}
+}
+
+// HistoryLateWrites counts the completions and failure reports that landed
+// on a job after another connection had claimed it: zombie writes that got
+// into the row. (A lab queue's history names each write's connection.) A
+// connection's late writes of one kind to one job count once: a zombie's
+// renewal of a finished row, with the status check off, is recorded as a
+// completion too.
+func HistoryLateWrites(schema string) Statement {
+	h := ident(schema) + ".job_history"
+	return Statement{Name: "HistoryLateWrites", SQL: "SELECT count(DISTINCT (w.job_id, w.app, w.op)) FROM " + h + " w" +
+		" WHERE w.op IN ('complete', 'fail', 'retry')" +
+		" AND (SELECT c.app FROM " + h + " c WHERE c.job_id = w.job_id AND c.op = 'claim' AND c.seq < w.seq ORDER BY c.seq DESC LIMIT 1) <> w.app"}
+}
+
+// DecisionsOlderAccepted counts the deliveries a receiver took although it
+// held a newer epoch for the job: zombie writes that got to the receiver,
+// each sender's once per job.
+func DecisionsOlderAccepted(schema string) Statement {
+	return Statement{Name: "DecisionsOlderAccepted", SQL: "SELECT count(DISTINCT (job_id, owner)) FROM " + ident(schema) + ".decisions WHERE decision = 'accepted-older'"}
+}

@@ -145,3 +145,13 @@ func (s *Server) recordingByKey(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, r)
 }
+
+// loadRecording answers the latest finished load lab, or the one the
+// binary carries, to replay when the server cannot run another.
+func (s *Server) loadRecording(c echo.Context) error {
+	r, ok := s.cfg.Recordings.Load()
+	if !ok {
+		return fault.Errorf(fault.NotFound, "no load lab has been recorded yet")
+	}
+	return c.JSON(http.StatusOK, r)
+}

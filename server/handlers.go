@@ -241,14 +241,15 @@ func seqParam(c echo.Context, name string, def int64) (int64, error) {
 	return n, nil
 }
 
-// runIDRE is the form of a run id: r and the run's number in base 36.
-var runIDRE = regexp.MustCompile(`^r[0-9a-z]{1,12}$`)
+// runIDRE is the form of a run id: r (l for a load lab) and the run's
+// number in base 36.
+var runIDRE = regexp.MustCompile(`^[rl][0-9a-z]{1,12}$`)
 
 // checkRunID refuses what cannot be a run id, before it is looked up or
 // put anywhere (a file name in a header, a message).
 func checkRunID(what, id string) error {
 	if !runIDRE.MatchString(id) {
-		return fault.Errorf(fault.Invalid, "%s%s is not a run id (they are r1, r2, …)", what, strconv.QuoteToASCII(shorten(id)))
+		return fault.Errorf(fault.Invalid, "%s%s is not a run id (they are r1, r2, …; l1, l2, … for load labs)", what, strconv.QuoteToASCII(shorten(id)))
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 //	GET    /api/recordings                       recorded runs, for when the live demo is busy
 //	GET    /api/recordings/find                  the recording closest to ?ordering=&broken=&same=
 //	GET    /api/recordings/:key                  one recording with its events
+//	GET    /api/recordings/load                  the latest finished load lab (or the binary's), with its events
 //	POST   /receiver/:key/deliveries             a live run's receiver (the workers call it)
 //	GET    /receiver/:key/deliveries/:job_id     what it holds
 //	GET    /receiver/:key/decisions/:job_id      what it decided
@@ -51,6 +52,7 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/sessions/:id/runs/:run/transcript.sql", s.transcript)
 	api.GET("/recordings", s.recordings)
 	api.GET("/recordings/find", s.findRecording)
+	api.GET("/recordings/load", s.loadRecording)
 	api.GET("/recordings/:key", s.recordingByKey)
 
 	s.receivers.Register(e.Group("/receiver"))

@@ -23,6 +23,10 @@ import (
 type Stats struct {
 	Sessions int `json:"sessions"`
 	Runs     int `json:"runs"` // runs holding a run slot
+	// Workers counts the worker processes alive now, of every run and
+	// load lab; Loads the load labs running.
+	Workers int `json:"workers"`
+	Loads   int `json:"loads"`
 	// RSSBytes is the server process's resident memory, its workers not
 	// included (each is a process of its own).
 	RSSBytes int64 `json:"rss_bytes"`
@@ -51,7 +55,7 @@ func (s *Server) stats(c echo.Context) error {
 		return fault.Errorf(fault.Unavailable, "the database does not answer")
 	}
 	return c.JSON(http.StatusOK, Stats{
-		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(),
+		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(), Workers: len(s.sup.Procs()), Loads: s.Sessions.LoadsRunning(),
 		RSSBytes: residentBytes(), DBConnections: conns, Goroutines: runtime.NumGoroutine(),
 	})
 }

@@ -100,6 +100,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxEventsTotal, "max-events-total", lim.MaxEventsTotal, "events kept by all sessions together; a session over its share drops its oldest first")
 	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
+	fs.IntVar(&lim.MaxLoads, "max-loads", lim.MaxLoads, "load labs at once, server-wide (each keeps the cores busy for about half a minute)")
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
@@ -228,6 +229,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
 	case l.MaxEventsTotal < l.MaxEvents || l.MaxEventsTotal > 100_000_000:
 		return bad("--max-events-total %d must be at least --max-events and at most 100000000", l.MaxEventsTotal)
+	case l.MaxLoads < 1 || l.MaxLoads > 16:
+		return bad("--max-loads must be between 1 and 16")
 	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:
 		return bad("--max-sessions-per-client, --max-runs-per-client and --max-batches-per-client must be at least 1")
 	case l.SpareRuns < -1 || l.SpareRuns > 1000:

@@ -303,6 +303,52 @@ func sampleEvents() []lab.Event {
 		{Actor: lab.ActorRunner, Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteStopped, Reason: lab.StopReplaced}},
 		{Actor: lab.ActorRunner, Kind: lab.KindError, Error: &lab.ErrorEvent{Code: lab.ErrStepFailed, Message: "worker A has exited", Step: &step}},
 		{Actor: lab.ActorServer, Kind: lab.KindSession, Session: &lab.SessionEvent{Reason: lab.SessionIdle}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStarted, Config: lab.DefaultLoad()}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadTick, Config: lab.DefaultLoad(), Style: "state-only",
+			Tally: &lab.LoadTally{Style: "state-only", ElapsedMS: 1500, Jobs: 1000, Done: 300, PerSecond: 200, Stalls: 9, LateRow: 2, LateReceiver: 1}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStyleDone, Config: lab.DefaultLoad(), Style: "state-only",
+			Result: &lab.LoadStyleResult{Style: "state-only", Tally: lab.LoadTally{Style: "state-only", Jobs: 1000, Done: 1000}, Check: lab.LoadCheck{Jobs: 1000, Broken: 4, ZombieResult: 2}, PerSecond: 190, Agrees: true}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadFinished, Config: lab.DefaultLoad(), Verdict: "State only: 2 of 1,000 jobs ended with a zombie's result; fencelab: 0, at the same throughput.",
+			Results: []lab.LoadStyleResult{{Style: "fencelab", Agrees: true}}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStopped, Config: lab.DefaultLoad(), Reason: lab.StopReset}},
+	}
+}
+
+func TestLoadVerdict_SaysEachStyleAndFencelabsThroughput(t *testing.T) {
+	rs := []lab.LoadStyleResult{
+		{Style: "fencelab", PerSecond: 200, Check: lab.LoadCheck{Jobs: 10000}, Agrees: true},
+		{Style: "state-only", PerSecond: 205, Check: lab.LoadCheck{Jobs: 10000, ZombieResult: 37}, Agrees: true},
+		{Style: "id-only", PerSecond: 195, Check: lab.LoadCheck{Jobs: 10000, ZombieResult: 120}, Agrees: true},
+	}
+	want := "State only: 37 of 10,000 jobs ended with a zombie's result; job id only: 120; fencelab: 0, at the same throughput."
+	if got := lab.LoadVerdict(rs); got != want {
+		t.Errorf("verdict\n got %q\nwant %q", got, want)
+	}
+	rs[0].PerSecond, rs[1].Agrees = 100, false
+	got := lab.LoadVerdict(rs)
+	for _, w := range []string{"at 0.50× their throughput", "disagree for state only"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("verdict %q does not say %q", got, w)
+		}
+	}
+}
+
+func TestLoadConfig_Bounds(t *testing.T) {
+	for _, c := range []lab.LoadConfig{
+		{Workers: 1}, {Workers: 17}, {Jobs: 9}, {Jobs: 5001}, {LeaseMS: 199}, {LeaseMS: 2001},
+		{Styles: []string{"bespoke"}}, {Styles: []string{"fencelab", "fencelab"}},
+	} {
+		c.Fill()
+		if err := c.Validate(0, 0); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	c := lab.DefaultLoad()
+	if err := c.Validate(0, 0); err != nil {
+		t.Errorf("the default: %v", err)
+	}
+	if err := c.Validate(4, 0); err == nil {
+		t.Errorf("8 workers on a server that allows 4: no error")
 	}
 }
 

@@ -41,12 +41,13 @@ const (
 	KindNote       Kind = "note"       // something worth saying that changes no state
 	KindError      Kind = "error"      // something went wrong that was not a fenced write
 	KindSession    Kind = "session"    // the session ended
+	KindLoad       Kind = "load"       // the load lab began, counted, finished a style, finished or stopped
 )
 
 // Kinds lists every kind, in the order above.
 func Kinds() []Kind {
 	return []Kind{KindSQL, KindCheckpoint, KindProcess, KindCall, KindRow, KindReceiver, KindLease,
-		KindStep, KindVerdict, KindRunState, KindBatch, KindNote, KindError, KindSession}
+		KindStep, KindVerdict, KindRunState, KindBatch, KindNote, KindError, KindSession, KindLoad}
 }
 
 // The actors that are not workers. A worker's actor is its label: "A",
@@ -87,6 +88,7 @@ type Event struct {
 	Note       *NoteEvent       `json:"note,omitempty"`
 	Error      *ErrorEvent      `json:"error,omitempty"`
 	Session    *SessionEvent    `json:"session,omitempty"`
+	Load       *LoadEvent       `json:"load,omitempty"`
 }
 
 // Stmt is one SQL statement as it ran: its Noun+Verb name, the text sent,

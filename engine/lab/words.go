@@ -275,6 +275,8 @@ type WordTable struct {
 	Modes      map[Mode]string               `json:"modes"`
 	Phases     map[RunPhase]string           `json:"phases"`
 	Stops      map[StopReason]string         `json:"stops"`
+	// Styles names each queue style shortly, as the load lab's chart does.
+	Styles map[string]string `json:"styles"`
 }
 
 // Words returns the word table.
@@ -285,7 +287,10 @@ func Words() WordTable {
 		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{},
 		Modes:  map[Mode]string{ModeAuto: "automatically", ModeStep: "step by step", ModeFree: "free play"},
 		Phases: map[RunPhase]string{PhaseStarting: "starting", PhaseReady: "ready", PhasePlaying: "playing", PhasePaused: "paused", PhaseFinished: "finished", PhaseFailed: "failed", PhaseStopped: "stopped"},
-		Stops:  map[StopReason]string{}}
+		Stops:  map[StopReason]string{}, Styles: map[string]string{}}
+	for _, st := range Styles() {
+		w.Styles[st.Name] = StyleShort(st.Name)
+	}
 	for _, o := range append(Orderings(), FreePlay) {
 		w.Orderings[o] = OrderingWords(o)
 	}
@@ -324,6 +329,23 @@ func Words() WordTable {
 		w.Stops[r] = StopWords(r)
 	}
 	return w
+}
+
+// StyleShort names a queue style in a few words.
+func StyleShort(name string) string {
+	switch name {
+	case "fencelab":
+		return "fencelab"
+	case "state-only":
+		return "state only"
+	case "id-only":
+		return "job id only"
+	case "token":
+		return "attempt or token"
+	case "leases-alone":
+		return "leases alone"
+	}
+	return name
 }
 
 // StopWords says why a run was stopped.

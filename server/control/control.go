@@ -41,6 +41,7 @@ const (
 	Verdict      Action = "verdict"       // free play: check every job now
 	Matrix       Action = "matrix"        // run every guard × ordering × identity in the background
 	Batch        Action = "batch"         // run one of the article's experiments (or the matrix) in the background
+	Load         Action = "load"          // run the load lab: many workers, many jobs, random stalls, once per queue style
 )
 
 // Command is one decoded command. Only the fields its action takes are set.
@@ -59,6 +60,9 @@ type Command struct {
 	Name         lab.BatchName   `json:"name,omitempty"`
 	WorkMS       int64           `json:"work_ms,omitempty"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
+	Workers      int             `json:"workers,omitempty"` // load: worker processes
+	Jobs         int             `json:"jobs,omitempty"`    // load: jobs per style
+	Styles       []string        `json:"styles,omitempty"`  // load: the queue styles, in order
 }
 
 // Limits bound what a command may ask for.
@@ -90,6 +94,7 @@ var fields = map[Action][]string{
 	Verdict:      nil,
 	Matrix:       {"lease_ms"},
 	Batch:        {"name", "lease_ms"},
+	Load:         {"workers", "jobs", "lease_ms", "styles"},
 }
 
 // Actions lists every action, sorted.
@@ -291,8 +296,21 @@ func (c *Command) validate(lim Limits) error {
 		if _, err := lab.ParseBatch(string(c.Name)); err != nil {
 			return bad("%v", err)
 		}
+	case Load:
+		lc := c.LoadConfig()
+		if err := lc.Validate(0, 0); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
+}
+
+// LoadConfig returns the load lab a load command asks for, its defaults
+// filled in.
+func (c Command) LoadConfig() lab.LoadConfig {
+	lc := lab.LoadConfig{Workers: c.Workers, Jobs: c.Jobs, LeaseMS: c.LeaseMS, Styles: c.Styles}
+	lc.Fill()
+	return lc
 }
 
 func orderings() string {

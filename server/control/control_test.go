@@ -25,9 +25,17 @@ func TestDecode_Good(t *testing.T) {
 			rc, err := c.RunConfig()
 			return err == nil && rc.Skew.Milliseconds() == 5000 && !rc.Broken.On(engine.ReceiverCheck)
 		},
-		`{"action":"run","ordering":"free-play"}`:                                     func(c control.Command) bool { return c.Mode == "" },
-		`{"action":"pace","pace_ms":0}`:                                               func(c control.Command) bool { return *c.PaceMS == 0 },
-		`{"action":"pause_worker","worker":"B"}`:                                      func(c control.Command) bool { return c.Worker == "B" },
+		`{"action":"run","ordering":"free-play"}`: func(c control.Command) bool { return c.Mode == "" },
+		`{"action":"pace","pace_ms":0}`:           func(c control.Command) bool { return *c.PaceMS == 0 },
+		`{"action":"pause_worker","worker":"B"}`:  func(c control.Command) bool { return c.Worker == "B" },
+		`{"action":"load"}`: func(c control.Command) bool {
+			lc := c.LoadConfig()
+			return lc.Workers == 8 && lc.Jobs == 500 && lc.LeaseMS == 300 && len(lc.Styles) == 5
+		},
+		`{"action":"load","workers":4,"jobs":200,"lease_ms":250,"styles":["token","fencelab"]}`: func(c control.Command) bool {
+			lc := c.LoadConfig()
+			return lc.Workers == 4 && lc.Jobs == 200 && lc.LeaseMS == 250 && lc.Styles[0] == "token"
+		},
 		`{"action":"add_job"}`:                                                        func(c control.Command) bool { return json.Valid(c.Payload) },
 		`{"action":"add_job","payload":{"n":1}}`:                                      func(c control.Command) bool { return string(c.Payload) == `{"n":1}` },
 		`{"action":"add_worker","skew_ms":-2000,"work_ms":0}`:                         func(c control.Command) bool { return c.SkewMS == -2000 },
@@ -47,17 +55,26 @@ func TestDecode_Good(t *testing.T) {
 func TestDecode_BadInputSaysWhatWasWrong(t *testing.T) {
 	lim := control.DefaultLimits()
 	for in, want := range map[string]string{
-		``:                                       "JSON object",
-		`[]`:                                     "JSON object",
-		`null`:                                   "JSON object",
-		`{"action":"step"}{}`:                    "more after it",
-		`{}`:                                     "no \"action\"",
-		`{"action":7}`:                           "no \"action\"",
-		`{"action":"dance"}`:                     "unknown action",
-		`{"action":"step","worker":"A"}`:         "takes no fields",
-		`{"action":"pause_worker","pace_ms":1}`:  "does not take \"pace_ms\"",
-		`{"action":"run"}`:                       "needs an ordering",
-		`{"action":"run","ordering":"sideways"}`: "unknown ordering",
+		``:                               "JSON object",
+		`[]`:                             "JSON object",
+		`null`:                           "JSON object",
+		`{"action":"step"}{}`:            "more after it",
+		`{}`:                             "no \"action\"",
+		`{"action":7}`:                   "no \"action\"",
+		`{"action":"dance"}`:             "unknown action",
+		`{"action":"step","worker":"A"}`: "takes no fields",
+		`{"action":"load","workers":1}`:  "workers 1 must be between 2 and 16",
+		`{"action":"load","workers":99999999999999999999}`:                          "wrong types",
+		`{"action":"load","jobs":-5}`:                                               "jobs -5 must be between 10 and 5000",
+		`{"action":"load","jobs":1e3}`:                                              "wrong types",
+		`{"action":"load","lease_ms":100}`:                                          "lease 100ms must be between 200ms and 2s",
+		`{"action":"load","styles":["fencelab","fencelab"]}`:                        "named twice",
+		`{"action":"load","styles":["\u0000"]}`:                                     "unknown queue style",
+		`{"action":"load","styles":["\ud800"]}`:                                     "unknown queue style",
+		`{"action":"load","ordering":"zombie-first"}`:                               "does not take \"ordering\"",
+		`{"action":"pause_worker","pace_ms":1}`:                                     "does not take \"pace_ms\"",
+		`{"action":"run"}`:                                                          "needs an ordering",
+		`{"action":"run","ordering":"sideways"}`:                                    "unknown ordering",
 		`{"action":"run","ordering":"zombie-first","mode":"fast"}`:                  "auto or step",
 		`{"action":"run","ordering":"free-play","mode":"step"}`:                     "free play has no mode",
 		`{"action":"run","ordering":"zombie-first","broken":["seatbelt"]}`:          "unknown guard",

@@ -66,6 +66,7 @@ type Store struct {
 	mu    sync.Mutex
 	byKey map[string]*Recording
 	max   int
+	load  *LoadRecording // the latest load lab
 }
 
 // New returns a store holding the embedded seeds, with room for max setups.
@@ -92,6 +93,11 @@ func New(max int) (*Store, error) {
 		r.Seed = true
 		s.byKey[r.Key] = &r
 	}
+	load, err := loadSeed()
+	if err != nil {
+		return nil, err
+	}
+	s.load = load
 	return s, nil
 }
 
@@ -153,4 +159,57 @@ func (s *Store) List() []Recording {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
+}
+
+// LoadRecording is a finished load lab and its whole event log: its
+// ticks, each style's end and its verdict.
+type LoadRecording struct {
+	Recorded time.Time             `json:"recorded"`
+	Seed     bool                  `json:"seed"`
+	Config   lab.LoadConfig        `json:"config"`
+	Verdict  string                `json:"verdict"`
+	Events   []lab.Event           `json:"events"`
+	Results  []lab.LoadStyleResult `json:"results"`
+}
+
+// LoadSeedFile is where the binary's recorded load lab lives.
+const LoadSeedFile = "seed/load/load-lab.json"
+
+// loadSeed reads the embedded load lab, if there is one.
+func loadSeed() (*LoadRecording, error) {
+	b, err := seedFS.ReadFile(LoadSeedFile)
+	if err != nil {
+		return nil, nil // none recorded yet
+	}
+	var r LoadRecording
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("recording %s: %w", LoadSeedFile, err)
+	}
+	for _, e := range r.Events {
+		if e.V != lab.ProtocolVersion {
+			return nil, fmt.Errorf("recording %s speaks protocol %d, not %d: record it again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", LoadSeedFile, e.V, lab.ProtocolVersion)
+		}
+	}
+	r.Seed = true
+	return &r, nil
+}
+
+// AddLoad keeps a finished load lab, replacing the one before.
+func (s *Store) AddLoad(r LoadRecording) {
+	if len(r.Events) == 0 || len(r.Results) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.load = &r
+	s.mu.Unlock()
+}
+
+// Load returns the latest finished load lab, or the seed.
+func (s *Store) Load() (LoadRecording, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.load == nil {
+		return LoadRecording{}, false
+	}
+	return *s.load, true
 }

@@ -70,6 +70,9 @@ type Limits struct {
 	// SocketBuffer is how many events a socket may fall behind before it is
 	// closed (it resumes from where it was).
 	SocketBuffer int `json:"socket_buffer"`
+	// MaxLoads is how many load labs may run at once, server-wide: each
+	// keeps the machine's cores busy while it runs.
+	MaxLoads int `json:"max_loads"`
 }
 
 // MarshalJSON writes the limits with every duration in milliseconds, in
@@ -122,6 +125,7 @@ func (l *Limits) Fill() {
 	def(&l.MaxMatrix, 80)
 	def(&l.MaxRunsPerSession, 4)
 	def(&l.SocketBuffer, 1024)
+	def(&l.MaxLoads, 1)
 }
 
 // Config configures a Manager.
@@ -157,9 +161,10 @@ type Manager struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
-	lockConn *pgx.Conn   // holds the instance lock for the Manager's life
-	lockMu   sync.Mutex  // one user of lockConn at a time, after start
-	events   *hub.Budget // the events every session keeps, together
+	loads    chan struct{} // one token per load lab running
+	lockConn *pgx.Conn     // holds the instance lock for the Manager's life
+	lockMu   sync.Mutex    // one user of lockConn at a time, after start
+	events   *hub.Budget   // the events every session keeps, together
 	spares   spares
 
 	mu       sync.Mutex
@@ -184,6 +189,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
+		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
 		Clock: &runner.DBClock{Pool: cfg.Pool}, WorkerSlots: make(chan struct{}, WorkerConnections(cfg.Limits)+2*cfg.Limits.MaxWorkers),
@@ -575,6 +581,9 @@ func (m *Manager) releaseRun(client string) {
 
 // EventsKept returns how many events every session keeps, together.
 func (m *Manager) EventsKept() int64 { return m.events.Kept() }
+
+// LoadsRunning returns how many load labs are running.
+func (m *Manager) LoadsRunning() int { return len(m.loads) }
 
 // RunsInFlight returns how many runs hold a slot.
 func (m *Manager) RunsInFlight() int { return len(m.runSlots) }

@@ -44,6 +44,7 @@ type Session struct {
 	lastActive time.Time
 	current    *runner.Run
 	batch      *batch                 // the batch playing, if any
+	load       *runner.Load           // the load lab, if one ran; it may have ended
 	runs       []*runner.Run          // newest last; bounded
 	pending    map[string]lab.RunInfo // batch cells waiting for a run slot
 	runSerial  int64
@@ -133,12 +134,17 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		s.life.Lock()
 		defer s.life.Unlock()
 		s.stopBatch(lab.StopReset)
+		s.stopLoad(lab.StopReset)
 		r := s.currentRun()
 		if r == nil {
 			return Result{OK: true}, nil
 		}
 		r.Stop(lab.StopReset)
 		return Result{OK: true, Run: r.ID()}, nil
+	case control.Load:
+		s.life.Lock()
+		defer s.life.Unlock()
+		return s.startLoad(c.LoadConfig())
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
@@ -332,6 +338,7 @@ func (s *Session) abandonRuns(idle time.Duration) {
 		return
 	}
 	s.stopBatch(lab.StopAbandoned)
+	s.stopLoad(lab.StopAbandoned)
 	if r := s.currentRun(); r != nil && !r.Phase().Ended() {
 		r.Stop(lab.StopAbandoned)
 	}
@@ -346,10 +353,14 @@ func (s *Session) close(why lab.SessionEndReason) {
 	}
 	s.closed = true
 	runs := append([]*runner.Run(nil), s.runs...)
+	load := s.load
 	s.mu.Unlock()
 	reason := lab.StopSessionEnd
 	if why == lab.SessionShutdown {
 		reason = lab.StopShutdown
+	}
+	if load != nil {
+		load.Stop(reason)
 	}
 	var wg sync.WaitGroup
 	for _, r := range runs {
