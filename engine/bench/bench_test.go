@@ -146,3 +146,161 @@ func BenchmarkClaim_FinishedJobs(b *testing.B) {
 		})
 	}
 }
+
+// The cost curves of the production path: engine.WorkerPool's jobs/s as
+// one thing changes at a time — how many handlers run at once, how many
+// jobs go to a statement, how many finished jobs the table already holds.
+// Each point works poolJobs jobs a round on a queue schema of its own
+// (engine.SetupQueue: no history trigger), and each curve first measures,
+// in the same run, the one-job cycle at 8 workers: every point reports its
+// jobs/s, its ratio to the curve's first point (x-first) and its ratio to
+// that cycle (x-cycle8), since only ratios survive a shared machine. With
+// -count, each sub-benchmark runs count times in a row: x-first is then
+// against the first point's first round and x-cycle8 against the cycle's
+// last, so BENCHMARKS.md takes its ratios from the medians instead.
+//
+//	go test ./engine/bench/ -run '^$' -bench 'Pool_' -benchtime 1x -count 3
+
+const (
+	poolJobs     = 20_000 // jobs per round at each point
+	baselineJobs = 10_000 // jobs of the one-job cycle the curve is measured against
+)
+
+// curve holds one curve's baselines, measured by its first sub-benchmarks
+// and read by the later ones; sub-benchmarks run one at a time.
+type curve struct {
+	cycle, first float64 // jobs/s; 0 until measured
+}
+
+// queue makes a queue schema of its own for one sub-benchmark and drops it
+// when the sub-benchmark ends, unless it failed: then pgtest keeps it and
+// logs where.
+func queue(b *testing.B, pool *pgxpool.Pool) string {
+	b.Helper()
+	ctx := context.Background()
+	schema := pgtest.Schema(b)
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if b.Failed() {
+			return
+		}
+		if err := engine.DropQueue(context.Background(), pool, schema); err != nil {
+			b.Error(err)
+		}
+	})
+	return schema
+}
+
+// addPending puts n pending jobs in the table beside what it holds, with
+// the fill's own statements less its TRUNCATE, and analyzes it.
+func addPending(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
+	for _, st := range engine.JobsFill(schema, n) {
+		if st.Name == "JobsTruncate" {
+			continue
+		}
+		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return fmt.Errorf("add pending: %s: %w", st.Name, err)
+		}
+	}
+	return nil
+}
+
+// baseline measures the one-job claim→complete cycle with 8 workers on a
+// queue of its own, as the curve's yardstick.
+func (c *curve) baseline(b *testing.B) {
+	pool := pgtest.Pool(b)
+	schema := queue(b, pool)
+	ctx := context.Background()
+	var jobs int
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if err := bench.Fill(ctx, pool, schema, baselineJobs); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r, err := bench.Cycle(ctx, pool, schema, 8, baselineJobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs, elapsed = jobs+r.Jobs, elapsed+r.Elapsed
+	}
+	c.cycle = float64(jobs) / elapsed.Seconds()
+	b.ReportMetric(c.cycle, "jobs/s")
+}
+
+// point measures the worker pool at one point of the curve: finished done
+// jobs are put in the table once, then each round adds poolJobs pending
+// ones (outside the timer) and works them. A later round therefore finds
+// the earlier rounds' jobs finished too; -benchtime 1x gives each point
+// exactly its finished count.
+func (c *curve) point(b *testing.B, concurrency, batch, finished int) {
+	pool := pgtest.Pool(b)
+	schema := queue(b, pool)
+	ctx := context.Background()
+	start := time.Now()
+	if err := bench.FillFinished(ctx, pool, schema, finished, 0); err != nil {
+		b.Fatal(err)
+	}
+	if finished > 0 {
+		b.Logf("%d finished jobs put in the table in %v", finished, time.Since(start).Round(time.Millisecond))
+	}
+	var jobs int
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if err := addPending(ctx, pool, schema, poolJobs); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r, err := bench.Fast(ctx, pool, schema, concurrency, batch, poolJobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs, elapsed = jobs+r.Jobs, elapsed+r.Elapsed
+	}
+	perSecond := float64(jobs) / elapsed.Seconds()
+	if c.first == 0 {
+		c.first = perSecond
+	}
+	b.ReportMetric(perSecond, "jobs/s")
+	b.ReportMetric(perSecond/c.first, "x-first")
+	if c.cycle > 0 {
+		b.ReportMetric(perSecond/c.cycle, "x-cycle8")
+	}
+}
+
+// BenchmarkPool_Workers is the pool's jobs/s against its concurrency, at
+// batch 500. Below 500 handlers the batch is the concurrency: the pool
+// claims only as many jobs as it has free handlers for, and completes only
+// as many as have finished.
+func BenchmarkPool_Workers(b *testing.B) {
+	var c curve
+	b.Run("baseline=cycle-8", c.baseline)
+	for _, n := range []int{8, 50, 200, 1000, 2000} {
+		b.Run(fmt.Sprint("workers=", n), func(b *testing.B) { c.point(b, n, 500, 0) })
+	}
+}
+
+// BenchmarkPool_Batch is the pool's jobs/s against its batch size — the
+// jobs of one claim, renewal or completion statement — at 2000 handlers.
+func BenchmarkPool_Batch(b *testing.B) {
+	var c curve
+	b.Run("baseline=cycle-8", c.baseline)
+	for _, n := range []int{1, 10, 50, 200, 500, 1000} {
+		b.Run(fmt.Sprint("batch=", n), func(b *testing.B) { c.point(b, 2000, n, 0) })
+	}
+}
+
+// BenchmarkPool_Finished is the pool's jobs/s against the finished jobs
+// already in the table, at 2000 handlers and batch 500: the claim reads
+// the partial index jobs_claimable, which holds none of them.
+func BenchmarkPool_Finished(b *testing.B) {
+	var c curve
+	b.Run("baseline=cycle-8", c.baseline)
+	for _, n := range []int{0, 10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint("finished=", n), func(b *testing.B) { c.point(b, 2000, 500, n) })
+	}
+}
