@@ -639,3 +639,12 @@ func HistoryLateWrites(schema string) Statement {
 func DecisionsOlderAccepted(schema string) Statement {
 	return Statement{Name: "DecisionsOlderAccepted", SQL: "SELECT count(DISTINCT (job_id, owner)) FROM " + ident(schema) + ".decisions WHERE decision = 'accepted-older'"}
 }
+
+// HistorySpan reads how long a queue took over its jobs on the database
+// clock: from the first claim to the moment the last job first ended (done
+// or failed), whatever zombies wrote after.
+func HistorySpan(schema string) Statement {
+	h := ident(schema) + ".job_history"
+	return Statement{Name: "HistorySpan", SQL: "SELECT (SELECT min(at) FROM " + h + " WHERE op = 'claim'), max(first_end) FROM" +
+		" (SELECT min(at) AS first_end FROM " + h + " WHERE op IN ('complete', 'fail') GROUP BY job_id) e"}
+}

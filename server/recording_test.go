@@ -31,9 +31,14 @@ var seedSetups = []struct {
 // With FENCELAB_UPDATE_SEEDS=1 it first records them afresh, from real runs
 // of this server.
 func TestRecordingSeeds(t *testing.T) {
-	if os.Getenv("FENCELAB_UPDATE_SEEDS") == "1" {
+	switch os.Getenv("FENCELAB_UPDATE_SEEDS") {
+	case "1":
 		recordSeeds(t)
+		recordLoadSeed(t)
+	case "load":
+		recordLoadSeed(t)
 	}
+	checkLoadSeed(t)
 	store, err := recording.New(64)
 	if err != nil {
 		t.Fatal(err)
@@ -112,5 +117,67 @@ func recordSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("recorded %s: %d events, %d bytes", name, len(rec.Events), len(b))
+	}
+}
+
+// recordLoadSeed records the load lab the binary carries: a real lab of
+// the page's defaults, run by this server.
+func recordLoadSeed(t *testing.T) {
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	r := s.cmd(`{"action":"load"}`)
+	s.waitEvent(5*time.Minute, "the load lab's end", func(e lab.Event) bool {
+		return e.Run == r.Run && e.Load != nil && e.Load.Phase == lab.LoadFinished
+	})
+	var rec recording.LoadRecording
+	ok := false
+	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		rec, ok = ts.Config().Recordings.Load()
+		ok = ok && !rec.Seed
+	}
+	if !ok {
+		t.Fatalf("the server did not record the load lab %s", r.Run)
+	}
+	rec.Seed = true
+	b, _ := json.Marshal(rec)
+	name := filepath.Join("recording", filepath.FromSlash(recording.LoadSeedFile))
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d events, %d bytes: %s", name, len(rec.Events), len(b), rec.Verdict)
+}
+
+// checkLoadSeed: the load lab the binary carries is a whole real lab in
+// today's protocol, with the page's default styles, each style's live
+// counts the checker's, and no zombie write through fencelab.
+func checkLoadSeed(t *testing.T) {
+	store, err := recording.New(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := store.Load()
+	if !ok {
+		t.Fatalf("no load lab seed (FENCELAB_UPDATE_SEEDS=load go test ./server -run TestRecordingSeeds)")
+	}
+	labtest.Events(t, rec.Events)
+	phases := map[lab.LoadPhase]int{}
+	for _, e := range rec.Events {
+		if e.Load != nil {
+			phases[e.Load.Phase]++
+			if e.Load.Phase == lab.LoadFinished && e.Load.Verdict != rec.Verdict {
+				t.Errorf("the load seed's verdict %q is not its finished event's %q", rec.Verdict, e.Load.Verdict)
+			}
+		}
+	}
+	if !rec.Seed || phases[lab.LoadStarted] != 1 || phases[lab.LoadFinished] != 1 || phases[lab.LoadStyleDone] != len(lab.LoadStyles()) || phases[lab.LoadTick] < 10 {
+		t.Errorf("the load seed is not a whole lab: %v", phases)
+	}
+	for _, r := range rec.Results {
+		if !r.Agrees || r.Check.Unfinished != 0 {
+			t.Errorf("the load seed's %s: agrees %v, %d unfinished", r.Style, r.Agrees, r.Check.Unfinished)
+		}
+		if r.Style == "fencelab" && (r.Check.Broken != 0 || r.Tally.LateRow != 0 || r.Tally.LateReceiver != 0) {
+			t.Errorf("the load seed's fencelab let zombie writes land: %+v", r)
+		}
 	}
 }

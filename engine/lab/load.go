@@ -198,6 +198,21 @@ func Tally(ctx context.Context, db engine.DB, s engine.Schemas) (LoadTally, erro
 	return t, nil
 }
 
+// Span reads how long a style's workers took over its jobs, on the
+// database clock: from the first claim until every job had ended once.
+// Zero if nothing was claimed or nothing ended.
+func Span(ctx context.Context, db engine.DB, s engine.Schemas) (time.Duration, error) {
+	st := engine.HistorySpan(s.Jobs)
+	var from, to *time.Time
+	if err := db.QueryRow(ctx, st.SQL).Scan(&from, &to); err != nil {
+		return 0, fmt.Errorf("read the style's span: %w", err)
+	}
+	if from == nil || to == nil || !to.After(*from) {
+		return 0, nil
+	}
+	return to.Sub(*from), nil
+}
+
 // CheckLoad runs the invariant checker over every job of a style (up to
 // limit), from what Postgres and the receiver recorded.
 func CheckLoad(ctx context.Context, q *engine.Queue, r ReceiverView, limit int) (LoadCheck, error) {

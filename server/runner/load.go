@@ -163,8 +163,10 @@ func (l *Load) run() {
 	}()
 	defer l.cancel()
 	l.emit(&lab.LoadEvent{Phase: lab.LoadStarted})
-	rng := rand.New(rand.NewPCG(l.spec.Seed, l.spec.Seed>>1|1))
 	for i, name := range l.spec.Config.Styles {
+		// Every style's workers draw the same work times, and its stalls
+		// come from the same sequence: only the guards differ.
+		rng := rand.New(rand.NewPCG(l.spec.Seed, l.spec.Seed>>1|1))
 		res, err := l.runStyle(l.ctx, rng, l.spec.SchemasFor(i), name)
 		if err != nil || l.ctx.Err() != nil {
 			l.mu.Lock()
@@ -345,7 +347,7 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 	defer tick.Stop()
 	var prev lab.LoadTally
 	prevAt := start
-	var endedAt time.Duration // when a tick first saw every job ended
+	ended := false // a tick saw every job ended
 	for {
 		select {
 		case <-ctx.Done():
@@ -363,9 +365,8 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 		t.PerSecond = float64(t.Done-prev.Done) / now.Sub(prevAt).Seconds()
 		prev, prevAt = t, now
 		l.emit(&lab.LoadEvent{Phase: lab.LoadTick, Style: name, Tally: &t})
-		ended := t.Done+t.Failed >= t.Jobs
-		if ended && endedAt == 0 {
-			endedAt = now.Sub(start)
+		if t.Done+t.Failed >= t.Jobs && !ended {
+			ended = true
 			stopChaos()
 		}
 		if ended && frozenNow() == 0 && time.Since(time.Unix(0, lastThaw.Load())) > settle {
@@ -394,11 +395,16 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 	}
 	t.Style, t.ElapsedMS, t.Stalls = name, elapsed.Milliseconds(), int(stalls.Load())
 	res.Tally = t
-	// Throughput up to the moment the last job ended, not the settling.
-	if endedAt == 0 {
-		endedAt = elapsed
+	// Throughput up to the moment the last job ended, not the settling,
+	// on the database clock.
+	span, err := lab.Span(ctx, env.Pool, schemas)
+	if err != nil {
+		return res, err
 	}
-	res.PerSecond = float64(t.Done) / max(time.Millisecond, endedAt).Seconds()
+	if span == 0 {
+		span = elapsed
+	}
+	res.PerSecond = float64(t.Done) / max(time.Millisecond, span).Seconds()
 	check, err := lab.CheckLoad(ctx, q, rcv, cfg.Jobs)
 	if err != nil {
 		return res, err

@@ -24,7 +24,7 @@ func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 	select {
 	case s.m.loads <- struct{}{}:
 	default:
-		return Result{}, fault.Errorf(fault.Busy, "the server is running %d load labs at once, its limit; try again in half a minute", cap(s.m.loads))
+		return Result{}, fault.Errorf(fault.Busy, "the server runs %d load lab%s at a time, and it is busy; try again in half a minute", cap(s.m.loads), plural(cap(s.m.loads)))
 	}
 	if err := s.m.takeBatch(s.client); err != nil {
 		<-s.m.loads
@@ -83,4 +83,11 @@ func (m *Manager) recordLoad(s *Session, l *runner.Load) {
 	}
 	rs := l.Results()
 	m.cfg.Recordings.AddLoad(recording.LoadRecording{Recorded: time.Now(), Config: l.Config(), Verdict: lab.LoadVerdict(rs), Results: rs, Events: evs})
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -13,6 +13,7 @@ import { Player } from "./replay.js";
 import { Lesson, renderLesson } from "./lesson.js";
 import { setupFromForm, permalinkQuery, runCommand as commandOf, applySetup } from "./permalink.js";
 import { Batches } from "./batches.js";
+import { LoadLab } from "./load.js";
 import * as predict from "./predict.js";
 import { findRecording, recordingSummary, recordingNote } from "./recordings.js";
 import * as host from "./embed.js";
@@ -58,6 +59,7 @@ page.view = { run: page.live, infos: page.infos, replay: false };
 const timeline = new Timeline(byTest("timeline"));
 const form = byTest("setup");
 const batches = new Batches();
+const loadLab = new LoadLab();
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
@@ -158,6 +160,7 @@ function drawControls(run) {
   byTest("skew-wrap").hidden = form.elements.ordering.value !== "clock-skew";
   byTest("mode-wrap").hidden = form.elements.ordering.value === "free-play";
   byTest("matrix-run").disabled = !driver;
+  byTest("load-run").disabled = !driver && !!sessionId;
   for (const el of byTest("free-controls").querySelectorAll("button")) el.disabled = !driver;
   byTest("lease-out").textContent = `${(Number(form.elements.lease.value) / 1000).toFixed(1)} s`;
   const pace = Number(form.elements.pace.value);
@@ -211,6 +214,12 @@ function onEvent(e, catchingUp) {
     page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
   }
   if (e.run_state) page.runs.set(e.run_state.info.id, e.run_state.info);
+  if (e.load) {
+    if (e.load.phase === "started") loadLab.stopReplay();
+    loadLab.onEvent(e);
+    if (e.load.phase === "finished") host.post("load", { verdict: e.load.verdict, results: e.load.results });
+    return;
+  }
   if (batches.onEvent(e)) {
     if (e.run && batches.cells.get(e.run)) host.post("matrix", { run: e.run, state: batches.cells.get(e.run).state });
     return;
@@ -296,6 +305,45 @@ async function send(cmd) {
     showError(err.message);
     return null;
   }
+}
+
+// ---- the load lab -------------------------------------------------------------------
+
+byTest("load-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target;
+  const status = byTest("load-status");
+  const cmd = { action: "load", workers: Number(f.elements.workers.value), jobs: Number(f.elements.jobs.value) };
+  if (!sessionId) { playLoadRecording("no session could be made"); return; }
+  if (page.role !== "driver") { status.textContent = "You are watching this session: only its driver can run the load lab."; return; }
+  loadLab.stopReplay();
+  loadLab.asked();
+  try {
+    await api.command(cmd);
+  } catch (err) {
+    host.post("error", { status: err.status, code: err.code, error: err.message });
+    if (err.code === "busy") { playLoadRecording(err.message); return; }
+    loadLab.clear();
+    loadLab.draw();
+    status.textContent = err.message;
+  }
+});
+
+/** When the server cannot run a load lab: the latest recorded one, replayed. */
+async function playLoadRecording(why) {
+  let rec;
+  try {
+    const res = await fetch("/api/recordings/load");
+    rec = await res.json();
+    if (!res.ok) throw new Error(rec.error || `HTTP ${res.status}`);
+  } catch (err) {
+    loadLab.clear();
+    loadLab.draw();
+    byTest("load-status").textContent = `${why}; and no recorded load lab could be fetched (${err.message}).`;
+    return;
+  }
+  const when = rec.seed ? "a lab recorded when this server was built" : `a lab recorded ${new Date(rec.recorded).toLocaleString()}`;
+  loadLab.replay(rec, `The server cannot run a load lab right now (${why.replace(/[.;]\s.*$/, "")}), so here is ${when}: its counts are the real ones, replayed faster.`);
 }
 
 // ---- when the live demo is busy: a recorded run -----------------------------------
@@ -622,6 +670,8 @@ const stream = new Stream({
 });
 if (sessionId) stream.open(); else renderConnection({ state: "offline" });
 drawAll();
+loadLab.draw();
+addEventListener("resize", () => loadLab.draw());
 requestAnimationFrame(frame);
 
 window.addEventListener("error", (ev) => page.errors.push(String(ev.message)));
@@ -643,6 +693,7 @@ window.fencelab = {
       seqs: r.events.map((e) => e.seq),
       view: { replay: page.view.replay, run: page.view.run.id, scrub: page.scrub, events: page.view.run.events.length },
       matrix: batches.state().cells,
+      load: loadLab.state(),
       batches: batches.state().answers,
       alone: page.alone, fenced: page.fenced, pick: predict.pick(),
       errors: page.errors.slice(),

@@ -1,0 +1,206 @@
+// load.js — the load lab: many real worker processes frozen at random past
+// their lease, once per queue style. It draws, from the server's load
+// events alone, two charts of its own (SVG, no library): jobs done per
+// second, and the zombie writes that landed in the row and at the
+// receiver; a table of each style's counts beside the invariant checker's;
+// and the verdict in the server's words.
+
+import { byTest, esc } from "./view.js";
+import { W } from "./words.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const num = new Intl.NumberFormat("en");
+const H0 = 190, PAD = { l: 40, r: 12, t: 10, b: 26 };
+
+const styleName = (s) => (W.styles && W.styles[s]) || s;
+
+/** An axis's top at or above v: four whole, round steps. */
+function niceTop(v) {
+  const step = Math.max(v, 1) / 4;
+  const p = 10 ** Math.floor(Math.log10(step));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= step && Number.isInteger(m * p)) return 4 * m * p;
+  return 40 * p;
+}
+
+function el(name, attrs, text) {
+  const n = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+export class LoadLab {
+  constructor() { this.clear(); }
+
+  clear() {
+    this.id = "";
+    this.config = null;
+    this.styles = new Map(); // name -> {ticks: [{t, rate, row, rcv}], tally, result}
+    this.phase = "none"; // none | asked | started | finished | stopped
+    this.verdict = "";
+    this.message = "";
+    this.recorded = null; // the recording being played, if any
+  }
+
+  /** Say a lab was asked for, before the server's first word. */
+  asked() {
+    this.clear();
+    this.phase = "asked";
+    this.draw();
+  }
+
+  /** Whether an event is the load lab's; if so it is taken and true returned. */
+  onEvent(e) {
+    const l = e.load;
+    if (!l) return false;
+    if (l.phase === "started") {
+      const recorded = this.recorded;
+      this.clear();
+      this.recorded = recorded;
+      this.id = e.run;
+      this.config = l.config;
+      this.phase = "started";
+      for (const s of l.config.styles) this.styles.set(s, { ticks: [], tally: null, result: null });
+    } else if (e.run !== this.id) {
+      return true; // an earlier lab's last word
+    }
+    const st = l.style ? this.styles.get(l.style) : null;
+    if (l.phase === "tick" && st && l.tally) {
+      const t = l.tally;
+      st.tally = t;
+      st.ticks.push({ t: t.elapsed_ms / 1000, rate: t.per_second, row: t.late_row, rcv: t.late_receiver });
+    } else if (l.phase === "style_done" && st && l.result) {
+      st.result = l.result;
+      st.tally = l.result.tally;
+    } else if (l.phase === "finished") {
+      this.phase = "finished";
+      this.verdict = l.verdict || e.text;
+    } else if (l.phase === "stopped") {
+      this.phase = "stopped";
+      this.message = e.text;
+    }
+    this.draw();
+    return true;
+  }
+
+  draw() {
+    this.drawStatus();
+    this.drawCharts();
+    this.drawTable();
+    const v = byTest("load-verdict");
+    v.textContent = this.phase === "finished" ? this.verdict : "";
+    v.dataset.state = this.phase === "finished" ? "done" : "none";
+    const rec = byTest("load-recorded");
+    rec.hidden = !this.recorded;
+    if (this.recorded) rec.textContent = this.recorded.note;
+  }
+
+  drawStatus() {
+    const s = byTest("load-status");
+    s.dataset.phase = this.phase;
+    if (this.phase === "asked") { s.textContent = "Starting the load lab…"; return; }
+    if (this.phase === "stopped") { s.textContent = this.message; return; }
+    if (this.phase !== "started") { s.textContent = ""; return; }
+    const now = [...this.styles.entries()].find(([, v]) => !v.result);
+    if (!now) { s.textContent = "Checking every job…"; return; }
+    const [name, v] = now;
+    const i = [...this.styles.keys()].indexOf(name) + 1;
+    const t = v.tally;
+    s.textContent = t
+      ? `Style ${i} of ${this.styles.size}, ${styleName(name)}: ${num.format(t.done)} of ${num.format(t.jobs)} jobs done, ${t.stalls} stalls so far.`
+      : `Style ${i} of ${this.styles.size}, ${styleName(name)}: filling the queue and starting ${this.config.workers} workers…`;
+  }
+
+  drawCharts() {
+    let maxT = 5, maxRate = 0, maxZ = 0;
+    for (const v of this.styles.values()) {
+      for (const p of v.ticks) {
+        maxT = Math.max(maxT, p.t);
+        maxRate = Math.max(maxRate, p.rate);
+        maxZ = Math.max(maxZ, p.row, p.rcv);
+      }
+    }
+    maxT = Math.ceil(maxT);
+    this.chart(byTest("load-chart-rate"), maxT, niceTop(maxRate * 1.05), [["rate", ""]], "jobs/s");
+    this.chart(byTest("load-chart-zombie"), maxT, niceTop(maxZ), [["row", "row"], ["rcv", "rcv"]], "writes");
+    const legend = byTest("load-legend");
+    legend.innerHTML = [...this.styles.keys()].map((s) => `<li class="st-${esc(s)}"><span class="sw" aria-hidden="true"></span>${esc(styleName(s))}</li>`).join("");
+  }
+
+  chart(svg, maxT, maxY, series, unit) {
+    svg.replaceChildren();
+    // One unit of the drawing is one pixel on screen: its words stay
+    // readable on a phone and sharp on a projector.
+    const W0 = Math.max(260, Math.round(svg.getBoundingClientRect().width) || 600);
+    svg.setAttribute("viewBox", `0 0 ${W0} ${H0}`);
+    const w = W0 - PAD.l - PAD.r, h = H0 - PAD.t - PAD.b;
+    const x = (t) => PAD.l + (t / maxT) * w;
+    const y = (v) => PAD.t + h - (v / maxY) * h;
+    for (let i = 0; i <= 4; i++) {
+      const v = (maxY / 4) * i;
+      svg.append(el("line", { class: "grid", x1: PAD.l, x2: PAD.l + w, y1: y(v), y2: y(v) }));
+      svg.append(el("text", { class: "tick", x: PAD.l - 6, y: y(v) + 4, "text-anchor": "end" }, num.format(Math.round(v))));
+    }
+    const stepT = [1, 2, 5, 10, 20, 30, 60].find((s) => (maxT / s) * 48 <= w) || 60;
+    for (let t = 0; t <= maxT; t += stepT) {
+      svg.append(el("text", { class: "tick", x: x(t), y: PAD.t + h + 16, "text-anchor": "middle" }, `${t} s`));
+    }
+    svg.append(el("text", { class: "unit", x: PAD.l + 4, y: PAD.t + 12 }, unit));
+    for (const [name, v] of this.styles) {
+      if (v.ticks.length === 0) continue;
+      for (const [key, kind] of series) {
+        const pts = [[0, key === "rate" ? 0 : 0], ...v.ticks.map((p) => [p.t, p[key]])];
+        const d = pts.map(([t, val]) => `${x(t).toFixed(1)},${y(val).toFixed(1)}`).join(" ");
+        svg.append(el("polyline", { class: `line st-${name}${kind ? " " + kind : ""}`, points: d, "data-style": name, "data-series": key }));
+      }
+    }
+  }
+
+  drawTable() {
+    const body = byTest("load-table").tBodies[0];
+    const cell = (k, v) => `<td data-k="${k}"${k === "done" || k === "stalls" ? ' class="wide"' : ""}>${v}</td>`;
+    body.innerHTML = [...this.styles.entries()].map(([name, v]) => {
+      const t = v.tally, r = v.result;
+      const dash = "–";
+      const rate = r ? Math.round(r.per_second) : t && t.done > 0 ? Math.round((t.done / Math.max(t.elapsed_ms, 1)) * 1000) : null;
+      const mismatch = r && !r.agrees ? ` <span class="bad" title="the live count and the checker's differ">≠</span>` : "";
+      return `<tr class="st-${esc(name)}" data-testid="load-row-${esc(name)}" data-ended="${r ? "1" : ""}">` +
+        `<th scope="row"><span class="sw" aria-hidden="true"></span>${esc(styleName(name))}</th>` +
+        cell("done", t ? `${num.format(t.done)} of ${num.format(t.jobs)}` : dash) +
+        cell("rate", rate === null ? dash : num.format(rate)) +
+        cell("stalls", t ? num.format(t.stalls) : dash) +
+        cell("row", t ? num.format(t.late_row) + (r ? mismatch : "") : dash) +
+        cell("rcv", t ? num.format(t.late_receiver) : dash) +
+        cell("broken", r ? num.format(r.check.broken) : dash) +
+        cell("zombie", r ? num.format(r.check.zombie_result) : dash) +
+        "</tr>";
+    }).join("");
+  }
+
+  /** Replay a recorded lab's events, its gaps shortened, in place of a live one. */
+  async replay(rec, note) {
+    this.clear();
+    this.recorded = { note, seed: !!rec.seed, recorded: rec.recorded };
+    this.phase = "asked";
+    this.draw();
+    const token = (this.replaying = {});
+    let last = null;
+    for (const e of rec.events || []) {
+      if (this.replaying !== token) return; // a newer lab or replay took over
+      const at = Date.parse(e.at);
+      if (last !== null) await new Promise((res) => setTimeout(res, Math.min(Math.max(at - last, 0), 150)));
+      last = at;
+      this.onEvent(e);
+    }
+  }
+
+  /** Stop a replay, if one plays. */
+  stopReplay() { this.replaying = null; }
+
+  /** The lab as the page shows it, for tests. */
+  state() {
+    const styles = {};
+    for (const [name, v] of this.styles) styles[name] = { ticks: v.ticks.length, tally: v.tally, result: v.result };
+    return { id: this.id, phase: this.phase, verdict: this.verdict, message: this.message, recorded: !!this.recorded, styles };
+  }
+}
