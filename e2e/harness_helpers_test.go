@@ -189,6 +189,12 @@ func (tab *Tab) onElement(what, testid, fn string) json.RawMessage {
 func (tab *Tab) Click(testid string) {
 	tab.t.Helper()
 	err := tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid))))
+	// The page may redraw the element between finding it and clicking it
+	// (a lane re-rendered by the next event): a person would click the new
+	// one, and so does the test.
+	for try := 0; err != nil && try < 3 && (strings.Contains(err.Error(), "Could not find node") || strings.Contains(err.Error(), "detached")); try++ {
+		err = tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid))))
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		tab.t.Fatalf("e2e: Click(%q): no visible %s within %v (in the page: %s)", testid, sel(testid), defaultTimeout,

@@ -45,7 +45,7 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	ts := startServer(t, nil)
 	s := ts.newSession()
 	before := schemasOf(t, ts)
-	r := s.cmd(`{"action":"load","workers":6,"jobs":300,"lease_ms":250,"styles":["fencelab","id-only","token","state-only"]}`)
+	r := s.cmd(`{"action":"load","workers":5,"jobs":200,"lease_ms":250,"styles":["fencelab","id-only","token","state-only"]}`)
 	if !strings.HasPrefix(r.Run, "l") {
 		t.Fatalf("the load lab's id is %q", r.Run)
 	}
@@ -64,7 +64,7 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 		if int64(c.StaleWrites) != tl.LateRow || int64(c.OlderAccepted) != tl.LateReceiver || !res.Agrees {
 			t.Errorf("%s: the live counts (row %d, receiver %d) are not the checker's (row %d, receiver %d)", res.Style, tl.LateRow, tl.LateReceiver, c.StaleWrites, c.OlderAccepted)
 		}
-		if c.Jobs != 300 || c.Unfinished != 0 || tl.Done+tl.Failed != 300 || res.CutShort {
+		if c.Jobs != 200 || c.Unfinished != 0 || tl.Done+tl.Failed != 200 || res.CutShort {
 			t.Errorf("%s: %d jobs checked, %d unfinished, %d done and %d failed, cut short %v", res.Style, c.Jobs, c.Unfinished, tl.Done, tl.Failed, res.CutShort)
 		}
 		if tl.Stalls < 5 {

@@ -90,8 +90,10 @@ func TestServe_SignalsLeaveNothingBehind(t *testing.T) {
 			m := marker(t)
 			s := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
 			busy(t, s)
-			if n := flSchemas(t); n != 4 {
-				t.Fatalf("%d session schemas before the signal, want 4", n)
+			// Two runs' pairs, and up to two spare pairs (--spare-runs 2) if
+			// the server saw a quiet moment since: on a loaded machine it may.
+			if n := flSchemas(t); n < 4 || n > 8 {
+				t.Fatalf("%d session schemas before the signal, want 4 to 8", n)
 			}
 			if n := len(marked(t, m)); n < 5 {
 				t.Fatalf("%d processes before the signal, want the server and 4 workers", n)
@@ -141,8 +143,8 @@ func TestServe_SIGKILL(t *testing.T) {
 			left := marked(t, m)
 			return len(left) == 0, strings.Join(left, "\n")
 		})
-		if n := flSchemas(t); n != 4 {
-			t.Fatalf("%d schemas after SIGKILL; the test expects the dead server's 4", n)
+		if n := flSchemas(t); n < 4 || n > 8 {
+			t.Fatalf("%d schemas after SIGKILL; the test expects the dead server's 4, and up to 4 spares", n)
 		}
 		next := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
 		if n := flSchemas(t); n != 0 {

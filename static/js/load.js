@@ -10,7 +10,10 @@ import { W } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const num = new Intl.NumberFormat("en");
-const H0 = 190, PAD = { l: 40, r: 12, t: 10, b: 26 };
+// The drawing's height and margins, and its words' size: bigger when the
+// page is projected (present mode), where no text is under 20 px.
+const present = () => document.body.classList.contains("present");
+const geometry = () => (present() ? { H0: 300, PAD: { l: 70, r: 16, t: 14, b: 40 }, fs: 20 } : { H0: 190, PAD: { l: 40, r: 12, t: 10, b: 26 }, fs: 11 });
 
 const styleName = (s) => (W.styles && W.styles[s]) || s;
 
@@ -131,6 +134,7 @@ export class LoadLab {
     svg.replaceChildren();
     // One unit of the drawing is one pixel on screen: its words stay
     // readable on a phone and sharp on a projector.
+    const { H0, PAD, fs } = geometry();
     const W0 = Math.max(260, Math.round(svg.getBoundingClientRect().width) || 600);
     svg.setAttribute("viewBox", `0 0 ${W0} ${H0}`);
     const w = W0 - PAD.l - PAD.r, h = H0 - PAD.t - PAD.b;
@@ -139,13 +143,13 @@ export class LoadLab {
     for (let i = 0; i <= 4; i++) {
       const v = (maxY / 4) * i;
       svg.append(el("line", { class: "grid", x1: PAD.l, x2: PAD.l + w, y1: y(v), y2: y(v) }));
-      svg.append(el("text", { class: "tick", x: PAD.l - 6, y: y(v) + 4, "text-anchor": "end" }, num.format(Math.round(v))));
+      svg.append(el("text", { class: "tick", x: PAD.l - 6, y: y(v) + fs / 3, "text-anchor": "end" }, num.format(Math.round(v))));
     }
-    const stepT = [1, 2, 5, 10, 20, 30, 60].find((s) => (maxT / s) * 48 <= w) || 60;
+    const stepT = [1, 2, 5, 10, 20, 30, 60].find((s) => (maxT / s) * fs * 4.4 <= w) || 60;
     for (let t = 0; t <= maxT; t += stepT) {
-      svg.append(el("text", { class: "tick", x: x(t), y: PAD.t + h + 16, "text-anchor": "middle" }, `${t} s`));
+      svg.append(el("text", { class: "tick", x: x(t), y: PAD.t + h + fs * 1.45, "text-anchor": "middle" }, `${t} s`));
     }
-    svg.append(el("text", { class: "unit", x: PAD.l + 4, y: PAD.t + 12 }, unit));
+    svg.append(el("text", { class: "unit", x: PAD.l + 6, y: PAD.t + fs }, unit));
     for (const [name, v] of this.styles) {
       if (v.ticks.length === 0) continue;
       for (const [key, kind] of series) {
