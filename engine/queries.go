@@ -57,6 +57,17 @@ func offNote(gs Guards, g Guard, what string) string {
 	return "  -- " + what + " (" + g.String() + " off)"
 }
 
+// set writes an UPDATE's SET list, one assignment a line.
+func (b *builder) set(assignments []string) {
+	for i, l := range assignments {
+		if i == 0 {
+			b.line("     SET %s", l)
+		} else {
+			b.line("         %s", l)
+		}
+	}
+}
+
 func (b *builder) build() Statement {
 	return Statement{Name: b.name, SQL: strings.Join(b.lines, "\n"), Args: b.args}
 }
@@ -188,13 +199,7 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 	b.line("     FOR UPDATE OF j")
 	b.line("), done AS (")
 	b.line("  UPDATE %s AS j", t)
-	for i, l := range set {
-		if i == 0 {
-			b.line("     SET %s", l)
-		} else {
-			b.line("         %s", l)
-		}
-	}
+	b.set(set)
 	// The guards compare the row as seen, which is the row as it is: seen
 	// holds its lock.
 	b.line("    FROM seen")
@@ -293,13 +298,7 @@ func casStatementThen(b *builder, schema string, gs Guards, jobID int64, owner s
 	b.line("     FOR UPDATE")
 	b.line("), done AS (")
 	b.line("  UPDATE %s", t)
-	for i, l := range set {
-		if i == 0 {
-			b.line("     SET %s", l)
-		} else {
-			b.line("         %s", l)
-		}
-	}
+	b.set(set)
 	b.line("    FROM seen")
 	casWhere(b, gs, idArg, owner, epoch)
 	b.lines = append(b.lines, "  RETURNING "+returning)

@@ -162,6 +162,22 @@ func (s *sess) try(body string) answer {
 	return s.ts.do("POST", "/api/sessions/"+s.ID+"/commands", s.Token, "application/json", body)
 }
 
+// tryAtOnce sends the same command n times at once and returns each
+// answer's status, in the order they were sent.
+func (s *sess) tryAtOnce(n int, body string) []int {
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = s.try(body).Status
+		}()
+	}
+	wg.Wait()
+	return codes
+}
+
 func (s *sess) snapshot() session.Snapshot {
 	s.ts.t.Helper()
 	a := s.ts.do("GET", "/api/sessions/"+s.ID, s.Token, "", "")

@@ -3,7 +3,6 @@ package server_test
 import (
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,16 +132,7 @@ func TestLoad_OneAtATimeAndBadInput(t *testing.T) {
 		t.Fatalf("bad input started something: %+v", st)
 	}
 	const body = `{"action":"load","workers":4,"jobs":2000,"lease_ms":300,"styles":["fencelab","id-only"]}`
-	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = s.try(body).Status
-		}()
-	}
-	wg.Wait()
+	codes := s.tryAtOnce(6, body)
 	for i, c := range codes {
 		if c != http.StatusOK {
 			t.Errorf("command %d: %d (each replaces the one before)", i, c)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,16 +53,7 @@ func TestCommands_SixRunsAtOnceLeaveOne(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
 	s := ts.newSession()
-	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = s.try(`{"action":"run","ordering":"free-play"}`).Status
-		}()
-	}
-	wg.Wait()
+	codes := s.tryAtOnce(6, `{"action":"run","ordering":"free-play"}`)
 	for i, c := range codes {
 		if c != http.StatusOK {
 			t.Errorf("run command %d answered %d", i, c)
@@ -129,22 +119,6 @@ func TestCommands_BatchesAreReplacedAndReset(t *testing.T) {
 	waitFor(t, 10*time.Second, "no schema left", func() bool { return schemasOf(t, ts) == 0 })
 }
 
-// environOf reads a process's environment (as it started) into a map.
-func environOf(t *testing.T, pid int) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Skipf("no /proc/%d/environ here: %v", pid, err)
-	}
-	env := map[string]string{}
-	for _, kv := range strings.Split(string(b), "\x00") {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	return env
-}
-
 // TestSecrets_TheReceiverTakesItsOwnWorkersOnly: the run's receiver URL,
 // key and all, is on no worker's command line; with the URL alone (read
 // from a worker's environment, as a local attacker could not) a forged
@@ -164,7 +138,7 @@ func TestSecrets_TheReceiverTakesItsOwnWorkersOnly(t *testing.T) {
 		if strings.Contains(string(cmdline), "/receiver/") || strings.Contains(string(cmdline), "deliveries") {
 			t.Errorf("worker %s's command line carries the receiver's URL: %q", w.Label, cmdline)
 		}
-		env := environOf(t, w.Pid)
+		env := envOf(t, w.Pid)
 		url = env[worker.EnvReceiverURL]
 		if env[worker.EnvReceiverCredential] == "" {
 			t.Errorf("worker %s has no receiver credential in its environment", w.Label)

@@ -36,10 +36,13 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *rounds < 1 || *rounds > 20 {
+		return usagef("fencelab bench: --rounds %d must be between 1 and 20", *rounds)
+	}
 	if *fast {
-		set := false
-		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "workers" })
-		if !set {
+		if !set["workers"] {
 			*workers = 2000
 		}
 		switch {
@@ -49,18 +52,16 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return usagef("fencelab bench: --batch %d must be between 1 and %d", *batch, engine.MaxBatch)
 		case *jobs < 1 || *jobs > 10_000_000:
 			return usagef("fencelab bench: --jobs %d must be between 1 and 10,000,000", *jobs)
-		case *rounds < 1 || *rounds > 20:
-			return usagef("fencelab bench: --rounds %d must be between 1 and 20", *rounds)
 		}
 		return benchFast(ctx, getenv, stdout, stderr, *schema, *workers, *batch, *jobs, *rounds, *asJSON)
 	}
 	switch {
+	case set["batch"]:
+		return usagef("fencelab bench: --batch is the worker pool's: it needs --fast")
 	case *workers < 1 || *workers > 128:
 		return usagef("fencelab bench: --workers %d must be between 1 and 128", *workers)
 	case *jobs < *workers || *jobs > 10_000_000:
 		return usagef("fencelab bench: --jobs %d must be between --workers and 10,000,000", *jobs)
-	case *rounds < 1 || *rounds > 20:
-		return usagef("fencelab bench: --rounds %d must be between 1 and 20", *rounds)
 	}
 	schemas := engine.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
 	if err := schemas.Validate(); err != nil {

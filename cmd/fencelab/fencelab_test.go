@@ -364,6 +364,7 @@ func TestCLI_BadInput(t *testing.T) {
 		{"receiver", "--schema", "1bad"},
 		{"receiver", "--addr", "not-an-address"},
 		{"bench", "--workers", "0"},
+		{"bench", "--batch", "50"},
 		{"bench", "--fast", "--workers", "0"},
 		{"bench", "--fast", "--workers", "100001"},
 		{"bench", "--fast", "--batch", "0"},

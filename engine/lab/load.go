@@ -64,20 +64,13 @@ func (c *LoadConfig) Fill() {
 // Lease is the workers' lease.
 func (c LoadConfig) Lease() time.Duration { return time.Duration(c.LeaseMS) * time.Millisecond }
 
-// Validate checks a filled config against the lab's bounds, and the
-// server's own (maxWorkers, maxJobs; 0 for the lab's).
-func (c LoadConfig) Validate(maxWorkers, maxJobs int) error {
-	if maxWorkers <= 0 || maxWorkers > MaxLoadWorkers {
-		maxWorkers = MaxLoadWorkers
-	}
-	if maxJobs <= 0 || maxJobs > MaxLoadJobs {
-		maxJobs = MaxLoadJobs
-	}
+// Validate checks a filled config against the lab's bounds.
+func (c LoadConfig) Validate() error {
 	switch {
-	case c.Workers < 2 || c.Workers > maxWorkers:
-		return engine.Invalidf("workers %d must be between 2 and %d", c.Workers, maxWorkers)
-	case c.Jobs < 10 || c.Jobs > maxJobs:
-		return engine.Invalidf("jobs %d must be between 10 and %d", c.Jobs, maxJobs)
+	case c.Workers < 2 || c.Workers > MaxLoadWorkers:
+		return engine.Invalidf("workers %d must be between 2 and %d", c.Workers, MaxLoadWorkers)
+	case c.Jobs < 10 || c.Jobs > MaxLoadJobs:
+		return engine.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
 	case c.Lease() < MinLoadLease || c.Lease() > MaxLoadLease:
 		return engine.Invalidf("lease %v must be between %v and %v", c.Lease(), MinLoadLease, MaxLoadLease)
 	case len(c.Styles) == 0 || len(c.Styles) > len(Styles()):

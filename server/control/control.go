@@ -298,7 +298,7 @@ func (c *Command) validate(lim Limits) error {
 		}
 	case Load:
 		lc := c.LoadConfig()
-		if err := lc.Validate(0, 0); err != nil {
+		if err := lc.Validate(); err != nil {
 			return bad("%v", err)
 		}
 	}

@@ -85,10 +85,8 @@ func New(max int) (*Store, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("recording %s: %w", f, err)
 		}
-		for _, e := range r.Events {
-			if e.V != lab.ProtocolVersion {
-				return nil, fmt.Errorf("recording %s speaks protocol %d, not %d: record the seeds again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", f, e.V, lab.ProtocolVersion)
-			}
+		if err := speaksToday(f, r.Events); err != nil {
+			return nil, err
 		}
 		r.Seed = true
 		s.byKey[r.Key] = &r
@@ -161,6 +159,16 @@ func (s *Store) List() []Recording {
 	return out
 }
 
+// speaksToday checks that a seed's events are in today's event protocol.
+func speaksToday(name string, evs []lab.Event) error {
+	for _, e := range evs {
+		if e.V != lab.ProtocolVersion {
+			return fmt.Errorf("recording %s speaks protocol %d, not %d: record the seeds again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", name, e.V, lab.ProtocolVersion)
+		}
+	}
+	return nil
+}
+
 // LoadRecording is a finished load lab and its whole event log: its
 // ticks, each style's end and its verdict.
 type LoadRecording struct {
@@ -185,10 +193,8 @@ func loadSeed() (*LoadRecording, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("recording %s: %w", LoadSeedFile, err)
 	}
-	for _, e := range r.Events {
-		if e.V != lab.ProtocolVersion {
-			return nil, fmt.Errorf("recording %s speaks protocol %d, not %d: record it again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", LoadSeedFile, e.V, lab.ProtocolVersion)
-		}
+	if err := speaksToday(LoadSeedFile, r.Events); err != nil {
+		return nil, err
 	}
 	r.Seed = true
 	return &r, nil

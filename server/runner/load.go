@@ -52,17 +52,17 @@ type Load struct {
 	done   chan struct{}
 	slots  int
 
-	mu      sync.Mutex
-	results []lab.LoadStyleResult
-	stopped lab.StopReason
-	failed  error
+	mu       sync.Mutex
+	results  []lab.LoadStyleResult
+	stopped  lab.StopReason
+	finished bool // every style ran to its end
 }
 
 // StartLoad checks spec, takes a worker slot for each of its workers (or
 // says the server is busy), and starts the lab in the background.
 func StartLoad(env *Env, spec LoadSpec) (*Load, error) {
 	spec.Config.Fill()
-	if err := spec.Config.Validate(0, 0); err != nil {
+	if err := spec.Config.Validate(); err != nil {
 		return nil, err
 	}
 	if spec.SchemasFor == nil || spec.ID == "" {
@@ -122,19 +122,19 @@ func (l *Load) Results() []lab.LoadStyleResult {
 
 // Finished reports whether every style ran to its end.
 func (l *Load) Finished() bool {
-	select {
-	case <-l.done:
-	default:
-		return false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stopped == "" && l.failed == nil
+	return l.finished
 }
 
 // Stop ends the lab for a reason, if it has not ended, and returns once
 // its workers are reaped and its schemas dropped.
 func (l *Load) Stop(reason lab.StopReason) {
+	select {
+	case <-l.done:
+		return // it has ended already, finished or not: nothing to say
+	default:
+	}
 	l.mu.Lock()
 	if l.stopped == "" {
 		l.stopped = reason
@@ -171,9 +171,6 @@ func (l *Load) run() {
 		if err != nil || l.ctx.Err() != nil {
 			l.mu.Lock()
 			reason := l.stopped
-			if reason == "" {
-				l.failed = err
-			}
 			l.mu.Unlock()
 			ev := &lab.LoadEvent{Phase: lab.LoadStopped, Reason: reason}
 			if reason == "" {
@@ -190,13 +187,15 @@ func (l *Load) run() {
 		l.mu.Unlock()
 		l.emit(&lab.LoadEvent{Phase: lab.LoadStyleDone, Style: name, Result: &res})
 	}
-	rs := l.Results()
+	l.mu.Lock()
+	l.finished = true
+	rs := append([]lab.LoadStyleResult(nil), l.results...)
+	l.mu.Unlock()
 	l.emit(&lab.LoadEvent{Phase: lab.LoadFinished, Results: rs, Verdict: lab.LoadVerdict(rs)})
 }
 
 // loadWorker is one worker process of a style, and whether it is frozen.
 type loadWorker struct {
-	label  string
 	proc   *supervisor.Proc
 	frozen atomic.Bool
 	exited atomic.Bool
@@ -241,14 +240,20 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 	lease := cfg.Lease()
 	lost := make(chan string, cfg.Workers)
 	var ws []*loadWorker
-	defer func() {
+	killed := false
+	killWorkers := func() { // once: before the last count, or on the way out
+		if killed {
+			return
+		}
+		killed = true
 		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, w := range ws {
 			w.exited.Store(true) // expected from here on
 			_ = w.proc.Kill(kctx)
 		}
-	}()
+	}
+	defer killWorkers()
 	var maxWork time.Duration
 	for i := range cfg.Workers {
 		label := nextLabel(i)
@@ -261,10 +266,15 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 		}
 		wenv := []string{"DATABASE_URL=" + env.DatabaseURL, worker.EnvReceiverURL + "=" + served.URL,
 			worker.EnvReceiverCredential + "=" + served.Credential()}
-		w := &loadWorker{label: label}
+		w := &loadWorker{}
 		p, err := env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: wenv, EventFunc: func(_ *supervisor.Proc, e lab.Event) {
-			if e.Process != nil && e.Process.Change == lab.ProcExited && !w.exited.Swap(true) {
+			// Its thousands of statements are counted from Postgres, not
+			// told; what it says on stderr goes to the server's log.
+			switch {
+			case e.Process != nil && e.Process.Change == lab.ProcExited && !w.exited.Swap(true):
 				lost <- label
+			case e.Note != nil && e.Note.Code == lab.NoteLog:
+				env.Log.Debug("load lab worker", "lab", l.spec.ID, "worker", label, "line", e.Note.Line)
 			}
 		}})
 		if err != nil {
@@ -319,6 +329,11 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 				continue
 			}
 			if err := w.proc.Pause(chaosCtx); err != nil {
+				// SIGSTOP may have gone out before the wait for it was cut
+				// short: a worker is never left frozen.
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = w.proc.Resume(rctx)
+				cancel()
 				w.frozen.Store(false)
 				continue
 			}
@@ -381,13 +396,7 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 	stopChaos()
 	frozen.Wait()
 	elapsed := time.Since(start)
-	kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	for _, w := range ws {
-		w.exited.Store(true)
-		_ = w.proc.Kill(kctx)
-	}
-	cancel()
-	ws = nil
+	killWorkers() // nothing more is written: the last count is the end
 
 	t, err := lab.Tally(ctx, env.Pool, schemas)
 	if err != nil {

@@ -16,11 +16,10 @@ import (
 // holds s.life.
 func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 	s.stopLoad(lab.StopReplaced)
-	id, schemas, err := s.nextRun()
+	id, schemas, err := s.next("l")
 	if err != nil {
 		return Result{}, err
 	}
-	id = "l" + id[1:]
 	select {
 	case s.m.loads <- struct{}{}:
 	default:

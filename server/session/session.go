@@ -201,8 +201,12 @@ func (s *Session) currentRun() *runner.Run {
 	return s.current
 }
 
-// nextRun names the session's next run and its schemas.
-func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) {
+// nextRun names the session's next run (r1, r2, …) and its schemas.
+func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) { return s.next("r") }
+
+// next names the session's next run or load lab — kind and a serial the
+// two share — and its schemas.
+func (s *Session) next(kind string) (id string, schemas engine.Schemas, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -211,7 +215,7 @@ func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) {
 	s.runSerial++
 	n := strconv.FormatInt(s.runSerial, 36)
 	base := schemaPrefix + s.m.instance + "_" + s.serial + "_" + n
-	return "r" + n, engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
+	return kind + n, engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
 }
 
 // startRun ends the current run and starts a new one. The caller holds

@@ -153,7 +153,7 @@ export class LoadLab {
     for (const [name, v] of this.styles) {
       if (v.ticks.length === 0) continue;
       for (const [key, kind] of series) {
-        const pts = [[0, key === "rate" ? 0 : 0], ...v.ticks.map((p) => [p.t, p[key]])];
+        const pts = [[0, 0], ...v.ticks.map((p) => [p.t, p[key]])];
         const d = pts.map(([t, val]) => `${x(t).toFixed(1)},${y(val).toFixed(1)}`).join(" ");
         svg.append(el("polyline", { class: `line st-${name}${kind ? " " + kind : ""}`, points: d, "data-style": name, "data-series": key }));
       }

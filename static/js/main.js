@@ -288,45 +288,52 @@ function showError(msg) {
   errBox.hidden = !msg;
 }
 
-async function send(cmd) {
-  if (!sessionId && cmd.action === "run") { playRecording(cmd, "no session could be made"); return null; }
-  if (page.role !== "driver") { showError("You are watching this session: only its driver can do that. Start your own with the Permalink."); return null; }
+/**
+ * Send a command as the driver. Its errors are shown by `say` (the stage's
+ * error line unless told otherwise); when the server is too busy, or there
+ * is no session, `busy` plays a recording instead, where there is one to
+ * play (a scripted run's, by default).
+ */
+async function send(cmd, { say = showError, busy = scriptedBusy(cmd) } = {}) {
+  if (!sessionId && busy) { busy("no session could be made"); return null; }
+  if (page.role !== "driver") { say("You are watching this session: only its driver can do that. Start your own with the Permalink."); return null; }
   try {
     const r = await api.command(cmd);
-    showError("");
+    say("");
     return r;
   } catch (err) {
     host.post("error", { status: err.status, code: err.code, error: err.message });
-    if (err.code === "busy" && cmd.action === "run" && cmd.ordering !== "free-play") {
-      showError("");
-      playRecording(cmd, err.message);
+    if (err.code === "busy" && busy) {
+      say("");
+      busy(err.message);
       return null;
     }
-    showError(err.message);
+    say(err.message);
     return null;
   }
 }
 
+/** The recording a scripted run is replaced by when the server is busy. */
+function scriptedBusy(cmd) {
+  return cmd.action === "run" && cmd.ordering !== "free-play" ? (why) => playRecording(cmd, why) : null;
+}
+
 // ---- the load lab -------------------------------------------------------------------
 
-byTest("load-form").addEventListener("submit", async (ev) => {
+byTest("load-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const f = ev.target;
-  const status = byTest("load-status");
-  const cmd = { action: "load", workers: Number(f.elements.workers.value), jobs: Number(f.elements.jobs.value) };
-  if (!sessionId) { playLoadRecording("no session could be made"); return; }
-  if (page.role !== "driver") { status.textContent = "You are watching this session: only its driver can run the load lab."; return; }
   loadLab.stopReplay();
   loadLab.asked();
-  try {
-    await api.command(cmd);
-  } catch (err) {
-    host.post("error", { status: err.status, code: err.code, error: err.message });
-    if (err.code === "busy") { playLoadRecording(err.message); return; }
-    loadLab.clear();
-    loadLab.draw();
-    status.textContent = err.message;
-  }
+  send({ action: "load", workers: Number(f.elements.workers.value), jobs: Number(f.elements.jobs.value) }, {
+    busy: playLoadRecording,
+    say: (msg) => {
+      if (!msg) return;
+      loadLab.clear();
+      loadLab.draw();
+      byTest("load-status").textContent = msg;
+    },
+  });
 });
 
 /** When the server cannot run a load lab: the latest recorded one, replayed. */
