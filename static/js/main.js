@@ -558,6 +558,13 @@ byTest("matrix").addEventListener("click", (ev) => {
   const b = ev.target.closest("button.mcell[data-run]");
   if (b && !b.disabled) openRun(b.dataset.run);
 });
+// A run named in an answer (Step 5's, the guard matrix's): a button with
+// data-open-run puts that run on the stage, and brings the stage into view.
+document.addEventListener("click", (ev) => {
+  const b = ev.target.closest("button[data-open-run]");
+  if (!b || b.disabled) return;
+  openRun(b.dataset.openRun).then(() => byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" }));
+});
 
 // Help and share dialogs.
 const help = byTest("help");
