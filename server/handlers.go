@@ -22,19 +22,29 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
+// logRequests logs every request with the status its client got
+// (wire.Sent). A handler's error after its header went out does not make
+// it a 500: a page whose reader left halfway was a 200, cut short, and is
+// logged as one (client_gone, at debug level). An error of the server's
+// own after the header is logged here with its cause, at error level,
+// since the error handler can no longer answer it and says nothing.
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
-		status := c.Response().Status
-		if err != nil {
-			status = wire.Status(err)
-		}
+		status := wire.Sent(c, err)
 		level := s.cfg.Log.Debug
-		if status >= 500 {
+		args := []any{"method", c.Request().Method, "path", c.Path(), "status", status, "elapsed", time.Since(start)}
+		switch {
+		case wire.ClientGone(c, err):
+			args = append(args, "client_gone", true)
+		case err != nil && c.Response().Committed:
+			level = s.cfg.Log.Error
+			args = append(args, "err", err, "cut_short", true)
+		case status >= 500:
 			level = s.cfg.Log.Warn
 		}
-		level("request", "method", c.Request().Method, "path", c.Path(), "status", status, "elapsed", time.Since(start))
+		level("request", args...)
 		return err
 	}
 }

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -24,8 +25,15 @@ func start(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), server.Config{Listener: ln, Pool: pgtest.Pool(t), DatabaseURL: pgtest.DSN(t),
-		PagesFunc: web.Register(web.Options{FrameAncestors: []string{"https://blog.example.com"}})})
+	return startWith(t, ln, nil, web.Options{FrameAncestors: []string{"https://blog.example.com"}})
+}
+
+// startWith starts a server on ln with the pages of opts, logging to log
+// (nil: nowhere), and returns its URL.
+func startWith(t *testing.T, ln net.Listener, log *slog.Logger, opts web.Options) string {
+	t.Helper()
+	srv, err := server.New(context.Background(), server.Config{Listener: ln, Pool: pgtest.Pool(t), DatabaseURL: pgtest.DSN(t), Log: log,
+		PagesFunc: web.Register(opts)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,13 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
@@ -83,10 +85,47 @@ func Message(err error) string {
 	return fault.MessageOf(err)
 }
 
+// StatusClientGone is the status a log line gives a request whose client
+// went away before any answer was sent: nginx's 499, "client closed
+// request". No client ever receives it.
+const StatusClientGone = 499
+
+// ClientGone reports whether err is only the request's client having gone
+// away: net/http cancels a request's context when its connection closes or
+// a write to it fails, and then a handler's work ends in context.Canceled
+// or in that failed write. Such an error is nothing the server did wrong,
+// and there is nobody left to answer.
+func ClientGone(c echo.Context, err error) bool {
+	if err == nil || c.Request().Context().Err() == nil {
+		return false
+	}
+	var oe *net.OpError
+	return errors.Is(err, context.Canceled) || errors.As(err, &oe)
+}
+
+// Sent returns the status a request's client got, for the request's log
+// line, once its handler returned err: once the header went out (the
+// response committed) it is that header's, whatever error came after it —
+// a 200 page cut short by a reader who left is a 200, not a 500; before
+// that, the one Handler answers err with, or StatusClientGone when there
+// is nobody left to answer.
+func Sent(c echo.Context, err error) int {
+	switch res := c.Response(); {
+	case res.Committed || err == nil:
+		return res.Status
+	case ClientGone(c, err):
+		return StatusClientGone
+	}
+	return Status(err)
+}
+
 // Handler returns an Echo HTTPErrorHandler that answers JSON and logs 5xx.
+// An error after the header went out cannot change the answer any more,
+// and a client that went away gets none: both are the request log's to
+// tell (see Sent).
 func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
-		if c.Response().Committed {
+		if c.Response().Committed || ClientGone(c, err) {
 			return
 		}
 		status := Status(err)
