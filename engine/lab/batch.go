@@ -90,6 +90,33 @@ func CellOf(run string, rc RunConfig) MatrixCell {
 	return c
 }
 
+// FinishBatch returns the finished event of a batch whose runs have all
+// ended, from their outcomes (nil for a run that did not end with one):
+// its answer, the runs that were unsafe, and each run to open from the
+// answer with what it came to.
+func FinishBatch(name BatchName, leaseMS int64, cells []MatrixCell, outcomes []*Outcome) *BatchEvent {
+	ev := &BatchEvent{Name: name, Phase: BatchFinished, LeaseMS: leaseMS, Cells: cells, Unsafe: []string{}, Runs: []BatchRun{}}
+	answer, unsafe := BatchAnswer(name, cells, outcomes)
+	ev.Answer = answer
+	ev.Unsafe = append(ev.Unsafe, unsafe...)
+	for i, c := range cells {
+		m := MarkError
+		if o := outcomes[i]; o != nil {
+			m = SafeMark(o.Safe)
+		}
+		ev.Runs = append(ev.Runs, BatchRun{Run: c.Run, Ordering: c.Ordering, Broken: c.Broken, SameIdentity: c.SameIdentity,
+			Mark: m, Words: OpenRunWords(c.Ordering, m)})
+	}
+	return ev
+}
+
+// OpenRunWords are the words of a button that opens a batch's run:
+// "new-owner-first: ✗ unsafe — open this run".
+func OpenRunWords(o Ordering, m Mark) string {
+	w := MarkWords(m)
+	return fmt.Sprintf("%s: %s %s — open this run", o, w.Sign, w.Word)
+}
+
 // BatchAnswer says what a finished batch showed, from its runs' outcomes
 // (nil for a run that did not end with one): which ordering failed, and
 // why; and lists the runs that were unsafe.

@@ -216,48 +216,6 @@ func TestExpectedOutcome_IsTheArticlesTable(t *testing.T) {
 	}
 }
 
-func TestWords_EveryBadgeKeyHasABadge(t *testing.T) {
-	words := lab.Words()
-	var evs []lab.Event
-	for _, op := range []lab.Op{lab.OpClaim, lab.OpRenew, lab.OpComplete, lab.OpFail} {
-		for _, r := range []lab.SQLResult{lab.ResultOK, lab.ResultFenced, lab.ResultFailed} {
-			if op == lab.OpClaim && r == lab.ResultFenced {
-				continue // a claim is never fenced
-			}
-			evs = append(evs, lab.Event{SQL: &lab.SQLEvent{Op: op, Result: r}})
-		}
-	}
-	evs = append(evs, lab.Event{SQL: &lab.SQLEvent{Op: lab.OpClaim, Result: lab.ResultNoJob}})
-	for _, r := range []lab.CallResult{lab.DeliveryAccepted, lab.DeliveryRefused, lab.DeliveryFailed, lab.DeliveryDeferred, lab.DeliverySkipped} {
-		evs = append(evs, lab.Event{Call: &lab.CallEvent{Result: r}})
-	}
-	evs = append(evs, lab.Event{SQL: &lab.SQLEvent{Op: lab.OpComplete, Result: lab.ResultFenced, Owner: "worker-a", Epoch: i64(2),
-		Fenced: &lab.Fence{RowStatus: engine.StatusDone, RowOwner: "worker-a", RowEpoch: 2, Reasons: []engine.FenceReason{engine.ReasonNotRunning}}}})
-	for _, d := range []engine.Decision{engine.AcceptedFirst, engine.AcceptedNewer, engine.AcceptedSame, engine.AcceptedOlder, engine.RefusedStale, engine.Duplicate} {
-		evs = append(evs, lab.Event{Receiver: &lab.ReceiverEvent{Decision: d}})
-	}
-	for _, c := range []lab.ProcessChange{lab.ProcSpawned, lab.ProcReady, lab.ProcStopped, lab.ProcContinued, lab.ProcKilling, lab.ProcExited} {
-		evs = append(evs, lab.Event{Process: &lab.ProcessEvent{Change: c}})
-	}
-	evs = append(evs, lab.Event{Process: &lab.ProcessEvent{Change: lab.ProcExited, Signal: "SIGKILL"}})
-	for _, c := range []lab.LeaseChange{lab.LeaseExpired, lab.LeaseTakenLive} {
-		evs = append(evs, lab.Event{Lease: &lab.LeaseEvent{Change: c}})
-	}
-	for _, s := range []engine.Status{engine.StatusPending, engine.StatusRunning, engine.StatusDone, engine.StatusFailed} {
-		evs = append(evs, lab.Event{Row: &lab.RowEvent{New: lab.RowImage{Status: s}}})
-	}
-	evs = append(evs, lab.Event{Verdict: &lab.VerdictEvent{Safe: true}}, lab.Event{Verdict: &lab.VerdictEvent{}}, lab.Event{Error: &lab.ErrorEvent{}})
-	for _, e := range evs {
-		k := lab.BadgeKey(e)
-		if b, ok := words.Badges[k]; !ok || b.Label == "" {
-			t.Errorf("badge key %q has no badge", k)
-		}
-	}
-	if k := lab.BadgeKey(lab.Event{Step: &lab.StepEvent{}}); k != "" {
-		t.Errorf("a step has badge key %q, want none", k)
-	}
-}
-
 // sampleEvents returns one event of every kind, and of most codes, filled
 // as their emitters fill them.
 func sampleEvents() []lab.Event {

@@ -58,6 +58,8 @@ type Cell struct {
 	Words     string `json:"words"`
 	Expected  string `json:"expected"`
 	AsCorrect bool   `json:"as_correct"`
+	// Mark is AsCorrect as a mark (as-correct, not-as-correct): derived.
+	Mark Mark `json:"mark,omitempty"`
 }
 
 // Outcome is the end of a scripted run, read from the database and the
@@ -97,6 +99,26 @@ type Outcome struct {
 	// the headline and every further violation.
 	Headline string `json:"headline"`
 	Verdict  string `json:"verdict"`
+
+	// The fields below are derived from the ones above, once, here
+	// (derive), when the outcome is made and again whenever it is
+	// encoded: a run recorded before they existed carries them too.
+
+	// Mark is Safe as a mark: safe or unsafe.
+	Mark Mark `json:"mark,omitempty"`
+	// Zombie is the label of the worker that was the zombie in this run
+	// (ZombieOf its ordering), or "" when none was.
+	Zombie string `json:"zombie,omitempty"`
+	// Also are the further violations' words, each once: the ones the
+	// headline does not say.
+	Also []string `json:"also,omitempty"`
+	// LeasesAlone says nothing but the lease guarded the job: every check
+	// the leases-alone style turns off was off. The article's prediction
+	// is answered by such a run.
+	LeasesAlone bool `json:"leases_alone,omitempty"`
+	// Correct says the run was the correct build: every guard on, direct
+	// delivery, two names.
+	Correct bool `json:"correct,omitempty"`
 }
 
 // Effect is one delivery the receiver took.
@@ -105,6 +127,10 @@ type Effect struct {
 	Epoch    int64           `json:"epoch"`
 	Decision engine.Decision `json:"decision"`
 	At       string          `json:"at"`
+	// Zombie says the zombie made this delivery; Badge is its decision's
+	// badge key. Both are derived with the outcome's.
+	Zombie bool   `json:"zombie,omitempty"`
+	Badge  string `json:"badge,omitempty"`
 }
 
 // Answer is one of the article's answers to its question: with leases
@@ -271,6 +297,7 @@ func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateI
 	o.Table = table(o)
 	o.Headline = headline(o)
 	o.Verdict = verdict(o)
+	o.derive()
 	return o, nil
 }
 

@@ -73,6 +73,12 @@ type Event struct {
 	Kind  Kind      `json:"kind"`
 	// Text says what happened in one sentence, for people only.
 	Text string `json:"text"`
+	// Badge is the key of the event's badge in the word table
+	// (WordTable.Badges), or "" for an event that wears none. It is
+	// derived from the event's own fields (BadgeKey) whenever the event
+	// is encoded, so every event carries it — one recorded before the
+	// field existed, or sent by a worker we did not write, too.
+	Badge string `json:"badge,omitempty"`
 
 	SQL        *SQLEvent        `json:"sql,omitempty"`
 	Checkpoint *CheckpointEvent `json:"checkpoint,omitempty"`
@@ -332,6 +338,13 @@ type ReceiverEvent struct {
 	Superseded      *int64 `json:"superseded,omitempty"`
 	SupersededOwner string `json:"superseded_owner,omitempty"`
 	Stmt            *Stmt  `json:"stmt,omitempty"`
+	// Accepted says the delivery was taken: an effect happened
+	// (engine.Decision.Accepted). Replaces says it replaced another
+	// epoch's delivery, which is superseded now (accepted-newer,
+	// accepted-older). Both are derived from Decision when the event is
+	// encoded.
+	Accepted bool `json:"accepted,omitempty"`
+	Replaces bool `json:"replaces,omitempty"`
 }
 
 // ---- lease -----------------------------------------------------------------
@@ -394,9 +407,44 @@ type StepEvent struct {
 // VerdictEvent is the outcome of a run (actor: runner): a scripted run's
 // Outcome, or a free-play run's Report.
 type VerdictEvent struct {
-	Safe    bool     `json:"safe"`
+	Safe bool `json:"safe"`
+	// Mark is Safe as a mark (safe or unsafe), derived when the event is
+	// encoded: the page draws its sign and words from WordTable.Marks.
+	Mark    Mark     `json:"mark,omitempty"`
 	Outcome *Outcome `json:"outcome,omitempty"`
 	Report  *Report  `json:"report,omitempty"`
+}
+
+// Mark is what a run came to, or where it is on its way there, at a
+// glance: the key of its sign and words in WordTable.Marks. A verdict is
+// safe or unsafe; a batch's run may also be pending, running, without a
+// verdict (error) or stopped; a cell of the article's table is as a
+// correct build's or not.
+type Mark string
+
+// The marks.
+const (
+	MarkSafe         Mark = "safe"
+	MarkUnsafe       Mark = "unsafe"
+	MarkError        Mark = "error"   // it ended without a verdict
+	MarkStopped      Mark = "stopped" // it was stopped before it ran to its verdict
+	MarkPending      Mark = "pending" // it has not started
+	MarkRunning      Mark = "running"
+	MarkAsCorrect    Mark = "as-correct"     // a cell of the article's table: as a correct build shows
+	MarkNotAsCorrect Mark = "not-as-correct" // not as a correct build shows
+)
+
+// Marks lists every mark.
+func Marks() []Mark {
+	return []Mark{MarkSafe, MarkUnsafe, MarkError, MarkStopped, MarkPending, MarkRunning, MarkAsCorrect, MarkNotAsCorrect}
+}
+
+// SafeMark returns the mark of a verdict.
+func SafeMark(safe bool) Mark {
+	if safe {
+		return MarkSafe
+	}
+	return MarkUnsafe
 }
 
 // ---- run_state -------------------------------------------------------------------
@@ -470,6 +518,10 @@ type RunInfo struct {
 	Report       *Report    `json:"report,omitempty"`
 	Error        *Failure   `json:"error,omitempty"`
 	Workers      []Worker   `json:"workers,omitempty"`
+	// Zombie is the label of the worker this run's script makes the
+	// zombie (ZombieOf), or "" when it has none (clock-skew, free play).
+	// It is derived from Ordering when the info is encoded.
+	Zombie string `json:"zombie,omitempty"`
 }
 
 // Worker is a worker as the page and the API show it.
@@ -525,6 +577,21 @@ type BatchEvent struct {
 	// stopped: why, in words.
 	Unsafe []string `json:"unsafe,omitempty"`
 	Answer string   `json:"answer,omitempty"`
+	// Runs (finished) are the batch's runs, each to open from its answer:
+	// its cell, what it came to and its button's words.
+	Runs []BatchRun `json:"runs,omitempty"`
+}
+
+// BatchRun is one run of a finished batch, as its answer offers to open it.
+type BatchRun struct {
+	Run          string   `json:"run"`
+	Ordering     Ordering `json:"ordering"`
+	Broken       string   `json:"broken"`
+	SameIdentity bool     `json:"same_identity"`
+	// Mark is what it came to: safe, unsafe, or error (no verdict).
+	Mark Mark `json:"mark"`
+	// Words are its button's: "new-owner-first: ✗ unsafe — open this run".
+	Words string `json:"words"`
 }
 
 // ---- note -------------------------------------------------------------------------

@@ -27,6 +27,10 @@ type Report struct {
 	Violations []Violation `json:"violations"`
 	Headline   string      `json:"headline"`
 	Verdict    string      `json:"verdict"`
+	// Mark and Also are derived as an Outcome's are: Safe as a mark, and
+	// the further violations' words, each once.
+	Mark Mark     `json:"mark,omitempty"`
+	Also []string `json:"also,omitempty"`
 }
 
 // ReportJobs checks every job (up to limit) against the invariants, from
@@ -71,5 +75,6 @@ func ReportJobs(ctx context.Context, q *engine.Queue, r ReceiverView, limit int)
 	rep.Safe = len(rep.Violations) == 0
 	rep.Headline = reportHeadline(rep)
 	rep.Verdict = reportVerdict(rep)
+	rep.derive()
 	return rep, nil
 }

@@ -25,6 +25,8 @@ func OrderingWords(o Ordering) OrderingText {
 		return OrderingText{"the new owner reaches the receiver first", "New owner reaches the receiver first", "owner 1st"}
 	case ZombieFirst:
 		return OrderingText{"the zombie reaches the receiver first", "Zombie reaches the receiver first", "zombie 1st"}
+	case OwnerDoneFirst:
+		return OrderingText{"the new owner finishes before the zombie wakes", "New owner finishes before the zombie wakes", "owner done"}
 	case CrashBeforeCommit:
 		return OrderingText{"a worker dies between its receiver call and its commit", "A worker dies before its commit", "crash"}
 	case ClockSkew:
@@ -42,10 +44,20 @@ type GuardText struct {
 	Off  string `json:"off"`  // "epoch-check off"
 }
 
+// NoGuardOff names the correct build where a guard's name would go: the
+// row of the guard matrix with every guard on (its cells' Broken is "",
+// their key "none").
+var NoGuardOff = GuardText{Name: "none", Help: "every guard on: the correct build", Off: "all guards on"}
+
 // GuardWords returns the words for a guard. The line of help is the
 // engine's own (engine.Guard.Help), so it is written once.
 func GuardWords(g engine.Guard) GuardText {
 	return GuardText{Name: g.String(), Help: g.Help(), Off: g.String() + " off"}
+}
+
+// Calls lists every fate of a zombie's call.
+func Calls() []Call {
+	return []Call{CallRejected, CallAccepted, CallAcceptedThenSuperseded, CallNotAttempted, CallNeverSent, CallSkipped}
 }
 
 // Words returns the words for a call's fate, as the article's table says them.
@@ -61,6 +73,25 @@ func (c Call) Words() string {
 		return "not made (the key was taken)"
 	}
 	return string(c)
+}
+
+// FenceReasons lists the engine's reasons a fenced write was refused.
+func FenceReasons() []engine.FenceReason {
+	return []engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged}
+}
+
+// FenceReasonWords says a reason a fenced write was refused, without the
+// row's values: "the row's epoch moved on".
+func FenceReasonWords(r engine.FenceReason) string {
+	switch r {
+	case engine.ReasonNotRunning:
+		return "the job is no longer running"
+	case engine.ReasonOwnerChanged:
+		return "another owner holds the job"
+	case engine.ReasonEpochChanged:
+		return "the row's epoch moved on"
+	}
+	return string(r)
 }
 
 // ReasonWords says, in a clause, why a fenced write was refused.
@@ -84,9 +115,10 @@ type Badge struct {
 }
 
 // badges maps a badge key to its badge. The keys are built from an event's
-// fields by BadgeKey: "sql.<op>.<result>", "call.<result>",
-// "receiver.<decision>", "process.<change>" (and "process.killed"),
-// "lease.<change>", "row.<status>", "verdict.safe", "verdict.unsafe", "error".
+// fields by BadgeKey: "sql.<op>.<result>" (and "sql.<op>.overtaken"),
+// "call.<result>", "receiver.<decision>", "process.<change>" (and
+// "process.killed"), "lease.<change>", "row.<status>", "note.<code>",
+// "verdict.safe", "verdict.unsafe", "error".
 var badges = map[string]Badge{
 	"sql.claim.ok":        {"ok", "claimed"},
 	"sql.claim.no-job":    {"quiet", "no job"},
@@ -131,14 +163,63 @@ var badges = map[string]Badge{
 	"row.done":    {"row", "row: done"},
 	"row.failed":  {"row", "row: failed"},
 
-	"verdict.safe":   {"ok", "✓ Safe"},
-	"verdict.unsafe": {"bad", "✗ Unsafe"},
-	"error":          {"bad", "error"},
+	"note." + string(NoteSkip):       {"quiet", "skips"},
+	"note." + string(NoteGone):       {"quiet", "nothing to do"},
+	"note." + string(NoteWakesLater): {"frozen", "acts once thawed"},
+	"note." + string(NoteNoLease):    {"quiet", "no lease"},
+	"note." + string(NoteStallLimit): {"bad", "frozen too long"},
+	"note." + string(NoteStopped):    {"quiet", "stopped"},
+	"note." + string(NoteOutput):     {"quiet", "printed"},
+	"note." + string(NoteLog):        {"quiet", "logged"},
+
+	"verdict." + string(MarkSafe):   markBadge(MarkSafe),
+	"verdict." + string(MarkUnsafe): markBadge(MarkUnsafe),
+	"error":                         {"bad", "error"},
+}
+
+func markBadge(m Mark) Badge {
+	w := MarkWords(m)
+	return Badge{Tone: w.Tone, Label: w.Label}
+}
+
+// receiverBadge is the badge key of a receiver's decision.
+func receiverBadge(d engine.Decision) string { return "receiver." + string(d) }
+
+// MarkText is a mark's sign and words.
+type MarkText struct {
+	Tone  string `json:"tone"`  // as a Badge's: ok, bad, quiet
+	Sign  string `json:"sign"`  // the sign alone, beside words of its own: "✓"
+	Word  string `json:"word"`  // the words alone, for a screen reader or a sentence: "safe"
+	Label string `json:"label"` // standing alone: "✓ Safe"
+	Cell  string `json:"cell"`  // in a cell of the guard matrix: "✓ safe"
+}
+
+// MarkWords returns a mark's sign and words.
+func MarkWords(m Mark) MarkText {
+	switch m {
+	case MarkSafe:
+		return MarkText{"ok", "✓", "safe", "✓ Safe", "✓ safe"}
+	case MarkUnsafe:
+		return MarkText{"bad", "✗", "unsafe", "✗ Unsafe", "✗ UNSAFE"}
+	case MarkError:
+		return MarkText{"bad", "!", "no verdict", "! No verdict", "! error"}
+	case MarkStopped:
+		return MarkText{"quiet", "–", "stopped", "– Stopped", "– stopped"}
+	case MarkPending:
+		return MarkText{"quiet", "…", "waiting", "… Waiting", "…"}
+	case MarkRunning:
+		return MarkText{"quiet", "⟳", "running", "⟳ Running", "⟳"}
+	case MarkAsCorrect:
+		return MarkText{"ok", "✓", "as a correct build", "✓ as a correct build", "✓"}
+	case MarkNotAsCorrect:
+		return MarkText{"bad", "✗", "not as a correct build", "✗ not as a correct build", "✗"}
+	}
+	return MarkText{"quiet", "", string(m), string(m), string(m)}
 }
 
 // BadgeKey returns the key of an event's badge in Words.Badges, or "" for
-// an event that has none. The page computes the same key from the same
-// fields; TestWords_EveryBadgeKeyHasABadge holds the two to one table.
+// an event that has none. Every encoded event carries it as Event.Badge:
+// the page looks the badge up and never builds a key of its own.
 func BadgeKey(e Event) string {
 	switch {
 	case e.SQL != nil && e.SQL.Result == ResultFailed:
@@ -152,7 +233,7 @@ func BadgeKey(e Event) string {
 	case e.Call != nil:
 		return "call." + string(e.Call.Result)
 	case e.Receiver != nil:
-		return "receiver." + string(e.Receiver.Decision)
+		return receiverBadge(e.Receiver.Decision)
 	case e.Process != nil && e.Process.Change == ProcExited && e.Process.Signal == "SIGKILL":
 		return "process.killed"
 	case e.Process != nil:
@@ -161,14 +242,19 @@ func BadgeKey(e Event) string {
 		return "lease." + string(e.Lease.Change)
 	case e.Row != nil:
 		return "row." + string(e.Row.New.Status)
-	case e.Verdict != nil && e.Verdict.Safe:
-		return "verdict.safe"
+	case e.Note != nil:
+		return "note." + string(e.Note.Code)
 	case e.Verdict != nil:
-		return "verdict.unsafe"
+		return "verdict." + string(SafeMark(e.Verdict.Safe))
 	case e.Error != nil:
 		return "error"
 	}
 	return ""
+}
+
+// ProcStates lists every process state.
+func ProcStates() []ProcState {
+	return []ProcState{StateRunning, StateSleeping, StateStopped, StateZombie, StateExited, StateKilled, StateUnknown}
 }
 
 // StateWords says a worker's process state as its card shows it.
@@ -244,6 +330,9 @@ const (
 	ColumnFinal  Column = "final"
 )
 
+// Columns lists the columns of the article's table, in its order.
+func Columns() []Column { return []Column{ColumnCall, ColumnCommit, ColumnFinal} }
+
 // ColumnWords is the header of a column of the article's table.
 func ColumnWords(c Column) string {
 	switch c {
@@ -259,10 +348,11 @@ func ColumnWords(c Column) string {
 
 // WordTable is every code's words, as the page gets them with its first
 // state: it looks words up here and never writes its own.
+// TestWords_EveryCodeHasWords walks every value of every code it holds.
 type WordTable struct {
 	Version    int                           `json:"version"`
 	Orderings  map[Ordering]OrderingText     `json:"orderings"`
-	Guards     map[string]GuardText          `json:"guards"`
+	Guards     map[string]GuardText          `json:"guards"` // every guard, and NoGuardOff under "none"
 	Calls      map[Call]string               `json:"calls"`
 	Badges     map[string]Badge              `json:"badges"`
 	States     map[ProcState]string          `json:"states"`
@@ -275,8 +365,61 @@ type WordTable struct {
 	Modes      map[Mode]string               `json:"modes"`
 	Phases     map[RunPhase]string           `json:"phases"`
 	Stops      map[StopReason]string         `json:"stops"`
+	Marks      map[Mark]MarkText             `json:"marks"`
 	// Styles names each queue style shortly, as the load lab's chart does.
 	Styles map[string]string `json:"styles"`
+}
+
+// Modes lists the ways a run is played.
+func Modes() []Mode { return []Mode{ModeAuto, ModeStep, ModeFree} }
+
+// ModeWords says how a run is played: "step by step".
+func ModeWords(m Mode) string {
+	switch m {
+	case ModeAuto:
+		return "automatically"
+	case ModeStep:
+		return "step by step"
+	case ModeFree:
+		return "free play"
+	}
+	return string(m)
+}
+
+// Phases lists a run's phases, in the order a run goes through them.
+func Phases() []RunPhase {
+	return []RunPhase{PhaseStarting, PhaseReady, PhasePlaying, PhasePaused, PhaseFinished, PhaseFailed, PhaseStopped}
+}
+
+// PhaseWords says where a run is.
+func PhaseWords(p RunPhase) string {
+	switch p {
+	case PhaseStarting:
+		return "starting"
+	case PhaseReady:
+		return "ready"
+	case PhasePlaying:
+		return "playing"
+	case PhasePaused:
+		return "paused"
+	case PhaseFinished:
+		return "finished"
+	case PhaseFailed:
+		return "failed"
+	case PhaseStopped:
+		return "stopped"
+	}
+	return string(p)
+}
+
+// StopReasons lists why a run may be stopped.
+func StopReasons() []StopReason {
+	return []StopReason{StopReset, StopReplaced, StopTimeLimit, StopAbandoned, StopWorkerLost, StopSessionEnd, StopShutdown, StopInterrupted, StopStartFailed}
+}
+
+// NoteCodes lists the notes.
+func NoteCodes() []NoteCode {
+	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog}
 }
 
 // Words returns the word table.
@@ -284,10 +427,8 @@ func Words() WordTable {
 	w := WordTable{Version: ProtocolVersion, Orderings: map[Ordering]OrderingText{}, Guards: map[string]GuardText{},
 		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Question: Question,
 		Answers: map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
-		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{},
-		Modes:  map[Mode]string{ModeAuto: "automatically", ModeStep: "step by step", ModeFree: "free play"},
-		Phases: map[RunPhase]string{PhaseStarting: "starting", PhaseReady: "ready", PhasePlaying: "playing", PhasePaused: "paused", PhaseFinished: "finished", PhaseFailed: "failed", PhaseStopped: "stopped"},
-		Stops:  map[StopReason]string{}, Styles: map[string]string{}}
+		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{}, Modes: map[Mode]string{},
+		Phases: map[RunPhase]string{}, Stops: map[StopReason]string{}, Marks: map[Mark]MarkText{}, Styles: map[string]string{}}
 	for _, st := range Styles() {
 		w.Styles[st.Name] = StyleShort(st.Name)
 	}
@@ -297,13 +438,14 @@ func Words() WordTable {
 	for _, g := range engine.AllGuards() {
 		w.Guards[g.String()] = GuardWords(g)
 	}
-	for _, c := range []Call{CallRejected, CallAccepted, CallAcceptedThenSuperseded, CallNotAttempted, CallNeverSent, CallSkipped} {
+	w.Guards[NoGuardOff.Name] = NoGuardOff
+	for _, c := range Calls() {
 		w.Calls[c] = c.Words()
 	}
 	for k, b := range badges {
 		w.Badges[k] = b
 	}
-	for _, s := range []ProcState{StateRunning, StateSleeping, StateStopped, StateZombie, StateExited, StateKilled, StateUnknown} {
+	for _, s := range ProcStates() {
 		w.States[s] = StateWords(s)
 	}
 	for _, a := range Answers() {
@@ -315,35 +457,33 @@ func Words() WordTable {
 	for _, b := range BatchNames() {
 		w.Batches[b] = BatchWords(b)
 	}
-	for _, c := range []Column{ColumnCall, ColumnCommit, ColumnFinal} {
+	for _, c := range Columns() {
 		w.Columns[c] = ColumnWords(c)
 	}
-	for _, r := range []engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged} {
-		w.Reasons[r] = map[engine.FenceReason]string{
-			engine.ReasonNotRunning:   "the job is no longer running",
-			engine.ReasonOwnerChanged: "another owner holds the job",
-			engine.ReasonEpochChanged: "the row's epoch moved on",
-		}[r]
+	for _, r := range FenceReasons() {
+		w.Reasons[r] = FenceReasonWords(r)
 	}
-	for _, r := range []StopReason{StopReset, StopReplaced, StopTimeLimit, StopAbandoned, StopWorkerLost, StopSessionEnd, StopShutdown, StopInterrupted, StopStartFailed} {
+	for _, m := range Modes() {
+		w.Modes[m] = ModeWords(m)
+	}
+	for _, p := range Phases() {
+		w.Phases[p] = PhaseWords(p)
+	}
+	for _, r := range StopReasons() {
 		w.Stops[r] = StopWords(r)
+	}
+	for _, m := range Marks() {
+		w.Marks[m] = MarkWords(m)
 	}
 	return w
 }
 
-// StyleShort names a queue style in a few words.
+// StyleShort names a queue style in a few words ("" for no style).
 func StyleShort(name string) string {
-	switch name {
-	case "fencelab":
-		return "fencelab"
-	case "state-only":
-		return "state only"
-	case "id-only":
-		return "job id only"
-	case "token":
-		return "attempt or token"
-	case "leases-alone":
-		return "leases alone"
+	for _, s := range Styles() {
+		if s.Name == name {
+			return s.Short
+		}
 	}
 	return name
 }

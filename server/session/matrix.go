@@ -106,11 +106,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 		if b.ctx.Err() != nil {
 			return // stopped: stopBatch says so
 		}
-		done := &lab.BatchEvent{Name: name, Phase: lab.BatchFinished, LeaseMS: ev.LeaseMS, Cells: ev.Cells}
-		done.Answer, done.Unsafe = lab.BatchAnswer(name, ev.Cells, outcomes)
-		if done.Unsafe == nil {
-			done.Unsafe = []string{}
-		}
+		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
 		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()
 	return res, nil
