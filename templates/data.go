@@ -1,17 +1,17 @@
 // Package templates renders fencelab's pages with templ: one layout, Page,
-// and the components of the playground. Templates take engine types and
-// plain data only; they never reach the database. Elements that tests read
-// carry data-testid attributes, shared by the component tests and the
-// browser tests. The first render carries the whole state for the script
-// (templ.JSONScript), so the socket resumes exactly where it stopped.
+// and the components of the playground. Templates take plain data only —
+// a view model (View) that the web package builds from the lab, in the
+// lab's words — and never reach the lab or the database themselves: what
+// the page offers and says is decided once, in Go, where it is built.
+// Elements that tests read carry data-testid attributes, shared by the
+// component tests and the browser tests. The first render carries the
+// whole state for the script (templ.JSONScript), so the socket resumes
+// exactly where it stopped.
 package templates
 
 import (
 	"fmt"
 	"strings"
-
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // PageData is everything a page needs.
@@ -21,7 +21,9 @@ type PageData struct {
 	AssetBase string // such as /static/0123abcd/
 	Embed     bool   // ?embed=1: no page chrome, for an iframe
 	Present   bool   // ?present=1: big type, for a projector
-	Setup     Setup
+	// View is what the page offers and says, with the controls set as the
+	// setup asks (web.PageView builds it from the lab).
+	View View
 	// State is handed to the script as JSON: the session's snapshot, the
 	// current run's events, the scenarios, and the token if this page drives.
 	State any
@@ -29,17 +31,88 @@ type PageData struct {
 	Notice string
 }
 
-// Setup is what the controls start at: from the permalink, or defaults.
+// View is the page's content as plain data, in the lab's words: the
+// choices of the setup (each marked as the setup sets it), the article's
+// question and table, its experiments, the guard matrix's rows and
+// columns, and what fencing does not do.
+type View struct {
+	Setup      Setup
+	Orderings  []Choice      // the Scenario menu
+	Modes      []Choice      // auto, step
+	Styles     []StyleChoice // the queue styles
+	Guards     []GuardChoice // the guard switches; On: ticked, the guard kept
+	Deliveries []Choice
+	Question   string
+	Answers    []Choice // the article's answers to its question
+	Columns    Columns  // the article's table's headers
+	// Outcomes are the article's table's rows: each scripted ordering and
+	// what a correct build shows for it.
+	Outcomes    []OutcomeRow
+	Experiments []Experiment // Step 5, in the article's order
+	Matrix      Matrix
+	Limits      []Limit
+}
+
+// Setup is what the numeric controls start at.
 type Setup struct {
-	Ordering     lab.Ordering
-	Mode         lab.Mode // auto or step
-	Broken       engine.Guards
-	Style        string
 	SameIdentity bool
 	LeaseMS      int64
 	PaceMS       int64
 	SkewMS       int64
-	Delivery     lab.Delivery
+}
+
+// Choice is one option of a menu or a radio group.
+type Choice struct {
+	Value    string
+	Label    string
+	Selected bool
+}
+
+// StyleChoice is one queue style to pick.
+type StyleChoice struct {
+	Name, Title, Source string
+	Selected            bool
+}
+
+// GuardChoice is one guard's switch.
+type GuardChoice struct {
+	Name, Help string
+	On         bool
+}
+
+// Columns are the headers of the article's table.
+type Columns struct{ Call, Commit, Final string }
+
+// OutcomeRow is one row of the article's table, as a correct build fills it.
+type OutcomeRow struct {
+	Ordering, Title     string
+	Call, Commit, Final string
+}
+
+// Experiment is one of Step 5's batches.
+type Experiment struct{ Name, Title, Ask string }
+
+// Matrix is the guard matrix's header and rows.
+type Matrix struct {
+	Orderings []MatrixOrdering
+	Rows      []MatrixRow // the correct build ("none"), then each guard off
+}
+
+// MatrixOrdering is a column group of the matrix.
+type MatrixOrdering struct{ Name, Title, Short string }
+
+// MatrixRow is a row of the matrix: its key in the cells' test ids, and its label.
+type MatrixRow struct{ Key, Label string }
+
+// Limit is one thing fencing does not do, with the runs that show it.
+type Limit struct {
+	ID, Title, Say string
+	Runs           []LimitRun
+}
+
+// LimitRun is a button that starts one run: its words and its command (JSON).
+type LimitRun struct {
+	ID, Button, Command string
 }
 
 // Asset returns the versioned URL of a static file.
@@ -57,46 +130,6 @@ func (p PageData) BodyClass() string {
 	return strings.Join(c, " ")
 }
 
-// orderingChoice is one option of the scenario picker.
-type orderingChoice struct {
-	Value string
-	Label string
-}
-
-// orderingChoices lists the scenarios a person picks from, in the lab's words.
-func orderingChoices() []orderingChoice {
-	var out []orderingChoice
-	for _, o := range append(lab.Orderings(), lab.FreePlay) {
-		out = append(out, orderingChoice{string(o), lab.OrderingWords(o).Menu})
-	}
-	return out
-}
-
-// guardRows lists the matrix's rows: the correct build, then each guard off.
-func guardRows() []string {
-	out := []string{"none"}
-	for _, g := range engine.AllGuards() {
-		out = append(out, g.String())
-	}
-	return out
-}
-
-func guardLabel(name string) string {
-	if name == "none" {
-		return "all on"
-	}
-	g, err := engine.ParseGuard(name)
-	if err != nil {
-		return name
-	}
-	return lab.GuardWords(g).Off
-}
-
-func expectedWords(o lab.Ordering) lab.ExpectedWords {
-	x, _ := lab.ExpectedOutcome(o)
-	return x.Words
-}
-
 func leaseSeconds(ms int64) string { return fmt.Sprintf("%.1f s", float64(ms)/1000) }
 
 func paceSeconds(ms int64) string {
@@ -104,61 +137,4 @@ func paceSeconds(ms int64) string {
 		return "as fast as it goes"
 	}
 	return fmt.Sprintf("%.1f s a step", float64(ms)/1000)
-}
-
-func orderingTitle(o lab.Ordering) string { return lab.OrderingWords(o).Title }
-
-// shortOrdering is an ordering's name for a narrow column.
-func shortOrdering(o lab.Ordering) string { return lab.OrderingWords(o).Short }
-
-func columnWords(c lab.Column) string { return lab.ColumnWords(c) }
-
-func answerWords(a lab.Answer) string { return lab.AnswerWords(a) }
-
-func deliveryWords(d lab.Delivery) string { return lab.DeliveryWords(d) }
-
-func batchWords(b lab.BatchName) lab.BatchText { return lab.BatchWords(b) }
-
-// stepFive lists the article's experiments, in its order.
-func stepFive() []lab.BatchName {
-	return []lab.BatchName{lab.BatchEpochCheck, lab.BatchEpochCheckSameName, lab.BatchReceiverCheck}
-}
-
-// limitDemo is one thing fencing does not do, with the runs that show it.
-type limitDemo struct {
-	ID, Title, Say string
-	Runs           []limitRun
-}
-
-// limitRun is a button that starts one run: its words and its command.
-type limitRun struct {
-	ID, Button, Command string
-}
-
-// limitDemos lists what fencing does not do, in the article's words, each
-// with the real runs that show it.
-func limitDemos() []limitDemo {
-	run := func(ordering lab.Ordering, extra string) string {
-		return `{"action":"run","mode":"auto","pace_ms":400,"lease_ms":800,"ordering":"` + string(ordering) + `"` + extra + `}`
-	}
-	return []limitDemo{
-		{ID: "receiver", Title: "The receiver must cooperate",
-			Say: "Fencing protects only what checks the token. A third party that ignores the epoch takes the zombie's late call over the new owner's. The article's remedy: give it a stable key it deduplicates on, and look its state up before you retry. That makes one effect per job — but when the zombie calls first, the one effect is the zombie's.",
-			Runs: []limitRun{
-				{ID: "ignores", Button: "Run it: a receiver that ignores the epoch", Command: run(lab.NewOwnerFirst, `,"broken":["receiver-check"]`)},
-				{ID: "keyed", Button: "With the remedy: a key it deduplicates on", Command: run(lab.NewOwnerFirst, `,"delivery":"keyed"`)},
-				{ID: "keyed-zombie", Button: "The same key, the zombie first", Command: run(lab.ZombieFirst, `,"delivery":"keyed"`)},
-			}},
-		{ID: "heard", Title: "The zombie never wins, but it may be heard",
-			Say: "When the zombie reaches the receiver first, its call is accepted before the new owner's newer epoch supersedes it. If that call sent an email or moved money, it happened. The fix the article names: an outbox, written in the same transaction as the compare-and-set and delivered by a relay only after the commit.",
-			Runs: []limitRun{
-				{ID: "effects", Button: "Run it, and count the effects", Command: run(lab.ZombieFirst, ``)},
-				{ID: "outbox", Button: "With an outbox", Command: run(lab.ZombieFirst, `,"delivery":"outbox"`)},
-			}},
-		{ID: "clock", Title: "The database clock is trusted",
-			Say: "Leases are judged on one clock, the database's. A worker that judged by its own, running fast, would take a lease that is still live: the token cannot fix a wrong clock.",
-			Runs: []limitRun{
-				{ID: "skew", Button: "Run it: a worker 2 s fast, judging by its own clock", Command: run(lab.ClockSkew, `,"broken":["db-clock"],"skew_ms":2000`)},
-			}},
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/templates"
+	"github.com/fencelab/fencelab/web"
 )
 
 func render(t *testing.T, p templates.PageData) string {
@@ -24,8 +26,8 @@ func render(t *testing.T, p templates.PageData) string {
 
 func page() templates.PageData {
 	return templates.PageData{Title: "t", Nonce: "n0nce", AssetBase: "/static/v1/",
-		Setup: templates.Setup{Ordering: lab.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
-			Broken: engine.Guards(0).Break(engine.EpochCheck), SameIdentity: true},
+		View: web.PageView(web.Setup{Ordering: lab.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
+			Broken: engine.Guards(0).Break(engine.EpochCheck), SameIdentity: true}),
 		State: map[string]any{"hello": "</script><script>alert(1)</script>"}}
 }
 
@@ -48,11 +50,37 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 		"lanes", "verdict", "predict", "predict-rejected", "predict-succeeds", "predict-blocks", "predict-run", "question", "reveal", "violations",
 		"compare", "compare-run", "effects", "exp-epoch-check-run", "exp-epoch-check-same-name-run", "exp-receiver-check-run", "exp-epoch-check-answer",
 		"limit-receiver-ignores", "limit-receiver-keyed", "limit-heard-effects", "limit-heard-outbox", "limit-clock-skew", "delivery-outbox",
-		"matrix-run", "matrix-answer", "connection", "help", "scrub", "live-feed", "share", "share-qr", "join", "permalink")
+		"matrix-run", "matrix-answer", "connection", "help", "scrub", "live-feed", "share", "share-qr", "join", "permalink",
+		"exp-epoch-check-runs", "exp-epoch-check-same-name-runs", "exp-receiver-check-runs")
 	for _, id := range want {
 		if !strings.Contains(html, `data-testid="`+id+`"`) {
 			t.Errorf("the page lacks data-testid=%q", id)
 		}
+	}
+}
+
+// TestPage_SaysEveryCodeInTheLabsWords: the Scenario menu, the article's
+// table and the matrix name each ordering in its words, never its code.
+func TestPage_SaysEveryCodeInTheLabsWords(t *testing.T) {
+	page := render(t, page())
+	for _, o := range append(lab.Orderings(), lab.FreePlay) {
+		w := lab.OrderingWords(o)
+		w.Title, w.Menu, w.Short = html.EscapeString(w.Title), html.EscapeString(w.Menu), html.EscapeString(w.Short)
+		if !strings.Contains(page, `<option value="`+string(o)+`">`+w.Menu+`</option>`) && !strings.Contains(page, `<option value="`+string(o)+`" selected>`+w.Menu+`</option>`) {
+			t.Errorf("the Scenario menu does not offer %s as %q", o, w.Menu)
+		}
+		if o == lab.FreePlay {
+			continue
+		}
+		if !strings.Contains(page, `<th scope="row">`+w.Title+`</th>`) {
+			t.Errorf("the article's table does not name %s %q", o, w.Title)
+		}
+		if !strings.Contains(page, `<span class="short" aria-hidden="true">`+w.Short+`</span>`) {
+			t.Errorf("the matrix does not name %s %q", o, w.Short)
+		}
+	}
+	if strings.Contains(page, `<th scope="row">owner-done-first</th>`) || strings.Contains(page, `>owner-done-first</option>`) {
+		t.Error("owner-done-first is shown as its code")
 	}
 }
 

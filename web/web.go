@@ -110,9 +110,9 @@ func nonce() string {
 
 // parseSetup reads the permalink's query; what it cannot use it ignores,
 // and says so.
-func parseSetup(c echo.Context) (templates.Setup, []string) {
+func parseSetup(c echo.Context) (Setup, []string) {
 	q := c.QueryParams()
-	st := templates.Setup{Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
+	st := Setup{Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
 	var ignored []string
 	if v := q.Get("ordering"); v != "" {
 		if o, err := lab.ParseOrdering(v); err == nil {
@@ -238,7 +238,7 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 	}
 	n := nonce()
 	p := templates.PageData{Title: "fencelab — fencing tokens, for real", Nonce: n, AssetBase: "/static/" + static.Version() + "/",
-		Embed: st.Embed, Present: st.Present, Setup: setup, State: st, Notice: notice}
+		Embed: st.Embed, Present: st.Present, View: PageView(setup), State: st, Notice: notice}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.csp(n))
 	hd.Set("Cache-Control", "no-store")
@@ -352,7 +352,7 @@ func (h *handler) replay(c echo.Context) error {
 	d := templates.ReplayData{
 		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
 		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, lab.OrderingWords(rs.Ordering).Title, broken),
-		CSS:   string(css), JS: js,
+		CSS:   string(css), JS: js, View: PageView(Setup{Ordering: rs.Ordering, Mode: rs.Mode}),
 		Data: replayData{Summary: rs, Events: evs, Scenarios: server.Scenarios()},
 	}
 	hd := c.Response().Header()
