@@ -99,12 +99,12 @@ func Script(o Ordering) (Scenario, error) {
 	claimA := Step{Action: ActClaim, Worker: Zombie, Say: "Worker A claims the job: epoch 1, and a lease on the database clock."}
 	freezeA := Step{Action: ActFreeze, Worker: Zombie, Release: true,
 		Say: "Worker A is about to call the receiver when it freezes (SIGSTOP): a GC pause, a hung call, a closed laptop lid."}
-	expire := Step{Action: ActAwaitExpiry, Worker: Zombie, Say: "Worker A's lease runs out on the database clock. A has no idea."}
+	expire := Step{Action: ActAwaitExpiry, Worker: Zombie, Say: "Worker A's lease runs out on the database clock, and A has no idea."}
 	claimB := Step{Action: ActClaim, Worker: NewOwner, Say: "Worker B claims the expired job: the epoch goes up to 2."}
 	deliverB := Step{Action: ActDeliver, Worker: NewOwner, Say: "Worker B calls the receiver with epoch 2."}
 	commitB := Step{Action: ActCommit, Worker: NewOwner, Say: "Worker B commits with the epoch it holds: 2."}
 	thawA := Step{Action: ActThaw, Worker: Zombie, Say: "Worker A wakes up (SIGCONT) and carries on: it calls the receiver with epoch 1, while B is still working."}
-	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds: 1. The row's epoch is 2."}
+	commitA := Step{Action: ActCommit, Worker: Zombie, Say: "Worker A commits with the epoch it still believes it holds, 1, while the row's epoch is 2."}
 
 	s := Scenario{Ordering: o, Title: OrderingWords(o).Title}
 	switch o {

@@ -3,13 +3,18 @@
 // PageDown / PageUp (and . and b): they step and go back too. Keys are
 // ignored while typing in a field.
 
+const CHOICE = 'input[type="radio"], input[type="checkbox"], input[type="range"]';
 const FIELD = "input, select, textarea, [contenteditable], [contenteditable=''], [contenteditable='true']";
 
 export function bindKeys(act) {
   document.addEventListener("keydown", (ev) => {
     if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const t = ev.target;
-    if (t instanceof Element && t.closest(FIELD)) return;
+    // A radio, a checkbox or a slider takes the arrows and Space itself, but
+    // not a presenter's PageDown: picking an answer must not stop the lesson.
+    if (t instanceof Element && t.matches(CHOICE)) {
+      if (ev.key.startsWith("Arrow") || ev.key === " " || ev.key === "Spacebar" || ev.key === "Enter") return;
+    } else if (t instanceof Element && t.closest(FIELD)) return;
     if (document.querySelector("dialog[open]") && ev.key !== "Escape" && ev.key !== "?") return;
     // A focused button or link answers Space and Enter itself.
     if ((ev.key === " " || ev.key === "Enter") && t instanceof Element && t.closest("button, a, summary")) return;

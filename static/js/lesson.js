@@ -5,40 +5,44 @@
 // the database clock, a verdict, an experiment's answer — the lesson waits
 // for that very event before it goes on. Every chapter starts clean.
 
-import { W } from "./words.js";
 
 const verdict = (e) => !!e.verdict;
 const bReady = (e) => !!e.checkpoint && e.actor === "B" && e.checkpoint.name === "claim";
 const batchDone = (name) => (e) => !!e.batch && e.batch.name === name && e.batch.phase === "finished";
 const auto = { mode: "auto", pace_ms: 400, lease_ms: 1000 };
 
-/** The lesson's chapters; aloneBroken is the leases-alone style's guards. */
-export function chapters(aloneBroken) {
+/**
+ * The lesson's chapters; aloneBroken is the leases-alone style's guards,
+ * and limitRun(id) the command of a "What fencing does not do" button on
+ * the page (its data-run), so the lesson runs exactly what the page does.
+ * Each step says one sentence.
+ */
+export function chapters(aloneBroken, limitRun) {
   const run = (ordering, extra = {}) => ({ action: "run", ordering, ...auto, ...extra });
   return [
     {
       id: "predict", title: "Predict",
       steps: [
-        { say: () => `${W.question} Pick one of the three answers under Predict before anything runs.` },
-        { say: () => "Now we run it for real, with leases alone: a claim with a lease, and nothing that checks a token on completion or at the receiver.",
+        { say: () => "Read the question under Predict, and pick one of its three answers before anything runs." },
+        { say: () => "Now it runs for real with leases alone: a claim with a lease, and no token checked anywhere.",
           cmd: run("new-owner-first", { broken: aloneBroken }), wait: verdict, waiting: "A freezes, its lease runs out, B takes over, A wakes while B is still working…" },
-        { say: () => "That is the zombie: with leases alone its late commit goes through. Next: the pieces that stop it." },
+        { say: () => "That is the zombie: with leases alone its late commit goes through." },
       ],
     },
     {
       id: "build-up", title: "The pieces",
       steps: [
-        { say: () => "Two real worker processes, A and B, and one job row in Postgres. The lease will be 3 seconds long, judged on the database's clock.", cmd: { action: "run", ordering: "zombie-first", mode: "step", lease_ms: 3000 },
+        { say: () => "Two real worker processes, A and B, share one job row in Postgres, under a 3-second lease on the database's clock.", cmd: { action: "run", ordering: "zombie-first", mode: "step", lease_ms: 3000 },
           wait: bReady, waiting: "Starting the two workers…" },
-        { say: () => "A claims the job, in one UPDATE with FOR UPDATE SKIP LOCKED. The epoch goes from 0 to 1: that number is the fencing token.", cmd: { action: "step" },
+        { say: () => "A claims the job in one UPDATE with FOR UPDATE SKIP LOCKED, and the epoch, the fencing token, goes from 0 to 1.", cmd: { action: "step" },
           wait: (e) => !!e.sql && e.sql.op === "claim" && e.sql.result === "ok" && e.actor === "A" },
-        { say: () => "A freezes: SIGSTOP. The process really stops (its state is T), and its lease heartbeat stops with it.", cmd: { action: "step" },
+        { say: () => "A freezes with SIGSTOP: the process really stops, and its lease heartbeat with it.", cmd: { action: "step" },
           wait: (e) => !!e.process && e.actor === "A" && e.process.change === "stopped" },
-        { say: () => "Now the lease runs out — on the database clock, for real. A has no idea that time is passing.", cmd: { action: "step" },
+        { say: () => "Now the lease runs out on the database clock, for real, while A has no idea that time is passing.", cmd: { action: "step" },
           wait: (e) => !!e.lease && e.lease.change === "expired", waiting: "Waiting for the lease to run out on the database clock…" },
-        { say: () => "The lease has run out. B claims the job: the epoch goes up to 2. A still believes it holds epoch 1.", cmd: { action: "step" },
+        { say: () => "B claims the job and the epoch goes up to 2, while A still believes it holds epoch 1.", cmd: { action: "step" },
           wait: (e) => !!e.sql && e.sql.op === "claim" && e.sql.result === "ok" && e.actor === "B" },
-        { say: () => "That is the set-up of every zombie story: B is still working when A wakes up. Next: who reaches the receiver first." },
+        { say: () => "That is the set-up of every zombie story: B is still working when A wakes up, and next we see who reaches the receiver first." },
       ],
     },
     { id: "new-owner-first", title: "The new owner reaches the receiver first", run: { ordering: "new-owner-first", mode: "step", lease_ms: 2000 } },
@@ -48,7 +52,7 @@ export function chapters(aloneBroken) {
       steps: [
         { say: () => "Remove AND epoch = :epoch from the compare-and-set, and run both orderings.", cmd: { action: "batch", name: "epoch-check", lease_ms: 300 },
           wait: batchDone("epoch-check"), waiting: "Running both orderings…" },
-        { say: () => "Now give both workers one name — a restarted pod keeps its hostname — and run them again.", cmd: { action: "batch", name: "epoch-check-same-name", lease_ms: 300 },
+        { say: () => "Now give both workers one name, as a restarted pod keeps its hostname, and run them again.", cmd: { action: "batch", name: "epoch-check-same-name", lease_ms: 300 },
           wait: batchDone("epoch-check-same-name"), waiting: "Running both orderings…" },
         { say: () => "Put the epoch check back, and remove it from the receiver instead.", cmd: { action: "batch", name: "receiver-check", lease_ms: 300 },
           wait: batchDone("receiver-check"), waiting: "Running both orderings…" },
@@ -57,11 +61,11 @@ export function chapters(aloneBroken) {
     {
       id: "limits", title: "What fencing does not do",
       steps: [
-        { say: () => "The receiver must cooperate: one that ignores the epoch takes the zombie's late call over the new owner's.", cmd: run("new-owner-first", { broken: ["receiver-check"] }), wait: verdict, waiting: "Running…" },
-        { say: () => "The remedy for a third party: a stable key it deduplicates on, looked up before any retry. At most one effect per job.", cmd: run("new-owner-first", { delivery: "keyed" }), wait: verdict, waiting: "Running…" },
-        { say: () => "The zombie never wins, but it may be heard: when it reaches the receiver first, its call is accepted before it is superseded. Count the effects.", cmd: run("zombie-first"), wait: verdict, waiting: "Running…" },
-        { say: () => "The fix: an outbox, written in the same transaction as the compare-and-set, sent by a relay only after the commit. The zombie's effect never happens.", cmd: run("zombie-first", { delivery: "outbox" }), wait: verdict, waiting: "Running…" },
-        { say: () => "And the clock: leases are judged on the database's. A worker judging by its own, 2 s fast, takes a lease that is still live.", cmd: run("clock-skew", { broken: ["db-clock"], skew_ms: 2000 }), wait: verdict, waiting: "Running…" },
+        { say: () => "The receiver must cooperate: one that ignores the epoch takes the zombie's late call over the new owner's.", cmd: limitRun("limit-receiver-ignores"), wait: verdict, waiting: "Running…" },
+        { say: () => "The remedy for a third party is a stable key it deduplicates on, which allows at most one effect per job.", cmd: limitRun("limit-receiver-keyed"), wait: verdict, waiting: "Running…" },
+        { say: () => "The zombie never wins, but it may be heard: when it reaches the receiver first, its call is accepted before it is superseded.", cmd: limitRun("limit-heard-effects"), wait: verdict, waiting: "Running…" },
+        { say: () => "The fix is an outbox, written with the compare-and-set and sent only after the commit, so the zombie's effect never happens.", cmd: limitRun("limit-heard-outbox"), wait: verdict, waiting: "Running…" },
+        { say: () => "And leases are judged on the database's clock: a worker 2 s fast, judging by its own, takes a lease that is still live.", cmd: limitRun("limit-clock-skew"), wait: verdict, waiting: "Running…" },
       ],
     },
   ];
@@ -74,8 +78,8 @@ export function chapters(aloneBroken) {
  * event; a step with a wait holds the lesson until an event satisfies it.
  */
 export class Lesson {
-  constructor({ chapter, aloneBroken, send, clear, runSteps, onChange }) {
-    this.chapters = chapters(aloneBroken);
+  constructor({ chapter, aloneBroken, limitRun, send, clear, runSteps, onBatch, onChange }) {
+    this.chapters = chapters(aloneBroken, limitRun);
     const i = this.chapters.findIndex((c) => c.id === chapter);
     this.ci = i < 0 ? 0 : i;
     this.index = -1;
@@ -83,6 +87,7 @@ export class Lesson {
     this.clear = clear;
     this.runSteps = runSteps; // () => the current run's steps, for a chapter that plays one
     this.onChange = onChange;
+    this.onBatch = onBatch; // (batch) => a finished batch's run put on the stage
     this.waiting = "";
     this.wait = null;
     this.note = "";
@@ -96,15 +101,20 @@ export class Lesson {
     const c = this.chapter;
     if (!c.run) return c.steps;
     const st = (this.runSteps() || []).map((s) => ({ say: () => s.say, cmd: { action: "step" } }));
-    return [{ say: () => `${c.title}. Two workers again; press PageDown to play each step.`, cmd: { action: "run", ...c.run },
+    return [{ say: () => `${c.title}, with two workers again: press PageDown to play each step.`, cmd: { action: "run", ...c.run },
       wait: bReady, waiting: "Starting the two workers…" }, ...st,
-      { say: () => "The run is over: the verdict is under What happened. Where did the zombie's call and commit go?" }];
+      { say: () => "The run is over, and its verdict is under What happened: where did the zombie's call and commit go?" }];
   }
 
   text() {
-    if (this.index < 0) return `${this.chapter.title}. Press PageDown (or →) to begin.`;
+    if (this.index < 0) return `${this.chapter.title}: press PageDown (or →) to begin.`;
     const s = this.steps()[this.index];
-    return (s ? s.say() : "") + (this.note ? ` ${this.note}` : "");
+    return s ? s.say() : "";
+  }
+
+  /** Whether this is the lesson's last step: nothing comes after it. */
+  atEnd() {
+    return this.ci === this.chapters.length - 1 && this.index === this.steps().length - 1;
   }
 
   /** Go on, unless the lesson is waiting for something real. */
@@ -155,28 +165,39 @@ export class Lesson {
       this.wait = null;
       this.waiting = "";
       this.waitedFor.push(e.seq);
+      // What it showed, in one sentence: the verdict's headline (its
+      // details are under What happened, in view beside the stage).
       if (e.verdict) {
         const o = e.verdict.outcome;
-        this.note = o ? [o.headline || o.verdict, ...(o.reveal || [])].join(" ") : (e.verdict.report || {}).headline || "";
+        this.note = o ? o.headline || o.verdict : (e.verdict.report || {}).headline || "";
       }
-      if (e.batch) this.note = e.batch.answer;
+      if (e.batch) {
+        this.note = e.batch.answer;
+        if (this.onBatch) this.onBatch(e.batch);
+      }
       this.onChange();
     }
   }
 
   state() {
-    return { chapter: this.chapter.id, index: this.index, waiting: this.waiting, busy: this.busy, ready: !this.waiting && !this.busy,
-      text: this.text(), waitedFor: this.waitedFor.slice() };
+    return { chapter: this.chapter.id, chapterIndex: this.ci, chapters: this.chapters.length, index: this.index, steps: this.steps().length,
+      waiting: this.waiting, busy: this.busy, ready: !this.waiting && !this.busy, atEnd: this.atEnd(),
+      text: this.text(), note: this.note, waitedFor: this.waitedFor.slice() };
   }
 }
 
 /** Render the lesson panel. */
 export function renderLesson(root, lesson, esc) {
-  const links = lesson.chapters.map((c, i) => `<a href="/?lesson=${c.id}&present=1"${i === lesson.ci ? ' aria-current="step"' : ""}>${i + 1}. ${esc(c.title)}</a>`).join(" ");
+  // The chapters by number, each titled: the current one's title is the heading.
+  const links = lesson.chapters.map((c, i) => `<a href="/?lesson=${c.id}&present=1" title="${esc(c.title)}" aria-label="Chapter ${i + 1}: ${esc(c.title)}"${i === lesson.ci ? ' aria-current="step"' : ""}>${i + 1}</a>`).join(" ");
   const total = lesson.steps().length;
-  root.innerHTML = `<h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
+  const hint = lesson.waiting ? `<p class="waiting" data-testid="lesson-waiting">◔ ${esc(lesson.waiting)}</p>`
+    : lesson.busy ? `<p class="hint">…</p>`
+    : lesson.atEnd() ? `<p class="hint" data-testid="lesson-end">The end of the lesson · PageUp or ← to go back</p>`
+    : `<p class="hint">PageDown or → to go on · PageUp or ← to go back</p>`;
+  root.innerHTML = `<div class="lesson-head"><h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
+    <nav aria-label="Chapters">${links}</nav></div>
     <p class="say" data-testid="lesson-text">${esc(lesson.text())}</p>
-    ${lesson.waiting ? `<p class="waiting" data-testid="lesson-waiting">◔ ${esc(lesson.waiting)}</p>`
-      : lesson.busy ? `<p class="hint">…</p>` : `<p class="hint">PageDown or → to go on · PageUp or ← to go back</p>`}
-    <nav aria-label="Chapters">${links}</nav>`;
+    ${lesson.note ? `<p class="note" data-testid="lesson-note">${esc(lesson.note)}</p>` : ""}
+    ${hint}`;
 }
