@@ -43,10 +43,23 @@ export function listen(allowed, { onSetup, onRun, onIgnored }) {
   // The body's own height, not the document's: the document is never less
   // tall than the frame, so measured there the frame could grow but never
   // shrink.
-  let last = 0;
-  new ResizeObserver(() => {
+  //
+  // Each message makes the host article move under its reader, so they are
+  // few: at most one an animation frame, and only for a change of 8 px or
+  // more. The frame is asked for 8 px of slack, so a line that wraps anew
+  // is absorbed, not posted; it is asked again when the content would be
+  // cut off, or when 16 px or more of it would stand empty.
+  const SLACK = 8;
+  let asked = 0, queued = false;
+  const measure = () => {
+    queued = false;
     const h = Math.ceil(document.body.getBoundingClientRect().height);
-    if (h !== last) { last = h; post("height", { height: h }); }
+    if (asked === 0 || h > asked || asked - h >= 2 * SLACK) { asked = h + SLACK; post("height", { height: asked }); }
+  };
+  new ResizeObserver(() => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(measure);
   }).observe(document.body);
 }
 

@@ -5,7 +5,7 @@
 // the page's state to tests and to a host page.
 
 import { Api, Stream } from "./api.js";
-import { apply, fold, newRun, isHeartbeat, laneOf, LANE_RUNNER, verdictWords } from "./model.js";
+import { apply, fold, newRun, isHeartbeat, verdictWords } from "./model.js";
 import { byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
 import { W, setWords } from "./words.js";
 import { bindKeys } from "./keys.js";
@@ -107,7 +107,8 @@ function setupWords(run) {
   const broken = run.broken || [];
   const guards = broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
   const delivery = run.delivery && run.delivery !== "direct" ? `; ${W.deliveries[run.delivery] || run.delivery}` : "";
-  return `${title}; ${guards}${delivery}`;
+  const same = run.same_identity || run.sameIdentity ? "; one name for both workers" : "";
+  return `${title}; ${guards}${same}${delivery}`;
 }
 
 function drawSide(run) {
@@ -126,11 +127,34 @@ function drawSide(run) {
   predict.drawCompare(page.alone, page.fenced, run.outcome);
   drawExports(run);
   if (lesson) renderLesson(byTest("lesson"), lesson, esc);
+  fitStage();
+}
+
+/**
+ * On a projector the whole stage stays on the screen: the timeline takes
+ * the room left under the lanes, so the newest event is in view with no
+ * scrolling, whatever the lesson panel above it says. Elsewhere the
+ * stylesheet sizes the timeline.
+ */
+function fitStage() {
+  if (!boot.present || boot.embed || !matchMedia("(min-width: 1100px)").matches) return;
+  const tl = byTest("timeline");
+  const stage = byTest("stage");
+  const below = parseFloat(getComputedStyle(stage).paddingBottom) + 2;
+  const room = Math.floor(innerHeight - (tl.getBoundingClientRect().top + scrollY) - below);
+  const h = `${Math.max(96, room)}px`;
+  if (tl.style.maxHeight === h) return;
+  tl.style.maxHeight = h;
+  if (stick) tl.scrollTop = tl.scrollHeight;
 }
 
 function drawExports(run) {
   document.body.classList.toggle("idle", !run.id);
   document.body.classList.toggle("ran", !!run.id || !!page.alone);
+  document.body.classList.toggle("answered", !!page.alone);
+  document.body.classList.toggle("ended", !!run.id && !!(run.ended || run.outcome));
+  // Once the class has started, the join box's QR code shrinks to a corner.
+  if (run.id || page.alone || (lesson && (lesson.ci > 0 || lesson.index >= 0))) document.body.classList.add("started");
   const ex = byTest("exports");
   const ok = sessionId && run.id && run.id !== "recording" && (run.ended || run.outcome);
   ex.hidden = !ok;
@@ -154,7 +178,11 @@ function drawControls(run) {
   byTest("back").disabled = page.view.run.events.length === 0;
   byTest("run").disabled = !driver && !!sessionId;
   byTest("run").textContent = !live ? "Run" : page.live.mode === "auto" ? (page.live.paused ? "Play" : "Pause") : page.live.mode === "step" ? "Next step" : "Run";
-  byTest("setup-now").textContent = live || run.id ? setupWords(run.id ? run : page.live) : setupWords(formRun());
+  // Beside Run: the run under way, or else what Run will run next (the
+  // setup's form), never the last run's.
+  const now = byTest("setup-now");
+  now.textContent = live ? `Now: ${setupWords(page.live)}` : `Run: ${setupWords(formRun())}`;
+  now.dataset.next = live ? "" : JSON.stringify(commandOf(setupFromForm(form)));
   for (const b of document.querySelectorAll("[data-batch], [data-run], [data-testid=predict-run], [data-testid=compare-run]")) b.disabled = !driver && !!sessionId;
   byTest("free-controls").hidden = !(live && page.live.mode === "free");
   byTest("skew-wrap").hidden = form.elements.ordering.value !== "clock-skew";
@@ -180,7 +208,7 @@ function drawScrub() {
 
 function formRun() {
   const s = setupFromForm(form);
-  return { ordering: s.ordering, broken: s.broken, delivery: s.delivery };
+  return { ordering: s.ordering, broken: s.broken, delivery: s.delivery, same_identity: s.same };
 }
 
 // ---- the live feed for screen readers ------------------------------------------
@@ -214,6 +242,9 @@ function onEvent(e, catchingUp) {
     page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
   }
   if (e.run_state) page.runs.set(e.run_state.info.id, e.run_state.info);
+  // The lesson sees every event first: a chapter may wait on a batch's end,
+  // or on a load lab's, which the page then takes and returns early for.
+  if (lesson) lesson.onEvent(e);
   if (e.load) {
     if (e.load.phase === "started") loadLab.stopReplay();
     loadLab.onEvent(e);
@@ -236,12 +267,11 @@ function onEvent(e, catchingUp) {
       else {
         timeline.append(e, info, page.live.events.length - 1);
         drawSide(page.live);
-        if (!catchingUp && laneOf(e) !== LANE_RUNNER) maybeScroll();
+        if (!catchingUp) maybeScroll();
       }
     } else page.dirty = true;
   }
   if (!catchingUp) narrate(e);
-  if (lesson) lesson.onEvent(e);
   if (e.verdict) {
     host.post("verdict", { run: e.run, safe: e.verdict.safe, verdict: verdictWords(page.live), outcome: e.verdict.outcome || e.verdict.report });
     maybeScroll(true);
@@ -254,7 +284,7 @@ function takeOutcome(o) {
     page.alone = o;
     page.fenced = null;
     page.predicting = false;
-  } else if (page.alone && o.ordering === page.alone.ordering && o.broken.length === 0 && o.delivery === "direct" && !o.same_identity) {
+  } else if (page.alone && o.ordering === page.alone.ordering && o.correct) {
     page.fenced = o;
   }
 }
@@ -273,6 +303,7 @@ function frame() {
   if (!document.hidden) {
     if (page.dirty) drawAll();
     tickLeases(byTest("lanes"), dbNow);
+    fitStage(); // a lane that grew with its lease's words moves the timeline
   }
   const reduce = matchMedia("(prefers-reduced-motion: reduce)").matches;
   if (reduce) setTimeout(frame, 500); else requestAnimationFrame(frame);
@@ -509,17 +540,31 @@ for (const b of document.querySelectorAll("[data-batch]")) {
 for (const b of document.querySelectorAll("[data-run]")) {
   b.addEventListener("click", () => {
     sendRun(JSON.parse(b.dataset.run));
-    byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    showStage(true);
   });
+}
+
+/**
+ * Bring the stage into view for a run that starts from elsewhere on the
+ * page (Predict, a limit's button), unless its lanes are in view already.
+ * In an iframe the host page scrolls, not the frame: nothing to do there.
+ */
+function showStage(always = false) {
+  if (boot.embed) return;
+  const lanesBox = byTest("lanes").getBoundingClientRect();
+  const stageBox = byTest("stage").getBoundingClientRect();
+  if (!always && stageBox.top >= 0 && lanesBox.top < innerHeight * 0.6) return;
+  byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
 }
 byTest("predict-run").addEventListener("click", async () => {
   page.predicting = true;
   page.dirty = true;
   predict.drawPredict(page.alone, true);
+  showStage();
   const r = await sendRun(predict.aloneCommand(scenarios.styles));
   if (r === null) page.predicting = false;
 });
-byTest("compare-run").addEventListener("click", () => sendRun(predict.fencedCommand()));
+byTest("compare-run").addEventListener("click", () => { showStage(); sendRun(predict.fencedCommand()); });
 byTest("show-heartbeats").addEventListener("change", () => { page.dirty = true; });
 byTest("scrub").addEventListener("input", (ev) => scrubTo(Number(ev.target.value)));
 byTest("lanes").addEventListener("click", (ev) => {
@@ -669,7 +714,17 @@ async function clearForChapter() {
 if (params.get("lesson")) {
   const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
   lesson = new Lesson({ chapter: params.get("lesson"), aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
-    onChange: () => { renderLesson(byTest("lesson"), lesson, esc); } });
+    limitRun: (testid) => JSON.parse(byTest(testid).dataset.run),
+    // A finished batch puts its telling run on the stage: the first unsafe
+    // one, else the last it played.
+    onBatch: (b) => {
+      if (b.phase !== "finished") return;
+      const runs = (b.cells || []).map((c) => c.run).filter(Boolean);
+      const id = (b.unsafe || [])[0] || runs[runs.length - 1];
+      if (id) openRun(id);
+    },
+    onChange: () => { renderLesson(byTest("lesson"), lesson, esc); document.body.dataset.chapter = lesson.chapter.id; drawExports(shownRun()); fitStage(); } });
+  document.body.dataset.chapter = lesson.chapter.id;
   byTest("lesson").hidden = false;
   renderLesson(byTest("lesson"), lesson, esc);
 }
@@ -685,7 +740,7 @@ const stream = new Stream({
 if (sessionId) stream.open(); else renderConnection({ state: "offline" });
 drawAll();
 loadLab.draw();
-addEventListener("resize", () => loadLab.draw());
+addEventListener("resize", () => { loadLab.draw(); fitStage(); });
 requestAnimationFrame(frame);
 
 window.addEventListener("error", (ev) => page.errors.push(String(ev.message)));

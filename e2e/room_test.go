@@ -1,0 +1,375 @@
+package e2e
+
+// The room and the reader: a lesson played to its end on a projector with
+// its stage in view at every step, the article's order on every width, a
+// label beside Run that says what Run runs, and a small, steady embed.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stageBoxJS measures, in page coordinates with the page unscrolled, what
+// a projector must show without a mouse: the lanes, the newest event of
+// the timeline and the verdict, and the lesson panel.
+const stageBoxJS = `(() => {
+  const q = (id) => document.querySelector('[data-testid="' + id + '"]');
+  const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect(); return r.width || r.height ? { top: r.top + scrollY, bottom: r.bottom + scrollY } : null; };
+  const tl = q("timeline");
+  const items = [...tl.querySelectorAll(":scope > li")].filter((li) => li.offsetParent !== null);
+  const last = items[items.length - 1];
+  let lastBox = null;
+  if (last) {
+    const r = last.getBoundingClientRect(), t = tl.getBoundingClientRect();
+    // Inside the timeline's own scrolling box, and that box on the page.
+    lastBox = { top: r.top + scrollY, bottom: Math.min(r.bottom, t.bottom) + scrollY, inBox: r.bottom <= t.bottom + 1 && r.top >= t.top - 1 };
+  }
+  const v = q("verdict");
+  return { scrollY, lanes: q("lanes").childElementCount ? box(q("lanes")) : null, last: lastBox,
+    verdict: v.dataset.state !== "none" ? box(v) : null, lesson: box(q("lesson")), viewport: innerHeight };
+})()`
+
+type box struct {
+	Top, Bottom float64
+	InBox       bool
+}
+
+type stageBoxes struct {
+	ScrollY  float64
+	Lanes    *box
+	Last     *box
+	Verdict  *box
+	Lesson   *box
+	Viewport float64
+}
+
+// checkStageInView fails the test when what the room must see is below
+// the first screen.
+func checkStageInView(t *testing.T, tab *Tab, where string) {
+	t.Helper()
+	var b stageBoxes
+	tab.Eval(stageBoxJS, &b)
+	limit := b.Viewport
+	bad := func(name string, x *box) {
+		if x != nil && x.Bottom > limit+0.5 {
+			t.Errorf("%s: %s ends at %.0f px, below the first %0.f px", where, name, x.Bottom, limit)
+		}
+	}
+	if b.ScrollY != 0 {
+		t.Errorf("%s: the page scrolled to %.0f px", where, b.ScrollY)
+	}
+	bad("the lesson panel", b.Lesson)
+	bad("the lanes", b.Lanes)
+	bad("the verdict", b.Verdict)
+	if b.Last != nil {
+		bad("the newest event", b.Last)
+		if !b.Last.InBox {
+			t.Errorf("%s: the newest event is scrolled out of the timeline", where)
+		}
+	}
+}
+
+// TestLesson_PlaysToItsLastChapter plays the guided lesson on a 1920×1080
+// projector from its first chapter to its last step, by PageDown alone:
+// every chapter ends on its own events (the batches too), every step says
+// one sentence, and the stage — the lanes, the newest event and, when a
+// run has ended, the verdict — is inside the first screen at every step.
+func TestLesson_PlaysToItsLastChapter(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1920, 1080)
+	tab.Navigate(srv.URL + "/?lesson=predict&present=1")
+	tab.WaitReady()
+	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "predict" && s.lesson.index === -1`, 30*time.Second)
+	tab.Click("predict-succeeds") // the class's pick
+	chapter, presses := "", 0
+	for {
+		var st map[string]any
+		tab.Eval(`window.fencelab.state().lesson`, &st)
+		if st["atEnd"] == true {
+			break
+		}
+		if presses++; presses > 60 {
+			t.Fatalf("the lesson did not end after 60 steps: %v", st)
+		}
+		ci, idx := int(st["chapterIndex"].(float64)), int(st["index"].(float64))
+		tab.Press("PageDown")
+		// The next step, or the next chapter's title: either way, ready.
+		tab.PollState(fmt.Sprintf(`s.lesson.ready && !s.lesson.busy && (s.lesson.chapterIndex > %d || s.lesson.index > %d)`, ci, idx), 90*time.Second)
+		tab.Eval(`window.fencelab.state().lesson`, &st)
+		where := fmt.Sprintf("chapter %v step %v", st["chapter"], st["index"])
+		text := st["text"].(string)
+		if n := sentences(text); n != 1 {
+			t.Errorf("%s says %d sentences: %q", where, n, text)
+		}
+		if note, _ := st["note"].(string); strings.Contains(note, "\n") || len(note) > 600 {
+			t.Errorf("%s: the note runs on: %q", where, note)
+		}
+		// Let the page draw the step's events before measuring.
+		tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
+		checkStageInView(t, tab, where)
+		if c := st["chapter"].(string); c != chapter || st["atEnd"] == true {
+			if chapter != "" {
+				tab.Screenshot("lesson-1920-" + chapter)
+			}
+			chapter = c
+		}
+	}
+	tab.Screenshot("lesson-1920-" + chapter + "-end")
+	st := tab.State()
+	l := st["lesson"].(map[string]any)
+	if l["chapter"] != "limits" || l["chapterIndex"].(float64) != l["chapters"].(float64)-1 {
+		t.Fatalf("the lesson ended at %v", l)
+	}
+	if !tab.Visible("lesson-end") {
+		t.Error("the last step does not say the lesson has ended")
+	}
+	// Each of the lesson's waits ended on a real event, and the last
+	// chapter's last run ended with its verdict on the stage.
+	if o, _ := st["outcome"].(map[string]any); o == nil || o["ordering"] != "clock-skew" {
+		t.Errorf("the last chapter's run is not on the stage: %v", st["outcome"])
+	}
+	t.Logf("the lesson played to its end in %d steps", presses)
+}
+
+// sentences counts the sentences of a lesson step's words: each ends with
+// a full stop, a question or an exclamation mark and a space or the end.
+func sentences(s string) int {
+	n := 0
+	for i, r := range s {
+		if r != '.' && r != '?' && r != '!' {
+			continue
+		}
+		if i+1 == len(s) || s[i+1] == ' ' {
+			// "A." and "2 s." are sentences; "e.g." is not one we write.
+			n++
+		}
+	}
+	return n
+}
+
+// TestLesson_BreakAGuardShowsItsRuns: in the chapter that breaks one guard
+// at a time, each batch's end goes on at once (it no longer hangs) and puts
+// its telling run on the stage, in view.
+func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1920, 1080)
+	tab.Navigate(srv.URL + "/?lesson=break-a-guard&present=1")
+	tab.WaitReady()
+	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "break-a-guard" && s.lesson.index === -1`, 30*time.Second)
+	tab.Press("PageDown")
+	tab.PollState(`s.lesson.index === 0 && s.lesson.waiting !== ""`, 10*time.Second)
+	tab.PollState(`s.lesson.ready && s.lesson.note !== ""`, 60*time.Second)
+	tab.PollState(`s.view.replay === true && s.view.events > 0`, 30*time.Second)
+	checkStageInView(t, tab, "after the first batch")
+	tab.Press("PageDown")
+	tab.PollState(`s.lesson.index === 1 && s.lesson.ready && s.lesson.note !== ""`, 60*time.Second)
+	var unsafe []string
+	tab.Eval(`window.fencelab.state().batches["epoch-check-same-name"].unsafe`, &unsafe)
+	if len(unsafe) == 0 {
+		t.Fatal("with one name and no epoch check, no run was unsafe")
+	}
+	tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s`, jsString(unsafe[0])), 30*time.Second)
+	tab.Screenshot("lesson-1920-break-a-guard-same-name")
+}
+
+// TestOrder_PredictComesFirst: on a laptop and on a phone the reader meets
+// Predict (1) before Run it (2) before What happened (3): each starts below
+// the one before it, or on the same row to its right.
+func TestOrder_PredictComesFirst(t *testing.T) {
+	srv := startServer(t)
+	for _, size := range [][2]int{{1280, 800}, {375, 667}, {1920, 1080}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			tab := newTab(t, size[0], size[1])
+			openLive(tab, srv.WithT(t).URL+"/")
+			var b []map[string]float64
+			tab.Eval(`["predict", "stage", "outcome"].map((id) => { const r = document.querySelector('[data-testid="' + id + '"]').getBoundingClientRect(); return { top: r.top, left: r.left, bottom: r.bottom }; })`, &b)
+			for i := 1; i < len(b); i++ {
+				p, c := b[i-1], b[i]
+				before := p["bottom"] <= c["top"]+1 || (p["top"] == c["top"] && p["left"] < c["left"])
+				if !before {
+					t.Errorf("section %d is not read before section %d: %v then %v", i, i+1, p, c)
+				}
+			}
+			tab.Screenshot(fmt.Sprintf("order-%d", size[0]))
+		})
+	}
+}
+
+// TestPredict_TheRunComesIntoView: on a phone, "Run it with leases alone"
+// brings the stage into view, so the reader watches the run, not a line
+// that says it is running.
+func TestPredict_TheRunComesIntoView(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 375, 667)
+	openLive(tab, srv.URL+"/")
+	tab.Click("predict-succeeds")
+	tab.Click("predict-run")
+	tab.PollState(`s.run && s.workers.length === 2`, 30*time.Second)
+	tab.PollJS(`(() => { const r = document.querySelector('[data-testid="lanes"]').getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight * 0.7; })()`, 10*time.Second)
+	tab.PollState(`s.alone !== null`, 60*time.Second)
+}
+
+// TestRunLabel_SaysWhatRunRunsNext: the words beside Run name the run that
+// Run will start, not the last one.
+func TestRunLabel_SaysWhatRunRunsNext(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1280, 800)
+	runFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0")
+	tab.PollState(`s.run && s.run.ended`, 30*time.Second)
+	tab.Open("more")
+	tab.SetValue("ordering", "zombie-first")
+	label := tab.Text("setup-now")
+	var next map[string]any
+	if err := json.Unmarshal([]byte(tab.Attr("setup-now", "data-next")), &next); err != nil {
+		t.Fatalf("setup-now's data-next: %v", err)
+	}
+	if next["ordering"] != "zombie-first" {
+		t.Fatalf("the label's next run is %v", next)
+	}
+	tab.Click("run")
+	tab.PollState(`s.run && s.run.ordering === "zombie-first"`, 30*time.Second)
+	var words map[string]any
+	tab.Eval(`window.fencelab.state()`, &words)
+	_ = words
+	if !strings.HasPrefix(label, "Run:") || !strings.Contains(label, lessonOrderingTitle(t, tab, "zombie-first")) {
+		t.Errorf("beside Run: %q, but Run ran zombie-first", label)
+	}
+}
+
+// lessonOrderingTitle is an ordering's title in the page's word table.
+func lessonOrderingTitle(t *testing.T, tab *Tab, o string) string {
+	t.Helper()
+	var title string
+	tab.Eval(`JSON.parse(document.getElementById("fencelab-state").textContent).scenarios.words.orderings[`+jsString(o)+`].title`, &title)
+	if title == "" {
+		t.Fatalf("no title for %s", o)
+	}
+	return title
+}
+
+// embedHost serves a blog page on another origin with the embed snippet as
+// the Share dialog gives it (its script resizes the frame), in a column of
+// the given width, and counts the frame's height messages.
+func embedHost(srvURL, query string, width int) string {
+	return fmt.Sprintf(`<!doctype html><html lang="en"><head><meta name="viewport" content="width=device-width, initial-scale=1"><title>A blog post</title>
+	<style>body{margin:0;font:16px sans-serif} main{width:%dpx}</style></head><body><main>
+	<h1>Fencing tokens</h1><p>Try it:</p>
+	<iframe src="%s/?embed=1&%s" title="fencelab" width="100%%" height="560" style="border:0;max-width:720px" loading="lazy"></iframe>
+	<p>The end.</p></main>
+	<script>
+	  window.heights = [];
+	  addEventListener("message", (e) => {
+	    if (e.origin !== %q || !e.data || e.data.source !== "fencelab") return;
+	    if (e.data.type === "height") { window.heights.push(e.data.height); document.querySelector("iframe").style.height = e.data.height + "px"; }
+	    if (e.data.type === "verdict") window.verdict = e.data;
+	  });
+	  window.run = (m) => document.querySelector("iframe").contentWindow.postMessage(Object.assign({type: "run"}, m), %q);
+	</script></body></html>`, width, srvURL, query, srvURL, srvURL)
+}
+
+// listenLocal listens on a free port of 127.0.0.1: a blog's origin, known
+// before the server that must allow it starts.
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// serveOn serves one HTML page on ln until the test ends.
+func serveOn(t *testing.T, ln net.Listener, html string) {
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, html)
+	})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+}
+
+// TestEmbed_SmallAndSteady: the embed as pasted, in a 375 px phone column,
+// stays within 1,000 px after a run with its verdict inside, and tells its
+// host its height seldom: at most once a frame, only for a change of 8 px
+// or more, fewer than 10 times in a run.
+func TestEmbed_SmallAndSteady(t *testing.T) {
+	blogLn := listenLocal(t)
+	blog := "http://" + blogLn.Addr().String()
+	srv := startServer(t, "--allow-origin", blog)
+	serveOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", 375))
+
+	tab := newTab(t, 375, 667)
+	tab.Navigate(blog + "/")
+	tab.PollJS(`window.heights && window.heights.length > 0`, 30*time.Second)
+	var before int
+	tab.Eval(`window.heights.length`, &before)
+	tab.Eval(`window.run({ordering: "zombie-first", mode: "auto", lease_ms: 300, pace_ms: 0}); true`, nil)
+	tab.PollJS(`!!window.verdict`, 60*time.Second)
+	// Let the frame settle: the last height message comes within a frame or two.
+	tab.PollJS(`new Promise((r) => setTimeout(() => r(true), 700))`, 5*time.Second)
+	var hs []float64
+	tab.Eval(`window.heights`, &hs)
+	during := hs[before:]
+	if len(during) >= 10 {
+		t.Errorf("%d height messages in one run (want fewer than 10): %v", len(during), during)
+	}
+	for i := 1; i < len(hs); i++ {
+		if d := hs[i] - hs[i-1]; d > -8 && d < 8 {
+			t.Errorf("a height message for a change of %.0f px (%v → %v)", d, hs[i-1], hs[i])
+		}
+	}
+	final := hs[len(hs)-1]
+	if final > 1000 {
+		t.Errorf("the embed is %.0f px tall after a run at 375 px (at most 1,000)", final)
+	}
+	tab.Screenshot("embed-375-after-run")
+	t.Logf("height messages: %v", hs)
+}
+
+// TestEmbed_PredictInsideAfterItsRun opens the embed's page at 375 px, as
+// the frame shows it, and plays the Predict run: the page stays within
+// 1,000 px with the verdict and the Predict result inside, and the question
+// can still be answered.
+func TestEmbed_PredictInsideAfterItsRun(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 375, 667)
+	openLive(tab, srv.URL+"/?embed=1&ordering=new-owner-first&lease=300&pace=0")
+	tab.Click("predict-succeeds")
+	tab.Click("predict-run")
+	tab.PollState(`s.alone !== null`, 60*time.Second)
+	tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
+	measure := func(where string) {
+		var m map[string]float64
+		tab.Eval(`(() => {
+		  const q = (id) => document.querySelector('[data-testid="' + id + '"]');
+		  const b = (el) => el.getBoundingClientRect().bottom + scrollY;
+		  const v = document.querySelector('[data-testid="timeline"] li.k-verdict:last-of-type') || q("verdict");
+		  return { body: document.body.getBoundingClientRect().height, result: b(q("predict-result")), verdict: b(v) };
+		})()`, &m)
+		if m["body"] > 1000 {
+			t.Errorf("%s: the embed is %.0f px tall at 375 px (at most 1,000)", where, m["body"])
+		}
+		if m["result"] > 1000 || m["verdict"] > 1000 {
+			t.Errorf("%s: the Predict result ends at %.0f px and the verdict at %.0f px (within 1,000)", where, m["result"], m["verdict"])
+		}
+	}
+	measure("after the Predict run")
+	if !tab.Visible("predict-rejected") {
+		t.Error("after its run, the Predict question can no longer be answered")
+	}
+	tab.Screenshot("embed-375-after-predict")
+	tab.Click("predict-rejected")
+	if txt := tab.Text("predict-result"); !strings.Contains(txt, "✗") && !strings.Contains(strings.ToLower(txt), "not") {
+		t.Logf("predict result after changing the answer: %q", txt)
+	}
+	tab.Click("run")
+	tab.PollState(`s.run && s.run.ended && s.outcome`, 60*time.Second)
+	tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
+	measure("after Run")
+	tab.Screenshot("embed-375-after-run-direct")
+}
