@@ -43,6 +43,10 @@ type Options struct {
 	// by postMessage (setup, run). Any page may frame it; only these may
 	// command it.
 	CommandOrigins []string
+
+	// netFunc, if set, is the machine's network as the watch link's
+	// address is chosen from (see chooseAddrs); tests set it.
+	netFunc func() netView
 }
 
 // Register adds the page routes to e. It is the server's Config.PagesFunc.
@@ -84,6 +88,9 @@ type pageState struct {
 	// would open it, and Reachable whether one can.
 	WatchURL  string `json:"watch_url,omitempty"`
 	Reachable bool   `json:"reachable"`
+	// Addresses are this machine's addresses the presenter may pick for
+	// the watch link instead, the default first (qr.svg?addr=IP).
+	Addresses watchAddresses `json:"addresses"`
 }
 
 type setupJSON struct {
@@ -218,7 +225,7 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 			return err
 		}
 		st.Session = snap
-		st.WatchURL, st.Reachable = h.watchURL(c, sess.ID)
+		st.WatchURL, st.Reachable, st.Addresses = h.watchURL(c, sess.ID)
 		if st.Session.Run != nil {
 			evs, err := sess.Log.Since(0, st.Session.Run.ID, 0)
 			if err == nil {
