@@ -100,6 +100,34 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 				}
 			}
 			tab.Screenshot("step5-" + tc.batch)
+
+			// Each ordering in the answer is a button that puts its run on
+			// the stage, in the server's words.
+			runs, _ := tab.State()["batches"].(map[string]any)[tc.batch].(map[string]any)["runs"].([]any)
+			if len(runs) != 2 {
+				t.Fatalf("the finished %s names %d runs, want both orderings'", tc.batch, len(runs))
+			}
+			for _, x := range runs {
+				r := x.(map[string]any)
+				id, ordering, words := r["run"].(string), r["ordering"].(string), r["words"].(string)
+				button := "exp-" + tc.batch + "-open-" + ordering
+				if got := strings.TrimSpace(tab.Text(button)); got != words || !strings.HasPrefix(got, ordering+": ") {
+					t.Errorf("the button to open %s says %q, the server %q", ordering, got, words)
+				}
+				if got := tab.Attr(button, "data-open-run"); got != id {
+					t.Errorf("the button to open %s opens run %q, want %q", ordering, got, id)
+				}
+				tab.Click(button)
+				tab.PollState(`s.view.run === `+jsString(id)+` && s.view.replay === true && s.view.events > 0`, 20*time.Second)
+				// The stage comes into view (and the next click waits for the
+				// scroll to end, as a person's would).
+				tab.PollJS(`(() => {
+					const r = document.querySelector('[data-testid="stage"]').getBoundingClientRect();
+					const still = window.__stageTop === r.top;
+					window.__stageTop = r.top;
+					return still && r.top < innerHeight / 3 && r.bottom > innerHeight / 2;
+				})()`, 10*time.Second)
+			}
 		})
 	}
 }

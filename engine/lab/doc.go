@@ -21,7 +21,20 @@
 //
 // Codes become words once, here (words.go, narrate.go, verdict.go). The
 // page is handed the word table (Words) with its first state and renders
-// the words it is given.
+// the words it is given. TestWords_EveryCodeHasWords walks every value of
+// every code, read from the constants in the source, and fails for one
+// without words.
+//
+// # Rules as fields
+//
+// What a front end would otherwise decide for itself — the badge an event
+// wears (Event.Badge), who the zombie is (ZombieOf: RunInfo.Zombie,
+// Outcome.Zombie, Effect.Zombie), whether a delivery took effect
+// (ReceiverEvent.Accepted, Replaces), the mark of a verdict or a table's
+// cell (Mark), the violations the headline does not say (Outcome.Also) —
+// is a field derived from the facts, in derive.go, filled whenever the
+// value is encoded: a recording made before the field existed carries it
+// too.
 //
 // # Outcomes
 //

@@ -419,7 +419,7 @@ type VerdictEvent struct {
 // glance: the key of its sign and words in WordTable.Marks. A verdict is
 // safe or unsafe; a batch's run may also be pending, running, without a
 // verdict (error) or stopped; a cell of the article's table is as a
-// correct build's or not.
+// correct build's or not; a reader's prediction is right or wrong.
 type Mark string
 
 // The marks.
@@ -432,11 +432,13 @@ const (
 	MarkRunning      Mark = "running"
 	MarkAsCorrect    Mark = "as-correct"     // a cell of the article's table: as a correct build shows
 	MarkNotAsCorrect Mark = "not-as-correct" // not as a correct build shows
+	MarkRight        Mark = "right"          // a reader's prediction, borne out by the run
+	MarkWrong        Mark = "wrong"          // a reader's prediction, not borne out
 )
 
 // Marks lists every mark.
 func Marks() []Mark {
-	return []Mark{MarkSafe, MarkUnsafe, MarkError, MarkStopped, MarkPending, MarkRunning, MarkAsCorrect, MarkNotAsCorrect}
+	return []Mark{MarkSafe, MarkUnsafe, MarkError, MarkStopped, MarkPending, MarkRunning, MarkAsCorrect, MarkNotAsCorrect, MarkRight, MarkWrong}
 }
 
 // SafeMark returns the mark of a verdict.

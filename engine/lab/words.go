@@ -213,6 +213,10 @@ func MarkWords(m Mark) MarkText {
 		return MarkText{"ok", "✓", "as a correct build", "✓ as a correct build", "✓"}
 	case MarkNotAsCorrect:
 		return MarkText{"bad", "✗", "not as a correct build", "✗ not as a correct build", "✗"}
+	case MarkRight:
+		return MarkText{"ok", "✓", "right", "✓ Right", "✓"}
+	case MarkWrong:
+		return MarkText{"bad", "✗", "not this time", "✗ Not this time", "✗"}
 	}
 	return MarkText{"quiet", "", string(m), string(m), string(m)}
 }
@@ -366,6 +370,8 @@ type WordTable struct {
 	Phases     map[RunPhase]string           `json:"phases"`
 	Stops      map[StopReason]string         `json:"stops"`
 	Marks      map[Mark]MarkText             `json:"marks"`
+	// Ended lists the phases a run never leaves (RunPhase.Ended).
+	Ended []RunPhase `json:"ended"`
 	// Styles names each queue style shortly, as the load lab's chart does.
 	Styles map[string]string `json:"styles"`
 }
@@ -468,6 +474,9 @@ func Words() WordTable {
 	}
 	for _, p := range Phases() {
 		w.Phases[p] = PhaseWords(p)
+		if p.Ended() {
+			w.Ended = append(w.Ended, p)
+		}
 	}
 	for _, r := range StopReasons() {
 		w.Stops[r] = StopWords(r)

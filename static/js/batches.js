@@ -1,17 +1,19 @@
 // batches.js — runs played in the background, a few at a time: the
 // article's experiments (its Step 5: remove one check, run both orderings)
 // and the guard matrix. Each run fills a cell as its verdict comes; when a
-// batch has finished, the server says what it showed, in words.
+// batch has finished, the server says what it showed, in words, and names
+// each of its runs, which its answer offers to open. Marks and words are
+// the server's (W.marks): a cell's state is a mark code.
 
 import { byTest } from "./view.js";
-import { W } from "./words.js";
+import { W, markOf } from "./words.js";
 
 const idOf = (same) => (same ? "same" : "distinct");
 
 export class Batches {
   constructor() {
-    this.cells = new Map(); // run id -> {batch, ordering, broken, same, state}
-    this.answers = new Map(); // batch name -> {phase, answer, unsafe}
+    this.cells = new Map(); // run id -> {batch, ordering, broken, same, state (a mark), ended}
+    this.answers = new Map(); // batch name -> {phase, answer, unsafe, runs}
   }
 
   /** Take the session's runs that are batch cells (a page opened late). */
@@ -19,8 +21,9 @@ export class Batches {
     for (const r of runs) {
       if (!r.background) continue;
       const broken = r.broken && r.broken.length ? r.broken[0] : "none";
-      const state = r.outcome ? (r.outcome.safe ? "safe" : "unsafe") : r.phase === "failed" || r.phase === "stopped" ? "error" : "running";
-      this.cells.set(r.id, { batch: "", ordering: r.ordering, broken, same: !!r.same_identity, state });
+      const ended = !!r.outcome || !!r.ended;
+      const state = r.outcome ? r.outcome.mark : ended ? "error" : "running";
+      this.cells.set(r.id, { batch: "", ordering: r.ordering, broken, same: !!r.same_identity, state, ended });
     }
   }
 
@@ -29,21 +32,22 @@ export class Batches {
     if (e.batch) {
       const b = e.batch;
       if (b.phase === "started") {
-        for (const c of b.cells) this.cells.set(c.run, { batch: b.name, ordering: c.ordering, broken: c.broken || "none", same: !!c.same_identity, state: "pending" });
-        this.answers.set(b.name, { phase: "started", answer: "", unsafe: [] });
+        for (const c of b.cells) this.cells.set(c.run, { batch: b.name, ordering: c.ordering, broken: c.broken || "none", same: !!c.same_identity, state: "pending", ended: false });
+        this.answers.set(b.name, { phase: "started", answer: "", unsafe: [], runs: [] });
       } else if (b.phase === "stopped") {
-        this.answers.set(b.name, { phase: "stopped", answer: `Stopped (${b.answer}): the runs it had not played did not run.`, unsafe: [] });
-        for (const c of this.cells.values()) if (c.batch === b.name && (c.state === "pending" || c.state === "running")) c.state = "stopped";
+        // The server's sentence for a stopped batch is the event's own.
+        this.answers.set(b.name, { phase: "stopped", answer: e.text, unsafe: [], runs: [] });
+        for (const c of this.cells.values()) if (c.batch === b.name && !c.ended) c.state = "stopped";
       } else {
-        this.answers.set(b.name, { phase: "finished", answer: b.answer, unsafe: b.unsafe || [] });
+        this.answers.set(b.name, { phase: "finished", answer: b.answer, unsafe: b.unsafe || [], runs: b.runs || [] });
       }
       this.draw();
       return true;
     }
     const cell = e.run && this.cells.get(e.run);
     if (!cell) return false;
-    if (e.verdict) cell.state = e.verdict.safe ? "safe" : "unsafe";
-    else if (e.error) cell.state = "error";
+    if (e.verdict) Object.assign(cell, { state: e.verdict.mark, ended: true });
+    else if (e.error) Object.assign(cell, { state: "error", ended: true });
     else if (cell.state === "pending") cell.state = "running";
     this.draw();
     return true;
@@ -51,8 +55,8 @@ export class Batches {
 
   /** Say a batch is starting, before the server's first word. */
   starting(name) {
-    this.answers.set(name, { phase: "asked", answer: "", unsafe: [] });
-    if (name === "matrix") for (const c of document.querySelectorAll("button.mcell")) { c.dataset.state = "pending"; c.textContent = "…"; }
+    this.answers.set(name, { phase: "asked", answer: "", unsafe: [], runs: [] });
+    if (name === "matrix") for (const c of document.querySelectorAll("button.mcell")) { c.dataset.state = "pending"; c.textContent = markOf("pending").cell; }
     this.draw();
   }
 
@@ -60,20 +64,23 @@ export class Batches {
     for (const [id, c] of this.cells) {
       const el = byTest(`matrix-${c.ordering}-${c.broken || "none"}-${idOf(c.same)}`);
       if (!el || (c.batch && c.batch !== "matrix")) continue;
+      const m = markOf(c.state);
       el.dataset.state = c.state;
       el.dataset.run = id;
-      el.disabled = !(c.state === "safe" || c.state === "unsafe" || c.state === "error");
-      el.textContent = { pending: "…", running: "⟳", safe: "✓ safe", unsafe: "✗ UNSAFE", error: "! error", stopped: "– stopped" }[c.state] || "·";
-      const guard = c.broken === "none" ? "all guards on" : (W.guards[c.broken] || {}).off || c.broken;
-      el.setAttribute("aria-label", `${(W.orderings[c.ordering] || {}).title || c.ordering}, ${guard}, ${c.same ? "one name" : "two names"}: ${c.state}`);
+      el.disabled = !c.ended;
+      el.textContent = m.cell;
+      const guard = (W.guards[c.broken] || {}).off || c.broken;
+      el.setAttribute("aria-label", `${(W.orderings[c.ordering] || {}).title || c.ordering}, ${guard}, ${c.same ? "one name" : "two names"}: ${m.word}`);
     }
     for (const [name, a] of this.answers) {
       const el = byTest(name === "matrix" ? "matrix-answer" : `exp-${name}-answer`);
       if (!el) continue;
       const runs = [...this.cells.values()].filter((c) => c.batch === name);
-      const done = runs.filter((c) => c.state === "safe" || c.state === "unsafe" || c.state === "error").length;
+      const done = runs.filter((c) => c.ended).length;
       el.dataset.phase = a.phase;
       el.textContent = a.phase === "finished" || a.phase === "stopped" ? a.answer : a.phase === "asked" ? "Starting the runs…" : `Running: ${done} of ${runs.length} done…`;
+      const open = byTest(`exp-${name}-runs`);
+      if (open) drawOpenRuns(open, name, a.runs);
     }
   }
 
@@ -82,5 +89,26 @@ export class Batches {
     const cells = {};
     for (const c of this.cells.values()) if (c.batch === "matrix" || !c.batch) cells[`${c.ordering}/${c.broken}/${idOf(c.same)}`] = c.state;
     return { cells, answers: Object.fromEntries(this.answers) };
+  }
+}
+
+/**
+ * The runs behind an experiment's answer, a button each that puts its run
+ * on the stage (main.js opens any button[data-open-run]), in Go's words.
+ */
+function drawOpenRuns(el, name, runs) {
+  const key = runs.map((r) => r.run).join(",");
+  if (el.dataset.runs === key) return;
+  el.dataset.runs = key;
+  el.textContent = "";
+  el.hidden = runs.length === 0;
+  for (const r of runs) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.openRun = r.run;
+    b.dataset.testid = `exp-${name}-open-${r.ordering}`;
+    b.dataset.mark = r.mark;
+    b.textContent = r.words;
+    el.appendChild(b);
   }
 }

@@ -4,20 +4,20 @@
 // shown, never read. Reconnecting, replaying and scrubbing all fold the
 // same events through apply().
 
+import { W } from "./words.js";
+
 export const LANE_ROW = "postgres";
 export const LANE_RECEIVER = "receiver";
 export const LANE_RUNNER = "runner";
 
-const ENDED = new Set(["finished", "failed", "stopped"]);
-
-/** Whether a run phase is one a run never leaves. */
-export const ended = (phase) => ENDED.has(phase);
+/** Whether a run phase is one a run never leaves: Go lists them (lab.RunPhase.Ended). */
+export const ended = (phase) => (W.ended || []).includes(phase);
 
 /** A new, empty model of a run, from its summary (a RunInfo), if known. */
 export function newRun(info = {}) {
   const run = {
     id: "", ordering: "", mode: "", phase: "", paused: false, paceMs: 900, leaseMs: 1000, skewMs: 0, broken: [],
-    sameIdentity: false, steps: [], stepIndex: 0, ended: false, background: false, outcome: null, report: null, error: null,
+    sameIdentity: false, steps: [], stepIndex: 0, ended: false, zombie: "", background: false, outcome: null, report: null, error: null,
     stopReason: "", events: [], workers: new Map(), jobs: new Map(), receiver: new Map(), frozen: new Set(), narration: "",
   };
   setInfo(run, info);
@@ -30,7 +30,8 @@ function setInfo(run, i) {
   Object.assign(run, {
     id: i.id, ordering: i.ordering, mode: i.mode, phase: i.phase, paused: i.phase === "paused", paceMs: i.pace_ms ?? run.paceMs,
     leaseMs: i.lease_ms ?? run.leaseMs, skewMs: i.skew_ms || 0, broken: i.broken || [], sameIdentity: !!i.same_identity,
-    background: !!i.background, ended: ended(i.phase), stepIndex: i.step_index ?? run.stepIndex, stopReason: i.stop_reason || "",
+    // Who the run's zombie is, Go says.
+    background: !!i.background, ended: ended(i.phase), zombie: i.zombie || "", stepIndex: i.step_index ?? run.stepIndex, stopReason: i.stop_reason || "",
     outcome: i.outcome || run.outcome, report: i.report || run.report, error: i.error || run.error,
   });
   if (i.steps && i.steps.length) run.steps = i.steps;
@@ -70,7 +71,7 @@ export function isHeartbeat(e) {
 
 /** Whether an event is shown on the timeline at all. */
 export function isShown(e) {
-  return !e.run_state && !e.matrix && !(e.checkpoint && e.checkpoint.name === "claim" && !e.checkpoint.job_id);
+  return !e.run_state && !(e.checkpoint && e.checkpoint.name === "claim" && !e.checkpoint.job_id);
 }
 
 /** The epoch an event is about, if any. */
@@ -131,15 +132,15 @@ export function apply(run, e) {
   } else if (e.receiver) {
     const d = e.receiver;
     const r = run.receiver.get(d.job_id) || { epoch: null, from: "", decisions: [] };
-    r.decisions.push({ seq: e.seq, epoch: d.epoch, decision: d.decision, from: d.from });
-    if (d.decision.startsWith("accepted")) {
+    r.decisions.push({ seq: e.seq, epoch: d.epoch, decision: d.decision, from: d.from, accepted: !!d.accepted });
+    if (d.accepted) {
       r.epoch = d.epoch;
       r.from = d.from;
-      if (d.superseded != null && d.decision !== "accepted-same") {
+      if (d.replaces && d.superseded != null) {
         // The earlier accepted delivery of that epoch is superseded now.
         for (let i = r.decisions.length - 2; i >= 0; i--) {
           const x = r.decisions[i];
-          if (x.epoch === d.superseded && x.decision.startsWith("accepted")) { mark.supersedes = x.seq; break; }
+          if (x.epoch === d.superseded && x.accepted) { mark.supersedes = x.seq; break; }
         }
       }
     }

@@ -3,7 +3,7 @@
 // database's own history, then set beside the same run with fencing on.
 
 import { byTest, esc } from "./view.js";
-import { W } from "./words.js";
+import { W, markOf } from "./words.js";
 
 const KEY = "fencelab.predict";
 
@@ -16,10 +16,9 @@ export function setPick(v) {
   try { localStorage.setItem(KEY, v); } catch { /* storage may be off */ }
 }
 
-/** Whether an outcome is of a run with leases alone: every check off. */
-export function leasesAlone(o, styles) {
-  const alone = ((styles.find((s) => s.name === "leases-alone") || {}).broken || "").split(",").filter(Boolean);
-  return !!o && alone.length > 0 && alone.every((g) => (o.broken || []).includes(g));
+/** Whether an outcome is of a run with leases alone: every check off, as Go says. */
+export function leasesAlone(o) {
+  return !!o && !!o.leases_alone;
 }
 
 /** The command of the prediction's run, and of its fenced twin. */
@@ -58,14 +57,14 @@ export function drawPredict(alone, running) {
   }
   const right = p === alone.answer;
   out.dataset.right = right ? "true" : "false";
-  out.textContent = `You said: ${W.answers[p]}. With leases alone: ${happened}. ${right ? "✓ Right." : "✗ Not this time."}`;
+  out.textContent = `You said: ${W.answers[p]}. With leases alone: ${happened}. ${markOf(right ? "right" : "wrong").label}.`;
 }
 
 /** Fill one side of the comparison with an outcome. */
 function side(el, o) {
-  el.querySelector(".v").textContent = o ? (o.safe ? "✓ Safe" : "✗ Unsafe") : "";
+  el.querySelector(".v").textContent = o ? markOf(o.mark).label : "";
   el.querySelector("ul").innerHTML = o ? o.reveal.map((s) => `<li>${esc(s)}</li>`).join("") : "";
-  el.dataset.state = o ? (o.safe ? "safe" : "unsafe") : "none";
+  el.dataset.state = o ? o.mark : "none";
 }
 
 /**

@@ -4,7 +4,7 @@
 // and the guard matrix. Pure DOM; no framework.
 
 import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf } from "./model.js";
-import { W, badgeOf, msWords } from "./words.js";
+import { W, badgeOf, markOf, msWords } from "./words.js";
 
 export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
 
@@ -29,7 +29,7 @@ function sqlBlock(e) {
 
 /** Why a fenced write was refused: its reasons, and the row it met. */
 function fenceReason(e) {
-  const f = e.sql && e.sql.result === "fenced" && e.sql.fenced;
+  const f = e.sql && e.sql.fenced;
   if (!f) return "";
   const why = (f.reasons || []).map((r) => W.reasons[r] || r).join("; ");
   return `<p class="reason">Why: ${esc(why)} <span class="row-seen">(the row: ${esc(f.row_status)}, <span class="badge epoch">epoch ${f.row_epoch}</span>, ${esc(f.row_owner)})</span></p>`;
@@ -63,7 +63,7 @@ function outcomeCode(e) {
   if (e.process) return e.process.change;
   if (e.lease) return e.lease.change;
   if (e.row) return e.row.op;
-  if (e.verdict) return e.verdict.safe ? "safe" : "unsafe";
+  if (e.verdict) return e.verdict.mark || "none";
   return "none";
 }
 
@@ -199,7 +199,7 @@ function receiverCard(run) {
   const rs = [...run.receiver.entries()];
   const body = rs.length === 0 ? "<p>Nothing delivered yet.</p>" : rs.slice(-6).map(([id, r]) => `
     <p data-testid="receiver-${id}"><b>job ${id}</b> · holds <span class="badge epoch">epoch ${r.epoch ?? "—"}</span> from ${esc(r.from ? "worker " + r.from : "nobody")} · ${r.decisions.length} call${r.decisions.length === 1 ? "" : "s"}</p>
-    <p class="effects-line" data-testid="receiver-${id}-effects">effects: ${r.decisions.filter((d) => d.decision.startsWith("accepted")).map((d) => `<span class="fx${d.from === "A" ? " zombie" : ""}">✉ ${esc(d.from)}·${d.epoch}</span>`).join(" ") || "none"}</p>`).join("");
+    <p class="effects-line" data-testid="receiver-${id}-effects">effects: ${r.decisions.filter((d) => d.accepted).map((d) => `<span class="fx${run.zombie && d.from === run.zombie ? " zombie" : ""}">✉ ${esc(d.from)}·${d.epoch}</span>`).join(" ") || "none"}</p>`).join("");
   return `<section class="lane receiver" data-testid="lane-receiver" aria-label="Receiver"><h3>Receiver</h3>${body}</section>`;
 }
 
@@ -227,9 +227,8 @@ function renderLists(run) {
     if (el) el.innerHTML = items.map((x) => `<li>${esc(x)}</li>`).join("");
   };
   list("reveal", o ? o.reveal || [] : []);
-  // The verdict's headline says the first violation; the list says the rest.
-  const vs = o ? o.violations || [] : run.report ? run.report.violations || [] : [];
-  const rest = [...new Set(vs.slice(1).map((v) => v.text))].filter((t) => t !== (vs[0] || {}).text);
+  // The verdict's headline says the first violation; Go lists the rest.
+  const rest = (o ? o.also : run.report ? run.report.also : null) || [];
   list("violations", rest);
   const vh = byTest("violations-h");
   if (vh) vh.hidden = rest.length === 0;
@@ -238,7 +237,7 @@ function renderLists(run) {
   const effects = o ? o.effects || [] : [];
   fx.hidden = effects.length === 0;
   fx.innerHTML = effects.length === 0 ? "" : `<h3>What the receiver did: ${effects.length} effect${effects.length === 1 ? "" : "s"}</h3><ol>${effects.map((e) =>
-    `<li class="${e.from === "A" && o.ordering !== "clock-skew" ? "zombie" : ""}" data-from="${esc(e.from)}"><span class="chip w-${esc(e.from)}" aria-hidden="true">${esc(e.from)}</span> ✉ epoch ${e.epoch} <small>(${esc((W.badges["receiver." + e.decision] || {}).label || e.decision)})</small></li>`).join("")}</ol>`;
+    `<li class="${e.zombie ? "zombie" : ""}" data-from="${esc(e.from)}"><span class="chip w-${esc(e.from)}" aria-hidden="true">${esc(e.from)}</span> ✉ epoch ${e.epoch} <small>(${esc((W.badges[e.badge] || {}).label || e.decision)})</small></li>`).join("")}</ol>`;
 }
 
 /** Fill the article's table with this run's outcome, cell by cell, in the server's words. */
@@ -252,7 +251,7 @@ export function renderOutcome(run) {
   if (!o) {
     if (run.report) {
       v.textContent = run.report.headline || run.report.verdict;
-      v.dataset.state = run.report.safe ? "safe" : "unsafe";
+      v.dataset.state = run.report.mark;
     } else if (run.id) {
       v.textContent = run.ended ? (run.error ? run.error.message : W.stops[run.stopReason] || W.phases[run.phase] || "") : W.phases[run.phase] || "";
       v.dataset.state = "pending";
@@ -262,15 +261,16 @@ export function renderOutcome(run) {
   for (const cell of o.table || []) {
     const td = byTest(`outcome-${o.ordering}-${cell.column}`);
     if (!td) continue;
-    const ok = cell.as_correct;
+    const m = markOf(cell.mark);
     const exp = td.querySelector(".expected");
-    td.dataset.ok = ok ? "true" : "false";
-    td.innerHTML = `<span class="got"><span class="mark ${ok ? "ok" : "bad"}" aria-hidden="true">${ok ? "✓" : "✗"}</span> ${esc(cell.words)}<span class="sr-only">${ok ? " (as a correct build)" : " (not as a correct build)"}</span></span>`;
+    td.dataset.ok = String(!!cell.as_correct);
+    td.innerHTML = `<span class="got"><span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span> ${esc(cell.words)}<span class="sr-only"> (${esc(m.word)})</span></span>`;
     if (exp) td.appendChild(exp);
-    if (!ok && exp) exp.classList.add("shown");
+    if (!cell.as_correct && exp) exp.classList.add("shown");
   }
-  v.dataset.state = o.safe ? "safe" : "unsafe";
-  v.innerHTML = `<span class="mark ${o.safe ? "ok" : "bad"}" aria-hidden="true">${o.safe ? "✓" : "✗"}</span> ${esc(o.headline || o.verdict)}`;
+  const m = markOf(o.mark);
+  v.dataset.state = o.mark;
+  v.innerHTML = `<span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span> ${esc(o.headline || o.verdict)}`;
 }
 
 /** Reset the verdict, and the table's cells to the correct build's values. */

@@ -1,31 +1,24 @@
 // words.js — the words of every code, as the server hands them over with
 // the page's first state (lab.Words in Go). The page looks words up here
-// and never writes its own for an outcome, a verdict or a badge.
+// and never writes its own for an outcome, a verdict or a badge; which
+// badge or mark a thing gets is a field Go sends with it (an event's
+// badge, an outcome's mark), never a rule of the page's.
 
-export let W = { orderings: {}, guards: {}, calls: {}, badges: {}, states: {}, stories: {}, columns: {}, reasons: {}, modes: {}, phases: {}, stops: {} };
+export let W = { orderings: {}, guards: {}, calls: {}, badges: {}, states: {}, columns: {}, reasons: {}, modes: {}, phases: {}, stops: {}, marks: {} };
 
 /** Use the word table the server sent. */
 export function setWords(w) { if (w) W = w; }
 
-/**
- * The key of an event's badge in W.badges, from its typed fields alone —
- * the same key lab.BadgeKey gives in Go.
- */
-export function badgeKey(e) {
-  if (e.sql) return e.sql.result === "error" ? "sql.error" : `sql.${e.sql.op}.${e.sql.result}`;
-  if (e.call) return `call.${e.call.result}`;
-  if (e.receiver) return `receiver.${e.receiver.decision}`;
-  if (e.process) return e.process.change === "exited" && e.process.signal === "SIGKILL" ? "process.killed" : `process.${e.process.change}`;
-  if (e.lease) return `lease.${e.lease.change}`;
-  if (e.row) return `row.${e.row.new.status}`;
-  if (e.verdict) return e.verdict.safe ? "verdict.safe" : "verdict.unsafe";
-  if (e.error) return "error";
-  return "";
+/** The badge of an event, or null: {tone, label}. Go names it (the event's badge key). */
+export function badgeOf(e) {
+  return (e && e.badge && W.badges[e.badge]) || null;
 }
 
-/** The badge of an event, or null: {tone, label}. */
-export function badgeOf(e) {
-  return W.badges[badgeKey(e)] || null;
+const NO_MARK = { tone: "", sign: "", word: "", label: "", cell: "" };
+
+/** A mark's sign and words, {tone, sign, word, label, cell}: of a verdict, a run of a batch, a cell of the table. */
+export function markOf(code) {
+  return (W.marks && W.marks[code]) || NO_MARK;
 }
 
 /** A duration in milliseconds as people read it: 500 ms, 2 s, 1.5 min. */
