@@ -33,9 +33,10 @@ func (ts *testServer) loadStats(t *testing.T) server.Stats {
 }
 
 // TestLoad_CountsMatchTheChecker runs the load lab for real — worker
-// processes frozen at random for longer than their lease — and holds its
-// live counts, read from Postgres as the workers ran, to the invariant
-// checker's, job by job, for every style: they are the same numbers. The
+// processes frozen at random for longer than their lease, in rounds that
+// each run every style once, in turn first — and holds its live counts,
+// read from Postgres as the workers ran, to the invariant checker's, job
+// by job, for every style and round: they are the same numbers. The
 // fenced build lets no zombie write land; job id only lets them land in
 // the row, and attempt or token at the receiver. When it ends no worker
 // process and no schema of it is left.
@@ -73,6 +74,22 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	if len(results) != 4 {
 		t.Fatalf("%d styles ended, want 4", len(results))
 	}
+	// Four rounds, every style once in each place of a round.
+	for name, res := range results {
+		places := map[int]int{}
+		for _, rd := range res.Rounds {
+			places[rd.Position]++
+			if !rd.Agrees || rd.Jobs != 50 {
+				t.Errorf("%s: round %d: %+v", name, rd.Round, rd)
+			}
+		}
+		if len(res.Rounds) != 4 || len(places) != 4 || res.Throughput == nil || res.Throughput.N != 4 {
+			t.Errorf("%s: rounds %+v", name, res.Rounds)
+		}
+	}
+	if c := fin.Load.Throughput; c == nil || c.Ratio.N != 4 || !strings.Contains(fin.Load.Verdict, "over 4 rounds") {
+		t.Errorf("the throughput's comparison %+v, verdict %q", c, fin.Load.Verdict)
+	}
 	if f := results["fencelab"]; f.Check.Broken != 0 || f.Tally.LateRow != 0 || f.Tally.LateReceiver != 0 || f.Check.ZombieResult != 0 {
 		t.Errorf("fencelab let zombie writes land: %+v", f)
 	}
@@ -93,6 +110,9 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	}
 	if n := len(loadEvents(s, r.Run, lab.LoadStyleDone)); n != 4 {
 		t.Errorf("%d style_done events, want 4", n)
+	}
+	if n := len(loadEvents(s, r.Run, lab.LoadRoundDone)); n != 12 {
+		t.Errorf("%d round_done events, want 12 (and 4 style_done)", n)
 	}
 	waitFor(t, 10*time.Second, "the load lab's workers and schemas gone", func() bool {
 		st := ts.loadStats(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,12 +170,16 @@ func checkLoadSeed(t *testing.T) {
 			}
 		}
 	}
-	if !rec.Seed || phases[lab.LoadStarted] != 1 || phases[lab.LoadFinished] != 1 || phases[lab.LoadStyleDone] != len(lab.LoadStyles()) || phases[lab.LoadTick] < 10 {
-		t.Errorf("the load seed is not a whole lab: %v", phases)
+	n := len(lab.LoadStyles())
+	if !rec.Seed || phases[lab.LoadStarted] != 1 || phases[lab.LoadFinished] != 1 || phases[lab.LoadStyleDone] != n || phases[lab.LoadRoundDone] != n*(n-1) || phases[lab.LoadTick] < 10 {
+		t.Errorf("the load seed is not a whole lab of %d rounds: %v", n, phases)
+	}
+	if !strings.Contains(rec.Verdict, fmt.Sprintf("over %d rounds", n)) {
+		t.Errorf("the load seed's verdict %q has no spread over its rounds", rec.Verdict)
 	}
 	for _, r := range rec.Results {
-		if !r.Agrees || r.Check.Unfinished != 0 {
-			t.Errorf("the load seed's %s: agrees %v, %d unfinished", r.Style, r.Agrees, r.Check.Unfinished)
+		if !r.Agrees || r.Check.Unfinished != 0 || len(r.Rounds) != n {
+			t.Errorf("the load seed's %s: agrees %v, %d unfinished, %d rounds", r.Style, r.Agrees, r.Check.Unfinished, len(r.Rounds))
 		}
 		if r.Style == "fencelab" && (r.Check.Broken != 0 || r.Tally.LateRow != 0 || r.Tally.LateReceiver != 0) {
 			t.Errorf("the load seed's fencelab let zombie writes land: %+v", r)

@@ -264,9 +264,13 @@ func sampleEvents() []lab.Event {
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStarted, Config: lab.DefaultLoad()}},
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadTick, Config: lab.DefaultLoad(), Style: "state-only",
 			Tally: &lab.LoadTally{Style: "state-only", ElapsedMS: 1500, Jobs: 1000, Done: 300, PerSecond: 200, Stalls: 9, LateRow: 2, LateReceiver: 1}}},
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadRoundDone, Config: lab.DefaultLoad(), Style: "state-only", Round: 2, Position: 4,
+			Result: &lab.LoadStyleResult{Style: "state-only", Tally: lab.LoadTally{Style: "state-only", Jobs: 200, Done: 200}, Check: lab.LoadCheck{Jobs: 200, Broken: 4, ZombieResult: 2}, PerSecond: 190, Agrees: true,
+				Rounds: []lab.LoadRound{{Round: 1, Position: 2, Jobs: 100, SpanMS: 500, PerSecond: 200, Agrees: true}}, Throughput: &lab.LoadSpread{Median: 200, Min: 200, Max: 200, N: 1}}}},
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStyleDone, Config: lab.DefaultLoad(), Style: "state-only",
 			Result: &lab.LoadStyleResult{Style: "state-only", Tally: lab.LoadTally{Style: "state-only", Jobs: 1000, Done: 1000}, Check: lab.LoadCheck{Jobs: 1000, Broken: 4, ZombieResult: 2}, PerSecond: 190, Agrees: true}}},
-		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadFinished, Config: lab.DefaultLoad(), Verdict: "State only: 2 of 1,000 jobs ended with a zombie's result; fencelab: 0, at the same throughput.",
+		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadFinished, Config: lab.DefaultLoad(), Verdict: "State only: 2 of 1,000 jobs ended with a zombie's result; fencelab: 0, at the same throughput: 0.98× theirs, from 0.91× to 1.05× over 5 rounds.",
+			Throughput: &lab.LoadComparison{Ratio: lab.LoadSpread{Median: 0.98, Min: 0.91, Max: 1.05, N: 5}, Same: true},
 			Results: []lab.LoadStyleResult{{Style: "fencelab", Agrees: true}}}},
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStopped, Config: lab.DefaultLoad(), Reason: lab.StopReset}},
 	}
@@ -278,7 +282,7 @@ func TestLoadVerdict_SaysEachStyleAndFencelabsThroughput(t *testing.T) {
 		{Style: "state-only", PerSecond: 205, Check: lab.LoadCheck{Jobs: 10000, ZombieResult: 37}, Agrees: true},
 		{Style: "id-only", PerSecond: 195, Check: lab.LoadCheck{Jobs: 10000, ZombieResult: 120}, Agrees: true},
 	}
-	want := "State only: 37 of 10,000 jobs ended with a zombie's result; job id only: 120; fencelab: 0, at the same throughput."
+	want := "State only: 37 of 10,000 jobs ended with a zombie's result; job id only: 120; fencelab: 0, at 1.00× their throughput, in one round: no spread to judge by."
 	if got := lab.LoadVerdict(rs); got != want {
 		t.Errorf("verdict\n got %q\nwant %q", got, want)
 	}

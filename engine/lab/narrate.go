@@ -285,19 +285,15 @@ func noteNarration(l string, n *NoteEvent) string {
 func loadNarration(l *LoadEvent) string {
 	switch l.Phase {
 	case LoadStarted:
-		c := l.Config
-		return fmt.Sprintf("The load lab: %d worker processes, %s jobs, frozen at random with SIGSTOP for longer than their %v lease, once per queue style (%d).",
-			c.Workers, count(c.Jobs), ms(c.LeaseMS), len(c.Styles))
+		return loadStartedWords(l.Config)
 	case LoadTick:
 		if t := l.Tally; t != nil {
 			return fmt.Sprintf("%s: %s of %s jobs done, %.0f jobs/s; %d stalls; zombie writes landed: %d in the row, %d at the receiver.",
 				upperFirst(StyleShort(t.Style)), count(int(t.Done)), count(int(t.Jobs)), t.PerSecond, t.Stalls, t.LateRow, t.LateReceiver)
 		}
-	case LoadStyleDone:
-		if r := l.Result; r != nil {
-			return fmt.Sprintf("%s: %s jobs done in %v (%.0f jobs/s), %d stalls; zombie writes landed: %d in the row, %d at the receiver. The checker: %s jobs broke an invariant, %s ended with a zombie's result.",
-				upperFirst(StyleShort(r.Style)), count(int(r.Tally.Done)), ms(r.Tally.ElapsedMS), r.PerSecond, r.Tally.Stalls, r.Tally.LateRow, r.Tally.LateReceiver,
-				count(r.Check.Broken), count(r.Check.ZombieResult))
+	case LoadRoundDone, LoadStyleDone:
+		if l.Result != nil {
+			return loadResultWords(l)
 		}
 	case LoadFinished:
 		return l.Verdict

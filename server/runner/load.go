@@ -19,18 +19,21 @@ import (
 // The load lab: the same real worker processes as a run, many of them,
 // working on their own through many jobs, while the lab freezes one at
 // random now and then with SIGSTOP for longer than the lease and thaws it
-// with SIGCONT. Once per queue style, one after the other on the same
-// machine, so their throughputs compare. The counts are read from
-// Postgres as the workers go (lab.Tally), and at each style's end the
-// invariant checker reads every job (lab.CheckLoad).
+// with SIGCONT. Once per queue style and round, one after the other on the
+// same machine, each round in an order turned one place from the round
+// before (lab.LoadConfig.RoundOrder), so that no style gains from its
+// place in the sequence and their throughputs compare round by round. The
+// counts are read from Postgres as the workers go (lab.Tally), and at the
+// end of each style's round the invariant checker reads every job
+// (lab.CheckLoad).
 
 // LoadSpec says which load lab to run.
 type LoadSpec struct {
 	// ID names the lab on every event it emits.
 	ID     string
 	Config lab.LoadConfig
-	// SchemasFor names the schemas of the i-th style: made when the style
-	// begins, dropped when it ends.
+	// SchemasFor names the schemas of the i-th style's round to run
+	// (from 0): made when it begins, dropped when it ends.
 	SchemasFor func(i int) engine.Schemas
 	// EmitFunc receives every event of the lab, in order.
 	EmitFunc func(lab.Event)
@@ -51,6 +54,8 @@ type Load struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	slots  int
+
+	drops sync.WaitGroup // schemas being dropped in the background
 
 	mu       sync.Mutex
 	results  []lab.LoadStyleResult
@@ -113,7 +118,8 @@ func (l *Load) Config() lab.LoadConfig { return l.spec.Config }
 // Done is closed once the lab has ended.
 func (l *Load) Done() <-chan struct{} { return l.done }
 
-// Results returns the styles that have ended, in order.
+// Results returns the styles that have ended (run every round), in the
+// configured order.
 func (l *Load) Results() []lab.LoadStyleResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -162,12 +168,63 @@ func (l *Load) run() {
 		}
 	}()
 	defer l.cancel()
+	defer l.drops.Wait() // Stop returns once every schema is dropped
 	l.emit(&lab.LoadEvent{Phase: lab.LoadStarted})
-	for i, name := range l.spec.Config.Styles {
-		// Every style's workers draw the same work times, and its stalls
-		// come from the same sequence: only the guards differ.
-		rng := rand.New(rand.NewPCG(l.spec.Seed, l.spec.Seed>>1|1))
-		res, err := l.runStyle(l.ctx, rng, l.spec.SchemasFor(i), name)
+	cfg := l.spec.Config
+	acc := map[string]*lab.LoadStyleResult{}
+	type slot struct {
+		round, pos int
+		name       string
+	}
+	var plan []slot
+	for round := range cfg.Rounds {
+		for pos, name := range cfg.RoundOrder(round) {
+			plan = append(plan, slot{round, pos, name})
+		}
+	}
+	for _, name := range cfg.Styles {
+		acc[name] = &lab.LoadStyleResult{Style: name}
+	}
+	// Each run's schemas are made and its queue filled while the run
+	// before it settles (ready), and dropped in the background after it:
+	// the machine's time goes to the runs, not to their set-up.
+	ready := make([]chan *stage, len(plan)+1)
+	for i := range ready {
+		ready[i] = make(chan *stage, 1)
+	}
+	started := make([]sync.Once, len(plan)+1)
+	prepare := func(i int) {
+		started[i].Do(func() {
+			if i == len(plan) {
+				ready[i] <- nil
+				return
+			}
+			go func() { ready[i] <- l.prepare(l.ctx, l.spec.SchemasFor(i), plan[i].name, cfg.RoundJobs(plan[i].round)) }()
+		})
+	}
+	defer func() { // a run made ready but never run is dropped too
+		for i := range plan {
+			started[i].Do(func() { ready[i] <- nil })
+			if st := <-ready[i]; st != nil && !st.ran {
+				l.dropLater(st.schemas)
+			}
+		}
+	}()
+	prepare(0)
+	for i, at := range plan {
+		round, pos, name := at.round, at.pos, at.name
+		// Every style's workers in a round draw the same work times,
+		// and its stalls come from the same sequence: only the guards
+		// differ. Each round draws anew.
+		rng := rand.New(rand.NewPCG(l.spec.Seed, (l.spec.Seed>>1|1)+uint64(round)))
+		where := lab.LoadRound{Round: round + 1, Position: pos + 1, Jobs: cfg.RoundJobs(round)}
+		st := <-ready[i]
+		ready[i] <- st // kept for the deferred clean-up above
+		err := st.err
+		if err == nil {
+			err = l.runStyle(l.ctx, rng, st, where, acc[name], func() { prepare(i + 1) })
+		}
+		prepare(i + 1)
 		if err != nil || l.ctx.Err() != nil {
 			l.mu.Lock()
 			reason := l.stopped
@@ -176,22 +233,36 @@ func (l *Load) run() {
 			if reason == "" {
 				ev.Message = fault.MessageOf(err)
 				if fault.CodeOf(err) == fault.Internal {
-					l.env.Log.Error("a load lab failed", "lab", l.spec.ID, "style", name, "err", err)
+					l.env.Log.Error("a load lab failed", "lab", l.spec.ID, "style", name, "round", round+1, "err", err)
 				}
 			}
 			l.emit(ev)
 			return
 		}
-		l.mu.Lock()
-		l.results = append(l.results, res)
-		l.mu.Unlock()
-		l.emit(&lab.LoadEvent{Phase: lab.LoadStyleDone, Style: name, Result: &res})
+		res := *acc[name]
+		res.Rounds = append([]lab.LoadRound(nil), res.Rounds...)
+		phase := lab.LoadRoundDone
+		if round == cfg.Rounds-1 {
+			phase = lab.LoadStyleDone
+			l.mu.Lock()
+			l.results = append(l.results, res)
+			l.mu.Unlock()
+		}
+		l.emit(&lab.LoadEvent{Phase: phase, Style: name, Round: where.Round, Position: where.Position, Result: &res})
+	}
+	rs := make([]lab.LoadStyleResult, 0, len(cfg.Styles))
+	for _, name := range cfg.Styles {
+		rs = append(rs, *acc[name])
 	}
 	l.mu.Lock()
 	l.finished = true
-	rs := append([]lab.LoadStyleResult(nil), l.results...)
+	l.results = append([]lab.LoadStyleResult(nil), rs...)
 	l.mu.Unlock()
-	l.emit(&lab.LoadEvent{Phase: lab.LoadFinished, Results: rs, Verdict: lab.LoadVerdict(rs)})
+	ev := &lab.LoadEvent{Phase: lab.LoadFinished, Results: rs, Verdict: lab.LoadVerdict(rs)}
+	if c, ok := lab.CompareLoad(rs); ok {
+		ev.Throughput = &c
+	}
+	l.emit(ev)
 }
 
 // loadWorker is one worker process of a style, and whether it is frozen.
@@ -201,39 +272,79 @@ type loadWorker struct {
 	exited atomic.Bool
 }
 
-// runStyle runs one style from empty schemas to its checked result.
-func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Schemas, name string) (lab.LoadStyleResult, error) {
-	env, cfg := l.env, l.spec.Config
-	res := lab.LoadStyleResult{Style: name}
+// stage is one style's round made ready to run: its schemas made, its
+// queue filled. Once ran, runStyle owns it and drops its schemas.
+type stage struct {
+	name    string
+	schemas engine.Schemas
+	style   lab.Style
+	q       *engine.Queue
+	rcv     *engine.Receiver
+	err     error
+	// ran says its schemas are dropped by another already: it ran, or
+	// could not be made.
+	ran bool
+}
+
+// prepare makes a style's round ready to run: fresh schemas, its queue
+// filled with jobs. On an error its schemas are dropped (in the
+// background) and the stage says why.
+func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string, jobs int) *stage {
+	env := l.env
+	st := &stage{name: name, schemas: schemas, ran: true}
+	fail := func(err error) *stage {
+		l.dropLater(schemas)
+		st.err = err
+		return st
+	}
 	style, err := lab.StyleByName(name)
 	if err != nil {
-		return res, err
+		return fail(err)
 	}
+	st.style = style
 	if err := engine.Reset(ctx, env.Pool, schemas); err != nil {
-		return res, fmt.Errorf("set up the style's schemas: %w", err)
+		return fail(fmt.Errorf("set up the style's schemas: %w", err))
 	}
-	defer func() {
+	if st.q, err = engine.NewQueue(env.Pool, engine.QueueConfig{Schema: schemas.Jobs, Guards: style.Broken}); err != nil {
+		return fail(err)
+	}
+	if st.rcv, err = engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: style.Broken}); err != nil {
+		return fail(err)
+	}
+	for _, stmt := range engine.JobsFill(schemas.Jobs, jobs) {
+		if _, err := env.Pool.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
+			return fail(fmt.Errorf("fill the queue: %s: %w", stmt.Name, err))
+		}
+	}
+	st.ran = false
+	return st
+}
+
+// dropLater drops a run's schemas in the background; run waits for it
+// before the lab ends.
+func (l *Load) dropLater(schemas engine.Schemas) {
+	l.drops.Add(1)
+	go func() {
+		defer l.drops.Done()
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := engine.Drop(dctx, env.Pool, schemas); err != nil {
-			env.Log.Warn("could not drop a load lab's schemas", "lab", l.spec.ID, "err", err)
+		if err := engine.Drop(dctx, l.env.Pool, schemas); err != nil {
+			l.env.Log.Warn("could not drop a load lab's schemas", "lab", l.spec.ID, "err", err)
 		}
 	}()
-	q, err := engine.NewQueue(env.Pool, engine.QueueConfig{Schema: schemas.Jobs, Guards: style.Broken})
-	if err != nil {
-		return res, err
-	}
-	rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: style.Broken})
-	if err != nil {
-		return res, err
-	}
+}
+
+// runStyle runs one style's round, where says which, from its stage to
+// its checked counts, and adds them to acc, the style's rounds before it;
+// its ticks count those rounds in. It calls endedFunc once every job of
+// the round has ended, while its last zombies settle.
+func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where lab.LoadRound, acc *lab.LoadStyleResult, endedFunc func()) error {
+	env, cfg := l.env, l.spec.Config
+	st.ran = true
+	defer l.dropLater(st.schemas)
+	name, schemas, style, q, rcv := st.name, st.schemas, st.style, st.q, st.rcv
 	served := env.Receivers.Serve(rcv, func(lab.Event) {}) // thousands of decisions: counted, not told
 	defer served.Stop()
-	for _, st := range engine.JobsFill(schemas.Jobs, cfg.Jobs) {
-		if _, err := env.Pool.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return res, fmt.Errorf("fill the queue: %s: %w", st.Name, err)
-		}
-	}
 
 	// The workers: each works a while on every job (20–150 ms, its own),
 	// renews a third of the lease, and polls quickly when it finds nothing.
@@ -278,7 +389,7 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 			}
 		}})
 		if err != nil {
-			return res, fmt.Errorf("start worker %s: %w", label, err)
+			return fmt.Errorf("start worker %s: %w", label, err)
 		}
 		w.proc = p
 		ws = append(ws, w)
@@ -354,41 +465,51 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 		}
 	}()
 
-	// The counts, a few times a second, until every job has ended, every
-	// worker is thawed and the last one thawed has had time to finish what
-	// it was doing.
+	// The counts, read ten times a second and told a few times a second,
+	// until every job has ended, every worker is thawed (they thaw as the
+	// stalls stop: a worker still frozen then holds a job that another has
+	// ended, so it is past its lease already) and the last one thawed has
+	// had time to finish what it was doing.
 	settle := maxWork + lease/2 + 100*time.Millisecond
-	tick := time.NewTicker(l.spec.Tick)
-	defer tick.Stop()
+	poll := time.NewTicker(min(100*time.Millisecond, l.spec.Tick))
+	defer poll.Stop()
 	var prev lab.LoadTally
 	prevAt := start
-	ended := false // a tick saw every job ended
-	for {
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case label := <-lost:
-			return res, fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
-		case <-tick.C:
-		}
-		t, err := lab.Tally(ctx, env.Pool, schemas)
-		if err != nil {
-			return res, err
-		}
-		now := time.Now()
+	ended := false // a count saw every job ended
+	cutShort := false
+	tell := func(t lab.LoadTally, now time.Time) {
 		t.Style, t.ElapsedMS, t.Stalls = name, now.Sub(start).Milliseconds(), int(stalls.Load())
 		t.PerSecond = float64(t.Done-prev.Done) / now.Sub(prevAt).Seconds()
 		prev, prevAt = t, now
-		l.emit(&lab.LoadEvent{Phase: lab.LoadTick, Style: name, Tally: &t})
+		sum := acc.Tally.Add(t)
+		l.emit(&lab.LoadEvent{Phase: lab.LoadTick, Style: name, Round: where.Round, Position: where.Position, Tally: &sum})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case label := <-lost:
+			return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
+		case <-poll.C:
+		}
+		t, err := lab.Tally(ctx, env.Pool, schemas)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
 		if t.Done+t.Failed >= t.Jobs && !ended {
 			ended = true
 			stopChaos()
+			tell(t, now) // the moment the last job ended
+			endedFunc()
+		} else if now.Sub(prevAt) >= l.spec.Tick {
+			tell(t, now)
 		}
 		if ended && frozenNow() == 0 && time.Since(time.Unix(0, lastThaw.Load())) > settle {
 			break
 		}
 		if now.Sub(start) > lab.MaxLoadStyleTime {
-			res.CutShort = true
+			cutShort = true
 			stopChaos()
 			break
 		}
@@ -400,25 +521,25 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, schemas engine.Sche
 
 	t, err := lab.Tally(ctx, env.Pool, schemas)
 	if err != nil {
-		return res, err
+		return err
 	}
 	t.Style, t.ElapsedMS, t.Stalls = name, elapsed.Milliseconds(), int(stalls.Load())
-	res.Tally = t
 	// Throughput up to the moment the last job ended, not the settling,
 	// on the database clock.
 	span, err := lab.Span(ctx, env.Pool, schemas)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if span == 0 {
 		span = elapsed
 	}
-	res.PerSecond = float64(t.Done) / max(time.Millisecond, span).Seconds()
-	check, err := lab.CheckLoad(ctx, q, rcv, cfg.Jobs)
+	span = max(time.Millisecond, span)
+	check, err := lab.CheckLoad(ctx, q, rcv, where.Jobs)
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.Check = check
-	res.Agrees = int64(check.StaleWrites) == t.LateRow && int64(check.OlderAccepted) == t.LateReceiver
-	return res, nil
+	t.PerSecond = float64(t.Done-prev.Done) / time.Since(prevAt).Seconds()
+	where.SpanMS, where.PerSecond, where.CutShort = span.Milliseconds(), float64(t.Done)/span.Seconds(), cutShort
+	acc.AddRound(where, t, check)
+	return nil
 }
