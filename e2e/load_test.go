@@ -9,11 +9,12 @@ import (
 
 // TestLoadLab_TheChartAndTableAreTheCheckersCounts runs the load lab from
 // the page, for real: worker processes frozen at random past their lease,
-// once per queue style. The table shows each style's live counts and the
-// checker's, and they agree; the charts draw a line per style; the verdict
-// is the server's. Then, with the server's one load lab taken, a reader at
-// 375 px asks for one and is shown the lab just recorded, replayed, with
-// the same verdict.
+// once per queue style in each of five rounds, every style in every place
+// of a round once. The table pairs each live count with the checker's that
+// must equal it, and they agree, cell by cell; the charts draw a line per
+// style; the verdict is the server's, with the spread of the rounds. Then,
+// with the server's one load lab taken, a reader at 375 px asks for one
+// and is shown the lab just recorded, replayed, with the same verdict.
 func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
 	srv := startServer(t)
 	tab := newTab(t, 1280, 1000)
@@ -25,7 +26,7 @@ func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
 	tab.PollState(`s.load.phase === "finished"`, 4*time.Minute)
 	st := tab.State()["load"].(map[string]any)
 	verdict := st["verdict"].(string)
-	if !strings.Contains(verdict, "fencelab: 0") || tab.Text("load-verdict") != verdict {
+	if !strings.Contains(verdict, "fencelab: 0") || !strings.Contains(verdict, "over 5 rounds") || tab.Text("load-verdict") != verdict {
 		t.Errorf("verdict %q, shown %q", verdict, tab.Text("load-verdict"))
 	}
 	styles := st["styles"].(map[string]any)
@@ -38,12 +39,27 @@ func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
 		if res["agrees"] != true || tally["late_row"] != check["stale_writes"] || tally["late_receiver"] != check["older_accepted"] {
 			t.Errorf("%s: live %v/%v, checker %v/%v", name, tally["late_row"], tally["late_receiver"], check["stale_writes"], check["older_accepted"])
 		}
+		// Five rounds, one in each place.
+		places := map[float64]bool{}
+		for _, rd := range res["rounds"].([]any) {
+			places[rd.(map[string]any)["position"].(float64)] = true
+		}
+		if len(places) != 5 || v.(map[string]any)["ended"] != true {
+			t.Errorf("%s ran in places %v of 5 rounds", name, places)
+		}
 		cell := func(k string) string {
 			var s string
 			tab.Eval(fmt.Sprintf(`document.querySelector('[data-testid="load-row-%s"] [data-k="%s"]').textContent`, name, k), &s)
 			return s
 		}
-		for k, want := range map[string]any{"row": tally["late_row"], "rcv": tally["late_receiver"], "broken": check["broken"], "zombie": check["zombie_result"]} {
+		// Each pair of cells: the live count, and beside it the checker's,
+		// the same number.
+		for _, p := range []struct{ live, checked string }{{"row", "row-check"}, {"rcv", "rcv-check"}} {
+			if l, c := cell(p.live), cell(p.checked); l != c {
+				t.Errorf("%s: the table's live %s says %q, the checker's %q", name, p.live, l, c)
+			}
+		}
+		for k, want := range map[string]any{"row": tally["late_row"], "row-check": check["stale_writes"], "rcv": tally["late_receiver"], "rcv-check": check["older_accepted"], "zombie": check["zombie_result"]} {
 			if got := cell(k); got != fmt.Sprint(want) {
 				t.Errorf("%s: the table's %s says %q, the lab %v", name, k, got, want)
 			}

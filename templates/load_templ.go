@@ -16,7 +16,8 @@ import (
 )
 
 // loadLab is fencing at scale: many worker processes, many jobs, random
-// stalls longer than the lease, once per queue style, charted as it runs.
+// stalls longer than the lease, once per queue style in each round,
+// charted as it runs.
 func loadLab(open bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -51,7 +52,7 @@ func loadLab(open bool) templ.Component {
 		var templ_7745c5c3_Var2 string
 		templ_7745c5c3_Var2, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.DefaultLoad().Workers))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 14, Col: 46}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 15, Col: 46}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var2))
 		if templ_7745c5c3_Err != nil {
@@ -64,104 +65,117 @@ func loadLab(open bool) templ.Component {
 		var templ_7745c5c3_Var3 string
 		templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.DefaultLoad().Jobs))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 14, Col: 122}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 15, Col: 122}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, " jobs while the lab freezes one at random every tenth of a second or so with SIGSTOP, for longer than its lease, and thaws it. Once per queue style, one after the other on the same machine. Every style's workers draw the same work times and stalls, so only the guards differ. The zombie writes are counted from Postgres as they land; at the end of each style the invariant checker reads every job, and the two counts must agree.</p><form class=\"load-form\" data-testid=\"load-form\" autocomplete=\"off\"><label class=\"field\"><span>Workers</span> <input type=\"number\" name=\"workers\" min=\"2\" max=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, " jobs per queue style while the lab freezes one at random every tenth of a second or so with SIGSTOP, for longer than its lease, and thaws it. The styles take turns on the same machine in ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var4 string
-		templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.MaxLoadWorkers)).Resolve(ctx)
+		templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.DefaultLoad().Rounds))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 18, Col: 86}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 15, Col: 352}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, " rounds, each with a share of the jobs, and each round turns their order by one place: every style runs first once, second once, and so on, so none gains from its place in the sequence, and a machine that slows as it goes slows them all alike. In a round every style's workers draw the same work times and stalls: only the guards differ.</p><form class=\"load-form\" data-testid=\"load-form\" autocomplete=\"off\"><label class=\"field\"><span>Workers</span> <input type=\"number\" name=\"workers\" min=\"2\" max=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var5 string
-		templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.DefaultLoad().Workers)).Resolve(ctx)
+		templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.MaxLoadWorkers)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 18, Col: 136}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 19, Col: 86}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" required data-testid=\"load-workers\"></label> <label class=\"field\"><span>Jobs per style</span> <input type=\"number\" name=\"jobs\" min=\"10\" max=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var6 string
-		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.MaxLoadJobs)).Resolve(ctx)
+		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.DefaultLoad().Workers)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 22, Col: 81}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 19, Col: 136}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\" step=\"10\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\" required data-testid=\"load-workers\"></label> <label class=\"field\"><span>Jobs per style</span> <input type=\"number\" name=\"jobs\" min=\"10\" max=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var7 string
-		templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.DefaultLoad().Jobs)).Resolve(ctx)
+		templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.MaxLoadJobs)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 22, Col: 138}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 23, Col: 81}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "\" required data-testid=\"load-jobs\"></label><p class=\"buttons\"><button type=\"submit\" data-testid=\"load-run\">Run the load lab</button></p></form><p class=\"caps\">At most ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "\" step=\"10\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var8 string
-		templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.MaxLoadWorkers))
+		templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(lab.DefaultLoad().Jobs)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 26, Col: 60}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 23, Col: 138}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, " workers and ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "\" required data-testid=\"load-jobs\"></label><p class=\"buttons\"><button type=\"submit\" data-testid=\"load-run\">Run the load lab</button></p></form><p class=\"caps\">At most ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var9 string
-		templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.MaxLoadJobs))
+		templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.MaxLoadWorkers))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 26, Col: 106}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 27, Col: 60}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, " jobs, a lease of ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, " workers and ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var10 string
-		templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(lab.DefaultLoad().LeaseMS, 10))
+		templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(lab.MaxLoadJobs))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 26, Col: 176}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 27, Col: 106}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " ms, a minute per style, and one lab at a time on this server: when it is busy, a recorded lab plays instead.</p><p class=\"recorded\" data-testid=\"load-recorded\" role=\"status\" hidden></p><p class=\"answer\" data-testid=\"load-status\" aria-live=\"polite\"></p><div class=\"load-charts\"><figure><figcaption>Jobs done per second</figcaption><svg class=\"chart\" data-testid=\"load-chart-rate\" viewBox=\"0 0 600 200\" role=\"img\" aria-label=\"Jobs done per second, per queue style, over each style's run\"></svg></figure><figure><figcaption>Zombie writes that landed: <span class=\"key-row\">in the row</span>, <span class=\"key-rcv\">at the receiver</span></figcaption><svg class=\"chart\" data-testid=\"load-chart-zombie\" viewBox=\"0 0 600 200\" role=\"img\" aria-label=\"Zombie writes that landed, in the row and at the receiver, per queue style\"></svg></figure></div><ul class=\"legend\" data-testid=\"load-legend\"></ul><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"The load lab's counts\"><table class=\"load-table\" data-testid=\"load-table\"><thead><tr><th scope=\"col\">queue style</th><th scope=\"col\" class=\"wide\">jobs done</th><th scope=\"col\" class=\"rate\">jobs/s</th><th scope=\"col\" class=\"wide\">stalls</th><th scope=\"col\"><span class=\"long\">zombie writes in the row</span><span class=\"short\">zombie writes: row</span></th><th scope=\"col\"><span class=\"long\">at the receiver</span><span class=\"short\">receiver</span></th><th scope=\"col\"><span class=\"long\">checker: jobs that broke an invariant</span><span class=\"short\">checker: broken</span></th><th scope=\"col\"><span class=\"long\">jobs left with a zombie's result</span><span class=\"short\">zombie's result</span></th></tr></thead> <tbody></tbody></table></div><p class=\"verdict\" data-testid=\"load-verdict\" data-state=\"none\"></p></details>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " jobs, a lease of ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var11 string
+		templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(lab.DefaultLoad().LeaseMS, 10))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/load.templ`, Line: 27, Col: 176}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, " ms, a minute per round of a style, and one lab at a time on this server: when it is busy, a recorded lab plays instead.</p><p class=\"recorded\" data-testid=\"load-recorded\" role=\"status\" hidden></p><p class=\"answer\" data-testid=\"load-status\" aria-live=\"polite\"></p><div class=\"load-charts\"><figure><figcaption>Jobs done per second</figcaption><svg class=\"chart\" data-testid=\"load-chart-rate\" viewBox=\"0 0 600 200\" role=\"img\" aria-label=\"Jobs done per second, per queue style, over each style's run\"></svg></figure><figure><figcaption>Zombie writes that landed: <span class=\"key-row\">in the row</span>, <span class=\"key-rcv\">at the receiver</span></figcaption><svg class=\"chart\" data-testid=\"load-chart-zombie\" viewBox=\"0 0 600 200\" role=\"img\" aria-label=\"Zombie writes that landed, in the row and at the receiver, per queue style\"></svg></figure></div><ul class=\"legend\" data-testid=\"load-legend\"></ul><p class=\"load-key\" data-testid=\"load-key\">Every zombie write is counted twice, and the two counts must be equal: <b>live</b>, read from Postgres while the workers run, and by the <b>checker</b>, which reads every job at the end of each round. <b>In the row</b>: completions and failure reports that landed after another worker had claimed the job. <b>At the receiver</b>: deliveries it took although it held a newer epoch for the job. The last column is the checker's alone and counts jobs, not writes: those left with a zombie's result, in the row, at the receiver or both. A job can take more than one zombie write, so it need not equal either pair. Jobs/s is the median of the rounds, their range in brackets.</p><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"The load lab's counts\"><table class=\"load-table\" data-testid=\"load-table\"><thead><tr><th scope=\"col\" rowspan=\"2\">queue style</th><th scope=\"col\" rowspan=\"2\" class=\"wide\">jobs done</th><th scope=\"col\" rowspan=\"2\" class=\"rate\">jobs/s</th><th scope=\"col\" rowspan=\"2\" class=\"wide\">stalls</th><th scope=\"colgroup\" colspan=\"2\" class=\"pair\"><span class=\"long\">zombie writes in the row</span><span class=\"short\">row</span></th><th scope=\"colgroup\" colspan=\"2\" class=\"pair\"><span class=\"long\">zombie writes at the receiver</span><span class=\"short\">receiver</span></th><th scope=\"col\" rowspan=\"2\"><span class=\"long\">checker: jobs left with a zombie's result</span><span class=\"short\">jobs with a zombie's result</span></th></tr><tr><th scope=\"col\" class=\"live\">live</th><th scope=\"col\" class=\"check\">checker</th><th scope=\"col\" class=\"live\">live</th><th scope=\"col\" class=\"check\">checker</th></tr></thead> <tbody></tbody></table></div><p class=\"verdict\" data-testid=\"load-verdict\" data-state=\"none\"></p></details>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -1,9 +1,10 @@
 // load.js — the load lab: many real worker processes frozen at random past
-// their lease, once per queue style. It draws, from the server's load
-// events alone, two charts of its own (SVG, no library): jobs done per
-// second, and the zombie writes that landed in the row and at the
-// receiver; a table of each style's counts beside the invariant checker's;
-// and the verdict in the server's words.
+// their lease, once per queue style in each of several rounds. It draws,
+// from the server's load events alone, two charts of its own (SVG, no
+// library): jobs done per second, and the zombie writes that landed in the
+// row and at the receiver, each style over its own time; a table in which
+// each live count has beside it the invariant checker's count that must
+// equal it; and the verdict in the server's words.
 
 import { byTest, esc } from "./view.js";
 import { W } from "./words.js";
@@ -38,7 +39,8 @@ export class LoadLab {
   clear() {
     this.id = "";
     this.config = null;
-    this.styles = new Map(); // name -> {ticks: [{t, rate, row, rcv}], tally, result}
+    this.styles = new Map(); // name -> {ticks: [{t, rate, row, rcv}], tally, result, ended}
+    this.now = null; // {style, round, position} of the latest word
     this.phase = "none"; // none | asked | started | finished | stopped
     this.verdict = "";
     this.message = "";
@@ -63,18 +65,22 @@ export class LoadLab {
       this.id = e.run;
       this.config = l.config;
       this.phase = "started";
-      for (const s of l.config.styles) this.styles.set(s, { ticks: [], tally: null, result: null });
+      for (const s of l.config.styles) this.styles.set(s, { ticks: [], tally: null, result: null, ended: false, running: false });
     } else if (e.run !== this.id) {
       return true; // an earlier lab's last word
     }
     const st = l.style ? this.styles.get(l.style) : null;
+    if (st && l.round) this.now = { style: l.style, round: l.round, position: l.position };
     if (l.phase === "tick" && st && l.tally) {
       const t = l.tally;
       st.tally = t;
+      st.running = true; // its checker's counts wait for the round's end
       st.ticks.push({ t: t.elapsed_ms / 1000, rate: t.per_second, row: t.late_row, rcv: t.late_receiver });
-    } else if (l.phase === "style_done" && st && l.result) {
+    } else if ((l.phase === "round_done" || l.phase === "style_done") && st && l.result) {
       st.result = l.result;
       st.tally = l.result.tally;
+      st.ended = l.phase === "style_done";
+      st.running = false;
     } else if (l.phase === "finished") {
       this.phase = "finished";
       this.verdict = l.verdict || e.text;
@@ -104,14 +110,12 @@ export class LoadLab {
     if (this.phase === "asked") { s.textContent = "Starting the load lab…"; return; }
     if (this.phase === "stopped") { s.textContent = this.message; return; }
     if (this.phase !== "started") { s.textContent = ""; return; }
-    const now = [...this.styles.entries()].find(([, v]) => !v.result);
-    if (!now) { s.textContent = "Checking every job…"; return; }
-    const [name, v] = now;
-    const i = [...this.styles.keys()].indexOf(name) + 1;
-    const t = v.tally;
-    s.textContent = t
-      ? `Style ${i} of ${this.styles.size}, ${styleName(name)}: ${num.format(t.done)} of ${num.format(t.jobs)} jobs done, ${t.stalls} stalls so far.`
-      : `Style ${i} of ${this.styles.size}, ${styleName(name)}: filling the queue and starting ${this.config.workers} workers…`;
+    const rounds = this.config.rounds || 1;
+    if (!this.now) { s.textContent = `Round 1 of ${rounds}: filling the queue and starting ${this.config.workers} workers…`; return; }
+    const { style, round, position } = this.now;
+    const t = this.styles.get(style).tally;
+    s.textContent = `Round ${round} of ${rounds}, style ${position} of ${this.styles.size}, ${styleName(style)}: ` +
+      (t ? `${num.format(t.done)} of ${num.format(this.config.jobs)} jobs done over its rounds so far, ${num.format(t.stalls)} stalls.` : "starting…");
   }
 
   drawCharts() {
@@ -162,20 +166,25 @@ export class LoadLab {
 
   drawTable() {
     const body = byTest("load-table").tBodies[0];
-    const cell = (k, v) => `<td data-k="${k}"${k === "done" || k === "stalls" ? ' class="wide"' : ""}>${v}</td>`;
+    const dash = "–";
+    const cell = (k, v, cls = "") => `<td data-k="${k}"${cls ? ` class="${cls}"` : ""}>${v}</td>`;
+    // A checker's count, beside the live count it must equal, marked when
+    // not; while a style's round runs, its checker has not read it yet.
+    const pair = (k, live, checked, running, bad) =>
+      cell(k, live === null ? dash : num.format(live), "live") +
+      cell(`${k}-check`, running ? "…" : checked === null ? dash : num.format(checked) + (bad ? ` <span class="bad" title="not the live count">≠</span>` : ""), "check");
     body.innerHTML = [...this.styles.entries()].map(([name, v]) => {
       const t = v.tally, r = v.result;
-      const dash = "–";
-      const rate = r ? Math.round(r.per_second) : t && t.done > 0 ? Math.round((t.done / Math.max(t.elapsed_ms, 1)) * 1000) : null;
-      const mismatch = r && !r.agrees ? ` <span class="bad" title="the live count and the checker's differ">≠</span>` : "";
-      return `<tr class="st-${esc(name)}" data-testid="load-row-${esc(name)}" data-ended="${r ? "1" : ""}">` +
+      const sp = r && r.throughput;
+      const rate = sp ? `${num.format(Math.round(sp.median))} <span class="range">(${num.format(Math.round(sp.min))}–${num.format(Math.round(sp.max))})</span>`
+        : t && t.done > 0 ? num.format(Math.round((t.done / Math.max(t.elapsed_ms, 1)) * 1000)) : dash;
+      return `<tr class="st-${esc(name)}" data-testid="load-row-${esc(name)}" data-ended="${v.ended ? "1" : ""}">` +
         `<th scope="row"><span class="sw" aria-hidden="true"></span>${esc(styleName(name))}</th>` +
-        cell("done", t ? `${num.format(t.done)} of ${num.format(t.jobs)}` : dash) +
-        cell("rate", rate === null ? dash : num.format(rate)) +
-        cell("stalls", t ? num.format(t.stalls) : dash) +
-        cell("row", t ? num.format(t.late_row) + (r ? mismatch : "") : dash) +
-        cell("rcv", t ? num.format(t.late_receiver) : dash) +
-        cell("broken", r ? num.format(r.check.broken) : dash) +
+        cell("done", t ? `${num.format(t.done)} of ${num.format(this.config.jobs)}` : dash, "wide") +
+        cell("rate", rate, "rate") +
+        cell("stalls", t ? num.format(t.stalls) : dash, "wide") +
+        pair("row", t ? t.late_row : null, r ? r.check.stale_writes : null, v.running, r && r.check.stale_writes !== r.tally.late_row) +
+        pair("rcv", t ? t.late_receiver : null, r ? r.check.older_accepted : null, v.running, r && r.check.older_accepted !== r.tally.late_receiver) +
         cell("zombie", r ? num.format(r.check.zombie_result) : dash) +
         "</tr>";
     }).join("");
@@ -204,7 +213,7 @@ export class LoadLab {
   /** The lab as the page shows it, for tests. */
   state() {
     const styles = {};
-    for (const [name, v] of this.styles) styles[name] = { ticks: v.ticks.length, tally: v.tally, result: v.result };
+    for (const [name, v] of this.styles) styles[name] = { ticks: v.ticks.length, tally: v.tally, result: v.result, ended: v.ended };
     return { id: this.id, phase: this.phase, verdict: this.verdict, message: this.message, recorded: !!this.recorded, styles };
   }
 }
