@@ -182,3 +182,45 @@ func TestLoad_OneAtATimeAndBadInput(t *testing.T) {
 		t.Errorf("%d stopped events, want one per lab (6)", len(stopped))
 	}
 }
+
+// TestLoad_TheSeedIsServed: a server that has run no load lab serves the
+// one recorded into the binary, to replay: a whole lab in rounds, each
+// style once in each place, its verdict the finished event's.
+func TestLoad_TheSeedIsServed(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	var rec struct {
+		Seed    bool
+		Verdict string
+		Config  lab.LoadConfig
+		Events  []lab.Event
+		Results []lab.LoadStyleResult
+	}
+	a := ts.do("GET", "/api/recordings/load", "", "", "")
+	a.json(t, &rec)
+	if a.Status != http.StatusOK || !rec.Seed || rec.Config.Rounds != len(rec.Config.Styles) || !strings.Contains(rec.Verdict, "rounds") {
+		t.Fatalf("the seed: %d, seed %v, config %+v, verdict %q", a.Status, rec.Seed, rec.Config, rec.Verdict)
+	}
+	rounds := 0
+	for _, e := range rec.Events {
+		if e.Load != nil && e.Load.Phase == lab.LoadRoundDone {
+			rounds++
+		}
+		if e.Load != nil && e.Load.Phase == lab.LoadFinished && (e.Load.Verdict != rec.Verdict || e.Load.Throughput == nil) {
+			t.Errorf("the finished event: %q, %+v", e.Load.Verdict, e.Load.Throughput)
+		}
+	}
+	n := len(rec.Config.Styles)
+	if rounds != n*(n-1) {
+		t.Errorf("%d round_done events, want %d", rounds, n*(n-1))
+	}
+	for _, r := range rec.Results {
+		places := map[int]bool{}
+		for _, rd := range r.Rounds {
+			places[rd.Position] = true
+		}
+		if len(places) != n {
+			t.Errorf("%s ran in places %v", r.Style, places)
+		}
+	}
+}
