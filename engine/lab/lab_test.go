@@ -271,7 +271,7 @@ func sampleEvents() []lab.Event {
 			Result: &lab.LoadStyleResult{Style: "state-only", Tally: lab.LoadTally{Style: "state-only", Jobs: 1000, Done: 1000}, Check: lab.LoadCheck{Jobs: 1000, Broken: 4, ZombieResult: 2}, PerSecond: 190, Agrees: true}}},
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadFinished, Config: lab.DefaultLoad(), Verdict: "State only: 2 of 1,000 jobs ended with a zombie's result; fencelab: 0, at the same throughput: 0.98× theirs, from 0.91× to 1.05× over 5 rounds.",
 			Throughput: &lab.LoadComparison{Ratio: lab.LoadSpread{Median: 0.98, Min: 0.91, Max: 1.05, N: 5}, Same: true},
-			Results: []lab.LoadStyleResult{{Style: "fencelab", Agrees: true}}}},
+			Results:    []lab.LoadStyleResult{{Style: "fencelab", Agrees: true}}}},
 		{Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: &lab.LoadEvent{Phase: lab.LoadStopped, Config: lab.DefaultLoad(), Reason: lab.StopReset}},
 	}
 }
