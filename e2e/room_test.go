@@ -9,9 +9,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // stageBoxJS measures, in page coordinates with the page unscrolled, what
@@ -27,7 +31,8 @@ const stageBoxJS = `(() => {
   if (last) {
     const r = last.getBoundingClientRect(), t = tl.getBoundingClientRect();
     // Inside the timeline's own scrolling box, and that box on the page.
-    lastBox = { top: r.top + scrollY, bottom: Math.min(r.bottom, t.bottom) + scrollY, inBox: r.bottom <= t.bottom + 1 && r.top >= t.top - 1 };
+    lastBox = { top: r.top + scrollY, bottom: Math.min(r.bottom, t.bottom) + scrollY, inBox: r.bottom <= t.bottom + 1 && r.top >= t.top - 1,
+      why: "li " + Math.round(r.top) + ".." + Math.round(r.bottom) + " in box " + Math.round(t.top) + ".." + Math.round(t.bottom) + ", scroll " + tl.scrollTop + "+" + tl.clientHeight + " of " + tl.scrollHeight + ", li " + last.className };
   }
   const v = q("verdict");
   return { scrollY, lanes: q("lanes").childElementCount ? box(q("lanes")) : null, last: lastBox,
@@ -37,6 +42,7 @@ const stageBoxJS = `(() => {
 type box struct {
 	Top, Bottom float64
 	InBox       bool
+	Why         string
 }
 
 type stageBoxes struct {
@@ -69,7 +75,7 @@ func checkStageInView(t *testing.T, tab *Tab, where string) {
 	if b.Last != nil {
 		bad("the newest event", b.Last)
 		if !b.Last.InBox {
-			t.Errorf("%s: the newest event is scrolled out of the timeline", where)
+			t.Errorf("%s: the newest event is scrolled out of the timeline (%s)", where, b.Last.Why)
 		}
 	}
 }
@@ -114,12 +120,12 @@ func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 		checkStageInView(t, tab, where)
 		if c := st["chapter"].(string); c != chapter || st["atEnd"] == true {
 			if chapter != "" {
-				tab.Screenshot("lesson-1920-" + chapter)
+				viewShot(tab, "lesson-1920-"+chapter)
 			}
 			chapter = c
 		}
 	}
-	tab.Screenshot("lesson-1920-" + chapter + "-end")
+	viewShot(tab, "lesson-1920-"+chapter+"-end")
 	st := tab.State()
 	l := st["lesson"].(map[string]any)
 	if l["chapter"] != "limits" || l["chapterIndex"].(float64) != l["chapters"].(float64)-1 {
@@ -372,4 +378,22 @@ func TestEmbed_PredictInsideAfterItsRun(t *testing.T) {
 	tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
 	measure("after Run")
 	tab.Screenshot("embed-375-after-run-direct")
+}
+
+// viewShot saves what the screen shows — the viewport alone, as a room or
+// a reader sees it without scrolling — as e2e/artifacts/<name>.png.
+func viewShot(tab *Tab, name string) {
+	tab.t.Helper()
+	png, err := runAction(tab, defaultTimeout, chromedp.CaptureScreenshot())
+	if err != nil {
+		tab.t.Fatalf("e2e: viewShot(%q): %v", name, err)
+	}
+	path := filepath.Join(artifactsDir, sanitize(name)+".png")
+	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+		tab.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tab.t.Fatal(err)
+	}
+	tab.t.Logf("e2e: the screen: %s", path)
 }

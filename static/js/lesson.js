@@ -165,12 +165,8 @@ export class Lesson {
       this.wait = null;
       this.waiting = "";
       this.waitedFor.push(e.seq);
-      // What it showed, in one sentence: the verdict's headline (its
-      // details are under What happened, in view beside the stage).
-      if (e.verdict) {
-        const o = e.verdict.outcome;
-        this.note = o ? o.headline || o.verdict : (e.verdict.report || {}).headline || "";
-      }
+      // A run's verdict is under What happened, in view beside the stage;
+      // a batch's answer is told nowhere near it, so the lesson says it.
       if (e.batch) {
         this.note = e.batch.answer;
         if (this.onBatch) this.onBatch(e.batch);

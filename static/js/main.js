@@ -623,7 +623,7 @@ byTest("share").addEventListener("click", () => {
   const q = query({ embed: false, present: false });
   byTest("embed-code").value = host.embedCode(q);
   byTest("present-link").href = `/?present=1&${q}`;
-  drawQR(byTest("share-qr"), byTest("share-qr-note"));
+  drawShareQR();
   byTest("lesson-link").href = "/?lesson=predict&present=1";
   byTest("copied").textContent = "";
   byTest("share-dialog").showModal();
@@ -651,17 +651,45 @@ for (const r of boot.session.runs || []) {
 batches.draw();
 
 // The watch link as a QR code, for students' phones; and a word when no
-// phone can reach this server.
-function drawQR(img, note) {
-  if (!sessionId) return;
-  img.src = `/s/${encodeURIComponent(sessionId)}/qr.svg`;
-  note.textContent = boot.reachable
-    ? `Students: scan to watch live, or open ${boot.watch_url}`
-    : `This server listens on this machine only (${boot.watch_url}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
+// phone can reach this server. The server picks the address of the
+// interface its default route goes through; the presenter may pick another
+// of this machine's (a VPN's, a second network's), and the pick is kept in
+// this browser for the next lesson.
+const addrKey = "fencelab.watch-addr";
+const addresses = boot.addresses || [];
+function pickedAddress() {
+  let ip = "";
+  try { ip = localStorage.getItem(addrKey) || ""; } catch { /* storage may be off */ }
+  return addresses.find((a) => a.ip === ip) || addresses.find((a) => a.default) || null;
 }
+function drawQR(img, note, select, wrap) {
+  if (!sessionId) return;
+  const a = boot.reachable ? pickedAddress() : null;
+  const url = a ? a.url : boot.watch_url;
+  img.src = `/s/${encodeURIComponent(sessionId)}/qr.svg${a && !a.default ? `?addr=${encodeURIComponent(a.ip)}` : ""}`;
+  img.dataset.addr = a ? a.ip : "";
+  note.textContent = boot.reachable
+    ? `Students: scan to watch live, or open ${url}`
+    : `This server listens on this machine only (${boot.watch_url}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
+  wrap.hidden = !boot.reachable || addresses.length < 2;
+  if (wrap.hidden) return;
+  select.innerHTML = addresses.map((x) => `<option value="${esc(x.ip)}">${esc(x.ip)} (${esc(x.name)}${x.default ? ", the default route" : ""})</option>`).join("");
+  select.value = a ? a.ip : "";
+}
+function bindAddressPicker(img, note, select, wrap) {
+  select.addEventListener("change", () => {
+    try { localStorage.setItem(addrKey, select.value); } catch { /* fine */ }
+    drawQR(img, note, select, wrap);
+    if (boot.present) drawJoin();
+  });
+}
+function drawJoin() { drawQR(byTest("join-qr"), byTest("join-note"), byTest("join-addr"), byTest("join-addr-wrap")); }
+function drawShareQR() { drawQR(byTest("share-qr"), byTest("share-qr-note"), byTest("share-addr"), byTest("share-addr-wrap")); }
+bindAddressPicker(byTest("share-qr"), byTest("share-qr-note"), byTest("share-addr"), byTest("share-addr-wrap"));
+bindAddressPicker(byTest("join-qr"), byTest("join-note"), byTest("join-addr"), byTest("join-addr-wrap"));
 if (boot.present && sessionId) {
   byTest("join").hidden = false;
-  drawQR(byTest("join-qr"), byTest("join-note"));
+  drawJoin();
 }
 
 // ---- the host page (an iframe's parent) ------------------------------------------
