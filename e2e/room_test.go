@@ -314,7 +314,7 @@ func TestEmbed_SmallAndSteady(t *testing.T) {
 	tab.PollJS(`window.heights && window.heights.length > 0`, 30*time.Second)
 	var before int
 	tab.Eval(`window.heights.length`, &before)
-	tab.Eval(`window.run({ordering: "zombie-first", mode: "auto", lease_ms: 300, pace_ms: 0}); true`, nil)
+	tab.Eval(`window.run({ordering: "zombie-first", mode: "auto", lease_ms: 800, pace_ms: 500}); true`, nil)
 	tab.PollJS(`!!window.verdict`, 60*time.Second)
 	// Let the frame settle: the last height message comes within a frame or two.
 	tab.PollJS(`new Promise((r) => setTimeout(() => r(true), 700))`, 5*time.Second)

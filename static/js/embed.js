@@ -47,14 +47,23 @@ export function listen(allowed, { onSetup, onRun, onIgnored }) {
   // Each message makes the host article move under its reader, so they are
   // few: at most one an animation frame, and only for a change of 8 px or
   // more. The frame is asked for 8 px of slack, so a line that wraps anew
-  // is absorbed, not posted; it is asked again when the content would be
-  // cut off, or when 16 px or more of it would stand empty.
-  const SLACK = 8;
-  let asked = 0, queued = false;
+  // is absorbed, not posted. It grows at once when the content would be cut
+  // off; it shrinks only once the content has stood 16 px or more shorter
+  // for SETTLE ms, so a lane that loses a line and gains it back in a run
+  // does not move the article twice.
+  const SLACK = 8, SETTLE = 900;
+  let asked = 0, queued = false, shrinkAt = 0;
+  const ask = (h) => { asked = h + SLACK; shrinkAt = 0; post("height", { height: asked }); };
   const measure = () => {
     queued = false;
     const h = Math.ceil(document.body.getBoundingClientRect().height);
-    if (asked === 0 || h > asked || asked - h >= 2 * SLACK) { asked = h + SLACK; post("height", { height: asked }); }
+    if (asked === 0 || h > asked) { ask(h); return; }
+    if (asked - h < 2 * SLACK) { shrinkAt = 0; return; }
+    const now = performance.now();
+    if (!shrinkAt) {
+      shrinkAt = now + SETTLE;
+      setTimeout(() => { if (!queued) { queued = true; requestAnimationFrame(measure); } }, SETTLE + 20);
+    } else if (now >= shrinkAt) ask(h);
   };
   new ResizeObserver(() => {
     if (queued) return;
