@@ -157,8 +157,8 @@ const (
 // run: over its rounds so far, this one's included.
 type LoadTally struct {
 	Style string `json:"style"`
-	// ElapsedMS is the style's own time: since its workers started, summed
-	// over its rounds.
+	// ElapsedMS is the style's own time: since its queue was filled (its
+	// workers up and polling), summed over its rounds.
 	ElapsedMS int64 `json:"elapsed_ms"`
 	Jobs      int64 `json:"jobs"`
 	Done      int64 `json:"done"`

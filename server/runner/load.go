@@ -199,7 +199,7 @@ func (l *Load) run() {
 				ready[i] <- nil
 				return
 			}
-			go func() { ready[i] <- l.prepare(l.ctx, l.spec.SchemasFor(i), plan[i].name, cfg.RoundJobs(plan[i].round)) }()
+			go func() { ready[i] <- l.prepare(l.ctx, l.spec.SchemasFor(i), plan[i].name) }()
 		})
 	}
 	defer func() { // a run made ready but never run is dropped too
@@ -270,10 +270,12 @@ type loadWorker struct {
 	proc   *supervisor.Proc
 	frozen atomic.Bool
 	exited atomic.Bool
+	polled atomic.Bool // it has run a statement: it is up and polling
+	busy   atomic.Bool // it holds a claimed job it has not completed or failed
 }
 
-// stage is one style's round made ready to run: its schemas made, its
-// queue filled. Once ran, runStyle owns it and drops its schemas.
+// stage is one style's round made ready to run: its schemas made. Once
+// ran, runStyle owns it and drops its schemas.
 type stage struct {
 	name    string
 	schemas engine.Schemas
@@ -287,9 +289,9 @@ type stage struct {
 }
 
 // prepare makes a style's round ready to run: fresh schemas, its queue
-// filled with jobs. On an error its schemas are dropped (in the
+// and its receiver. On an error its schemas are dropped (in the
 // background) and the stage says why.
-func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string, jobs int) *stage {
+func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string) *stage {
 	env := l.env
 	st := &stage{name: name, schemas: schemas, ran: true}
 	fail := func(err error) *stage {
@@ -310,11 +312,6 @@ func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string,
 	}
 	if st.rcv, err = engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: style.Broken}); err != nil {
 		return fail(err)
-	}
-	for _, stmt := range engine.JobsFill(schemas.Jobs, jobs) {
-		if _, err := env.Pool.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
-			return fail(fmt.Errorf("fill the queue: %s: %w", stmt.Name, err))
-		}
 	}
 	st.ran = false
 	return st
@@ -350,6 +347,7 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 	// renews a third of the lease, and polls quickly when it finds nothing.
 	lease := cfg.Lease()
 	lost := make(chan string, cfg.Workers)
+	up := make(chan struct{}, cfg.Workers)
 	var ws []*loadWorker
 	killed := false
 	killWorkers := func() { // once: before the last count, or on the way out
@@ -384,6 +382,20 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 			switch {
 			case e.Process != nil && e.Process.Change == lab.ProcExited && !w.exited.Swap(true):
 				lost <- label
+			case e.SQL != nil:
+				// Only what the lab needs to know of its statements: that
+				// it is up, and whether it holds a job.
+				if !w.polled.Swap(true) {
+					up <- struct{}{}
+				}
+				switch e.SQL.Op {
+				case lab.OpClaim:
+					if e.SQL.Result == lab.ResultOK {
+						w.busy.Store(true)
+					}
+				case lab.OpComplete, lab.OpFail:
+					w.busy.Store(false)
+				}
 			case e.Note != nil && e.Note.Code == lab.NoteLog:
 				env.Log.Debug("load lab worker", "lab", l.spec.ID, "worker", label, "line", e.Note.Line)
 			}
@@ -393,6 +405,28 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 		}
 		w.proc = p
 		ws = append(ws, w)
+	}
+	// The queue is filled once every worker is up and polling it, so that
+	// all of them start together and the round's span is work, not the
+	// workers' start-up (which a loaded machine stretches unevenly).
+	waitUp := time.NewTimer(10 * time.Second)
+	defer waitUp.Stop()
+	for n := 0; n < cfg.Workers; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case label := <-lost:
+			return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
+		case <-up:
+			n++
+		case <-waitUp.C:
+			n = cfg.Workers // go on: the span starts at the first claim
+		}
+	}
+	for _, stmt := range engine.JobsFill(schemas.Jobs, where.Jobs) {
+		if _, err := env.Pool.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
+			return fmt.Errorf("fill the queue: %s: %w", stmt.Name, err)
+		}
 	}
 	start := time.Now()
 
@@ -469,8 +503,20 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 	// until every job has ended, every worker is thawed (they thaw as the
 	// stalls stop: a worker still frozen then holds a job that another has
 	// ended, so it is past its lease already) and the last one thawed has
-	// had time to finish what it was doing.
+	// finished what it was doing: no worker holds a job any more (each says
+	// so with its statements; a fifth of a second after the last thaw, so
+	// that one frozen between its claim and its word of it has spoken), or,
+	// at the latest, settle after the last thaw.
 	settle := maxWork + lease/2 + 100*time.Millisecond
+	busyNow := func() int {
+		n := 0
+		for _, w := range ws {
+			if w.busy.Load() {
+				n++
+			}
+		}
+		return n
+	}
 	poll := time.NewTicker(min(100*time.Millisecond, l.spec.Tick))
 	defer poll.Stop()
 	var prev lab.LoadTally
@@ -505,7 +551,8 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 		} else if now.Sub(prevAt) >= l.spec.Tick {
 			tell(t, now)
 		}
-		if ended && frozenNow() == 0 && time.Since(time.Unix(0, lastThaw.Load())) > settle {
+		if sinceThaw := time.Since(time.Unix(0, lastThaw.Load())); ended && frozenNow() == 0 &&
+			(sinceThaw > settle || sinceThaw > 200*time.Millisecond && busyNow() == 0) {
 			break
 		}
 		if now.Sub(start) > lab.MaxLoadStyleTime {
