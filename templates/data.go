@@ -43,8 +43,10 @@ type View struct {
 	Guards     []GuardChoice // the guard switches; On: ticked, the guard kept
 	Deliveries []Choice
 	Question   string
-	Answers    []Choice // the article's answers to its question
-	Columns    Columns  // the article's table's headers
+	// QuestionSetup and QuestionAsk are Question's story and its question.
+	QuestionSetup, QuestionAsk string
+	Answers                    []Choice // the article's answers to its question
+	Columns                    Columns  // the article's table's headers
 	// Outcomes are the article's table's rows: each scripted ordering and
 	// what a correct build shows for it.
 	Outcomes    []OutcomeRow

@@ -995,69 +995,82 @@ func predictPanel(v View) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 85, "<section class=\"predict\" data-testid=\"predict\" aria-labelledby=\"predict-h\"><h2 id=\"predict-h\"><span class=\"n\">1</span> Predict</h2><fieldset><legend data-testid=\"question\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 85, "<section class=\"predict\" data-testid=\"predict\" aria-labelledby=\"predict-h\"><h2 id=\"predict-h\"><span class=\"n\">1</span> Predict</h2><fieldset><legend data-testid=\"question\"><span class=\"q-setup\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var54 string
-		templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(v.Question)
+		templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(v.QuestionSetup)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 244, Col: 46}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 244, Col: 73}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, "</legend> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, "</span> <span class=\"q-ask\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var55 string
+		templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(v.QuestionAsk)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 244, Col: 118}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var55))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "</span></legend> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		for _, a := range v.Answers {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<label class=\"radio\"><input type=\"radio\" name=\"predict\" value=\"")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var55 string
-			templ_7745c5c3_Var55, templ_7745c5c3_Err = templruntime.NewAttributeExpression(a.Value).Resolve(ctx)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 75}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var55)
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 88, "\" data-testid=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 88, "<label class=\"radio\"><input type=\"radio\" name=\"predict\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var56 string
-			templ_7745c5c3_Var56, templ_7745c5c3_Err = templruntime.NewAttributeExpression("predict-" + a.Value).Resolve(ctx)
+			templ_7745c5c3_Var56, templ_7745c5c3_Err = templruntime.NewAttributeExpression(a.Value).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 112}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 75}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var56)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "\"> <span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "\" data-testid=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var57 string
-			templ_7745c5c3_Var57, templ_7745c5c3_Err = templ.JoinStringErrs(a.Label)
+			templ_7745c5c3_Var57, templ_7745c5c3_Err = templruntime.NewAttributeExpression("predict-" + a.Value).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 132}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 112}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var57))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var57)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 90, "</span></label>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 90, "\"> <span>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var58 string
+			templ_7745c5c3_Var58, templ_7745c5c3_Err = templ.JoinStringErrs(a.Label)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/page.templ`, Line: 246, Col: 132}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var58))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "</span></label>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "</fieldset><p class=\"buttons\"><button type=\"button\" class=\"primary\" data-testid=\"predict-run\">Run it with leases alone</button></p><p class=\"predict-result\" data-testid=\"predict-result\" aria-live=\"polite\"></p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 92, "</fieldset><p class=\"buttons\"><button type=\"button\" class=\"primary\" data-testid=\"predict-run\">Run it with leases alone</button></p><p class=\"predict-result\" data-testid=\"predict-result\" aria-live=\"polite\"></p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1082,7 +1095,7 @@ func helpDialog() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 92, "<dialog class=\"help\" data-testid=\"help\" aria-labelledby=\"help-h\"><h2 id=\"help-h\">Keyboard</h2><dl><dt><kbd>Space</kbd></dt><dd>Run, or pause and play an automatic run</dd><dt><kbd>→</kbd></dt><dd>Step: the next step of the run (or forward through a finished one)</dd><dt><kbd>←</kbd></dt><dd>Back through the run's events</dd><dt><kbd>r</kbd></dt><dd>Reset</dd><dt><kbd>?</kbd></dt><dd>This help</dd><dt><kbd>Esc</kbd></dt><dd>Close</dd></dl><p>Keys are ignored while you type in a field.</p><form method=\"dialog\"><button data-testid=\"help-close\">Close</button></form></dialog>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<dialog class=\"help\" data-testid=\"help\" aria-labelledby=\"help-h\"><h2 id=\"help-h\">Keyboard</h2><dl><dt><kbd>Space</kbd></dt><dd>Run, or pause and play an automatic run</dd><dt><kbd>→</kbd></dt><dd>Step: the next step of the run (or forward through a finished one)</dd><dt><kbd>←</kbd></dt><dd>Back through the run's events</dd><dt><kbd>r</kbd></dt><dd>Reset</dd><dt><kbd>?</kbd></dt><dd>This help</dd><dt><kbd>Esc</kbd></dt><dd>Close</dd></dl><p>Keys are ignored while you type in a field.</p><form method=\"dialog\"><button data-testid=\"help-close\">Close</button></form></dialog>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1107,7 +1120,7 @@ func shareDialog() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<dialog class=\"share\" data-testid=\"share-dialog\" aria-labelledby=\"share-h\"><h2 id=\"share-h\">Share</h2><label class=\"field\"><span>Watch this session live (anyone with the link can watch, nobody can drive)</span><input readonly data-testid=\"share-watch\"></label> <label class=\"field\" data-testid=\"share-drive-wrap\"><span>Drive from another device (keep it to yourself)</span><input readonly data-testid=\"share-drive\"></label> <label class=\"field\"><span>Embed this setup in a page (an iframe; it posts its height and verdicts to the host)</span><textarea readonly rows=\"4\" data-testid=\"embed-code\"></textarea></label><p class=\"buttons\"><button type=\"button\" data-testid=\"copy-embed\">Copy embed code</button> <span data-testid=\"copied\" role=\"status\"></span></p><figure class=\"qr\"><img data-testid=\"share-qr\" alt=\"A QR code of the watch link\" width=\"180\" height=\"180\"><figcaption><span data-testid=\"share-qr-note\"></span> <label class=\"qr-addr\" data-testid=\"share-addr-wrap\" hidden><span>The address in the code</span> <select data-testid=\"share-addr\"></select></label></figcaption></figure><p><a data-testid=\"present-link\">Present this setup in a classroom</a> · <a data-testid=\"lesson-link\">Start the guided lesson</a></p><form method=\"dialog\"><button data-testid=\"share-close\">Close</button></form></dialog>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 94, "<dialog class=\"share\" data-testid=\"share-dialog\" aria-labelledby=\"share-h\"><h2 id=\"share-h\">Share</h2><label class=\"field\"><span>Watch this session live (anyone with the link can watch, nobody can drive)</span><input readonly data-testid=\"share-watch\"></label> <label class=\"field\" data-testid=\"share-drive-wrap\"><span>Drive from another device (keep it to yourself)</span><input readonly data-testid=\"share-drive\"></label> <label class=\"field\"><span>Embed this setup in a page (an iframe; it posts its height and verdicts to the host)</span><textarea readonly rows=\"4\" data-testid=\"embed-code\"></textarea></label><p class=\"buttons\"><button type=\"button\" data-testid=\"copy-embed\">Copy embed code</button> <span data-testid=\"copied\" role=\"status\"></span></p><figure class=\"qr\"><img data-testid=\"share-qr\" alt=\"A QR code of the watch link\" width=\"180\" height=\"180\"><figcaption><span data-testid=\"share-qr-note\"></span> <label class=\"qr-addr\" data-testid=\"share-addr-wrap\" hidden><span>The address in the code</span> <select data-testid=\"share-addr\"></select></label></figcaption></figure><p><a data-testid=\"present-link\">Present this setup in a classroom</a> · <a data-testid=\"lesson-link\">Start the guided lesson</a></p><form method=\"dialog\"><button data-testid=\"share-close\">Close</button></form></dialog>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -29,9 +29,9 @@ type Setup struct {
 func PageView(s Setup) templates.View {
 	v := templates.View{
 		Setup:    templates.Setup{SameIdentity: s.SameIdentity, LeaseMS: s.LeaseMS, PaceMS: s.PaceMS, SkewMS: s.SkewMS},
-		Question: lab.Question,
-		Columns:  templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)},
-		Limits:   limits(),
+		Question: lab.Question, QuestionSetup: lab.QuestionSetup, QuestionAsk: lab.QuestionAsk,
+		Columns: templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)},
+		Limits:  limits(),
 	}
 	for _, o := range append(lab.Orderings(), lab.FreePlay) {
 		v.Orderings = append(v.Orderings, templates.Choice{Value: string(o), Label: lab.OrderingWords(o).Menu, Selected: o == s.Ordering})

@@ -275,7 +275,15 @@ func StateWords(s ProcState) string {
 }
 
 // Question is the article's question, asked before anything is shown.
-const Question = "Worker A claims a job with a short lease, then freezes. Worker B reclaims the job and is still working when A wakes up. With leases alone, what happens to A's commit?"
+const Question = QuestionSetup + " " + QuestionAsk
+
+// QuestionSetup is the story the question asks about, and QuestionAsk the
+// question itself: a narrow page keeps the second once the reader has seen
+// the first.
+const (
+	QuestionSetup = "Worker A claims a job with a short lease, then freezes. Worker B reclaims the job and is still working when A wakes up."
+	QuestionAsk   = "With leases alone, what happens to A's commit?"
+)
 
 // AnswerWords says an answer as the article does.
 func AnswerWords(a Answer) string {
