@@ -362,22 +362,24 @@ func ColumnWords(c Column) string {
 // state: it looks words up here and never writes its own.
 // TestWords_EveryCodeHasWords walks every value of every code it holds.
 type WordTable struct {
-	Version    int                           `json:"version"`
-	Orderings  map[Ordering]OrderingText     `json:"orderings"`
-	Guards     map[string]GuardText          `json:"guards"` // every guard, and NoGuardOff under "none"
-	Calls      map[Call]string               `json:"calls"`
-	Badges     map[string]Badge              `json:"badges"`
-	States     map[ProcState]string          `json:"states"`
-	Question   string                        `json:"question"`
-	Answers    map[Answer]string             `json:"answers"`
-	Deliveries map[Delivery]string           `json:"deliveries"`
-	Batches    map[BatchName]BatchText       `json:"batches"`
-	Columns    map[Column]string             `json:"columns"`
-	Reasons    map[engine.FenceReason]string `json:"reasons"`
-	Modes      map[Mode]string               `json:"modes"`
-	Phases     map[RunPhase]string           `json:"phases"`
-	Stops      map[StopReason]string         `json:"stops"`
-	Marks      map[Mark]MarkText             `json:"marks"`
+	Version   int                       `json:"version"`
+	Orderings map[Ordering]OrderingText `json:"orderings"`
+	Guards    map[string]GuardText      `json:"guards"` // every guard, and NoGuardOff under "none"
+	Calls     map[Call]string           `json:"calls"`
+	Badges    map[string]Badge          `json:"badges"`
+	States    map[ProcState]string      `json:"states"`
+	Question  string                    `json:"question"`
+	// SameIdentity names a run whose new owner has the zombie's name.
+	SameIdentity string                        `json:"same_identity"`
+	Answers      map[Answer]string             `json:"answers"`
+	Deliveries   map[Delivery]string           `json:"deliveries"`
+	Batches      map[BatchName]BatchText       `json:"batches"`
+	Columns      map[Column]string             `json:"columns"`
+	Reasons      map[engine.FenceReason]string `json:"reasons"`
+	Modes        map[Mode]string               `json:"modes"`
+	Phases       map[RunPhase]string           `json:"phases"`
+	Stops        map[StopReason]string         `json:"stops"`
+	Marks        map[Mark]MarkText             `json:"marks"`
 	// Ended lists the phases a run never leaves (RunPhase.Ended).
 	Ended []RunPhase `json:"ended"`
 	// Styles names each queue style shortly, as the load lab's chart does.
@@ -440,7 +442,8 @@ func NoteCodes() []NoteCode {
 func Words() WordTable {
 	w := WordTable{Version: ProtocolVersion, Orderings: map[Ordering]OrderingText{}, Guards: map[string]GuardText{},
 		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Question: Question,
-		Answers: map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
+		SameIdentity: "one name for both workers",
+		Answers:      map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
 		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{}, Modes: map[Mode]string{},
 		Phases: map[RunPhase]string{}, Stops: map[StopReason]string{}, Marks: map[Mark]MarkText{}, Styles: map[string]string{}}
 	for _, st := range Styles() {

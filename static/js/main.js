@@ -105,9 +105,9 @@ function drawAll() {
 function setupWords(run) {
   const title = (W.orderings[run.ordering] || {}).title || run.ordering || "";
   const broken = run.broken || [];
-  const guards = broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
+  const guards = broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : W.guards.none.off;
   const delivery = run.delivery && run.delivery !== "direct" ? `; ${W.deliveries[run.delivery] || run.delivery}` : "";
-  const same = run.same_identity || run.sameIdentity ? "; one name for both workers" : "";
+  const same = run.same_identity || run.sameIdentity ? `; ${W.same_identity}` : "";
   return `${title}; ${guards}${same}${delivery}`;
 }
 

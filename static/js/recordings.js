@@ -22,7 +22,7 @@ export function recordingSummary(rec) {
 export function recordingNote(rec) {
   const when = rec.seed ? "a run recorded when this server was built" : `a run recorded ${new Date(rec.recorded).toLocaleString()}`;
   const which = rec.exact ? "this very setup" : "the closest setup kept";
-  const guards = rec.broken.length ? rec.broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : "all guards on";
+  const guards = rec.broken.length ? rec.broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : W.guards.none.off;
   const title = (W.orderings[rec.ordering] || {}).title || rec.ordering;
   return `The live demo is busy right now, so here is a recorded run instead: ${when}, of ${which} (${title}; ${guards}). Its events are the real ones, replayed.`;
 }
