@@ -125,7 +125,7 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 					const r = document.querySelector('[data-testid="stage"]').getBoundingClientRect();
 					const still = window.__stageTop === r.top;
 					window.__stageTop = r.top;
-					return still && r.top < innerHeight / 3 && r.bottom > innerHeight / 2;
+					return still && r.top >= -1 && r.top < innerHeight / 3 && r.bottom > innerHeight / 2;
 				})()`, 10*time.Second)
 			}
 		})

@@ -554,7 +554,17 @@ function showStage(always = false) {
   const lanesBox = byTest("lanes").getBoundingClientRect();
   const stageBox = byTest("stage").getBoundingClientRect();
   if (!always && stageBox.top >= 0 && lanesBox.top < innerHeight * 0.6) return;
-  byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  scrollToStage();
+}
+
+/**
+ * Scroll the stage's top into view. On a wide page the stage is sticky in
+ * its column, so the column is what scrolls into view: a sticky element's
+ * own box would land it above the screen's top.
+ */
+function scrollToStage() {
+  const stage = byTest("stage");
+  (stage.closest(".stage-col") || stage).scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
 }
 byTest("predict-run").addEventListener("click", async () => {
   page.predicting = true;
@@ -608,7 +618,7 @@ byTest("matrix").addEventListener("click", (ev) => {
 document.addEventListener("click", (ev) => {
   const b = ev.target.closest("button[data-open-run]");
   if (!b || b.disabled) return;
-  openRun(b.dataset.openRun).then(() => byTest("stage").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" }));
+  openRun(b.dataset.openRun).then(() => { if (!boot.embed) scrollToStage(); });
 });
 
 // Help and share dialogs.
