@@ -204,7 +204,7 @@ func TestOrder_PredictComesFirst(t *testing.T) {
 					t.Errorf("section %d is not read before section %d: %v then %v", i, i+1, p, c)
 				}
 			}
-			tab.Screenshot(fmt.Sprintf("order-%d", size[0]))
+			viewShot(tab, fmt.Sprintf("order-%d", size[0]))
 		})
 	}
 }
