@@ -112,17 +112,17 @@ func pickAddress(values []string, addrs []watchAddress) (watchAddress, error) {
 	if ip, err := netip.ParseAddr(v); len(v) > 45 || err != nil || ip.Zone() != "" {
 		return watchAddress{}, fault.Errorf(fault.Invalid, "addr must be an IP address, one of this machine's that the page lists (such as 192.168.1.20)")
 	}
-	var ips []string
 	for _, a := range addrs {
 		if a.IP == v {
 			return a, nil
 		}
-		ips = append(ips, a.IP)
 	}
-	if len(ips) == 0 {
+	// The machine's addresses are not named here: anyone may ask for a QR
+	// code, and only the page that made the session is given the list.
+	if len(addrs) == 0 {
 		return watchAddress{}, fault.Errorf(fault.Invalid, "addr %s is not one of this machine's addresses: this server has none to offer phones (it listens on this machine only, or the machine has no network)", v)
 	}
-	return watchAddress{}, fault.Errorf(fault.Invalid, "addr %s is not one of this machine's addresses (%s): the QR code only ever points at this server", v, strings.Join(ips, ", "))
+	return watchAddress{}, fault.Errorf(fault.Invalid, "addr %s is not one of this machine's addresses that the page lists: the QR code only ever points at this server", v)
 }
 
 // qr serves the watch link of a session as an SVG QR code: GET

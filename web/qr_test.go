@@ -45,9 +45,12 @@ type bootState struct {
 	raw map[string]json.RawMessage
 }
 
-func boot(t *testing.T, base string) bootState {
+func boot(t *testing.T, base string) bootState { return bootAt(t, base+"/") }
+
+// bootAt is the boot state of the page at url.
+func bootAt(t *testing.T, url string) bootState {
 	t.Helper()
-	resp, page := get(t, base+"/")
+	resp, page := get(t, url)
 	m := regexp.MustCompile(`(?s)<script[^>]*id="fencelab-state"[^>]*>(.*?)</script>`).FindStringSubmatch(page)
 	if resp.StatusCode != 200 || m == nil {
 		t.Fatalf("GET /: %d, boot state found: %v", resp.StatusCode, m != nil)
@@ -93,6 +96,12 @@ func TestWatchLink_TheDefaultRoutesAddressAndThePresentersChoice(t *testing.T) {
 		t.Errorf("addresses %s (as sent: %s)\nwant      %s", got, st.raw["addresses"], want)
 	}
 
+	// A watcher's page — anyone with the link, on a public server — is
+	// not given the machine's addresses.
+	if w := bootAt(t, base+"/s/"+st.Session.ID); string(w.raw["addresses"]) != "[]" {
+		t.Errorf("a watcher's page lists the machine's addresses: %s", w.raw["addresses"])
+	}
+
 	qr := base + "/s/" + st.Session.ID + "/qr.svg"
 	for query, ip := range map[string]string{"": "192.168.1.23", "?addr=192.168.1.23": "192.168.1.23", "?addr=172.17.0.1": "172.17.0.1"} {
 		resp, body := get(t, qr+query)
@@ -113,6 +122,9 @@ func TestWatchLink_TheDefaultRoutesAddressAndThePresentersChoice(t *testing.T) {
 		}
 		if len(addr) > 100 && strings.Contains(body, strings.Repeat(addr[len(addr)-1:], 100)) {
 			t.Errorf("qr.svg?addr=%.40s…: the answer echoes the junk back", addr)
+		}
+		if strings.Contains(body, "172.17.0.1") {
+			t.Errorf("qr.svg?addr=%.40s: the refusal names the machine's addresses: %.200s", addr, body)
 		}
 	}
 	for _, q := range []string{"?addr=192.168.1.23&addr=8.8.8.8", "?addr=" + url.QueryEscape("192.168.1.23\x00")} {

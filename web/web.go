@@ -226,6 +226,11 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 		}
 		st.Session = snap
 		st.WatchURL, st.Reachable, st.Addresses = h.watchURL(c, sess.ID)
+		// The machine's other addresses are for the presenter who made the
+		// session, not for every reader of a public server.
+		if token == "" {
+			st.Addresses = watchAddresses{}
+		}
 		if st.Session.Run != nil {
 			evs, err := sess.Log.Since(0, st.Session.Run.ID, 0)
 			if err == nil {
