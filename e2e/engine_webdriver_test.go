@@ -114,6 +114,9 @@ func startWebKitEngine(t *testing.T) func(*testing.T, int, int) driver {
 		if err != nil {
 			t.Fatalf("e2e (webkit): SetViewport(%d, %d): %v", w, h, err)
 		}
+		if (gw != w || gh != h) && w >= 480 {
+			t.Fatalf("e2e (webkit): the viewport is %d×%d, not %d×%d", gw, gh, w, h)
+		}
 		if gw != w || gh != h {
 			t.Logf("e2e (webkit): the viewport is %d×%d, not %d×%d: MiniBrowser's window is no narrower than its toolbar", gw, gh, w, h)
 		}
@@ -244,6 +247,8 @@ type wdSession struct {
 	c    *wdClient
 	id   string
 	errs []string // errors collected from pages the session has left
+
+	frameSeen map[string]bool // frames' errors already in errs
 }
 
 // newSession starts a browser (binary with args) in a new session.
@@ -262,7 +267,7 @@ func (c *wdClient) newSession(binary string, args []string) (*wdSession, error) 
 	if err := c.call(60*time.Second, http.MethodPost, "/session", caps, &v); err != nil {
 		return nil, err
 	}
-	s := &wdSession{c: c, id: v.SessionID}
+	s := &wdSession{c: c, id: v.SessionID, frameSeen: map[string]bool{}}
 	if err := s.call(defaultTimeout, http.MethodPost, "/timeouts", map[string]any{"script": 60_000, "pageLoad": 30_000, "implicit": 0}, nil); err != nil {
 		return nil, err
 	}
@@ -294,12 +299,35 @@ const wdErrorsJS = `(() => {
 })()`
 
 // collect moves the errors the current page's listener recorded into
-// s.errs.
+// s.errs, and those its frames' pages recorded themselves (the embed's
+// window.fencelab.state().errors: WebDriver classic reaches a frame only
+// by switching to it).
 func (s *wdSession) collect() {
 	var got []string
 	raw, err := s.exec(`window.__e2eErrs ? window.__e2eErrs.splice(0) : []`, 5*time.Second)
 	if err == nil && json.Unmarshal(raw, &got) == nil {
 		s.errs = append(s.errs, got...)
+	}
+	var frames []map[string]string
+	if err := s.call(5*time.Second, http.MethodPost, "/elements", map[string]any{"using": "css selector", "value": "iframe"}, &frames); err != nil {
+		return
+	}
+	for i, f := range frames {
+		if err := s.call(5*time.Second, http.MethodPost, "/frame", map[string]any{"id": f}, nil); err != nil {
+			continue
+		}
+		var errs []string
+		raw, err := s.exec(`window.fencelab && typeof window.fencelab.state === "function" ? window.fencelab.state().errors : []`, 5*time.Second)
+		if err == nil && json.Unmarshal(raw, &errs) == nil {
+			for _, e := range errs {
+				msg := fmt.Sprintf("in frame %d: uncaught: %s", i, e)
+				if !s.frameSeen[msg] { // the frame's list is read again at each collect
+					s.frameSeen[msg] = true
+					s.errs = append(s.errs, msg)
+				}
+			}
+		}
+		_ = s.call(5*time.Second, http.MethodPost, "/frame/parent", map[string]any{}, nil)
 	}
 }
 
@@ -364,15 +392,28 @@ func (s *wdSession) Key(key string, timeout time.Duration) error {
 
 // SetViewport sizes the window so that its viewport is w×h: the window's
 // size less what its own chrome takes, measured. MiniBrowser's window is
-// no narrower than its toolbar, so a narrow viewport comes out wider.
+// no narrower than its toolbar, so a narrow viewport comes out wider. The
+// page learns of a new size after the command has answered: each
+// measurement waits for the page's resize event (≤2s).
 func (s *wdSession) SetViewport(w, h int, timeout time.Duration) (int, int, error) {
 	ow, oh := w, h
 	var got [2]int
-	for range 3 {
-		if err := s.call(timeout, http.MethodPost, "/window/rect", map[string]any{"x": 0, "y": 0, "width": ow, "height": oh}, nil); err != nil {
+	for range 4 {
+		if _, err := s.exec(`(window.__e2eResized = new Promise((r) => addEventListener("resize", () => requestAnimationFrame(() => r(true)), {once: true}))), true`, timeout); err != nil {
 			return 0, 0, err
 		}
-		raw, err := s.exec(`[innerWidth, innerHeight]`, timeout)
+		var before, after struct{ Width, Height int }
+		if err := s.call(timeout, http.MethodGet, "/window/rect", nil, &before); err != nil {
+			return 0, 0, err
+		}
+		if err := s.call(timeout, http.MethodPost, "/window/rect", map[string]any{"x": 0, "y": 0, "width": ow, "height": oh}, &after); err != nil {
+			return 0, 0, err
+		}
+		wait := "Promise.resolve(true)"
+		if before != after {
+			wait = `Promise.race([window.__e2eResized, new Promise((r) => setTimeout(() => r(false), 2000))])`
+		}
+		raw, err := s.exec(wait+`.then(() => [innerWidth, innerHeight])`, timeout)
 		if err != nil {
 			return 0, 0, err
 		}
