@@ -24,7 +24,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The WebSocket protocol. Every frame is one JSON object with a "type".
+// The WebSocket protocol. Every frame is one JSON object with a "type",
+// a wire.Frame:
 //
 // Server to client:
 //
@@ -142,8 +143,8 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 		defer wcancel()
 		return conn.Write(wctx, websocket.MessageText, b)
 	}
-	writeJSON := func(v any) error {
-		b, _ := json.Marshal(v)
+	writeJSON := func(f wire.Frame) error {
+		b, _ := json.Marshal(f) // a Frame always encodes
 		return write(b)
 	}
 
@@ -162,7 +163,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 	if driver {
 		role = "driver"
 	}
-	hello := map[string]any{"type": "hello", "session": sess.ID, "role": role, "since": since, "last_seq": sess.Log.LastSeq(), "protocol_version": lab.ProtocolVersion}
+	hello := wire.Frame{Type: wire.FrameHello, Session: sess.ID, Role: role, Since: since, LastSeq: sess.Log.LastSeq(), ProtocolVersion: lab.ProtocolVersion}
 	if writeJSON(hello) != nil {
 		return
 	}
@@ -173,7 +174,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 		}
 		last = en.Event.Seq
 	}
-	if writeJSON(map[string]any{"type": "live", "seq": last}) != nil {
+	if writeJSON(wire.Frame{Type: wire.FrameLive, Seq: last}) != nil {
 		return
 	}
 
@@ -220,7 +221,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 }
 
 // readSocket reads client messages until the socket closes.
-func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *websocket.Conn, driver bool, reply func(any) error) {
+func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *websocket.Conn, driver bool, reply func(wire.Frame) error) {
 	lim := rate.NewLimiter(rate.Limit(s.cfg.MessageRate), max(1, int(2*s.cfg.MessageRate)))
 	var running sync.WaitGroup
 	defer running.Wait()
@@ -235,26 +236,26 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 		}
 		sess.Touch()
 		if typ != websocket.MessageText {
-			_ = reply(map[string]any{"type": "error", "error": "messages are JSON text, not binary"})
+			_ = reply(wire.Frame{Type: wire.FrameError, Error: "messages are JSON text, not binary"})
 			continue
 		}
 		m, err := DecodeClientMessage(b)
 		if err != nil {
-			_ = reply(map[string]any{"type": "error", "error": err.Error()})
+			_ = reply(wire.Frame{Type: wire.FrameError, Error: err.Error()})
 			continue
 		}
 		if m.Type == "ping" {
-			_ = reply(map[string]any{"type": "pong", "id": m.ID})
+			_ = reply(wire.Frame{Type: wire.FramePong, ID: m.ID})
 			continue
 		}
 		if !driver {
 			err := fault.Errorf(fault.Forbidden, "you are watching this session: driving it needs its control token")
-			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
+			_ = reply(wire.ReplyFrame(m.ID, nil, err))
 			continue
 		}
 		cmd, err := control.Decode(m.Command, s.limits())
 		if err != nil {
-			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
+			_ = reply(wire.ReplyFrame(m.ID, nil, err))
 			continue
 		}
 		// A step can take as long as a lease: run it aside so pings and
@@ -264,10 +265,10 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 			defer running.Done()
 			res, err := sess.Execute(context.Background(), cmd)
 			if err != nil {
-				_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": false, "status": wire.Status(err), "code": fault.CodeOf(err), "error": wire.Message(err)})
+				_ = reply(wire.ReplyFrame(m.ID, nil, err))
 				return
 			}
-			_ = reply(map[string]any{"type": "reply", "id": m.ID, "ok": true, "result": res})
+			_ = reply(wire.ReplyFrame(m.ID, res, nil))
 		}()
 	}
 }

@@ -1,0 +1,58 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/wire"
+)
+
+// TestFrame_EncodesItsTypesFields: each frame encodes with exactly the
+// fields its type has, zero values included, and decodes back the same.
+func TestFrame_EncodesItsTypesFields(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		f    wire.Frame
+		want string
+	}{
+		{wire.Frame{Type: wire.FrameHello, Session: "s1", Role: "driver", LastSeq: 7, ProtocolVersion: 2, Seq: 9},
+			`{"last_seq":7,"protocol_version":2,"role":"driver","session":"s1","since":0,"type":"hello"}`},
+		{wire.Frame{Type: wire.FrameLive, ID: "x"}, `{"seq":0,"type":"live"}`},
+		{wire.Frame{Type: wire.FrameEvent, ID: "x"}, `{"event":null,"type":"event"}`},
+		{wire.ReplyFrame("1", map[string]string{"run": "r1"}, nil), `{"id":"1","ok":true,"result":{"run":"r1"},"type":"reply"}`},
+		{wire.ReplyFrame("", nil, nil), `{"id":"","ok":true,"result":null,"type":"reply"}`},
+		{wire.ReplyFrame("2", nil, fault.Errorf(fault.Busy, "full")), `{"code":"busy","error":"full","id":"2","ok":false,"status":503,"type":"reply"}`},
+		{wire.Frame{Type: wire.FramePong, ID: ""}, `{"id":"","type":"pong"}`},
+		{wire.Frame{Type: wire.FrameError, Error: "bad", ID: "3"}, `{"error":"bad","type":"error"}`},
+		{wire.Frame{Type: wire.FrameCommand, ID: "1", Command: json.RawMessage(`{"action":"step"}`)}, `{"command":{"action":"step"},"id":"1","type":"command"}`},
+		{wire.Frame{Type: wire.FramePing, ID: "p"}, `{"id":"p","type":"ping"}`},
+	} {
+		b, err := json.Marshal(c.f)
+		if err != nil {
+			t.Fatalf("%s: %v", c.f.Type, err)
+		}
+		if string(b) != c.want {
+			t.Errorf("%s frame encodes as\n %s\nwant\n %s", c.f.Type, b, c.want)
+		}
+		var back wire.Frame
+		if err := json.Unmarshal(b, &back); err != nil || back.Type != c.f.Type {
+			t.Errorf("%s frame does not decode back: %+v, %v", c.f.Type, back, err)
+		}
+	}
+}
+
+// TestFrame_DecodesTheHubsEventFrame: a client decodes the frame the hub
+// encodes by hand into a Frame with the whole event.
+func TestFrame_DecodesTheHubsEventFrame(t *testing.T) {
+	t.Parallel()
+	ev, _ := json.Marshal(lab.Event{Seq: 5, V: 2, Run: "r2", Kind: lab.KindVerdict, Verdict: &lab.VerdictEvent{Safe: true}})
+	var f wire.Frame
+	if err := json.Unmarshal(append(append([]byte(`{"type":"event","event":`), ev...), '}'), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Type != wire.FrameEvent || f.Event == nil || f.Event.Seq != 5 || f.Event.Run != "r2" || f.Event.Verdict == nil || !f.Event.Verdict.Safe {
+		t.Errorf("decoded %+v (event %+v)", f, f.Event)
+	}
+}
