@@ -12,6 +12,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
 )
@@ -185,9 +186,9 @@ func (l *Load) run() {
 	for _, name := range cfg.Styles {
 		acc[name] = &lab.LoadStyleResult{Style: name}
 	}
-	// Each run's schemas are made and its queue filled while the run
-	// before it settles (ready), and dropped in the background after it:
-	// the machine's time goes to the runs, not to their set-up.
+	// Each run's schemas are made while the run before it settles (ready),
+	// and dropped in the background after it: the machine's time goes to
+	// the runs, not to their set-up.
 	ready := make([]chan *stage, len(plan)+1)
 	for i := range ready {
 		ready[i] = make(chan *stage, 1)
@@ -202,10 +203,44 @@ func (l *Load) run() {
 			go func() { ready[i] <- l.prepare(l.ctx, l.spec.SchemasFor(i), plan[i].name) }()
 		})
 	}
+	// While a run's last zombies settle, the next one's workers start up
+	// against its still empty queue, in worker slots of their own if the
+	// server has them free: their start-up is not waited for. A stage goes
+	// from ready to final once: with its crew started (ahead), or without
+	// (the run starts it).
+	final := make([]chan *stage, len(plan))
+	moved := make([]sync.Once, len(plan))
+	for i := range final {
+		final[i] = make(chan *stage, 1)
+	}
+	move := func(i int, spawn bool) {
+		moved[i].Do(func() {
+			go func() {
+				st := <-ready[i]
+				if spawn && st != nil && st.err == nil && l.ctx.Err() == nil && l.spareSlots(cfg.Workers) {
+					if c, err := l.spawn(st, plan[i].round); err == nil {
+						c.slots, st.crew = cfg.Workers, c
+					} else if l.env.WorkerSlots != nil {
+						for range cfg.Workers {
+							<-l.env.WorkerSlots
+						}
+					}
+				}
+				final[i] <- st
+			}()
+		})
+	}
+	ahead := func(i int) {
+		if i < len(plan) {
+			move(i, true)
+		}
+	}
 	defer func() { // a run made ready but never run is dropped too
 		for i := range plan {
 			started[i].Do(func() { ready[i] <- nil })
-			if st := <-ready[i]; st != nil && !st.ran {
+			move(i, false)
+			if st := <-final[i]; st != nil && !st.ran {
+				l.stopCrew(st.crew)
 				l.dropLater(st.schemas)
 			}
 		}
@@ -213,16 +248,13 @@ func (l *Load) run() {
 	prepare(0)
 	for i, at := range plan {
 		round, pos, name := at.round, at.pos, at.name
-		// Every style's workers in a round draw the same work times,
-		// and its stalls come from the same sequence: only the guards
-		// differ. Each round draws anew.
-		rng := rand.New(rand.NewPCG(l.spec.Seed, (l.spec.Seed>>1|1)+uint64(round)))
 		where := lab.LoadRound{Round: round + 1, Position: pos + 1, Jobs: cfg.RoundJobs(round)}
-		st := <-ready[i]
-		ready[i] <- st // kept for the deferred clean-up above
+		move(i, false) // unless it has gone ahead already
+		st := <-final[i]
+		final[i] <- st // kept for the deferred clean-up above
 		err := st.err
 		if err == nil {
-			err = l.runStyle(l.ctx, rng, st, where, acc[name], func() { prepare(i + 1) })
+			err = l.runStyle(l.ctx, st, where, acc[name], func() { prepare(i + 1); ahead(i + 1) })
 		}
 		prepare(i + 1)
 		if err != nil || l.ctx.Err() != nil {
@@ -283,6 +315,7 @@ type stage struct {
 	q       *engine.Queue
 	rcv     *engine.Receiver
 	err     error
+	crew    *crew // its workers, if started ahead of it
 	// ran says its schemas are dropped by another already: it ran, or
 	// could not be made.
 	ran bool
@@ -331,62 +364,56 @@ func (l *Load) dropLater(schemas engine.Schemas) {
 	}()
 }
 
-// runStyle runs one style's round, where says which, from its stage to
-// its checked counts, and adds them to acc, the style's rounds before it;
-// its ticks count those rounds in. It calls endedFunc once every job of
-// the round has ended, while its last zombies settle.
-func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where lab.LoadRound, acc *lab.LoadStyleResult, endedFunc func()) error {
-	env, cfg := l.env, l.spec.Config
-	st.ran = true
-	defer l.dropLater(st.schemas)
-	name, schemas, style, q, rcv := st.name, st.schemas, st.style, st.q, st.rcv
-	served := env.Receivers.Serve(rcv, func(lab.Event) {}) // thousands of decisions: counted, not told
-	defer served.Stop()
+// crew is a style's round's worker processes and the receiver they
+// deliver to. It may be started while the round before settles (then it
+// holds worker slots of its own, given back when it stops).
+type crew struct {
+	ws      []*loadWorker
+	lost    chan string   // a worker exited on its own
+	up      chan struct{} // a worker ran its first statement
+	served  *receiver.Served
+	maxWork time.Duration
+	rng     *rand.Rand // the round's draws: the work times, then the stalls
+	slots   int        // extra worker slots it holds
+	stopped bool
+}
 
-	// The workers: each works a while on every job (20–150 ms, its own),
-	// renews a third of the lease, and polls quickly when it finds nothing.
+// spawn starts a stage's workers against its (empty) queue: each works a
+// while on every job (20–150 ms, its own, drawn from the round's rng),
+// renews a third of the lease, and polls quickly when it finds nothing.
+// The caller stops the crew.
+func (l *Load) spawn(st *stage, round int) (*crew, error) {
+	env, cfg := l.env, l.spec.Config
+	// Every style's workers in a round draw the same work times, and its
+	// stalls come from the same sequence: only the guards differ. Each
+	// round draws anew.
+	c := &crew{lost: make(chan string, cfg.Workers), up: make(chan struct{}, cfg.Workers),
+		rng: rand.New(rand.NewPCG(l.spec.Seed, (l.spec.Seed>>1|1)+uint64(round)))}
+	c.served = env.Receivers.Serve(st.rcv, func(lab.Event) {}) // thousands of decisions: counted, not told
 	lease := cfg.Lease()
-	lost := make(chan string, cfg.Workers)
-	up := make(chan struct{}, cfg.Workers)
-	var ws []*loadWorker
-	killed := false
-	killWorkers := func() { // once: before the last count, or on the way out
-		if killed {
-			return
-		}
-		killed = true
-		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, w := range ws {
-			w.exited.Store(true) // expected from here on
-			_ = w.proc.Kill(kctx)
-		}
-	}
-	defer killWorkers()
-	var maxWork time.Duration
 	for i := range cfg.Workers {
 		label := nextLabel(i)
-		work := time.Duration(20+rng.IntN(131)) * time.Millisecond
-		maxWork = max(maxWork, work)
-		args := []string{"--schema", schemas.Jobs, "--name", ownerFor(label, false), "--lease", lease.String(),
+		work := time.Duration(20+c.rng.IntN(131)) * time.Millisecond
+		c.maxWork = max(c.maxWork, work)
+		args := []string{"--schema", st.schemas.Jobs, "--name", ownerFor(label, false), "--lease", lease.String(),
 			"--work", work.String(), "--poll", "20ms"}
-		for _, g := range style.Broken.Broken() {
+		for _, g := range st.style.Broken.Broken() {
 			args = append(args, "--break", g.String())
 		}
-		wenv := []string{"DATABASE_URL=" + env.DatabaseURL, worker.EnvReceiverURL + "=" + served.URL,
-			worker.EnvReceiverCredential + "=" + served.Credential()}
+		wenv := []string{"DATABASE_URL=" + env.DatabaseURL, worker.EnvReceiverURL + "=" + c.served.URL,
+			worker.EnvReceiverCredential + "=" + c.served.Credential()}
 		w := &loadWorker{}
 		p, err := env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: wenv, EventFunc: func(_ *supervisor.Proc, e lab.Event) {
 			// Its thousands of statements are counted from Postgres, not
 			// told; what it says on stderr goes to the server's log.
 			switch {
 			case e.Process != nil && e.Process.Change == lab.ProcExited && !w.exited.Swap(true):
-				lost <- label
+				c.lost <- label
 			case e.SQL != nil:
 				// Only what the lab needs to know of its statements: that
 				// it is up, and whether it holds a job.
 				if !w.polled.Swap(true) {
-					up <- struct{}{}
+					c.up <- struct{}{}
 				}
 				switch e.SQL.Op {
 				case lab.OpClaim:
@@ -401,11 +428,74 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 			}
 		}})
 		if err != nil {
-			return fmt.Errorf("start worker %s: %w", label, err)
+			l.stopCrew(c)
+			return nil, fmt.Errorf("start worker %s: %w", label, err)
 		}
 		w.proc = p
-		ws = append(ws, w)
+		c.ws = append(c.ws, w)
 	}
+	return c, nil
+}
+
+// stopCrew kills a crew's workers, stops serving its receiver and gives
+// back its extra slots; once, however often it is called.
+func (l *Load) stopCrew(c *crew) {
+	if c == nil || c.stopped {
+		return
+	}
+	c.stopped = true
+	kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, w := range c.ws {
+		w.exited.Store(true) // expected from here on
+		_ = w.proc.Kill(kctx)
+	}
+	c.served.Stop()
+	for ; c.slots > 0; c.slots-- {
+		<-l.env.WorkerSlots
+	}
+}
+
+// spareSlots takes n worker slots if they are free at once, all or none.
+func (l *Load) spareSlots(n int) bool {
+	if l.env.WorkerSlots == nil {
+		return true
+	}
+	for i := range n {
+		select {
+		case l.env.WorkerSlots <- struct{}{}:
+		default:
+			for range i {
+				<-l.env.WorkerSlots
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// runStyle runs one style's round, where says which, from its stage (and
+// its crew, if one was started for it) to its checked counts, and adds
+// them to acc, the style's rounds before it; its ticks count those rounds
+// in. It calls endedFunc once every job of the round has ended, while its
+// last zombies settle.
+func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc *lab.LoadStyleResult, endedFunc func()) error {
+	env, cfg := l.env, l.spec.Config
+	st.ran = true
+	defer l.dropLater(st.schemas)
+	name, schemas, q, rcv := st.name, st.schemas, st.q, st.rcv
+	c := st.crew
+	if c == nil {
+		var err error
+		if c, err = l.spawn(st, where.Round-1); err != nil {
+			return err
+		}
+	}
+	defer l.stopCrew(c)
+	ws, lost, up, rng, maxWork := c.ws, c.lost, c.up, c.rng, c.maxWork
+	lease := cfg.Lease()
+	killWorkers := func() { l.stopCrew(c) } // before the last count, or on the way out
+
 	// The queue is filled once every worker is up and polling it, so that
 	// all of them start together and the round's span is work, not the
 	// workers' start-up (which a loaded machine stretches unevenly).
@@ -523,12 +613,18 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 	prevAt := start
 	ended := false // a count saw every job ended
 	cutShort := false
-	tell := func(t lab.LoadTally, now time.Time) {
+	// tell reads the live counts and tells them.
+	tell := func(now time.Time) error {
+		t, err := lab.Tally(ctx, env.Pool, schemas)
+		if err != nil {
+			return err
+		}
 		t.Style, t.ElapsedMS, t.Stalls = name, now.Sub(start).Milliseconds(), int(stalls.Load())
 		t.PerSecond = float64(t.Done-prev.Done) / now.Sub(prevAt).Seconds()
 		prev, prevAt = t, now
 		sum := acc.Tally.Add(t)
 		l.emit(&lab.LoadEvent{Phase: lab.LoadTick, Style: name, Round: where.Round, Position: where.Position, Tally: &sum})
+		return nil
 	}
 	for {
 		select {
@@ -538,7 +634,9 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 			return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
 		case <-poll.C:
 		}
-		t, err := lab.Tally(ctx, env.Pool, schemas)
+		// Often, only whether the jobs have ended (the history and the
+		// receiver's decisions are longer reads, for the ticks alone).
+		t, err := lab.TallyJobs(ctx, env.Pool, schemas)
 		if err != nil {
 			return err
 		}
@@ -546,10 +644,14 @@ func (l *Load) runStyle(ctx context.Context, rng *rand.Rand, st *stage, where la
 		if t.Done+t.Failed >= t.Jobs && !ended {
 			ended = true
 			stopChaos()
-			tell(t, now) // the moment the last job ended
 			endedFunc()
+			if err := tell(now); err != nil { // the moment the last job ended
+				return err
+			}
 		} else if now.Sub(prevAt) >= l.spec.Tick {
-			tell(t, now)
+			if err := tell(now); err != nil {
+				return err
+			}
 		}
 		if sinceThaw := time.Since(time.Unix(0, lastThaw.Load())); ended && frozenNow() == 0 &&
 			(sinceThaw > settle || sinceThaw > 200*time.Millisecond && busyNow() == 0) {
