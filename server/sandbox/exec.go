@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Result is what one run of a checked statement gave back.
+type Result struct {
+	Columns []string
+	// Rows holds each row's values, decoded as pgx decodes them by default
+	// (int64, string, time.Time, map[string]any for JSON, …).
+	Rows [][]any
+	// RowsAffected is the command tag's count: for an UPDATE or INSERT,
+	// the rows it changed; for a WITH … SELECT, the rows it returned.
+	RowsAffected int64
+}
+
+// Landed says whether the statement changed (or returned) a row: the
+// contract of complete, fail and the receiver (see Spec.Contract).
+func (r *Result) Landed() bool { return r.RowsAffected > 0 || len(r.Rows) > 0 }
+
+// Exec runs a checked statement on conn, which must be a connection of the
+// role that checked it (Role.Connect, or Role.ConnConfig in a worker),
+// with args by parameter name; a parameter the statement does not use is
+// ignored, one it uses and args lacks is NULL.
+//
+// Before the statement it sends RESET ALL, which puts back every setting
+// to the role's own (Settings, search_path): a statement may change its
+// session's settings with set_config — statement_timeout among them —
+// but only for itself, since the timeout of the statement running is
+// armed before it starts. A Postgres refusal (a timeout, a denied right)
+// is an *Error with its position in the reader's text. Exec is not safe
+// for concurrent use of one conn, as pgx's connections are not.
+func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) (*Result, error) {
+	pc := conn.PgConn()
+	if err := pc.Exec(ctx, "RESET ALL").Close(); err != nil {
+		return nil, fmt.Errorf("run the %s: reset: %w", c.Kind, err)
+	}
+	m := conn.TypeMap()
+	values := make([][]byte, len(c.Params))
+	for i, name := range c.Params {
+		v, ok := args[name]
+		if !ok || v == nil {
+			continue
+		}
+		b, err := m.Encode(c.oids[i], pgtype.TextFormatCode, v, nil)
+		if err != nil {
+			return nil, fmt.Errorf("run the %s: parameter :%s: %w", c.Kind, name, err)
+		}
+		if b == nil {
+			b = []byte{} // an empty, not NULL, value
+		}
+		values[i] = b
+	}
+	rr := pc.ExecParams(ctx, c.SQL, values, c.oids, nil, nil)
+	res := &Result{}
+	for _, f := range rr.FieldDescriptions() {
+		res.Columns = append(res.Columns, f.Name)
+	}
+	fields := rr.FieldDescriptions()
+	var decodeErr error
+	for rr.NextRow() {
+		raw := rr.Values()
+		row := make([]any, len(raw))
+		for i, b := range raw {
+			if b == nil {
+				continue
+			}
+			var v any
+			var err error
+			if t, ok := m.TypeForOID(fields[i].DataTypeOID); ok {
+				v, err = t.Codec.DecodeValue(m, fields[i].DataTypeOID, fields[i].Format, b)
+			} else {
+				v = string(b)
+			}
+			if err != nil && decodeErr == nil {
+				decodeErr = err
+			}
+			row[i] = v
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return nil, c.refusal(pe)
+		}
+		return nil, fmt.Errorf("run the %s: %w", c.Kind, err)
+	}
+	if decodeErr != nil {
+		return nil, fmt.Errorf("run the %s: read its result: %w", c.Kind, decodeErr)
+	}
+	res.RowsAffected = tag.RowsAffected()
+	return res, nil
+}

@@ -1,0 +1,62 @@
+package sandbox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+var hardenOnce sync.Once
+
+// run is one run's schemas and role, dropped when the test ends.
+type run struct {
+	pool    *pgxpool.Pool
+	schemas engine.Schemas
+	role    *sandbox.Role
+}
+
+func newRun(t *testing.T) *run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	hardenOnce.Do(func() {
+		if err := sandbox.Harden(ctx, pool); err != nil {
+			t.Fatalf("harden: %v", err)
+		}
+	})
+	s := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := engine.Setup(ctx, pool, s); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	role, err := sandbox.NewRole(ctx, pool, s)
+	if err != nil {
+		t.Fatalf("new role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := role.Drop(ctx, pool); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	return &run{pool: pool, schemas: s, role: role}
+}
+
+func mustConn(t *testing.T, r *run) *pgx.Conn {
+	t.Helper()
+	c, err := r.role.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
