@@ -58,6 +58,10 @@ func (ep *engineProcs) start(name, path string, args, env []string, extra ...*os
 	cmd.Env = append(append(os.Environ(), env...), ep.mark)
 	cmd.SysProcAttr = engineAttr()
 	cmd.ExtraFiles = extra
+	// A child that left the group (a browser's crash helper) may hold the
+	// output pipe open after the process has exited: Wait gives up on it
+	// after this long, and stopAll's check by mark finds the child.
+	cmd.WaitDelay = 3 * time.Second
 	p := &engineProc{name: name, cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = writerFunc(p.stderr.WriteString)
 	cmd.Stderr = writerFunc(p.stderr.WriteString)
@@ -132,6 +136,7 @@ func (ep *engineProcs) stopAll() {
 	if left := waitMarkedGone(ep.mark, 10*time.Second); len(left) > 0 {
 		killMarked(ep.mark)
 		t.Errorf("e2e (%s): processes still running 10s after the engine was stopped (killed now):\n  %s", ep.name, strings.Join(left, "\n  "))
+		return
 	}
 	t.Logf("e2e (%s): stopped in %v, no process left", ep.name, time.Since(t0).Round(time.Millisecond))
 }
