@@ -451,7 +451,7 @@ func (l *Load) stopCrew(c *crew) {
 		_ = w.proc.Kill(kctx)
 	}
 	c.served.Stop()
-	for ; c.slots > 0; c.slots-- {
+	for ; c.slots > 0 && l.env.WorkerSlots != nil; c.slots-- {
 		<-l.env.WorkerSlots
 	}
 }
