@@ -86,6 +86,7 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 		t.Fatal(err)
 	}
 	ep := newEngineProcs(t, "firefox")
+	t0 := time.Now()
 	p, err := ep.start("firefox", path, []string{"--headless", "--remote-debugging-port=0", "--profile", profile, "--no-remote", "about:blank"},
 		[]string{"MOZ_CRASHREPORTER_DISABLE=1"})
 	if err != nil {
@@ -107,6 +108,7 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 		<-tick.C
 	}
 	tick.Stop()
+	listening := time.Since(t0)
 	b, err := dialBiDi(strings.TrimSuffix(url, "/") + "/session")
 	if err != nil {
 		t.Fatalf("e2e (firefox): %v", err)
@@ -128,7 +130,8 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 	if _, err := b.call(defaultTimeout, "session.subscribe", map[string]any{"events": []string{"log.entryAdded", "browsingContext.contextCreated"}}); err != nil {
 		t.Fatalf("e2e (firefox): session.subscribe: %v", err)
 	}
-	t.Logf("e2e (firefox): %s %s over WebDriver BiDi at %s", path, sess.Capabilities.BrowserVersion, url)
+	t.Logf("e2e (firefox): %s %s over WebDriver BiDi at %s (listening after %v, a session after %v)", path, sess.Capabilities.BrowserVersion, url,
+		listening.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	return func(t *testing.T, w, h int) driver {
 		t.Helper()
 		var uc struct {
