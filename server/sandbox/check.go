@@ -28,8 +28,24 @@ type Checked struct {
 	// Columns are the names of the columns it returns, in order.
 	Columns []string
 
-	oids []uint32
-	rw   *rewritten
+	oids     []uint32
+	rw       *rewritten
+	resetSQL string // what Exec sends first
+}
+
+// resetSQL puts a role's session back to its settings, whatever the
+// statements before did: the server's own text, in one simple query.
+func resetSQL(s engine.Schemas) string {
+	var b strings.Builder
+	b.WriteString("RESET ALL")
+	for _, st := range Settings {
+		if st.Name == "temp_file_limit" {
+			continue // a superuser's setting: the role can change it neither way
+		}
+		b.WriteString("; SET " + st.Name + " = '" + st.Value + "'")
+	}
+	b.WriteString("; SET search_path = " + pgx.Identifier{s.Jobs}.Sanitize() + ", " + pgx.Identifier{s.Receiver}.Sanitize())
+	return b.String()
 }
 
 // checkName is the prepared statement Check describes and explains, on a
@@ -72,7 +88,7 @@ func (r *Role) Check(ctx context.Context, kind Kind, text string) (*Checked, err
 		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
 			kind, verbList(spec), quoteWord(rw.first))
 	}
-	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw}
+	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas)}
 	for _, p := range rw.params {
 		c.oids = append(c.oids, spec.param(p).oid)
 	}
@@ -244,6 +260,8 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		code = CodeDenied
 	case pe.Code == "57014", pe.Code == "55P03":
 		code = CodeTimeout
+	case pe.Code == "53400", pe.Code == "53200", pe.Code == "54000", pe.Code == "54001":
+		code = CodeTooBig
 	case pe.Code == "42P01", pe.Code == "42703", pe.Code == "42883", pe.Code == "3F000":
 		code = CodeUnknownName
 	case strings.HasPrefix(pe.Code, "42"):

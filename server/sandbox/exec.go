@@ -30,16 +30,18 @@ func (r *Result) Landed() bool { return r.RowsAffected > 0 || len(r.Rows) > 0 }
 // with args by parameter name; a parameter the statement does not use is
 // ignored, one it uses and args lacks is NULL.
 //
-// Before the statement it sends RESET ALL, which puts back every setting
-// to the role's own (Settings, search_path): a statement may change its
-// session's settings with set_config — statement_timeout among them —
-// but only for itself, since the timeout of the statement running is
-// armed before it starts. A Postgres refusal (a timeout, a denied right)
+// Before the statement it sends RESET ALL and then sets Settings and the
+// search_path again, by value: a statement may change its session's
+// settings with set_config — statement_timeout among them — but only for
+// itself, since the timeout of the statement running is armed before it
+// starts; and a session of the role may change the role's own defaults
+// (ALTER ROLE itself SET …, which Check never lets through), so RESET
+// alone would not do. A Postgres refusal (a timeout, a denied right)
 // is an *Error with its position in the reader's text. Exec is not safe
 // for concurrent use of one conn, as pgx's connections are not.
 func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) (*Result, error) {
 	pc := conn.PgConn()
-	if err := pc.Exec(ctx, "RESET ALL").Close(); err != nil {
+	if err := pc.Exec(ctx, c.resetSQL).Close(); err != nil {
 		return nil, fmt.Errorf("run the %s: reset: %w", c.Kind, err)
 	}
 	m := conn.TypeMap()

@@ -188,6 +188,7 @@ const (
 	CodeUnknownName   Code = "unknown-name"      // a table, column or function that does not exist
 	CodeDenied        Code = "denied"            // the run's role may not do it
 	CodeTimeout       Code = "timeout"           // it ran past statement_timeout, or waited past lock_timeout
+	CodeTooBig        Code = "too-big"           // it used more than a cap allows (temp_file_limit, memory)
 	CodeRefused       Code = "refused"           // any other refusal by Postgres
 )
 

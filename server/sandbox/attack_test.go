@@ -1,0 +1,249 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+// peersSetup makes the server's own table, as server/session does.
+const peersSetup = `CREATE SCHEMA IF NOT EXISTS fencelab_peers;
+CREATE TABLE IF NOT EXISTS fencelab_peers.sessions (id text PRIMARY KEY, instance text NOT NULL)`
+
+// TestCheck_Attacks sends what an attacker would, and wants each refused
+// by Check, with its code, before anything runs.
+func TestCheck_Attacks(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	other := newRun(t)
+	ctx := context.Background()
+	if _, err := r.pool.Exec(ctx, peersSetup); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(os.TempDir(), "fencelab-sandbox-"+strconv.Itoa(os.Getpid()))
+	before := snapshot(t, r)
+	for _, a := range []struct {
+		name string
+		kind sandbox.Kind
+		sql  string
+		code sandbox.Code
+		at   string // the text the error's position must point at ("" for none)
+	}{
+		{"another run's schema", sandbox.Complete, "UPDATE jobs SET error = (SELECT owner FROM " + other.schemas.Jobs + ".jobs LIMIT 1) WHERE id = :id", sandbox.CodeDenied, other.schemas.Jobs},
+		{"another run's receiver", sandbox.Receiver, "INSERT INTO " + other.schemas.Receiver + ".deliveries (job_id, epoch, owner, payload) VALUES (:job_id, :epoch, :owner, :body)", sandbox.CodeDenied, other.schemas.Receiver},
+		{"the server's own table", sandbox.Complete, "UPDATE jobs SET error = (SELECT string_agg(id, ',') FROM fencelab_peers.sessions) WHERE id = :id", sandbox.CodeDenied, "fencelab_peers"},
+		{"the history, written", sandbox.Complete, "WITH h AS (DELETE FROM job_history RETURNING 1) UPDATE jobs SET error = 'x' WHERE id = :id", sandbox.CodeDenied, ""},
+		{"the decisions, read", sandbox.Receiver, "INSERT INTO deliveries (job_id, epoch, owner, payload) SELECT job_id, epoch, owner, payload FROM decisions", sandbox.CodeDenied, ""},
+		{"a second table, with rights", sandbox.Claim, "WITH d AS (UPDATE deliveries SET epoch = 0 RETURNING 1) UPDATE jobs SET owner = :owner RETURNING id, owner, epoch, lease_until", sandbox.CodeWrongTable, ""},
+		{"a delete of jobs", sandbox.Complete, "WITH d AS (DELETE FROM jobs RETURNING 1) UPDATE jobs SET error = 'x' WHERE id = :id", sandbox.CodeDenied, ""},
+		{"pg_read_file", sandbox.Complete, "UPDATE jobs SET error = pg_read_file('/etc/passwd') WHERE id = :id", sandbox.CodeDenied, ""},
+		{"pg_ls_dir", sandbox.Complete, "UPDATE jobs SET error = (SELECT string_agg(f, ',') FROM pg_ls_dir('.') f) WHERE id = :id", sandbox.CodeDenied, ""},
+		{"lo_import", sandbox.Complete, "UPDATE jobs SET error = lo_import('/etc/passwd')::text WHERE id = :id", sandbox.CodeDenied, ""},
+		{"lo_from_bytea", sandbox.Complete, "UPDATE jobs SET error = lo_from_bytea(0, 'x')::text WHERE id = :id", sandbox.CodeDenied, ""},
+		{"COPY TO PROGRAM", sandbox.Complete, "COPY (SELECT 1) TO PROGRAM 'touch " + file + "'", sandbox.CodeWrongKind, "COPY"},
+		{"SET ROLE", sandbox.Complete, "SET ROLE fencelab", sandbox.CodeWrongKind, "SET"},
+		{"RESET ROLE", sandbox.Complete, "RESET ROLE", sandbox.CodeWrongKind, "RESET"},
+		{"SET SESSION AUTHORIZATION", sandbox.Complete, "SET SESSION AUTHORIZATION fencelab", sandbox.CodeWrongKind, "SET"},
+		{"CREATE FUNCTION", sandbox.Complete, "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$", sandbox.CodeWrongKind, "CREATE"},
+		{"DO", sandbox.Complete, "DO $$ BEGIN PERFORM pg_sleep(60); END $$", sandbox.CodeWrongKind, "DO"},
+		{"two statements", sandbox.Complete, "UPDATE jobs SET error = 'x' WHERE id = :id; DROP TABLE jobs", sandbox.CodeNotOne, "DROP"},
+		{"a temp table", sandbox.Complete, "CREATE TEMP TABLE t AS SELECT repeat('x', 1000000) FROM generate_series(1, 1000)", sandbox.CodeWrongKind, "CREATE"},
+		{"SELECT INTO a temp table", sandbox.Claim, "SELECT * INTO TEMP t FROM jobs", sandbox.CodeWrongKind, "SELECT"},
+		{"LISTEN", sandbox.Complete, "LISTEN " + other.schemas.Jobs + "_events", sandbox.CodeWrongKind, "LISTEN"},
+		{"NOTIFY", sandbox.Complete, "NOTIFY " + other.schemas.Jobs + "_events, '{}'", sandbox.CodeWrongKind, "NOTIFY"},
+		{"pg_notify", sandbox.Complete, "UPDATE jobs SET error = pg_notify('" + other.schemas.Jobs + "_events', '{}')::text WHERE id = :id", sandbox.CodeDenied, ""},
+		{"pg_advisory_lock", sandbox.Complete, "UPDATE jobs SET error = pg_advisory_lock(1)::text WHERE id = :id", sandbox.CodeDenied, ""},
+		{"pg_try_advisory_xact_lock", sandbox.Claim, "UPDATE jobs SET owner = :owner WHERE pg_try_advisory_xact_lock(id) RETURNING id, owner, epoch, lease_until", sandbox.CodeDenied, ""},
+		{"dblink", sandbox.Complete, "UPDATE jobs SET error = (SELECT x FROM dblink('host=example.com', 'SELECT 1') AS t(x text)) WHERE id = :id", sandbox.CodeUnknownName, "dblink"},
+		{"CREATE EXTENSION dblink", sandbox.Complete, "CREATE EXTENSION dblink", sandbox.CodeWrongKind, "CREATE"},
+		{"LOCK TABLE", sandbox.Complete, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE", sandbox.CodeWrongKind, "LOCK"},
+		{"a plain SELECT", sandbox.Claim, "SELECT id, owner, epoch, lease_until FROM jobs", sandbox.CodeWrongKind, "SELECT"},
+		{"a WITH that writes nothing", sandbox.Complete, "WITH x AS (SELECT 1) SELECT * FROM x", sandbox.CodeWrongTable, ""},
+		{"an INSERT as a claim", sandbox.Claim, "INSERT INTO jobs (payload) VALUES ('{}') RETURNING id, owner, epoch, lease_until", sandbox.CodeWrongKind, "INSERT"},
+		{"a claim that returns no epoch", sandbox.Claim, "UPDATE jobs SET owner = :owner RETURNING id, owner, lease_until", sandbox.CodeMissingColumn, ""},
+		{"a claim whose epoch is text", sandbox.Claim, "UPDATE jobs SET owner = :owner RETURNING id, owner, epoch::text AS epoch, lease_until", sandbox.CodeMissingColumn, ""},
+		{"EXPLAIN ANALYZE", sandbox.Complete, "EXPLAIN ANALYZE UPDATE jobs SET error = 'x'", sandbox.CodeWrongKind, "EXPLAIN"},
+		{"a syntax error", sandbox.Complete, "UPDATE jobs SET error = 'x' WHERE id = :id )", sandbox.CodeSyntax, ")"},
+		{"a syntax error after a character past U+FFFF", sandbox.Complete, "UPDATE jobs SET error = '😀' WHERE id = :id )", sandbox.CodeSyntax, ")"},
+		{"an unknown column", sandbox.Complete, "UPDATE jobs SET eror = 'x' WHERE id = :id", sandbox.CodeUnknownName, "eror"},
+		{"a receiver writing jobs", sandbox.Receiver, "UPDATE jobs SET error = 'x' WHERE id = :job_id", sandbox.CodeWrongTable, ""},
+	} {
+		_, err := r.role.Check(ctx, a.kind, a.sql)
+		var e *sandbox.Error
+		if !errors.As(err, &e) || !errors.Is(err, sandbox.ErrRefused) {
+			t.Errorf("%s: %v, want a %s refusal", a.name, err, a.code)
+			continue
+		}
+		if e.Code != a.code {
+			t.Errorf("%s: %s (%s), want %s", a.name, e.Code, e.Message, a.code)
+		}
+		if e.Message == "" || strings.Contains(e.Message, "\n") || strings.Contains(e.Message, "password") {
+			t.Errorf("%s: message %q", a.name, e.Message)
+		}
+		if a.at != "" {
+			want := len([]rune(a.sql[:strings.Index(a.sql, a.at)])) + 1
+			if e.Position != want {
+				t.Errorf("%s: position %d, want %d (at %q): %s", a.name, e.Position, want, a.at, e.Message)
+			}
+		}
+		t.Logf("%s: %s: %s", a.name, e.Code, e.Message)
+	}
+	if _, err := os.Stat(file); err == nil {
+		os.Remove(file)
+		t.Errorf("COPY TO PROGRAM made %s", file)
+	}
+	if after := snapshot(t, r); after != before {
+		t.Errorf("the attacks left something behind:\n before %s\n after  %s", before, after)
+	}
+}
+
+// TestExec_RuntimeBounds runs statements that pass Check and must be
+// stopped by the role's settings and rights while they run.
+func TestExec_RuntimeBounds(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
+		t.Fatal(err)
+	}
+	var serverPID int
+	if err := r.pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&serverPID); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, r)
+	conn := mustConn(t, r)
+	for _, a := range []struct {
+		name  string
+		sql   string
+		codes []sandbox.Code
+	}{
+		{"pg_sleep(60)", "UPDATE jobs SET error = pg_sleep(60)::text WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout}},
+		{"the timeout turned off, then a sleep", "UPDATE jobs SET error = set_config('statement_timeout', '0', false) || pg_sleep(60)::text WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout}},
+		{"the next sleep, after that", "UPDATE jobs SET error = pg_sleep(60)::text WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout}},
+		{"a recursive CTE with no end", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) UPDATE jobs SET attempts = (SELECT count(*) FROM n)::int WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout, sandbox.CodeTooBig}},
+		{"generate_series(1, 1e9)", "UPDATE jobs SET attempts = (SELECT count(*) FROM generate_series(1, 1e9))::int WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout, sandbox.CodeTooBig}},
+		{"a sort that fills the disk", "UPDATE jobs SET error = (SELECT max(x) FROM (SELECT md5(i::text) || repeat('x', 500) AS x FROM generate_series(1, 5e6) i ORDER BY 1) s) WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout, sandbox.CodeTooBig}},
+		{"SET ROLE by set_config", "UPDATE jobs SET error = set_config('role', 'fencelab', false) WHERE id = :id", []sandbox.Code{sandbox.CodeDenied}},
+		{"SESSION AUTHORIZATION by set_config", "UPDATE jobs SET error = set_config('session_authorization', 'fencelab', false) WHERE id = :id", []sandbox.Code{sandbox.CodeDenied}},
+		{"a sensitive setting", "UPDATE jobs SET error = current_setting('data_directory') WHERE id = :id", []sandbox.Code{sandbox.CodeDenied}},
+		{"pg_terminate_backend of the server", "UPDATE jobs SET error = pg_terminate_backend(" + strconv.Itoa(serverPID) + ")::text WHERE id = :id", []sandbox.Code{sandbox.CodeDenied}},
+		{"SQL run by query_to_xml", "UPDATE jobs SET error = query_to_xml('SELECT pg_read_file(''/etc/passwd'')', true, true, '')::text WHERE id = :id", []sandbox.Code{sandbox.CodeDenied}},
+		{"the server's table by query_to_xml", "UPDATE jobs SET error = query_to_xml('SELECT * FROM fencelab_peers.sessions', true, true, '')::text WHERE id = :id", []sandbox.Code{sandbox.CodeDenied, sandbox.CodeUnknownName}},
+		{"a temp table by query_to_xml", "UPDATE jobs SET error = query_to_xml('CREATE TEMP TABLE t (x int)', true, true, '')::text WHERE id = :id", []sandbox.Code{sandbox.CodeRefused, sandbox.CodeDenied}},
+	} {
+		c, err := r.role.Check(ctx, sandbox.Complete, a.sql)
+		if err != nil {
+			t.Errorf("%s: Check: %v", a.name, err)
+			continue
+		}
+		start := time.Now()
+		_, err = sandbox.Exec(ctx, conn, c, map[string]any{"id": int64(1)})
+		took := time.Since(start)
+		var e *sandbox.Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: %v, want refused with one of %v", a.name, err, a.codes)
+			continue
+		}
+		ok := false
+		for _, code := range a.codes {
+			ok = ok || e.Code == code
+		}
+		if !ok {
+			t.Errorf("%s: %s (%s), want one of %v", a.name, e.Code, e.Message, a.codes)
+		}
+		if took > 3*time.Second {
+			t.Errorf("%s: took %v, want at most the 2 s statement timeout and a little", a.name, took)
+		}
+		t.Logf("%s: %s in %v: %s", a.name, e.Code, took.Round(10*time.Millisecond), e.Message)
+	}
+	if after := snapshot(t, r); after != before {
+		t.Errorf("the statements left something behind:\n before %s\n after  %s", before, after)
+	}
+}
+
+// TestRole_PostgresRefusesWhatCheckTurnsAway connects as the role and
+// sends, as its own statements, what Check refuses by their kind: Postgres's
+// rights hold without the checker.
+func TestRole_PostgresRefusesWhatCheckTurnsAway(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	conn := mustConn(t, r)
+	for _, sql := range []string{
+		"CREATE TEMP TABLE t (x int)",
+		"CREATE TABLE " + r.schemas.Jobs + ".t (x int)",
+		"CREATE TABLE public.t (x int)",
+		"CREATE FUNCTION " + r.schemas.Jobs + ".f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$",
+		"SET ROLE fencelab",
+		"SET SESSION AUTHORIZATION fencelab",
+		"COPY (SELECT 1) TO PROGRAM 'true'",
+		"COPY (SELECT 1) TO '/tmp/fencelab-sandbox-copy'",
+		"DO $$ BEGIN CREATE TEMP TABLE t (x int); END $$",
+		"LOCK TABLE " + r.schemas.Jobs + ".job_history",
+		"SELECT pg_notify('x', 'y')",
+		"SELECT pg_advisory_lock(1)",
+		"SELECT lo_from_bytea(0, 'x')",
+		"CREATE EXTENSION dblink",
+		"ALTER ROLE " + r.role.Name() + " SUPERUSER",
+		"SET temp_file_limit = -1",
+	} {
+		if _, err := conn.Exec(ctx, sql); err == nil {
+			t.Errorf("as the role, %q ran", sql)
+		}
+	}
+	if _, err := os.Stat("/tmp/fencelab-sandbox-copy"); err == nil {
+		t.Error("COPY TO a file made it")
+	}
+	if n := snapshot(t, r); !strings.Contains(n, "owns 0") {
+		t.Errorf("the role owns something: %s", n)
+	}
+}
+
+// TestExec_TheRolesOwnDefaultsDoNotLoosenIt: a session of the role may
+// change the role's defaults (ALTER ROLE itself SET …; Check never lets it
+// through), and Exec's statements keep their timeout all the same.
+func TestExec_TheRolesOwnDefaultsDoNotLoosenIt(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	raw := mustConn(t, r)
+	if _, err := raw.Exec(ctx, "ALTER ROLE "+r.role.Name()+" SET statement_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_sleep(30)::text WHERE id = :id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = sandbox.Exec(ctx, mustConn(t, r), c, map[string]any{"id": int64(1)})
+	if e := (*sandbox.Error)(nil); !errors.As(err, &e) || e.Code != sandbox.CodeTimeout || time.Since(start) > 3*time.Second {
+		t.Fatalf("a sleep after the role's own timeout was turned off: %v after %v", err, time.Since(start))
+	}
+}
+
+// snapshot says what there is that an attack could leave behind: the
+// run's relations and functions, what the role owns anywhere (tables,
+// temp tables, functions, large objects: pg_shdepend), and its sessions.
+func snapshot(t *testing.T, r *run) string {
+	t.Helper()
+	var rels, funcs, owned int
+	err := r.pool.QueryRow(context.Background(), `SELECT
+  (SELECT count(*) FROM pg_class WHERE relnamespace IN (to_regnamespace($1), to_regnamespace($2))),
+  (SELECT count(*) FROM pg_proc WHERE pronamespace IN (to_regnamespace($1), to_regnamespace($2))),
+  (SELECT count(*) FROM pg_shdepend d JOIN pg_roles r ON r.oid = d.refobjid WHERE r.rolname = $3 AND d.deptype = 'o')`,
+		r.schemas.Jobs, r.schemas.Receiver, r.role.Name()).Scan(&rels, &funcs, &owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "relations " + strconv.Itoa(rels) + ", functions " + strconv.Itoa(funcs) + ", the role owns " + strconv.Itoa(owned)
+}
