@@ -53,6 +53,14 @@ type View struct {
 	Experiments []Experiment // Step 5, in the article's order
 	Matrix      Matrix
 	Limits      []Limit
+	Load        Load // the load lab's defaults and caps
+}
+
+// Load is what the load lab's form starts at, and its caps.
+type Load struct {
+	Workers, Jobs, Rounds int
+	MaxWorkers, MaxJobs   int
+	LeaseMS               int64
 }
 
 // Setup is what the numeric controls start at.

@@ -255,7 +255,7 @@ func Playground(p PageData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = loadLab(!p.Embed).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = loadLab(!p.Embed, p.View.Load).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

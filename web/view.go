@@ -32,6 +32,8 @@ func PageView(s Setup) templates.View {
 		Question: lab.Question, QuestionSetup: lab.QuestionSetup, QuestionAsk: lab.QuestionAsk,
 		Columns: templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)},
 		Limits:  limits(),
+		Load: templates.Load{Workers: lab.DefaultLoad().Workers, Jobs: lab.DefaultLoad().Jobs, Rounds: lab.DefaultLoad().Rounds,
+			MaxWorkers: lab.MaxLoadWorkers, MaxJobs: lab.MaxLoadJobs, LeaseMS: lab.DefaultLoad().LeaseMS},
 	}
 	for _, o := range append(lab.Orderings(), lab.FreePlay) {
 		v.Orderings = append(v.Orderings, templates.Choice{Value: string(o), Label: lab.OrderingWords(o).Menu, Selected: o == s.Ordering})
