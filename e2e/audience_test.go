@@ -166,7 +166,11 @@ func TestPresent_StepsByPageDown(t *testing.T) {
 		tab.PollState(fmt.Sprintf(`s.run.stepIndex >= %d`, i), 30*time.Second)
 	}
 	tab.PollState(`s.outcome && s.outcome.safe === true`, 30*time.Second)
-	tab.Screenshot("present-1920")
+	// What the room sees with no mouse: the lanes, the newest event and
+	// the verdict, on the first screen, the page not scrolled by a key.
+	tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
+	checkStageInView(t, tab, "present mode, at the verdict")
+	viewShot(tab, "present-1920")
 	tab.Press("PageUp")
 	tab.PollState(`s.view.scrub !== null`, 5*time.Second)
 }

@@ -21,6 +21,9 @@
 //	go test ./e2e/ -count=1 -v
 //
 // They need Chromium (apt-get install chromium chromium-driver) and the
-// PostgreSQL server binaries, or DATABASE_URL. Without Chromium the tests
-// skip, except with CI=true, where they fail.
+// PostgreSQL server binaries, or DATABASE_URL. TestEngines runs the core
+// cases in WebKit (WebKitWebDriver, on an Xvfb the test starts) and Firefox
+// ESR (WebDriver BiDi) too (apt-get install webkit2gtk-driver xvfb xauth
+// firefox-esr). Without a browser the tests skip, except with CI=true,
+// where they fail.
 package e2e

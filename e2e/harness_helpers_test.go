@@ -323,14 +323,9 @@ var keyNames = map[string]string{
 // Escape, PageDown, PageUp, Home, End, Tab, Enter, Backspace, Space.
 func (tab *Tab) Press(key string) {
 	tab.t.Helper()
-	k, ok := keyNames[key]
-	if !ok {
-		if len([]rune(key)) != 1 {
-			tab.t.Fatalf("e2e: Press(%q): not a single character nor a key name Press knows", key)
-		}
-		k = key
-	}
-	if err := tab.do(defaultTimeout, chromedp.KeyEvent(k)); err != nil {
+	// As a keyboard sends it (see chromiumDriver.Key): a Space the page
+	// takes must not also scroll it.
+	if err := (&chromiumDriver{tab: tab}).Key(key, defaultTimeout); err != nil {
 		tab.t.Fatalf("e2e: Press(%q): %v", key, err)
 	}
 }

@@ -245,7 +245,7 @@ func TestRunLabel_SaysWhatRunRunsNext(t *testing.T) {
 	var words map[string]any
 	tab.Eval(`window.fencelab.state()`, &words)
 	_ = words
-	if !strings.HasPrefix(label, "Run:") || !strings.Contains(label, lessonOrderingTitle(t, tab, "zombie-first")) {
+	if !strings.HasPrefix(label, "Run next:") || !strings.Contains(label, lessonOrderingTitle(t, tab, "zombie-first")) {
 		t.Errorf("beside Run: %q, but Run ran zombie-first", label)
 	}
 }

@@ -181,7 +181,7 @@ function drawControls(run) {
   // Beside Run: the run under way, or else what Run will run next (the
   // setup's form), never the last run's.
   const now = byTest("setup-now");
-  now.textContent = live ? `Now: ${setupWords(page.live)}` : `Run: ${setupWords(formRun())}`;
+  now.textContent = live ? `Now: ${setupWords(page.live)}` : `Run next: ${setupWords(formRun())}`;
   now.dataset.next = live ? "" : JSON.stringify(commandOf(setupFromForm(form)));
   for (const b of document.querySelectorAll("[data-batch], [data-run], [data-testid=predict-run], [data-testid=compare-run]")) b.disabled = !driver && !!sessionId;
   byTest("free-controls").hidden = !(live && page.live.mode === "free");
