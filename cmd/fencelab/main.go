@@ -6,7 +6,8 @@
 //	fencelab receiver  the external receiver as a standalone HTTP service
 //	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
 //	fencelab probe     is a server alive? (the Docker HEALTHCHECK)
-//	fencelab load      simulated blog readers against a server, and how it held up
+//	fencelab crowd     a crowd of simulated blog readers against a server, and how it held up
+//	                   (`fencelab load`, its old name, still works)
 //
 // main only wires signals to a context and calls run, so tests can call run
 // with their own arguments, environment and output.
@@ -67,7 +68,8 @@ Usage:
   fencelab receiver [flags]  the external receiver as a standalone HTTP service
   fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
   fencelab probe [flags]     ask a running server whether it is alive (for HEALTHCHECK)
-  fencelab load [flags]      simulated blog readers against a server: how it holds up
+  fencelab crowd [flags]     a crowd of simulated blog readers against a server:
+                             how it holds up (was 'fencelab load', which still works)
 
 Postgres: DATABASE_URL if set, otherwise a private throwaway cluster started
 from this machine's PostgreSQL server binaries.
@@ -98,13 +100,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return benchCmd(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		return probeCmd(ctx, rest, getenv, stdout, stderr)
-	case "load":
-		return loadCmd(ctx, rest, getenv, stdout, stderr)
+	case "crowd":
+		return crowdCmd(ctx, rest, stdout, stderr)
+	case "load": // the old name of crowd
+		return loadCmd(ctx, rest, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench, probe or load; see fencelab --help)", cmd)
+	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench, probe or crowd; see fencelab --help)", cmd)
 }
 
 // newFlagSet returns a flag set that reports errors as usage errors and
