@@ -214,8 +214,14 @@ func TestExec_TheRolesOwnDefaultsDoNotLoosenIt(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	raw := mustConn(t, r)
-	if _, err := raw.Exec(ctx, "ALTER ROLE "+r.role.Name()+" SET statement_timeout = 0"); err != nil {
+	var db string
+	if err := raw.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
 		t.Fatal(err)
+	}
+	for _, in := range []string{"", " IN DATABASE " + db} {
+		if _, err := raw.Exec(ctx, "ALTER ROLE "+r.role.Name()+in+" SET statement_timeout = 0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
 		t.Fatal(err)

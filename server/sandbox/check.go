@@ -188,11 +188,14 @@ func (c *Checked) explain(ctx context.Context, conn *pgx.Conn) ([]write, error) 
 	if err := conn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
 		return nil, c.pgError(err, "plan")
 	}
+	// A utility statement (SET, COPY, LISTEN…) has no plan: EXPLAIN gives
+	// a string where a plan would be. The first-keyword check turns these
+	// away before; this holds without it.
 	var plans []struct {
-		Plan planNode `json:"Plan"`
+		Plan *planNode `json:"Plan"`
 	}
-	if err := json.Unmarshal(out, &plans); err != nil {
-		return nil, fmt.Errorf("check %s: read the plan: %w", c.Kind, err)
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) == 0 || plans[0].Plan == nil {
+		return nil, newError(CodeWrongKind, c.Kind, 0, "the %s must be %s; this statement has no plan that writes a table", c.Kind, verbList(specs[c.Kind]))
 	}
 	var ws []write
 	for _, p := range plans {
