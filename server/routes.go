@@ -35,7 +35,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/api/stats", s.stats) // counts for `fencelab load`: sessions, runs, RSS, Postgres connections
+	e.GET("/api/stats", s.stats) // counts for `fencelab crowd`: sessions, runs, RSS, Postgres connections
 
 	api := e.Group("/api")
 	api.GET("/scenarios", s.scenarios)

@@ -18,7 +18,7 @@ import (
 )
 
 // Stats is the answer to GET /api/stats: how loaded the server is, in
-// counts only. `fencelab load` polls it to keep the peaks. It carries no
+// counts only. `fencelab crowd` polls it to keep the peaks. It carries no
 // connection string, path, user or host: anyone may read it.
 type Stats struct {
 	Sessions int `json:"sessions"`
