@@ -29,6 +29,7 @@ import (
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -265,6 +266,22 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 		}
 	}
 	rows.Close()
+	// A run's sandbox role is named after its schemas (sandbox.RoleName),
+	// so a gone server's roles are found by the same prefix.
+	roles, err := sandbox.ListRoles(ctx, m.cfg.Pool, schemaPrefix)
+	if err != nil {
+		return 0, err
+	}
+	rolesOf := map[string][]string{}
+	for _, name := range roles {
+		parts := strings.SplitN(strings.TrimPrefix(name, schemaPrefix), "_", 2)
+		if len(parts) == 2 && parts[0] != m.instance {
+			rolesOf[parts[0]] = append(rolesOf[parts[0]], name)
+			if byInstance[parts[0]] == nil {
+				byInstance[parts[0]] = []string{}
+			}
+		}
+	}
 	dropped := 0
 	for inst, names := range byInstance {
 		key := instanceKey(inst)
@@ -282,6 +299,11 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 				return dropped, err
 			}
 			dropped++
+		}
+		for _, n := range rolesOf[inst] {
+			if err := sandbox.DropRole(ctx, m.cfg.Pool, n); err != nil {
+				return dropped, err
+			}
 		}
 		un := engine.AdvisoryUnlock(key)
 		if _, err := m.lockConn.Exec(ctx, un.SQL, un.Args...); err != nil {
