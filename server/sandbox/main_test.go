@@ -6,4 +6,7 @@ import (
 	"github.com/fencelab/fencelab/engine/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	pgtest.ExportURL = true // the example connects as a program would, to $DATABASE_URL
+	pgtest.Main(m)
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -137,8 +138,15 @@ func (r *Role) Name() string { return r.name }
 // Schemas are the run's schemas the role may use.
 func (r *Role) Schemas() engine.Schemas { return r.schemas }
 
-// String names the role and never shows its password.
+// String names the role and never shows its password; so do GoString
+// (%#v) and LogValue (log/slog).
 func (r *Role) String() string { return "sandbox role " + r.name }
+
+// GoString is String, so that %#v shows no password either.
+func (r *Role) GoString() string { return r.String() }
+
+// LogValue logs the role by name alone.
+func (r *Role) LogValue() slog.Value { return slog.StringValue(r.name) }
 
 // ConnConfig returns a copy of the server's connection config that logs in
 // as the role, for a connection that runs a reader's statements (a

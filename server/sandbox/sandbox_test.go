@@ -3,6 +3,8 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -150,11 +152,13 @@ func TestRole_RightsAreTheRunsSchemaAlone(t *testing.T) {
 			t.Errorf("the role may use another run's schema %s", s)
 		}
 	}
-	var grants string
-	if err := r.pool.QueryRow(ctx, `SELECT string_agg(table_schema || '.' || table_name || ':' || privilege_type, ' ' ORDER BY 1)
- FROM information_schema.role_table_grants WHERE grantee = $1`, name).Scan(&grants); err != nil {
+	var grantList []string
+	if err := r.pool.QueryRow(ctx, `SELECT array_agg(table_schema || '.' || table_name || ':' || privilege_type)
+ FROM information_schema.role_table_grants WHERE grantee = $1`, name).Scan(&grantList); err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(grantList)
+	grants := strings.Join(grantList, " ")
 	wantList := []string{
 		r.schemas.Receiver + ".deliveries:INSERT", r.schemas.Receiver + ".deliveries:SELECT", r.schemas.Receiver + ".deliveries:UPDATE",
 		r.schemas.Jobs + ".jobs:SELECT", r.schemas.Jobs + ".jobs:UPDATE"}
@@ -257,3 +261,26 @@ func TestCheck_SixAtOnce(t *testing.T) {
 }
 
 var _ = os.Getenv
+
+func TestRole_PasswordIsShownNowhere(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	pw := r.role.ConnConfig().Password
+	if len(pw) < 40 {
+		t.Fatalf("password %d characters long", len(pw))
+	}
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("made", "role", r.role)
+	var settings string
+	if err := r.pool.QueryRow(context.Background(), "SELECT rolpassword FROM pg_authid WHERE rolname = $1", r.role.Name()).Scan(&settings); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprint(r.role), fmt.Sprintf("%v %+v %#v %s", r.role, r.role, r.role, r.role), logged.String(), settings} {
+		if strings.Contains(s, pw) {
+			t.Errorf("the password shows in %q", s)
+		}
+	}
+	if !strings.HasPrefix(settings, "SCRAM-SHA-256$4096:") {
+		t.Errorf("Postgres holds %.20q…, want a SCRAM verifier", settings)
+	}
+}
