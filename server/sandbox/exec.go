@@ -21,9 +21,12 @@ type Result struct {
 	RowsAffected int64
 }
 
-// Landed says whether the statement changed (or returned) a row: the
-// contract of complete, fail and the receiver (see Spec.Contract).
-func (r *Result) Landed() bool { return r.RowsAffected > 0 || len(r.Rows) > 0 }
+// Landed says whether the statement changed a row, or, one that ends in a
+// SELECT (WITH … SELECT), returned one: the contract of complete, fail and
+// the receiver (see Spec.Contract). A statement that returns a row when it
+// was fenced (such as the engine's own, which reports what the row held)
+// breaks that contract: it must return rows only from what it wrote.
+func (r *Result) Landed() bool { return r.RowsAffected > 0 }
 
 // Exec runs a checked statement on conn, which must be a connection of the
 // role that checked it (Role.Connect, or Role.ConnConfig in a worker),

@@ -96,6 +96,9 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			i = j
 			continue
 		}
+		if rw.first == "" && !isSpace(c) && !isIdentStart(c) && c != ';' {
+			rw.first = string(c) // a statement that starts with no keyword: "(", a literal, a parameter
+		}
 		if ended >= 0 && !isSpace(c) {
 			return nil, newError(CodeNotOne, kind, i+1, "the %s must be one statement: a second one starts after the ';'", kind)
 		}
@@ -110,6 +113,9 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 		case c == '\'' || ((c == 'e' || c == 'E') && i+1 < n && src[i+1] == '\'' && !identBefore(src, i)):
 			start, j := i, i
 			backslash := c != '\''
+			if rw.first == "" {
+				rw.first = "'"
+			}
 			if backslash {
 				j++
 			}
@@ -120,6 +126,9 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			emit(start, j)
 			i = j
 		case (c == 'u' || c == 'U') && i+2 < n && src[i+1] == '&' && (src[i+2] == '\'' || src[i+2] == '"') && !identBefore(src, i):
+			if rw.first == "" {
+				rw.first = "U&"
+			}
 			j, ok := scanQuoted(src, i+2, src[i+2], false)
 			if !ok {
 				return nil, newError(CodeSyntax, kind, i+1, "the quoted text that starts here is never closed")
@@ -188,9 +197,6 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			emit(i, j)
 			i = j
 		default:
-			if rw.first == "" {
-				rw.first = string(c) // such as "(": not a keyword
-			}
 			emit(i, i+1)
 			i++
 		}

@@ -84,3 +84,24 @@ func TestRewrite_PositionsMapBackToTheReadersText(t *testing.T) {
 		t.Errorf("position 25 maps to %d, want 25", got)
 	}
 }
+
+func TestRewrite_FirstKeyword(t *testing.T) {
+	for in, want := range map[string]string{
+		"  -- a comment\n /* another */ update jobs": "UPDATE",
+		"(UPDATE jobs SET owner = 'x')":              "(",
+		":id UPDATE jobs":                            ":",
+		"E'x' UPDATE jobs":                           "'",
+		"U&'x' UPDATE jobs":                          "U&",
+		"$$x$$ UPDATE jobs":                          "$",
+		"WITH RECURSIVE n AS (SELECT 1) UPDATE jobs": "WITH",
+	} {
+		rw, err := rewrite(Complete, in, []string{"id"})
+		if err != nil {
+			t.Errorf("rewrite(%q): %v", in, err)
+			continue
+		}
+		if rw.first != want {
+			t.Errorf("rewrite(%q): first %q, want %q", in, rw.first, want)
+		}
+	}
+}
