@@ -60,3 +60,16 @@ func mustConn(t *testing.T, r *run) *pgx.Conn {
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+var peersOnce sync.Once
+
+// makePeers makes the server's own table once: CREATE … IF NOT EXISTS is
+// not safe against itself in parallel tests.
+func makePeers(t *testing.T, r *run) {
+	t.Helper()
+	var err error
+	peersOnce.Do(func() { _, err = r.pool.Exec(context.Background(), peersSetup) })
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -184,6 +184,7 @@ const (
 	CodeWrongKind     Code = "wrong-kind"        // not the verb the kind needs (a SET, a COPY, a SELECT…)
 	CodeWrongTable    Code = "wrong-table"       // writes no table it must, or one it must not
 	CodeMissingColumn Code = "missing-column"    // does not return a column the workers read
+	CodeForbiddenCall Code = "forbidden-call"    // calls set_config, or a function that runs SQL from text
 	CodeSyntax        Code = "syntax"            // Postgres could not parse it
 	CodeUnknownName   Code = "unknown-name"      // a table, column or function that does not exist
 	CodeDenied        Code = "denied"            // the run's role may not do it
