@@ -94,8 +94,9 @@
 // (GENERIC_PLAN), so EXPLAIN EXECUTE under plan_cache_mode =
 // force_generic_plan — which also checks the role's rights on every table
 // and function in the plan; the plan must write the kind's table in the
-// run's schema and no other, and the statement must return the columns
-// its reader reads. Each refusal is an *Error with a Code, one sentence,
+// run's schema and no other, must call neither set_config nor a function
+// that runs SQL from text (the query_to_xml family, ts_stat), and the
+// statement must return the columns its reader reads. Each refusal is an *Error with a Code, one sentence,
 // and for a Postgres error its SQLSTATE and its position in the reader's
 // own text.
 //
@@ -104,10 +105,13 @@
 //   - Memory: Postgres has no per-statement memory cap; a statement can
 //     build values up to 1 GB (repeat('x', 1e9)) until statement_timeout.
 //   - Cheating in one's own run: the role may write any column of its own
-//     jobs rows and its receiver's deliveries, and set application_name for
-//     its own statement (which the history records as the writer; Exec
-//     resets it before the next). Verdicts must be read from what
-//     happened, as they are, not trusted from what a statement claims.
+//     jobs rows and its receiver's deliveries. Check refuses set_config
+//     (application_name names the writer in the history), but the refusal
+//     of calls reads the plan, and SQL text a statement stored in a row
+//     and a later one reads back is not in it; Postgres's rights still
+//     hold for such SQL. The history also records each write's
+//     backend_pid: attribute writes to workers by it, not by
+//     application_name, and no statement can pass for the other worker.
 //   - A run's own sessions: its workers share the role, so one worker's
 //     statement may cancel or terminate the other's backend
 //     (pg_terminate_backend on its own role), or hold a row lock the other
