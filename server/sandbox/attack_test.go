@@ -76,6 +76,7 @@ func TestCheck_Attacks(t *testing.T) {
 		{"another worker's name, by set_config", sandbox.Complete, "UPDATE jobs SET error = pg_catalog.set_config('application_name', 'B', false) WHERE id = :id", sandbox.CodeForbiddenCall, ""},
 		{"SQL run by query_to_xml", sandbox.Complete, "UPDATE jobs SET error = query_to_xml('SELECT ' || 'pg_read_file(''/etc/passwd'')', true, true, '')::text WHERE id = :id", sandbox.CodeForbiddenCall, ""},
 		{"SQL run by ts_stat", sandbox.Complete, "UPDATE jobs SET error = (SELECT string_agg(word, ',') FROM ts_stat('SELECT to_tsvector(owner) FROM jobs')) WHERE id = :id", sandbox.CodeForbiddenCall, ""},
+		{"SQL run by ts_rewrite", sandbox.Complete, "UPDATE jobs SET error = ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery')::text WHERE id = :id", sandbox.CodeForbiddenCall, ""},
 		{"a receiver writing jobs", sandbox.Receiver, "UPDATE jobs SET error = 'x' WHERE id = :job_id", sandbox.CodeWrongTable, ""},
 	} {
 		_, err := r.role.Check(ctx, a.kind, a.sql)

@@ -95,7 +95,7 @@
 // force_generic_plan — which also checks the role's rights on every table
 // and function in the plan; the plan must write the kind's table in the
 // run's schema and no other, must call neither set_config nor a function
-// that runs SQL from text (the query_to_xml family, ts_stat), and the
+// that runs SQL from text (the query_to_xml family, ts_stat, ts_rewrite), and the
 // statement must return the columns its reader reads. Each refusal is an *Error with a Code, one sentence,
 // and for a Postgres error its SQLSTATE and its position in the reader's
 // own text.
@@ -106,10 +106,10 @@
 //     build values up to 1 GB (repeat('x', 1e9)) until statement_timeout.
 //   - Cheating in one's own run: the role may write any column of its own
 //     jobs rows and its receiver's deliveries. Check refuses set_config
-//     (application_name names the writer in the history), but the refusal
-//     of calls reads the plan, and SQL text a statement stored in a row
-//     and a later one reads back is not in it; Postgres's rights still
-//     hold for such SQL. The history also records each write's
+//     (application_name names the writer in the history) and the functions
+//     that run SQL from text, by name: a list, which a function it misses
+//     would pass (Postgres's rights hold for the SQL such a function
+//     runs, as the tests show for query_to_xml). The history records each write's
 //     backend_pid: attribute writes to workers by it, not by
 //     application_name, and no statement can pass for the other worker.
 //   - A run's own sessions: its workers share the role, so one worker's
