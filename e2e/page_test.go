@@ -77,9 +77,13 @@ func TestPage_StepModeAndScrubbing(t *testing.T) {
 		tab.PollState(fmt.Sprintf(`s.run.stepIndex >= %d`, i), 30*time.Second)
 	}
 	tab.PollState(`s.outcome && s.outcome.safe === true && s.outcome.zombie_receiver_call === "rejected"`, 30*time.Second)
-	n := int(tab.State()["view"].(map[string]any)["events"].(float64))
+	// The run's last events (the workers' exits, run_state) may still be
+	// arriving after its verdict: Back is measured against the events the
+	// page holds when it looks, not a count read before.
+	tab.PollState(`s.run.ended`, 30*time.Second)
 	tab.Click("back")
-	tab.PollState(`s.view.scrub !== null && s.view.scrub < `+strconv.Itoa(n), 10*time.Second)
+	tab.PollState(`s.view.scrub !== null && s.view.scrub < s.view.events`, 10*time.Second)
+	n := int(tab.State()["view"].(map[string]any)["events"].(float64))
 	for range 5 {
 		tab.Click("back")
 	}
