@@ -156,8 +156,8 @@ func TestExec_RuntimeBounds(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: %s (%s), want one of %v", a.name, e.Code, e.Message, a.codes)
 		}
-		if took > 3*time.Second {
-			t.Errorf("%s: took %v, want at most the 2 s statement timeout and a little", a.name, took)
+		if took > slack {
+			t.Errorf("%s: took %v, want the 2 s statement timeout (and at most %v on a loaded machine)", a.name, took, slack)
 		}
 		t.Logf("%s: %s in %v: %s", a.name, e.Code, took.Round(10*time.Millisecond), e.Message)
 	}
@@ -207,7 +207,7 @@ func TestRole_PostgresRefusesWhatCheckTurnsAway(t *testing.T) {
 	// A statement that turns its own timeout off still ends at it: the
 	// timer was armed before it started.
 	start := time.Now()
-	if _, err := conn.Exec(ctx, "SELECT set_config('statement_timeout', '0', false), pg_sleep(30)"); err == nil || time.Since(start) > 3*time.Second {
+	if _, err := conn.Exec(ctx, "SELECT set_config('statement_timeout', '0', false), pg_sleep(30)"); err == nil || time.Since(start) > slack {
 		t.Errorf("a sleep after set_config('statement_timeout', '0'): %v after %v", err, time.Since(start))
 	}
 	if _, err := os.Stat("/tmp/fencelab-sandbox-copy"); err == nil {
@@ -244,10 +244,14 @@ func TestExec_TheRolesOwnDefaultsDoNotLoosenIt(t *testing.T) {
 	}
 	start := time.Now()
 	_, err = sandbox.Exec(ctx, mustConn(t, r), c, map[string]any{"id": int64(1)})
-	if e := (*sandbox.Error)(nil); !errors.As(err, &e) || e.Code != sandbox.CodeTimeout || time.Since(start) > 3*time.Second {
+	if e := (*sandbox.Error)(nil); !errors.As(err, &e) || e.Code != sandbox.CodeTimeout || time.Since(start) > slack {
 		t.Fatalf("a sleep after the role's own timeout was turned off: %v after %v", err, time.Since(start))
 	}
 }
+
+// slack is how long a statement the 2 s timeout ends may take on a
+// machine shared with other builds: far from the 30 or 60 s it asked for.
+const slack = 6 * time.Second
 
 // snapshot says what there is that an attack could leave behind: the
 // run's relations and functions, what the role owns anywhere (tables,

@@ -196,7 +196,7 @@ func TestRole_DropLeavesNoRoleAndEndsItsSessions(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	conn := mustConn(t, r)
-	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_sleep(1.5)::text WHERE id = :id")
+	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_sleep(1.9)::text WHERE id = :id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,18 @@ func TestRole_DropLeavesNoRoleAndEndsItsSessions(t *testing.T) {
 		_, err := sandbox.Exec(ctx, conn, c, map[string]any{"id": 1})
 		running <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var active int
+		if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND state = 'active'", r.role.Name()).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the role's statement never started")
+		}
+	}
 	if err := r.role.Drop(ctx, r.pool); err != nil {
 		t.Fatal(err)
 	}
