@@ -119,7 +119,7 @@ var specs = map[Kind]Spec{
 		},
 		Verbs:    []string{"UPDATE", "WITH"},
 		Writes:   "jobs",
-		Contract: "a row changed (or returned) means the result landed, none means it was fenced",
+		Contract: "a row changed (or, for a WITH … SELECT, a row returned) means the result landed, none means it was fenced",
 	},
 	Fail: {
 		Kind: Fail,
@@ -131,7 +131,7 @@ var specs = map[Kind]Spec{
 		},
 		Verbs:    []string{"UPDATE", "WITH"},
 		Writes:   "jobs",
-		Contract: "a row changed (or returned) means the failure landed, none means it was fenced",
+		Contract: "a row changed (or, for a WITH … SELECT, a row returned) means the failure landed, none means it was fenced",
 	},
 	Receiver: {
 		Kind: Receiver,
@@ -143,7 +143,7 @@ var specs = map[Kind]Spec{
 		},
 		Verbs:    []string{"INSERT", "UPDATE", "WITH"},
 		Writes:   "deliveries",
-		Contract: "a row changed (or returned) means the delivery was accepted, none means it was refused",
+		Contract: "a row changed (or, for a WITH … SELECT, a row returned) means the delivery was accepted, none means it was refused",
 	},
 }
 
