@@ -94,6 +94,8 @@ func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 	tab.Navigate(srv.URL + "/?lesson=predict&present=1")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "predict" && s.lesson.index === -1`, 30*time.Second)
+	var joinBefore float64
+	tab.Eval(`document.querySelector('[data-testid="join"]').getBoundingClientRect().height`, &joinBefore)
 	tab.Click("predict-succeeds") // the class's pick
 	chapter, presses := "", 0
 	for {
@@ -136,6 +138,12 @@ func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 	}
 	if !tab.Visible("lesson-end") {
 		t.Error("the last step does not say the lesson has ended")
+	}
+	// The class has joined: the QR code waits in a corner, small.
+	var join map[string]float64
+	tab.Eval(`(() => { const r = document.querySelector('[data-testid="join"]').getBoundingClientRect(); return { w: r.width, h: r.height, top: r.top, right: innerWidth - r.right }; })()`, &join)
+	if join["h"] > 120 || join["w"] > 120 || join["top"] > 20 || join["right"] > 20 {
+		t.Errorf("once the class has started the QR code is %.0f×%.0f px at %.0f px from the top, %.0f from the right; before, %.0f px tall", join["w"], join["h"], join["top"], join["right"], joinBefore)
 	}
 	// Each of the lesson's waits ended on a real event, and the last
 	// chapter's last run ended with its verdict on the stage.
