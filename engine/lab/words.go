@@ -358,6 +358,16 @@ func ColumnWords(c Column) string {
 	return string(c)
 }
 
+// PredictText is the Predict panel's words around the reader's pick: while
+// its run plays, before it, and the two halves of its answer ("You said:
+// …. With leases alone: ….").
+type PredictText struct {
+	Running string `json:"running"`
+	Kept    string `json:"kept"`
+	Said    string `json:"said"`
+	Alone   string `json:"alone"`
+}
+
 // WordTable is every code's words, as the page gets them with its first
 // state: it looks words up here and never writes its own.
 // TestWords_EveryCodeHasWords walks every value of every code it holds.
@@ -370,16 +380,18 @@ type WordTable struct {
 	States    map[ProcState]string      `json:"states"`
 	Question  string                    `json:"question"`
 	// SameIdentity names a run whose new owner has the zombie's name.
-	SameIdentity string                        `json:"same_identity"`
-	Answers      map[Answer]string             `json:"answers"`
-	Deliveries   map[Delivery]string           `json:"deliveries"`
-	Batches      map[BatchName]BatchText       `json:"batches"`
-	Columns      map[Column]string             `json:"columns"`
-	Reasons      map[engine.FenceReason]string `json:"reasons"`
-	Modes        map[Mode]string               `json:"modes"`
-	Phases       map[RunPhase]string           `json:"phases"`
-	Stops        map[StopReason]string         `json:"stops"`
-	Marks        map[Mark]MarkText             `json:"marks"`
+	SameIdentity string `json:"same_identity"`
+	// Predict is what the Predict panel says around the reader's pick.
+	Predict    PredictText                   `json:"predict"`
+	Answers    map[Answer]string             `json:"answers"`
+	Deliveries map[Delivery]string           `json:"deliveries"`
+	Batches    map[BatchName]BatchText       `json:"batches"`
+	Columns    map[Column]string             `json:"columns"`
+	Reasons    map[engine.FenceReason]string `json:"reasons"`
+	Modes      map[Mode]string               `json:"modes"`
+	Phases     map[RunPhase]string           `json:"phases"`
+	Stops      map[StopReason]string         `json:"stops"`
+	Marks      map[Mark]MarkText             `json:"marks"`
 	// Ended lists the phases a run never leaves (RunPhase.Ended).
 	Ended []RunPhase `json:"ended"`
 	// Styles names each queue style shortly, as the load lab's chart does.
@@ -443,7 +455,13 @@ func Words() WordTable {
 	w := WordTable{Version: ProtocolVersion, Orderings: map[Ordering]OrderingText{}, Guards: map[string]GuardText{},
 		Calls: map[Call]string{}, Badges: map[string]Badge{}, States: map[ProcState]string{}, Question: Question,
 		SameIdentity: "one name for both workers",
-		Answers:      map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
+		Predict: PredictText{
+			Running: "Running it with leases alone: A freezes, its lease runs out, B takes the job over, and A wakes up while B is still working…",
+			Kept:    "Your answer is kept. Now run it with leases alone.",
+			Said:    "You said",
+			Alone:   "With leases alone",
+		},
+		Answers: map[Answer]string{}, Deliveries: map[Delivery]string{}, Batches: map[BatchName]BatchText{},
 		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{}, Modes: map[Mode]string{},
 		Phases: map[RunPhase]string{}, Stops: map[StopReason]string{}, Marks: map[Mark]MarkText{}, Styles: map[string]string{}}
 	for _, st := range Styles() {

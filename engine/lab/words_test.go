@@ -49,6 +49,13 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 		}
 	}
 	strs := func(vs ...string) []string { return vs }
+	// The page's own sentences, outside any code.
+	for name, s := range map[string]string{"question": w.Question, "same_identity": w.SameIdentity, "predict.running": w.Predict.Running,
+		"predict.kept": w.Predict.Kept, "predict.said": w.Predict.Said, "predict.alone": w.Predict.Alone} {
+		if s == "" {
+			t.Errorf("the word table's %s is empty", name)
+		}
+	}
 	orderings := append(lab.Orderings(), lab.FreePlay)
 	walk("lab.Ordering", names(orderings), func(v string) []string {
 		o := w.Orderings[lab.Ordering(v)]

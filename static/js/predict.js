@@ -40,24 +40,24 @@ export function drawPredict(alone, running) {
   const p = pick();
   for (const r of document.querySelectorAll('input[name="predict"]')) r.checked = r.value === p;
   if (running) {
-    out.textContent = "Running it with leases alone: A freezes, its lease runs out, B takes the job over, and A wakes up while B is still working…";
+    out.textContent = W.predict.running;
     delete out.dataset.right;
     return;
   }
   if (!alone) {
-    out.textContent = p ? "Your answer is kept. Now run it with leases alone." : "";
+    out.textContent = p ? W.predict.kept : "";
     delete out.dataset.right;
     return;
   }
   const happened = W.answers[alone.answer] || "";
   if (!p) {
-    out.textContent = `With leases alone: ${happened}.`;
+    out.textContent = `${W.predict.alone}: ${happened}.`;
     delete out.dataset.right;
     return;
   }
   const right = p === alone.answer;
   out.dataset.right = right ? "true" : "false";
-  out.textContent = `You said: ${W.answers[p]}. With leases alone: ${happened}. ${markOf(right ? "right" : "wrong").label}.`;
+  out.textContent = `${W.predict.said}: ${W.answers[p]}. ${W.predict.alone}: ${happened}. ${markOf(right ? "right" : "wrong").label}.`;
 }
 
 /** Fill one side of the comparison with an outcome. */
