@@ -139,6 +139,9 @@ func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 	if !tab.Visible("lesson-end") {
 		t.Error("the last step does not say the lesson has ended")
 	}
+	if tab.Visible("back-live") {
+		t.Error("the last chapter's own run is live, yet the stage offers Back to live (left from a batch's run)")
+	}
 	// The class has joined: the QR code waits in a corner, small.
 	var join map[string]float64
 	tab.Eval(`(() => { const r = document.querySelector('[data-testid="join"]').getBoundingClientRect(); return { w: r.width, h: r.height, top: r.top, right: innerWidth - r.right }; })()`, &join)

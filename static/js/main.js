@@ -748,6 +748,7 @@ async function clearForChapter() {
   page.scrub = null;
   clearOutcome();
   page.dirty = true;
+  byTest("back-live")?.remove(); // a batch's run was on the stage: the chapter's own is live
 }
 if (params.get("lesson")) {
   const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
