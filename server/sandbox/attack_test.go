@@ -117,8 +117,16 @@ func TestExec_RuntimeBounds(t *testing.T) {
 	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
 		t.Fatal(err)
 	}
+	// A server connection held for the whole test: a pool's idle one may
+	// be closed before the attack names it, and pg_terminate_backend of a
+	// pid that is no backend only warns, refusing nothing.
+	held, err := r.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
 	var serverPID int
-	if err := r.pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&serverPID); err != nil {
+	if err := held.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&serverPID); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, r)
