@@ -19,21 +19,8 @@ import (
 // 127.0.0.1), as a blog that embeds the playground would.
 func hostServer(t *testing.T, html string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/favicon.ico" {
-			w.Header().Set("Content-Type", "image/svg+xml")
-			fmt.Fprint(w, `<svg xmlns="http://www.w3.org/2000/svg"/>`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, html)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	ln := listenLocal(t)
+	serveOn(t, ln, html)
 	return "http://" + ln.Addr().String()
 }
 
@@ -66,12 +53,7 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	  window.start = () => document.getElementById("demo").contentWindow.postMessage({type: "run", ordering: "zombie-first", mode: "auto", lease_ms: 300, pace_ms: 0}, %q);
 	  window.evil = () => document.getElementById("evil").contentWindow.postMessage("go", "*");
 	</script></body></html>`, srv.URL, evil, srv.URL, srv.URL)
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, page)
-	})}
-	go hs.Serve(blogLn)
-	t.Cleanup(func() { hs.Close() })
+	serveOn(t, blogLn, page)
 
 	tab := newTab(t, 1024, 900)
 	tab.Navigate(blog + "/")

@@ -376,18 +376,7 @@ func (tab *engineTab) Eval(js string, out any) {
 // describe evaluates js for an error message; it never fails the test.
 func (tab *engineTab) describe(js string) string {
 	raw, err := tab.d.Eval(js, 5*time.Second)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	s := string(raw)
-	var str string
-	if json.Unmarshal(raw, &str) == nil {
-		s = str
-	}
-	if len(s) > 2000 {
-		s = s[:2000] + "…"
-	}
-	return s
+	return described(raw, err)
 }
 
 // pollChunk is how long one evaluation waits in the page for a predicate,

@@ -78,12 +78,18 @@ func (tab *Tab) poll(expr string, timeout time.Duration) bool {
 // describe evaluates expr for an error message; it never fails the test.
 func (tab *Tab) describe(expr string) string {
 	v, err := runAction(tab, 5*time.Second, chromedp.Evaluate[json.RawMessage](expr))
+	return described(v, err)
+}
+
+// described is an evaluated value as an error message says it: a string
+// unquoted, anything else as JSON, cut at 2,000 bytes; or the error.
+func described(raw json.RawMessage, err error) string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	s := string(v)
+	s := string(raw)
 	var str string
-	if json.Unmarshal(v, &str) == nil {
+	if json.Unmarshal(raw, &str) == nil {
 		s = str
 	}
 	if len(s) > 2000 {

@@ -303,9 +303,15 @@ func listenLocal(t *testing.T) net.Listener {
 	return ln
 }
 
-// serveOn serves one HTML page on ln until the test ends.
+// serveOn serves one HTML page on ln until the test ends (and an empty
+// icon, so the browser logs no 404 for it).
 func serveOn(t *testing.T, ln net.Listener, html string) {
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/favicon.ico" {
+			w.Header().Set("Content-Type", "image/svg+xml")
+			fmt.Fprint(w, `<svg xmlns="http://www.w3.org/2000/svg"/>`)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, html)
 	})}
