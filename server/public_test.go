@@ -200,7 +200,10 @@ func TestSecrets_AFailedCallSaysNoURL(t *testing.T) {
 // back; a watched one goes on.
 func TestRuns_AnAbandonedRunEnds(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, func(c *server.Config) { c.Limits.RunIdle = 300 * time.Millisecond })
+	// Idle long enough that both runs still hold their slots once the
+	// watched one's socket is live on a loaded machine (with 300 ms, a
+	// sweep could end the unwatched run before the first count).
+	ts := startServer(t, func(c *server.Config) { c.Limits.RunIdle = 1500 * time.Millisecond })
 	s := ts.newSession()
 	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
 	watched := ts.newSession()
@@ -214,7 +217,7 @@ func TestRuns_AnAbandonedRunEnds(t *testing.T) {
 	if n := ts.Sessions.RunsInFlight(); n != 2 {
 		t.Fatalf("%d runs hold slots, want 2", n)
 	}
-	time.Sleep(500 * time.Millisecond) // nobody drives either; one is watched
+	time.Sleep(2 * time.Second) // nobody drives either; one is watched
 	ts.Sessions.Sweep()
 	run := s.snapshot().Run
 	if !run.Phase.Ended() || run.StopReason != lab.StopAbandoned {
