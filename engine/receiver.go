@@ -99,8 +99,15 @@ type Receiver struct {
 	schema    string
 	guards    Guards
 	keyed     bool
+	rule      Rule
 	traceFunc func(Trace)
 }
+
+// Rule is a receiver rule of the caller's own, in place of the engine's
+// conditional upsert (ReceiverDeliver): it applies one delivery to the
+// receiver's deliveries table, in a session of its own, and says whether
+// it took it. The playground runs a reader's own statement this way.
+type Rule func(ctx context.Context, d Delivery) (taken bool, st Statement, err error)
 
 // ReceiverConfig configures a Receiver.
 type ReceiverConfig struct {
@@ -110,7 +117,14 @@ type ReceiverConfig struct {
 	// applies the first delivery for each job and answers every later one
 	// as a Duplicate (ReceiverDeliverKeyed). The receiver-check guard does
 	// not apply.
-	Keyed     bool
+	Keyed bool
+	// Rule, if set, decides each delivery instead of the engine's upsert
+	// (and Keyed and Guards do not apply). The receiver reads what it
+	// held before and after the rule ran, names the decision from the two
+	// (a newer epoch, the same, an older one, a refusal) and logs it. The
+	// rule runs outside the receiver's transaction, so two deliveries for
+	// one job must not race: a scripted run sends them one at a time.
+	Rule      Rule
 	TraceFunc func(Trace)
 }
 
@@ -119,7 +133,7 @@ func NewReceiver(db TxDB, cfg ReceiverConfig) (*Receiver, error) {
 	if err := ValidateSchemaName(cfg.Schema); err != nil {
 		return nil, err
 	}
-	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, keyed: cfg.Keyed, traceFunc: cfg.TraceFunc}, nil
+	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, keyed: cfg.Keyed, rule: cfg.Rule, traceFunc: cfg.TraceFunc}, nil
 }
 
 // WithTrace returns a copy of r that reports each statement to fn instead.
@@ -145,6 +159,9 @@ func (r *Receiver) trace(st Statement, rows int64, at time.Time, err error, star
 func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 	if err := d.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("deliver: %w", err)
+	}
+	if r.rule != nil {
+		return r.deliverByRule(ctx, d)
 	}
 	decide := r.decideEpoch
 	if r.keyed {
@@ -280,4 +297,80 @@ func (r *Receiver) Decisions(ctx context.Context, jobID int64) ([]DecisionRecord
 		out = append(out, d)
 	}
 	return out, translate(op, rows.Err())
+}
+
+// deliverByRule applies a delivery with the caller's Rule: what is held
+// before, the rule, what is held after, and the decision logged from the
+// two.
+func (r *Receiver) deliverByRule(ctx context.Context, d Delivery) (Receipt, error) {
+	before, err := r.heldOrNil(ctx, d.JobID)
+	if err != nil {
+		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
+	}
+	start := time.Now()
+	taken, st, err := r.rule(ctx, d)
+	if st.SQL != "" {
+		r.trace(st, boolRows(taken), time.Time{}, err, start)
+	}
+	if err != nil {
+		return Receipt{}, fmt.Errorf("deliver job %d: %w", d.JobID, err)
+	}
+	after, err := r.heldOrNil(ctx, d.JobID)
+	if err != nil {
+		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
+	}
+	rc := Receipt{JobID: d.JobID, Epoch: d.Epoch, Decision: RefusedStale}
+	if after != nil {
+		rc.HeldEpoch, rc.Accepted, rc.DBTime = after.Epoch, after.Accepted, after.DBTime
+	}
+	if taken {
+		switch {
+		case before == nil:
+			rc.Decision = AcceptedFirst
+		case before.Epoch < d.Epoch:
+			rc.Decision = AcceptedNewer
+		case before.Epoch == d.Epoch:
+			rc.Decision = AcceptedSame
+		default:
+			rc.Decision = AcceptedOlder
+		}
+		if before != nil {
+			prev := before.Epoch
+			rc.Superseded, rc.SupersededOwner = &prev, before.Owner
+		}
+	}
+	held := rc.HeldEpoch
+	lst := ReceiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
+	start = time.Now()
+	var at time.Time
+	err = r.db.QueryRow(ctx, lst.SQL, lst.Args...).Scan(&rc.DecisionSeq, &at)
+	r.trace(lst, rowsOf(err), at, err, start)
+	if err != nil {
+		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
+	}
+	if rc.DBTime.IsZero() {
+		rc.DBTime = at
+	}
+	if rc.Decision == RefusedStale {
+		return rc, &StaleError{JobID: d.JobID, Epoch: d.Epoch, HeldEpoch: rc.HeldEpoch}
+	}
+	return rc, nil
+}
+
+func (r *Receiver) heldOrNil(ctx context.Context, jobID int64) (*Held, error) {
+	h, err := r.get(ctx, r.db, jobID)
+	if errors.Is(err, ErrJobNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+func boolRows(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -2,6 +2,7 @@
 //
 //	fencelab [serve]   the playground server (the default)
 //	fencelab run       one scenario end to end, printed as the article's table row
+//	fencelab check     the article's test on a reader's own four statements
 //	fencelab worker    one worker process (the server and `run` spawn these)
 //	fencelab receiver  the external receiver as a standalone HTTP service
 //	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
@@ -64,6 +65,8 @@ const usage = `fencelab: see, break and understand fencing tokens.
 Usage:
   fencelab [serve] [flags]   the playground server (default)
   fencelab run [flags]       run one scenario end to end with real worker processes
+  fencelab check [flags]     check your own solution (four statements, or a worker
+                             program in any language) against a real zombie
   fencelab worker [flags]    one worker process (spawned by serve and run)
   fencelab receiver [flags]  the external receiver as a standalone HTTP service
   fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
@@ -92,6 +95,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return serveCmd(ctx, rest, getenv, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, getenv, stdout, stderr)
+	case "check":
+		return checkCmd(ctx, rest, getenv, stdout, stderr)
 	case "worker":
 		return worker.Main(ctx, rest, getenv, stdin, stdout, stderr)
 	case "receiver":
@@ -108,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usagef("fencelab: unknown command %q (want serve, run, worker, receiver, bench, probe or crowd; see fencelab --help)", cmd)
+	return usagef("fencelab: unknown command %q (want serve, run, check, worker, receiver, bench, probe or crowd; see fencelab --help)", cmd)
 }
 
 // newFlagSet returns a flag set that reports errors as usage errors and

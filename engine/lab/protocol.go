@@ -582,6 +582,9 @@ type BatchEvent struct {
 	// Runs (finished) are the batch's runs, each to open from its answer:
 	// its cell, what it came to and its button's words.
 	Runs []BatchRun `json:"runs,omitempty"`
+	// Check (a finished check) is what the reader's solution came to,
+	// case by case.
+	Check *CheckReport `json:"check,omitempty"`
 }
 
 // BatchRun is one run of a finished batch, as its answer offers to open it.

@@ -166,6 +166,10 @@ type RunConfig struct {
 	// directly before the commit (the default), called on a third party
 	// that knows no epochs but deduplicates on a key, or through an outbox.
 	Delivery Delivery `json:"delivery"`
+	// Custom says the run's workers and receiver run a reader's own
+	// statements (a check's case), not the engine's: its guards are
+	// whatever those statements keep.
+	Custom bool `json:"custom,omitempty"`
 }
 
 // Delivery is how a worker's result reaches the external receiver.
@@ -269,6 +273,9 @@ func (c RunConfig) String() string {
 	}
 	if c.Delivery != "" && c.Delivery != DeliverDirect {
 		s += ", delivery " + string(c.Delivery)
+	}
+	if c.Custom {
+		s += ", the reader's statements"
 	}
 	return s
 }

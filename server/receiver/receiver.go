@@ -140,7 +140,7 @@ func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) 
 	re := &lab.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: lab.ResultFrom(d.Payload),
 		HeldEpoch: rc.HeldEpoch, Superseded: rc.Superseded, SupersededOwner: rc.SupersededOwner}
 	for _, t := range traces {
-		if t.Name == "ReceiverDeliver" {
+		if t.Name == "ReceiverDeliver" || t.Name == "ReaderReceiver" {
 			st := lab.StmtOf(t)
 			re.Stmt = &st
 		}

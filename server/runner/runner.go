@@ -31,6 +31,7 @@ import (
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -122,6 +123,13 @@ type Spec struct {
 	// KeepSchemas leaves the schemas in the database when the run ends, to
 	// be looked at (the CLI with a DATABASE_URL of the user's own).
 	KeepSchemas bool
+	// Solution, if set, is a reader's own four statements: the run's
+	// workers and receiver run them, as a role made for the run
+	// (sandbox), in place of the engine's. Each is checked before any
+	// worker starts; a refusal is a *sandbox.Error, bad input. Only a
+	// scripted run with the built-in receiver and direct delivery takes
+	// one.
+	Solution *sandbox.Solution
 	// EmitFunc receives every event of the run, one at a time, in order. It
 	// must not block for long.
 	EmitFunc func(lab.Event)
@@ -164,6 +172,8 @@ type Run struct {
 	served     *receiver.Served // the built-in receiver's credentials, or nil for a standalone one
 	rowSeq     int64            // the last history seq the listener told
 	lastAt     time.Time        // the time of the last event told: events never go back in time
+
+	sqlEnv []string // a reader's statements and role, for each worker's environment
 
 	relayMu     sync.Mutex // one relay pass at a time
 	relayClient *http.Client
@@ -314,6 +324,9 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	r.queue = q
 	receiverURL := ""
+	if spec.Solution != nil && (env.ExternalReceiver != "" || spec.Mode == lab.ModeFree || spec.Config.Delivery != lab.DeliverDirect) {
+		return fault.Errorf(fault.Invalid, "a reader's statements run only in a scripted run, with direct delivery to the built-in receiver")
+	}
 	if env.ExternalReceiver != "" && spec.Config.Delivery == lab.DeliverKeyed {
 		return fault.Errorf(fault.Invalid, "a standalone receiver keeps epochs: the keyed delivery needs the built-in one")
 	}
@@ -326,8 +339,12 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		receiverURL = env.ExternalReceiver + "/deliveries"
 		r.receiver = &receiver.Client{BaseURL: env.ExternalReceiver}
 	} else {
+		rule, err := r.readerSQL(ctx)
+		if err != nil {
+			return err
+		}
 		rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver, Guards: spec.Config.Broken,
-			Keyed: spec.Config.Delivery == lab.DeliverKeyed})
+			Keyed: spec.Config.Delivery == lab.DeliverKeyed, Rule: rule})
 		if err != nil {
 			return err
 		}

@@ -98,6 +98,7 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	if cred := r.credential(); cred != "" {
 		env = append(env, worker.EnvReceiverCredential+"="+cred)
 	}
+	env = append(env, r.sqlEnv...)
 	p, err := r.env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: env, EventFunc: r.onWorkerEvent})
 	if err != nil {
 		r.mu.Lock()

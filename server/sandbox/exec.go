@@ -105,3 +105,13 @@ func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) 
 	res.RowsAffected = tag.RowsAffected()
 	return res, nil
 }
+
+// Args returns args in the order of the statement's parameters ($1, $2,
+// …): what a timeline shows beside its SQL.
+func (c *Checked) Args(args map[string]any) []any {
+	out := make([]any, len(c.Params))
+	for i, p := range c.Params {
+		out[i] = args[p]
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -84,6 +85,7 @@ var (
 	pBigint = Param{Type: "bigint", oid: pgtype.Int8OID}
 	pJSONB  = Param{Type: "jsonb", oid: pgtype.JSONBOID}
 	pIntvl  = Param{Type: "interval", oid: pgtype.IntervalOID}
+	pTime   = Param{Type: "timestamptz", oid: pgtype.TimestamptzOID}
 )
 
 func param(p Param, name, doc string) Param { p.Name, p.Doc = name, doc; return p }
@@ -98,6 +100,7 @@ var specs = map[Kind]Spec{
 		Params: []Param{
 			param(pText, "owner", "the claiming worker's name"),
 			param(pIntvl, "lease", "how long the lease lasts"),
+			param(pTime, "now", "the worker's own clock, which may run ahead of the database's"),
 		},
 		Verbs:  []string{"UPDATE", "WITH"},
 		Writes: "jobs",
@@ -213,8 +216,27 @@ type Error struct {
 	SQLState string
 }
 
-func (e *Error) Error() string        { return e.Message }
-func (e *Error) Is(target error) bool { return target == ErrRefused }
+func (e *Error) Error() string { return e.Message }
+
+// Is matches ErrRefused, and engine.ErrInvalidInput: a refused statement
+// is bad input, answered with a 400 that starts nothing.
+func (e *Error) Is(target error) bool {
+	return target == ErrRefused || target == engine.ErrInvalidInput
+}
+
+// Detail is what an API answer carries besides the message, for an
+// editor to mark: the kind, the code, the position and the SQLSTATE.
+type Detail struct {
+	Kind     string `json:"kind"`
+	Code     Code   `json:"code"`
+	Position int    `json:"position"`
+	SQLState string `json:"sqlstate,omitempty"`
+}
+
+// ErrorDetail returns the refusal's Detail (wire puts it in the answer).
+func (e *Error) ErrorDetail() any {
+	return Detail{Kind: e.Kind.String(), Code: e.Code, Position: e.Position, SQLState: e.SQLState}
+}
 
 func newError(code Code, kind Kind, pos int, format string, a ...any) *Error {
 	return &Error{Code: code, Kind: kind, Position: pos, Message: fmt.Sprintf(format, a...)}

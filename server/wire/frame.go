@@ -61,6 +61,8 @@ type Frame struct {
 	Status int             `json:"status,omitempty"`
 	Code   fault.Code      `json:"code,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// Detail is what a refusal says besides its sentence (DetailOf).
+	Detail any `json:"detail,omitempty"`
 
 	// command: the command object (server/control decodes it).
 	Command json.RawMessage `json:"command,omitempty"`
@@ -70,7 +72,7 @@ type Frame struct {
 // whose status, code and words are those an HTTP answer of it would have.
 func ReplyFrame(id string, result any, err error) Frame {
 	if err != nil {
-		return Frame{Type: FrameReply, ID: id, Status: Status(err), Code: codeOf(err, Status(err)), Error: Message(err)}
+		return Frame{Type: FrameReply, ID: id, Status: Status(err), Code: codeOf(err, Status(err)), Error: Message(err), Detail: DetailOf(err)}
 	}
 	b, merr := json.Marshal(result)
 	if merr != nil {
@@ -95,6 +97,9 @@ func (f Frame) MarshalJSON() ([]byte, error) {
 			m["result"] = f.Result // nil encodes as null
 		} else {
 			m["status"], m["code"], m["error"] = f.Status, f.Code, f.Error
+			if f.Detail != nil {
+				m["detail"] = f.Detail
+			}
 		}
 	case FramePong, FramePing:
 		m["id"] = f.ID

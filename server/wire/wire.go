@@ -26,6 +26,22 @@ type Body struct {
 	Error  string     `json:"error"`
 	Code   fault.Code `json:"code"`
 	Status int        `json:"status"`
+	// Detail is what a refusal says besides its sentence, for a program:
+	// a reader's statement's kind and where in it Postgres stopped.
+	Detail any `json:"detail,omitempty"`
+}
+
+// Detailed is an error that carries a Detail for its answer.
+type Detailed interface{ ErrorDetail() any }
+
+// DetailOf returns the Detail of the first Detailed error in err's chain
+// of a 4xx answer, or nil.
+func DetailOf(err error) any {
+	var d Detailed
+	if errors.As(err, &d) && Status(err) < 500 {
+		return d.ErrorDetail()
+	}
+	return nil
 }
 
 // statuses is the HTTP status of each fault code.
@@ -135,7 +151,7 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 		case status >= 500:
 			log.Info("refused: unavailable or at capacity", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
-		body := Body{Error: Message(err), Code: codeOf(err, status), Status: status}
+		body := Body{Error: Message(err), Code: codeOf(err, status), Status: status, Detail: DetailOf(err)}
 		if status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", "30")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // Config is a worker's configuration, from its flags.
@@ -39,6 +40,11 @@ type Config struct {
 	// called on a keyed third party after looking the key up, or written to
 	// the outbox with the commit.
 	Delivery lab.Delivery
+	// SQL, if set, is a reader's own claim, complete and fail, with the
+	// run's role to run them as (from the environment alone: see
+	// sandbox.WorkerEnv). The worker then connects as that role only,
+	// runs no statement of the engine's, and renews no lease.
+	SQL *sandbox.WorkerSQL
 }
 
 // The environment a worker reads besides DATABASE_URL: what must not be on
@@ -96,6 +102,13 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return c, usagef("--delivery: %v", err)
 	}
 	c.Delivery = d
+	switch sql, err := sandbox.FromEnv(getenv); {
+	case errors.Is(err, sandbox.ErrNoStatements):
+	case err != nil:
+		return c, usagef("the reader's statements: %v", err)
+	default:
+		c.SQL = sql
+	}
 	return c, c.fill()
 }
 
@@ -134,6 +147,15 @@ func (c *Config) fill() error {
 	}
 	if err := engine.ValidateLease(c.Lease); err != nil {
 		return usagef("--lease: %v", err)
+	}
+	if c.SQL != nil {
+		if c.SQL.Schemas.Jobs != c.Schema {
+			return usagef("--schema %s is not the schema the reader's statements were checked on", c.Schema)
+		}
+		if c.Delivery == lab.DeliverOutbox {
+			return usagef("--delivery outbox: a reader's complete writes no outbox")
+		}
+		c.Heartbeat = -1 // a reader's solution has no renewal statement
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = c.Lease / 3

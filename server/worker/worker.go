@@ -77,6 +77,11 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 	// workers' connections against Postgres's max_connections.
 	pcfg.MaxConns = 1
 	pcfg.ConnConfig.RuntimeParams["application_name"] = lab.AppName(cfg.Label)
+	if cfg.SQL != nil {
+		// The reader's statements run as the run's role, and nothing of
+		// this worker runs as anyone else.
+		pcfg.ConnConfig.User, pcfg.ConnConfig.Password = cfg.SQL.Role, cfg.SQL.Password
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fault.Errorf(fault.Unavailable, "connect to Postgres: %v", engine.ErrUnavailable)
@@ -157,13 +162,16 @@ func (w *Worker) loop(ctx context.Context) error {
 		}
 		var c engine.Claim
 		claim := func(quiet bool) error {
+			if w.cfg.SQL != nil {
+				return w.readerClaim(ctx, &call{op: lab.OpClaim, held: &c, quietNoJob: quiet}, &c)
+			}
 			return w.run(&call{op: lab.OpClaim, held: &c, quietNoJob: quiet}, func(q *engine.Queue) (err error) {
 				c, err = q.Claim(ctx, w.cfg.Name, w.cfg.Lease)
 				return err
 			})
 		}
 		var err error
-		if w.cfg.Step {
+		if w.cfg.Step && w.cfg.SQL == nil {
 			err = w.claimStep(ctx, claim)
 		} else {
 			err = claim(idle)
@@ -287,12 +295,18 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 		w.failNext = false
 		var status engine.Status
 		rc := &call{op: lab.OpFail, held: &c}
+		if w.cfg.SQL != nil {
+			return w.commitError(ctx, w.readerWrite(ctx, rc, c, w.cfg.SQL.Fail, map[string]any{"error": reason}))
+		}
 		err := w.run(rc, func(q *engine.Queue) (err error) {
 			status, err = q.Fail(ctx, c, reason)
 			rc.status = status
 			return err
 		})
 		return w.commitError(ctx, err)
+	}
+	if w.cfg.SQL != nil {
+		return w.commitError(ctx, w.readerWrite(ctx, &call{op: lab.OpComplete, held: &c}, c, w.cfg.SQL.Complete, map[string]any{"result": string(result)}))
 	}
 	err = w.run(&call{op: lab.OpComplete, held: &c}, func(q *engine.Queue) error {
 		if w.cfg.Delivery == lab.DeliverOutbox {

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	solcheck "github.com/fencelab/fencelab/server/check"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+const checkSummary = `The article's Step 3, "Check it", on your own solution: the four statements
+of Step 2 — the claim, complete, fail, and the receiver's rule for one
+delivery — each in a file, with named parameters:
+
+  claim     :owner :lease :now           returns id, owner, epoch, lease_until
+  complete  :id :owner :epoch :result    a row changed = it landed
+  fail      :id :owner :epoch :error     a row changed = it landed
+  receiver  :job_id :epoch :owner :body  a row changed = the delivery was taken
+
+Each case is a run of two real worker processes running your statements
+(the zombie frozen with SIGSTOP while its lease runs out on the database
+clock) against a receiver running yours: new owner first and zombie first
+(the article's table), then a crash before the commit, a worker whose clock
+runs ahead, and one name for both workers. Your statements run as a
+Postgres role made for each run, with rights on that run's tables alone.
+
+Prints the article's table for your code, cell by cell against the
+article's, and the requirements the runs show broken; --json prints one
+object {pass, cases: [{case, ok, …}], broken: [{requirement, case, words}]}.
+Exits 0 when every cell is the article's, 1 when any differs, 2 for bad
+input (a missing file, a statement that does not prepare).
+
+Start from the article's leases-alone build (--write-start DIR) or read
+ours (--write-ours DIR).
+
+Postgres: DATABASE_URL if set, otherwise a private throwaway cluster. The
+check hardens the database it uses (it revokes TEMPORARY, pg_notify,
+advisory locks and large objects from PUBLIC there): point DATABASE_URL
+only at a database that is fencelab's own.`
+
+func checkCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", checkSummary, stderr)
+	files := map[sandbox.Kind]*string{}
+	for _, k := range sandbox.Kinds() {
+		spec, _ := sandbox.SpecOf(k)
+		files[k] = fs.String(k.String(), "", fmt.Sprintf("the file holding your %s: %s", k, spec.Contract))
+	}
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	writeOurs := fs.String("write-ours", "", "write fencelab's own four statements to this directory as claim.sql, complete.sql, fail.sql and receiver.sql, and exit")
+	writeStart := fs.String("write-start", "", "write the leases-alone statements the page starts from to this directory, and exit")
+	lease := fs.Duration("lease", solcheck.DefaultLease, "the lease of every case's run")
+	events := fs.Bool("events", false, "print every event to stderr as it happens")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *writeOurs != "" && *writeStart != "":
+		return usagef("fencelab check: --write-ours and --write-start write one solution each: give one")
+	case *writeOurs != "":
+		return writeSolution(*writeOurs, sandbox.Ours(), stdout)
+	case *writeStart != "":
+		return writeSolution(*writeStart, sandbox.Start(), stdout)
+	}
+	if *lease < lab.MinRunLease || *lease > 10*time.Second {
+		return usagef("fencelab check: --lease %v must be between %v and 10s", *lease, lab.MinRunLease)
+	}
+	var sol sandbox.Solution
+	var missing []string
+	for _, k := range sandbox.Kinds() {
+		path := *files[k]
+		if path == "" {
+			missing = append(missing, "--"+k.String())
+			continue
+		}
+		text, err := readStatement(path)
+		if err != nil {
+			return usagef("fencelab check: --%s: %v", k, err)
+		}
+		sol = sol.With(k, text)
+	}
+	if len(missing) > 0 {
+		return usagef("fencelab check: %s %s required (fencelab check --write-start DIR writes a set to start from)", strings.Join(missing, ", "), isAre(len(missing)))
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	_, pool, closeDB, err := openDB(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	dsn := pool.Config().ConnString()
+	w, err := solcheck.OpenWorld(ctx, pool, dsn, "", log)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	cfg := solcheck.Config{Env: &w.Env, Solution: sol, Lease: *lease, Parallel: 2}
+	if *events {
+		cfg.EmitFunc = func(e lab.Event) { fmt.Fprintln(stderr, formatEvent(e)) }
+	}
+	rep, err := solcheck.Run(ctx, cfg)
+	var refused *sandbox.Error
+	switch {
+	case errors.As(err, &refused):
+		return statementError(refused, *files[refused.Kind], sol.Text(refused.Kind))
+	case err != nil:
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := solcheck.WriteText(stdout, rep); err != nil {
+		return err
+	}
+	if !rep.Pass {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// errCheckFailed is a check that ran and found a cell that is not the
+// article's: exit status 1.
+var errCheckFailed = fault.Errorf(fault.Conflict, "check: the solution does not pass")
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// readStatement reads one statement's file: a regular file of at most
+// sandbox.MaxTextBytes.
+func readStatement(path string) (string, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("cannot read %s: %w", path, errors.Unwrap(err))
+	case !st.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file", path)
+	case st.Size() > sandbox.MaxTextBytes:
+		return "", fmt.Errorf("%s is %d bytes long; a statement may be at most %d", path, st.Size(), sandbox.MaxTextBytes)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %w", path, errors.Unwrap(err))
+	}
+	return string(b), nil
+}
+
+// statementError says which file's statement was refused, and where: the
+// line and column of Postgres's position in it.
+func statementError(e *sandbox.Error, path, text string) error {
+	where := path
+	if e.Position > 0 {
+		line, col := 1, 1
+		for i, r := range []rune(text) {
+			if i+1 >= e.Position {
+				break
+			}
+			if r == '\n' {
+				line, col = line+1, 1
+			} else {
+				col++
+			}
+		}
+		where = fmt.Sprintf("%s:%d:%d", path, line, col)
+	}
+	return usagef("fencelab check: %s: %s", where, e.Message)
+}
+
+// writeSolution writes a solution's four files to dir, making it if need
+// be, and never over a file that is there already.
+func writeSolution(dir string, sol sandbox.Solution, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usagef("fencelab check: cannot make %s: %v", dir, errors.Unwrap(err))
+	}
+	for _, k := range sandbox.Kinds() {
+		path := filepath.Join(dir, solcheck.FileName(k))
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return usagef("fencelab check: %s exists already; nothing was written over it", path)
+			}
+			return usagef("fencelab check: cannot write %s: %v", path, errors.Unwrap(err))
+		}
+		_, err = io.WriteString(f, sol.Text(k)+"\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		fmt.Fprintln(stdout, path)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// This file is the article's Step 3, "Check it": the cases a reader's
+// solution is run through, and what their runs show broken. Everything it
+// says is read from a run's Outcome (the database's history and the
+// receiver's log), never from the solution's text.
+
+// CheckCase names one case of a check: one of the article's two orderings,
+// or one of its hints.
+type CheckCase string
+
+// The cases, in the order a check runs them.
+const (
+	CaseNewOwnerFirst CheckCase = "new-owner-first"     // the article's table, first row
+	CaseZombieFirst   CheckCase = "zombie-first"        // the article's table, second row
+	CaseCrash         CheckCase = "crash-before-commit" // a hint: a crash before the commit
+	CaseClockAhead    CheckCase = "clock-ahead"         // a hint: a worker whose clock runs ahead
+	CaseSameName      CheckCase = "same-name"           // a hint: one name for both workers
+)
+
+// CheckCases lists every case, in the order a check runs them.
+func CheckCases() []CheckCase {
+	return []CheckCase{CaseNewOwnerFirst, CaseZombieFirst, CaseCrash, CaseClockAhead, CaseSameName}
+}
+
+// ParseCheckCase parses a case name.
+func ParseCheckCase(s string) (CheckCase, error) {
+	for _, c := range CheckCases() {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	return "", engine.Invalidf("unknown check case %q", s)
+}
+
+// Config is the run that plays the case, with a lease; its ordering
+// gives the expected row of the article's table.
+func (c CheckCase) Config(lease time.Duration) RunConfig {
+	rc := RunConfig{Lease: lease, Custom: true}
+	switch c {
+	case CaseNewOwnerFirst:
+		rc.Ordering = NewOwnerFirst
+	case CaseZombieFirst:
+		rc.Ordering = ZombieFirst
+	case CaseCrash:
+		rc.Ordering = CrashBeforeCommit
+	case CaseClockAhead:
+		rc.Ordering = ClockSkew
+	case CaseSameName:
+		rc.Ordering, rc.SameIdentity = NewOwnerFirst, true
+	}
+	return rc
+}
+
+// Title is the case's name for people.
+func (c CheckCase) Title() string {
+	switch c {
+	case CaseNewOwnerFirst:
+		return "new owner first"
+	case CaseZombieFirst:
+		return "zombie first"
+	case CaseCrash:
+		return "a crash before the commit"
+	case CaseClockAhead:
+		return "a worker whose clock runs ahead"
+	case CaseSameName:
+		return "one name for both workers"
+	}
+	return string(c)
+}
+
+// Requirement is one of the article's Step 2 requirements, as a check
+// finds it broken.
+type Requirement string
+
+// The requirements a check can find broken.
+const (
+	ReqRuns          Requirement = "runs"           // each statement runs without an error
+	ReqClaimTakes    Requirement = "claim-takes"    // the claim takes a claimable job
+	ReqEpochRaised   Requirement = "epoch-raised"   // every claim raises the epoch
+	ReqDBClock       Requirement = "db-clock"       // the lease is judged on the database clock
+	ReqCompleteFence Requirement = "complete-fence" // complete matches owner and epoch, and drops a late result
+	ReqFailFence     Requirement = "fail-fence"     // fail matches owner and epoch
+	ReqReceiverOlder Requirement = "receiver-older" // the receiver refuses an older epoch
+	ReqReceiverNewer Requirement = "receiver-newer" // the receiver takes a newer epoch, or the same again
+	ReqLands         Requirement = "lands"          // the owner's own complete lands
+)
+
+// Requirements lists every requirement, in the article's order.
+func Requirements() []Requirement {
+	return []Requirement{ReqRuns, ReqClaimTakes, ReqEpochRaised, ReqDBClock, ReqCompleteFence, ReqFailFence, ReqReceiverOlder, ReqReceiverNewer, ReqLands}
+}
+
+// CheckBroken is a requirement a case's run showed broken: what happened,
+// then which rule that breaks, in one sentence.
+type CheckBroken struct {
+	Requirement Requirement `json:"requirement"`
+	Case        CheckCase   `json:"case"`
+	Words       string      `json:"words"`
+}
+
+// CheckCaseResult is one case of a check: its run, the article's table
+// for it cell by cell, and whether every cell is the article's.
+type CheckCaseResult struct {
+	Case  CheckCase `json:"case"`
+	Title string    `json:"title"`
+	Run   string    `json:"run,omitempty"`
+	OK    bool      `json:"ok"`
+	Table []Cell    `json:"table"`
+	// Verdict is the run's own verdict; Error, a run that did not reach
+	// one.
+	Verdict string   `json:"verdict,omitempty"`
+	Error   *Failure `json:"error,omitempty"`
+	// Broken are the requirements this case's run showed broken.
+	Broken []CheckBroken `json:"broken"`
+}
+
+// CheckReport is a whole check: it passes when every case's cells are the
+// article's.
+type CheckReport struct {
+	Pass   bool              `json:"pass"`
+	Cases  []CheckCaseResult `json:"cases"`
+	Broken []CheckBroken     `json:"broken"`
+	// Words say the result in one sentence.
+	Words string `json:"words"`
+}
+
+// CheckInput is what one case's run came to: its outcome, or the error
+// that stopped it.
+type CheckInput struct {
+	Case    CheckCase
+	Run     string
+	Outcome *Outcome
+	Err     *Failure
+}
+
+// JudgeCheck reads what each case's run came to and says what the
+// solution breaks. A case whose run gave no outcome fails.
+func JudgeCheck(in []CheckInput) CheckReport {
+	rep := CheckReport{Pass: len(in) > 0, Cases: []CheckCaseResult{}, Broken: []CheckBroken{}}
+	seen := map[Requirement]bool{}
+	for _, ci := range in {
+		cr := CheckCaseResult{Case: ci.Case, Title: ci.Case.Title(), Run: ci.Run, Table: []Cell{}, Broken: []CheckBroken{}}
+		switch {
+		case ci.Outcome == nil:
+			cr.Error = ci.Err
+			if cr.Error == nil {
+				cr.Error = &Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
+			}
+			cr.Broken = append(cr.Broken, CheckBroken{Requirement: ReqRuns, Case: ci.Case,
+				Words: fmt.Sprintf("%s: the run could not finish (%s)", ci.Case.Title(), strings.TrimSuffix(cr.Error.Message, "."))})
+		default:
+			o := ci.Outcome
+			o.derive()
+			cr.Table, cr.Verdict = o.Table, o.Verdict
+			cr.OK = len(o.Table) > 0
+			for _, c := range o.Table {
+				cr.OK = cr.OK && c.AsCorrect
+			}
+			cr.Broken = brokenBy(ci.Case, o)
+			if !cr.OK && len(cr.Broken) == 0 {
+				cr.Broken = append(cr.Broken, cellsBroken(ci.Case, o)...)
+			}
+		}
+		if cr.Error != nil {
+			cr.OK = false
+		}
+		rep.Pass = rep.Pass && cr.OK
+		for _, b := range cr.Broken {
+			if !seen[b.Requirement] {
+				seen[b.Requirement] = true
+				rep.Broken = append(rep.Broken, b)
+			}
+		}
+		rep.Cases = append(rep.Cases, cr)
+	}
+	switch n := failedCases(rep.Cases); {
+	case rep.Pass:
+		rep.Words = fmt.Sprintf("Your solution passes: all %d cases end as the article's table says.", len(rep.Cases))
+	default:
+		rep.Words = fmt.Sprintf("Your solution fails %d of %d cases.", n, len(rep.Cases))
+	}
+	return rep
+}
+
+func failedCases(cs []CheckCaseResult) int {
+	n := 0
+	for _, c := range cs {
+		if !c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// brokenBy names the requirements a case's violations break, each from
+// what the history and the receiver's log recorded.
+func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
+	out := []CheckBroken{}
+	add := func(r Requirement, format string, a ...any) {
+		for _, b := range out {
+			if b.Requirement == r {
+				return
+			}
+		}
+		out = append(out, CheckBroken{Requirement: r, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)})
+	}
+	for _, v := range o.Violations {
+		switch v.Invariant {
+		case InvEpochUnique:
+			add(ReqEpochRaised, "both claims held epoch %d: your claim does not raise the epoch", o.Final.Epoch)
+		case InvLeaseRespected:
+			add(ReqDBClock, "worker %s claimed the job while worker %s's lease still ran on the database clock: your claim judges the lease by the worker's own clock", NewOwner, Zombie)
+		case InvStaleWrite:
+			switch v.Op {
+			case "fail", "retry":
+				add(ReqFailFence, "the zombie's fail matched a row at epoch %d: your fail does not compare-and-set on owner and epoch", o.Final.Epoch)
+			case "complete":
+				add(ReqCompleteFence, "the zombie's commit matched a row at epoch %d: your complete does not compare-and-set on owner and epoch", o.Final.Epoch)
+			}
+		case InvReceiverMonotonic:
+			older, newer := backwards(o.Effects)
+			add(ReqReceiverOlder, "the receiver took epoch %d after epoch %d: your receiver does not refuse an older epoch", older, newer)
+		case InvFinished:
+			add(ReqLands, "the job ends %s: the owner's own complete did not land", o.Final.Status)
+		}
+	}
+	if o.ZombieCommit == CallAccepted && !has(out, ReqCompleteFence) && !has(out, ReqFailFence) && o.Ordering != ClockSkew {
+		add(ReqCompleteFence, "the zombie's commit landed: your complete does not compare-and-set on owner and epoch")
+	}
+	return out
+}
+
+func has(bs []CheckBroken, r Requirement) bool {
+	for _, b := range bs {
+		if b.Requirement == r {
+			return true
+		}
+	}
+	return false
+}
+
+// backwards finds the receiver's first step back: an accepted epoch older
+// than one it took before.
+func backwards(effects []Effect) (older, newer int64) {
+	var top int64
+	for _, e := range effects {
+		if e.Epoch < top {
+			return e.Epoch, top
+		}
+		top = max(top, e.Epoch)
+	}
+	return 0, top
+}
+
+// cellsBroken names what a run's table shows when no invariant says more:
+// each cell that is not the article's, with what the requirement is.
+func cellsBroken(c CheckCase, o *Outcome) []CheckBroken {
+	var out []CheckBroken
+	for _, cell := range o.Table {
+		if cell.AsCorrect {
+			continue
+		}
+		r := ReqCompleteFence
+		switch {
+		case cell.Column == ColumnCall && Call(cell.Got) == CallRejected:
+			r = ReqReceiverNewer
+		case cell.Column == ColumnCall:
+			r = ReqReceiverOlder
+		case cell.Column == ColumnFinal && o.Final.Epoch == 0:
+			r = ReqClaimTakes
+		case cell.Column == ColumnFinal && o.Receiver.Epoch != o.Final.Epoch:
+			r = ReqReceiverNewer
+		case cell.Column == ColumnFinal:
+			r = ReqLands
+		}
+		out = append(out, CheckBroken{Requirement: r, Case: c,
+			Words: fmt.Sprintf("%s: the %s was %q where the article's table says %q", c.Title(), ColumnWords(cell.Column), cell.Words, cell.Expected)})
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+// Package check is the article's Step 3, "Check it", for a reader's own
+// four statements: each case (lab.CheckCases) is a scripted run of real
+// worker processes that run the reader's claim, complete and fail, and a
+// receiver that runs their rule, all as a Postgres role made for that run
+// (server/sandbox). What each run came to is read from the database and
+// the receiver's log (lab.Evaluate), and lab.JudgeCheck names what the
+// solution breaks. It has no HTTP and no flags: `fencelab check` and the
+// playground's "check" command use it.
+package check
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/notify"
+	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/wire"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultLease is a check's lease: every case waits for it to run out
+// once, so it is short; long enough that a stalled step is not mistaken
+// for an expiry.
+const DefaultLease = 300 * time.Millisecond
+
+// Config is one check.
+type Config struct {
+	Env      *runner.Env
+	Solution sandbox.Solution
+	Lease    time.Duration        // default DefaultLease
+	Cases    []lab.CheckCase      // default lab.CheckCases()
+	Prefix   string               // names the cases' schemas (prefix_<case>_j, …); default "fl_check_<random>"
+	EmitFunc func(lab.Event)      // every event of every case's run, if set
+	Parallel int                  // cases at once; default 1
+	OnCase   func(lab.CheckInput) // after each case, if set
+}
+
+// Validate checks a solution's four statements on throwaway schemas and
+// a throwaway role, and leaves nothing behind: the first refusal is a
+// *sandbox.Error (bad input), any other error is the database's. It is
+// what lets a caller refuse a solution before it starts a single run.
+func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) error {
+	s := engine.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if err := engine.Setup(ctx, pool, s); err != nil {
+		return fmt.Errorf("check the statements: set up: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = engine.Drop(dctx, pool, s)
+	}()
+	role, err := sandbox.NewRole(ctx, pool, s)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = role.Drop(dctx, pool)
+	}()
+	_, err = role.CheckSolution(ctx, sol)
+	return err
+}
+
+// Run checks a solution: it validates it, then plays each case and
+// judges them. A refused statement is a *sandbox.Error, and no case runs.
+// The report lists every case, in order, also those that could not run.
+func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
+	if cfg.Env == nil || cfg.Env.Pool == nil {
+		return lab.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if len(cfg.Cases) == 0 {
+		cfg.Cases = lab.CheckCases()
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "fl_check_" + randomHex(4)
+	}
+	if cfg.Parallel < 1 {
+		cfg.Parallel = 1
+	}
+	if err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution); err != nil {
+		return lab.CheckReport{}, err
+	}
+	inputs := make([]lab.CheckInput, len(cfg.Cases))
+	sem := make(chan struct{}, cfg.Parallel)
+	done := make(chan int, len(cfg.Cases))
+	for i, c := range cfg.Cases {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- i }()
+			inputs[i] = playCase(ctx, cfg, i, c)
+			if cfg.OnCase != nil {
+				cfg.OnCase(inputs[i])
+			}
+		}()
+	}
+	for range cfg.Cases {
+		<-done
+	}
+	if err := ctx.Err(); err != nil {
+		return lab.CheckReport{}, err
+	}
+	return lab.JudgeCheck(inputs), nil
+}
+
+// playCase plays one case's run to its verdict.
+func playCase(ctx context.Context, cfg Config, i int, c lab.CheckCase) lab.CheckInput {
+	in := lab.CheckInput{Case: c, Run: fmt.Sprintf("c%d", i+1)}
+	rc := c.Config(cfg.Lease)
+	if err := rc.Validate(); err != nil {
+		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: err.Error()}
+		return in
+	}
+	sol := cfg.Solution
+	emit := cfg.EmitFunc
+	if emit == nil {
+		emit = func(lab.Event) {}
+	}
+	spec := runner.Spec{ID: in.Run, Config: rc, Mode: lab.ModeAuto, Solution: &sol,
+		Schemas:  engine.Schemas{Jobs: fmt.Sprintf("%s_%d_j", cfg.Prefix, i+1), Receiver: fmt.Sprintf("%s_%d_r", cfg.Prefix, i+1)},
+		EmitFunc: emit}
+	// A run's Done is closed before it has given back its schemas and
+	// role; its OnEndFunc, once it has.
+	cleaned := make(chan struct{})
+	spec.OnEndFunc = func(*runner.Run) { close(cleaned) }
+	r, err := runner.New(cfg.Env, spec)
+	if err != nil {
+		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		return in
+	}
+	if err := r.Start(ctx); err != nil {
+		<-cleaned
+		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		return in
+	}
+	select {
+	case <-r.Done():
+	case <-ctx.Done():
+		r.Stop(lab.StopShutdown)
+	}
+	<-cleaned
+	in.Outcome = r.Outcome()
+	if in.Outcome == nil {
+		in.Err = failureOf(r)
+	}
+	return in
+}
+
+// failureOf says why a run ended without an outcome.
+func failureOf(r *runner.Run) *lab.Failure {
+	if f := r.Info().Error; f != nil {
+		return f
+	}
+	return &lab.Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// World is what a check's runs run in when no server holds them: the
+// database, a loopback HTTP server for the runs' receivers, a worker
+// supervisor and the row listener. Close tears it down.
+type World struct {
+	Env     runner.Env
+	closers []func()
+}
+
+// Close stops everything OpenWorld started, last first.
+func (w *World) Close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+	w.closers = nil
+}
+
+// OpenWorld readies a world on pool, whose database the workers reach at
+// dsn; exe is the fencelab binary the workers run ("" for this process's
+// own). It hardens the database (sandbox.Harden): only call it on a
+// database that is fencelab's own.
+func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *slog.Logger) (*World, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := sandbox.Harden(ctx, pool); err != nil {
+		return nil, err
+	}
+	w := &World{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	receivers := receiver.NewRegistry("http://" + ln.Addr().String() + "/receiver")
+	e := wire.NewEcho(log)
+	receivers.Register(e.Group("/receiver"))
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.closers = append(w.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	sup, err := supervisor.New(supervisor.Config{Exe: exe, Log: log})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = sup.Close() })
+	nt := notify.New(notify.Connector(dsn, "fencelab check listener"), log)
+	w.closers = append(w.closers, nt.Close)
+	w.Env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log, Clock: &runner.DBClock{Pool: pool}}
+	return w, nil
+}

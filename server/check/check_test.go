@@ -1,0 +1,120 @@
+package check_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/check"
+	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/servertest"
+)
+
+func TestMain(m *testing.M) {
+	defer servertest.Cleanup()
+	pgtest.Main(m)
+}
+
+func world(t *testing.T) *check.World {
+	t.Helper()
+	w, err := check.OpenWorld(context.Background(), pgtest.Pool(t), pgtest.DSN(t), servertest.Binary(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+func run(t *testing.T, w *check.World, sol sandbox.Solution) lab.CheckReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := check.Run(ctx, check.Config{Env: &w.Env, Solution: sol, Prefix: pgtest.Schema(t), Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func brokenNames(rep lab.CheckReport) []string {
+	var out []string
+	for _, b := range rep.Broken {
+		out = append(out, string(b.Requirement))
+	}
+	return out
+}
+
+func caseOK(rep lab.CheckReport) map[lab.CheckCase]bool {
+	m := map[lab.CheckCase]bool{}
+	for _, c := range rep.Cases {
+		m[c.Case] = c.OK
+	}
+	return m
+}
+
+// Our own statements, in the reader's terms, pass every case; the
+// leases-alone start the page begins with fails the article's orderings,
+// and the requirement named is the one the run showed broken.
+func TestCheck_OursPassesAndTheStartFails(t *testing.T) {
+	w := world(t)
+	ours := run(t, w, sandbox.Ours())
+	if !ours.Pass {
+		t.Fatalf("ours does not pass: %s\n%+v", ours.Words, ours.Cases)
+	}
+	if len(ours.Cases) != len(lab.CheckCases()) || len(ours.Broken) != 0 {
+		t.Fatalf("ours: %d cases, broken %v", len(ours.Cases), brokenNames(ours))
+	}
+	start := run(t, w, sandbox.Start())
+	ok := caseOK(start)
+	if start.Pass || ok[lab.CaseNewOwnerFirst] || ok[lab.CaseZombieFirst] {
+		t.Fatalf("the leases-alone start passes the article's orderings: %+v", ok)
+	}
+	if !strings.Contains(strings.Join(brokenNames(start), " "), string(lab.ReqCompleteFence)) {
+		t.Fatalf("the start's broken requirements %v do not name %s", brokenNames(start), lab.ReqCompleteFence)
+	}
+	t.Logf("start: %s broken: %v", start.Words, brokenNames(start))
+}
+
+// A claim that does not raise the epoch, with our complete, fail and
+// receiver: both claims hold epoch 1, and the check says so.
+func TestCheck_AClaimThatKeepsTheEpochIsNamed(t *testing.T) {
+	w := world(t)
+	sol := sandbox.Ours()
+	sol.Claim = strings.Replace(sol.Claim, "       epoch = epoch + 1,\n", "", 1)
+	if sol.Claim == sandbox.Ours().Claim {
+		t.Fatal("the claim still raises the epoch")
+	}
+	rep := run(t, w, sol)
+	if rep.Pass {
+		t.Fatalf("a claim that keeps the epoch passes: %+v", rep.Cases)
+	}
+	var found *lab.CheckBroken
+	for i, b := range rep.Broken {
+		if b.Requirement == lab.ReqEpochRaised {
+			found = &rep.Broken[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("broken %v does not name %s", brokenNames(rep), lab.ReqEpochRaised)
+	}
+	if !strings.Contains(found.Words, "both claims held epoch") {
+		t.Fatalf("its words %q do not say what happened", found.Words)
+	}
+}
+
+// A statement that does not prepare is refused before any run starts.
+func TestCheck_ARefusedStatementRunsNothing(t *testing.T) {
+	w := world(t)
+	sol := sandbox.Ours()
+	sol.Complete = "UPDATE jobs SET status = 'done' WHERE"
+	ctx := context.Background()
+	_, err := check.Run(ctx, check.Config{Env: &w.Env, Solution: sol, Prefix: pgtest.Schema(t)})
+	var se *sandbox.Error
+	if !errors.As(err, &se) || se.Kind != sandbox.Complete || se.Code != sandbox.CodeSyntax {
+		t.Fatalf("err = %v, want a syntax refusal of the complete", err)
+	}
+}

@@ -1,0 +1,54 @@
+package check
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+// WriteText prints a report for a terminal: the article's table for the
+// solution, case by case and cell by cell against the article's, then the
+// requirements the runs showed broken, then the result in one sentence.
+func WriteText(w io.Writer, rep lab.CheckReport) error {
+	var b strings.Builder
+	width := 0
+	for _, c := range lab.Columns() {
+		width = max(width, len(lab.ColumnWords(c)))
+	}
+	for _, c := range rep.Cases {
+		fmt.Fprintf(&b, "%s %s\n", mark(c.OK), c.Title)
+		if c.Error != nil {
+			fmt.Fprintf(&b, "    could not run to its end: %s\n", c.Error.Message)
+		}
+		for _, cell := range c.Table {
+			fmt.Fprintf(&b, "    %-*s  %s %s", width, lab.ColumnWords(cell.Column), mark(cell.AsCorrect), cell.Words)
+			if !cell.AsCorrect {
+				fmt.Fprintf(&b, "   (the article: %s)", cell.Expected)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(rep.Broken) > 0 {
+		b.WriteString("\nWhat the runs show broken:\n")
+		for _, br := range rep.Broken {
+			fmt.Fprintf(&b, "  - %s\n", br.Words)
+		}
+	}
+	fmt.Fprintf(&b, "\n%s\n", rep.Words)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "✓"
+	}
+	return "✗"
+}
+
+// FileNames are the files a solution is written to and read from, by
+// kind: claim.sql, complete.sql, fail.sql, receiver.sql.
+func FileName(k sandbox.Kind) string { return k.String() + ".sql" }

@@ -1,0 +1,292 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// Solution is a reader's answer to the article's Step 2: the four
+// statements, as they wrote them, with named parameters (SpecOf).
+type Solution struct {
+	Claim    string `json:"claim"`
+	Complete string `json:"complete"`
+	Fail     string `json:"fail"`
+	Receiver string `json:"receiver"`
+}
+
+// Text returns the statement of one kind.
+func (s Solution) Text(k Kind) string {
+	switch k {
+	case Claim:
+		return s.Claim
+	case Complete:
+		return s.Complete
+	case Fail:
+		return s.Fail
+	case Receiver:
+		return s.Receiver
+	}
+	return ""
+}
+
+// With returns s with the statement of kind k replaced.
+func (s Solution) With(k Kind, text string) Solution {
+	switch k {
+	case Claim:
+		s.Claim = text
+	case Complete:
+		s.Complete = text
+	case Fail:
+		s.Fail = text
+	case Receiver:
+		s.Receiver = text
+	}
+	return s
+}
+
+// Equal reports whether two solutions have the same four texts, ignoring
+// white space at their ends.
+func (s Solution) Equal(o Solution) bool {
+	for _, k := range Kinds() {
+		if strings.TrimSpace(s.Text(k)) != strings.TrimSpace(o.Text(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// The claim is the same in both: the article's leases-alone start already
+// claims in one statement, on the database clock, and raises the epoch.
+// What it lacks is everything that reads the epoch back.
+const claimSQL = `UPDATE jobs
+   SET status = 'running',
+       owner = :owner,
+       epoch = epoch + 1,
+       attempts = attempts + 1,
+       lease_until = now() + :lease,
+       updated_at = now()
+ WHERE id = (
+       SELECT id FROM jobs
+        WHERE status = 'pending'
+           OR (status = 'running' AND lease_until < now())
+        ORDER BY id
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED)
+RETURNING id, owner, epoch, lease_until`
+
+// Start is the solution the page starts from: the article's leases-alone
+// build (a claim with a lease, a plain UPDATE … SET status = 'done', a
+// receiver that takes every delivery), which the zombie beats.
+func Start() Solution {
+	return Solution{
+		Claim: claimSQL,
+		Complete: `UPDATE jobs
+   SET status = 'done',
+       result = :result,
+       lease_until = NULL,
+       updated_at = now()
+ WHERE id = :id`,
+		Fail: `UPDATE jobs
+   SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+       error = :error,
+       lease_until = NULL,
+       updated_at = now()
+ WHERE id = :id`,
+		Receiver: `INSERT INTO deliveries AS held (job_id, epoch, owner, payload)
+VALUES (:job_id, :epoch, :owner, :body)
+ON CONFLICT (job_id) DO UPDATE
+   SET epoch = EXCLUDED.epoch,
+       owner = EXCLUDED.owner,
+       payload = EXCLUDED.payload,
+       accepted = held.accepted + 1,
+       updated_at = now()`,
+	}
+}
+
+// Ours is fencelab's own solution in the reader's terms: the engine's
+// statements (engine/queries.go: JobClaim, JobComplete, JobFail,
+// ReceiverDeliver) without what only the engine reads (the row as it was
+// judged, the superseded epoch).
+func Ours() Solution {
+	return Solution{
+		Claim: claimSQL,
+		Complete: `UPDATE jobs
+   SET status = 'done',
+       result = :result,
+       lease_until = NULL,
+       updated_at = now()
+ WHERE id = :id
+   AND status = 'running'
+   AND owner = :owner
+   AND epoch = :epoch`,
+		Fail: `UPDATE jobs
+   SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+       error = :error,
+       lease_until = NULL,
+       updated_at = now()
+ WHERE id = :id
+   AND status = 'running'
+   AND owner = :owner
+   AND epoch = :epoch`,
+		Receiver: `INSERT INTO deliveries AS held (job_id, epoch, owner, payload)
+VALUES (:job_id, :epoch, :owner, :body)
+ON CONFLICT (job_id) DO UPDATE
+   SET epoch = EXCLUDED.epoch,
+       owner = EXCLUDED.owner,
+       payload = EXCLUDED.payload,
+       accepted = held.accepted + 1,
+       updated_at = now()
+ WHERE held.epoch <= EXCLUDED.epoch`,
+	}
+}
+
+// Statements are a solution's four statements, each checked.
+type Statements struct {
+	Claim, Complete, Fail, Receiver *Checked
+}
+
+// Of returns the checked statement of one kind.
+func (s *Statements) Of(k Kind) *Checked {
+	switch k {
+	case Claim:
+		return s.Claim
+	case Complete:
+		return s.Complete
+	case Fail:
+		return s.Fail
+	case Receiver:
+		return s.Receiver
+	}
+	return nil
+}
+
+func (s *Statements) set(k Kind, c *Checked) {
+	switch k {
+	case Claim:
+		s.Claim = c
+	case Complete:
+		s.Complete = c
+	case Fail:
+		s.Fail = c
+	case Receiver:
+		s.Receiver = c
+	}
+}
+
+// CheckSolution checks all four statements of a solution as the role, in
+// the article's order, and returns the first refusal (an *Error naming
+// its kind). Nothing runs.
+func (r *Role) CheckSolution(ctx context.Context, sol Solution) (*Statements, error) {
+	st := &Statements{}
+	for _, k := range Kinds() {
+		c, err := r.Check(ctx, k, sol.Text(k))
+		if err != nil {
+			return nil, err
+		}
+		st.set(k, c)
+	}
+	return st, nil
+}
+
+// Load rebuilds a statement that Check passed, in another process (a
+// worker that got the reader's text in its environment), without
+// Postgres: the text is rewritten and its first keyword checked again,
+// and the result runs with Exec on a connection of the run's role, whose
+// rights are what hold. Its Columns are unknown until it runs.
+func Load(kind Kind, text string, s engine.Schemas) (*Checked, error) {
+	spec, ok := SpecOf(kind)
+	if !ok {
+		return nil, fmt.Errorf("load: no statement kind %d", int(kind))
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	rw, err := rewrite(kind, text, spec.paramNames())
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(spec.Verbs, rw.first) {
+		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
+			kind, verbList(spec), quoteWord(rw.first))
+	}
+	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(s)}
+	for _, p := range rw.params {
+		c.oids = append(c.oids, spec.param(p).oid)
+	}
+	return c, nil
+}
+
+// The environment a worker that runs a reader's statements gets from its
+// supervisor: never its command line, where every local user can read it.
+const (
+	// EnvStatements holds the solution's worker statements (claim,
+	// complete, fail) as JSON.
+	EnvStatements = "FENCELAB_SQL_STATEMENTS"
+	// EnvRole and EnvPassword are the run's role and its password: the
+	// worker connects as the role, never as the server.
+	EnvRole     = "FENCELAB_SQL_ROLE"
+	EnvPassword = "FENCELAB_SQL_PASSWORD"
+)
+
+// workerEnv is what EnvStatements holds.
+type workerEnv struct {
+	Claim    string         `json:"claim"`
+	Complete string         `json:"complete"`
+	Fail     string         `json:"fail"`
+	Schemas  engine.Schemas `json:"schemas"`
+}
+
+// WorkerEnv returns the environment entries that let a worker run the
+// solution's claim, complete and fail as the role.
+func (r *Role) WorkerEnv(sol Solution) ([]string, error) {
+	b, err := json.Marshal(workerEnv{Claim: sol.Claim, Complete: sol.Complete, Fail: sol.Fail, Schemas: r.schemas})
+	if err != nil {
+		return nil, err
+	}
+	return []string{EnvStatements + "=" + string(b), EnvRole + "=" + r.name, EnvPassword + "=" + r.password}, nil
+}
+
+// ErrNoStatements says a worker's environment has no reader's statements.
+var ErrNoStatements = errors.New("no reader's statements in the environment")
+
+// WorkerSQL is what a worker reads from its environment: the reader's
+// three worker statements, loaded, and the role to run them as.
+type WorkerSQL struct {
+	Claim, Complete, Fail *Checked
+	Schemas               engine.Schemas
+	Role, Password        string
+}
+
+// FromEnv reads what WorkerEnv wrote and loads the statements (Load).
+// ErrNoStatements when there are none.
+func FromEnv(getenv func(string) string) (*WorkerSQL, error) {
+	raw := getenv(EnvStatements)
+	if raw == "" {
+		return nil, ErrNoStatements
+	}
+	var we workerEnv
+	if err := json.Unmarshal([]byte(raw), &we); err != nil {
+		return nil, fmt.Errorf("$%s is not the statements' JSON", EnvStatements)
+	}
+	w := &WorkerSQL{Schemas: we.Schemas, Role: getenv(EnvRole), Password: getenv(EnvPassword)}
+	if w.Role == "" || w.Password == "" {
+		return nil, fmt.Errorf("$%s and $%s are required with $%s", EnvRole, EnvPassword, EnvStatements)
+	}
+	var err error
+	if w.Claim, err = Load(Claim, we.Claim, we.Schemas); err != nil {
+		return nil, err
+	}
+	if w.Complete, err = Load(Complete, we.Complete, we.Schemas); err != nil {
+		return nil, err
+	}
+	if w.Fail, err = Load(Fail, we.Fail, we.Schemas); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
