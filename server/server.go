@@ -21,6 +21,7 @@ import (
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/recording"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/wire"
@@ -71,6 +72,11 @@ type Config struct {
 	// counted as the client its X-Forwarded-For names. From anywhere else,
 	// the header is ignored and the peer's address counts.
 	TrustProxies []netip.Prefix
+	// NoCustomSQL turns the check command off: readers' own statements
+	// never run. With it on (the default), New hardens the database
+	// (sandbox.Harden: TEMPORARY, pg_notify, advisory locks and large
+	// objects no longer PUBLIC's), so the database must be fencelab's own.
+	NoCustomSQL bool
 }
 
 // Validate checks the config and fills the defaults.
@@ -85,7 +91,7 @@ func (c *Config) Validate() error {
 		c.MaxBody = 128 << 10
 	}
 	if c.MaxMessage == 0 {
-		c.MaxMessage = 16 << 10
+		c.MaxMessage = 64 << 10 // a check's four statements, 8 KiB each, escaped
 	}
 	if c.MessageRate == 0 {
 		c.MessageRate = 20
@@ -135,6 +141,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	customSQL := !cfg.NoCustomSQL && cfg.ExternalReceiver == ""
+	if customSQL {
+		if err := sandbox.Harden(ctx, cfg.Pool); err != nil {
+			return nil, fmt.Errorf("readers' own SQL needs a database fencelab may harden (or --no-custom-sql): %w", err)
+		}
+	}
 	sup, err := supervisor.New(supervisor.Config{Exe: cfg.Exe, Log: cfg.Log})
 	if err != nil {
 		return nil, err
@@ -144,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mgr, err := session.NewManager(ctx, session.Config{
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Notify: nt, Log: cfg.Log,
 		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
-		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc, AdvertiseURL: cfg.AdvertiseURL,
+		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc, AdvertiseURL: cfg.AdvertiseURL, CustomSQL: customSQL,
 	})
 	if err != nil {
 		nt.Close()

@@ -26,15 +26,21 @@ const (
 	// BatchReceiverCheck: the second experiment — "remove the epoch check
 	// from the receiver" — in both orderings.
 	BatchReceiverCheck BatchName = "receiver-check"
+	// BatchCheck: a reader's own statements, in every case of Step 3
+	// (CheckCases). It is started by the check command, never by name.
+	BatchCheck BatchName = "check"
 )
 
 // BatchNames lists the batches.
 func BatchNames() []BatchName {
-	return []BatchName{BatchMatrix, BatchEpochCheck, BatchEpochCheckSameName, BatchReceiverCheck}
+	return []BatchName{BatchMatrix, BatchEpochCheck, BatchEpochCheckSameName, BatchReceiverCheck, BatchCheck}
 }
 
 // ParseBatch parses a batch name.
 func ParseBatch(s string) (BatchName, error) {
+	if s == string(BatchCheck) {
+		return "", engine.Invalidf("the batch %q is started by the check command, with a solution: {\"action\":\"check\",\"solution\":{…}}", s)
+	}
 	for _, b := range BatchNames() {
 		if string(b) == s {
 			return b, nil

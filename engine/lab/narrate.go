@@ -92,6 +92,9 @@ func narration(e Event) string {
 		if b.Phase == BatchStopped {
 			return fmt.Sprintf("The batch %s was stopped (%s): the runs it had not played will not run.", b.Name, b.Answer)
 		}
+		if b.Name == BatchCheck {
+			return fmt.Sprintf("Check it: your statements, in %d runs of real workers — the article's two orderings, then the hints' three cases.", len(b.Cells))
+		}
 		if b.Name == BatchMatrix {
 			return fmt.Sprintf("The guard matrix: %d runs, every guard off in every ordering, with two names and with one, for real.", len(b.Cells))
 		}

@@ -505,6 +505,7 @@ type RunInfo struct {
 	Mode         Mode       `json:"mode"`
 	Phase        RunPhase   `json:"phase"`
 	Background   bool       `json:"background,omitempty"` // a matrix cell, not the session's current run
+	Custom       bool       `json:"custom,omitempty"`     // its workers and receiver ran a reader's own statements
 	Broken       []string   `json:"broken"`
 	SameIdentity bool       `json:"same_identity"`
 	Delivery     Delivery   `json:"delivery"`

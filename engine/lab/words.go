@@ -315,6 +315,8 @@ func BatchWords(b BatchName) BatchText {
 		return BatchText{"The same, with one name for both workers", "A restarted pod keeps its hostname: which ordering fails now?"}
 	case BatchReceiverCheck:
 		return BatchText{"Put it back; remove the epoch check from the receiver", "Which ordering fails, and why?"}
+	case BatchCheck:
+		return BatchText{"Check it", "Both orderings must end the same way."}
 	}
 	return BatchText{string(b), ""}
 }

@@ -49,7 +49,8 @@ type Config struct {
 }
 
 // Validate checks a solution's four statements on throwaway schemas and
-// a throwaway role, and leaves nothing behind: the first refusal is a
+// a throwaway role (sandbox's Check), then runs each once on a job of its
+// own and rolls it back (Try), and leaves nothing behind: the first refusal is a
 // *sandbox.Error (bad input), any other error is the database's. It is
 // what lets a caller refuse a solution before it starts a single run.
 func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) error {
@@ -74,8 +75,18 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 		defer cancel()
 		_ = role.Drop(dctx, pool)
 	}()
-	_, err = role.CheckSolution(ctx, sol)
-	return err
+	st, err := role.CheckSolution(ctx, sol)
+	if err != nil {
+		return err
+	}
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
+	if err != nil {
+		return err
+	}
+	if _, err := q.Insert(ctx, []byte(`{"task":"a trial run"}`), 1); err != nil {
+		return fmt.Errorf("check the statements: %w", err)
+	}
+	return role.Try(ctx, st)
 }
 
 // Run checks a solution: it validates it, then plays each case and

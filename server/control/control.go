@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/wire"
 )
 
@@ -42,6 +43,7 @@ const (
 	Matrix       Action = "matrix"        // run every guard × ordering × identity in the background
 	Batch        Action = "batch"         // run one of the article's experiments (or the matrix) in the background
 	Load         Action = "load"          // run the load lab: many workers, many jobs, random stalls, once per queue style
+	Check        Action = "check"         // check a reader's own four statements: the article's cases, in the background
 )
 
 // Command is one decoded command. Only the fields its action takes are set.
@@ -63,6 +65,8 @@ type Command struct {
 	Workers      int             `json:"workers,omitempty"` // load: worker processes
 	Jobs         int             `json:"jobs,omitempty"`    // load: jobs per style
 	Styles       []string        `json:"styles,omitempty"`  // load: the queue styles, in order
+	// Solution (check) is the reader's four statements.
+	Solution *sandbox.Solution `json:"solution,omitempty"`
 }
 
 // Limits bound what a command may ask for.
@@ -95,6 +99,7 @@ var fields = map[Action][]string{
 	Matrix:       {"lease_ms"},
 	Batch:        {"name", "lease_ms"},
 	Load:         {"workers", "jobs", "lease_ms", "styles"},
+	Check:        {"solution", "lease_ms"},
 }
 
 // Actions lists every action, sorted.
@@ -145,6 +150,21 @@ func Decode(b []byte, lim Limits) (Command, error) {
 			if err := lim.checkMS(action, k, v); err != nil {
 				return Command{}, err
 			}
+		}
+	}
+	if v, ok := raw["solution"]; ok {
+		// A lone surrogate decodes to U+FFFD without a word: refused here,
+		// as it was sent.
+		if err := wire.CheckText("solution", v); err != nil {
+			var parts map[string]json.RawMessage
+			if json.Unmarshal(v, &parts) == nil {
+				for _, k := range sandbox.Kinds() {
+					if p, ok := parts[k.String()]; ok && wire.CheckText("solution."+k.String(), p) != nil {
+						return Command{}, &sandbox.Error{Code: sandbox.CodeBadText, Kind: k, Message: wire.CheckText("the "+k.String(), p).Error()}
+					}
+				}
+			}
+			return Command{}, err
 		}
 	}
 	strict := json.NewDecoder(bytes.NewReader(b))
@@ -295,6 +315,15 @@ func (c *Command) validate(lim Limits) error {
 	case Batch:
 		if _, err := lab.ParseBatch(string(c.Name)); err != nil {
 			return bad("%v", err)
+		}
+	case Check:
+		if c.Solution == nil {
+			return bad("check needs a solution: {\"claim\": …, \"complete\": …, \"fail\": …, \"receiver\": …}")
+		}
+		for _, k := range sandbox.Kinds() {
+			if strings.TrimSpace(c.Solution.Text(k)) == "" {
+				return &sandbox.Error{Code: sandbox.CodeEmpty, Kind: k, Message: fmt.Sprintf("the solution has no %s statement", k)}
+			}
 		}
 	case Load:
 		lc := c.LoadConfig()

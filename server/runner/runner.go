@@ -454,7 +454,7 @@ func (r *Run) Info() lab.RunInfo {
 
 func (r *Run) infoLocked() lab.RunInfo {
 	c := r.spec.Config
-	i := lab.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background,
+	i := lab.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background, Custom: r.spec.Solution != nil,
 		Broken: c.Broken.Names(), SameIdentity: c.SameIdentity, Delivery: c.Delivery, LeaseMS: c.Lease.Milliseconds(), SkewMS: c.Skew.Milliseconds(),
 		PaceMS: r.pace.Milliseconds(), StepIndex: r.next, Steps: r.scenario.Steps, Started: r.started, StopReason: r.stopReason,
 		Outcome: r.outcome, Report: r.report, Error: r.failure, Workers: r.workersLocked()}

@@ -152,6 +152,10 @@ type Config struct {
 	// Postgres reach this one: its sessions are recorded there, so that a
 	// request for one reaching another instance is passed on here.
 	AdvertiseURL string
+	// CustomSQL lets readers check their own statements (the check
+	// command), each run as a role of its own: the database must have
+	// been hardened (sandbox.Harden). Off: the check command is refused.
+	CustomSQL bool
 }
 
 // Manager owns every session. It is safe for concurrent use.

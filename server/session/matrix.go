@@ -8,6 +8,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // batch is a session's batch of background runs while it plays.
@@ -42,6 +43,13 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	if lease < lim.MinLease || lease > lim.MaxLease {
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
 	}
+	return s.playBatch(name, rcs, lease, nil)
+}
+
+// playBatch plays runs in the background as a batch of the name, each
+// with the reader's statements when sol is set. The caller holds s.life.
+func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution) (Result, error) {
+	lim := s.m.cfg.Limits
 	s.stopBatch(lab.StopReplaced)
 	if err := s.m.takeBatch(s.client); err != nil {
 		return Result{}, err
@@ -55,7 +63,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 			s.m.releaseBatch(s.client)
 			return Result{}, err
 		}
-		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true}
+		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true, Solution: sol}
 		ev.Cells = append(ev.Cells, lab.CellOf(id, rc))
 		res.Runs = append(res.Runs, id)
 	}
@@ -64,7 +72,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	s.mu.Lock()
 	for i, rc := range rcs {
 		s.pending[specs[i].ID] = lab.RunInfo{ID: specs[i].ID, Ordering: rc.Ordering, Mode: lab.ModeAuto, Phase: lab.PhaseStarting, Background: true,
-			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}}
+			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}, Custom: rc.Custom}
 	}
 	s.batch = b
 	s.mu.Unlock()
@@ -78,6 +86,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 		defer s.m.releaseBatch(s.client)
 		sem := make(chan struct{}, parallel)
 		outcomes := make([]*lab.Outcome, len(specs))
+		failures := make([]*lab.Failure, len(specs))
 		var wg sync.WaitGroup
 		for i, spec := range specs {
 			select {
@@ -91,7 +100,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outcomes[i] = s.playCell(b, spec)
+				outcomes[i], failures[i] = s.playCell(b, spec)
 			}()
 		}
 		wg.Wait()
@@ -107,6 +116,9 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 			return // stopped: stopBatch says so
 		}
 		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
+		if name == lab.BatchCheck {
+			done = finishCheck(done, specs, outcomes, failures)
+		}
 		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()
 	return res, nil
@@ -138,11 +150,12 @@ func (s *Session) stopBatch(reason lab.StopReason) {
 }
 
 // playCell plays one run of a batch to its verdict and returns its
-// outcome, or nil. A run that cannot start says why in its own events.
-func (s *Session) playCell(b *batch, spec runner.Spec) *lab.Outcome {
+// outcome, or nil and why. A run that cannot start says why in its own
+// events too.
+func (s *Session) playCell(b *batch, spec runner.Spec) (*lab.Outcome, *lab.Failure) {
 	ctx := b.ctx
 	if ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	r, err := s.open(ctx, spec, 2*time.Minute, func(r *runner.Run) {
 		b.mu.Lock()
@@ -164,8 +177,11 @@ func (s *Session) playCell(b *batch, spec runner.Spec) *lab.Outcome {
 			s.emit(lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Run: spec.ID,
 				Error: &lab.ErrorEvent{Code: lab.ErrStartFailed, Message: fault.MessageOf(err)}})
 		}
-		return nil
+		return nil, &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
 	}
 	<-r.Done()
-	return r.Outcome()
+	if o := r.Outcome(); o != nil {
+		return o, nil
+	}
+	return nil, r.Info().Error
 }

@@ -145,6 +145,10 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		s.life.Lock()
 		defer s.life.Unlock()
 		return s.startLoad(c.LoadConfig())
+	case control.Check:
+		s.life.Lock()
+		defer s.life.Unlock()
+		return s.startCheck(ctx, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
