@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine/lab"
+)
+
+// checkArgs is `fencelab check` on the four files of dir.
+func checkArgs(dir string, more ...string) []string {
+	args := []string{"check"}
+	for _, k := range []string{"claim", "complete", "fail", "receiver"} {
+		args = append(args, "--"+k, filepath.Join(dir, k+".sql"))
+	}
+	return append(args, more...)
+}
+
+// The terminal's Check it: the leases-alone start fails (exit 1) with
+// the article's table and the broken requirements; ours passes (exit 0);
+// --json is one object with pass, cases and broken; a claim that keeps
+// the epoch is named; bad input is exit 2 and says which file and where.
+func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
+	tmp := t.TempDir()
+	start, ours := filepath.Join(tmp, "start"), filepath.Join(tmp, "ours")
+	for flag, dir := range map[string]string{"--write-start": start, "--write-ours": ours} {
+		if _, stderr, code := fencelab(t, nil, "check", flag, dir); code != 0 {
+			t.Fatalf("check %s: exit %d %s", flag, code, stderr)
+		}
+	}
+	if _, stderr, code := fencelab(t, nil, "check", "--write-ours", ours); code != 2 || !strings.Contains(stderr, "exists already") {
+		t.Fatalf("writing over a solution: exit %d %s", code, stderr)
+	}
+
+	stdout, stderr, code := fencelab(t, nil, checkArgs(start)...)
+	if code != 1 || !strings.Contains(stdout, "zombie's commit") || !strings.Contains(stdout, "your complete does not compare-and-set") {
+		t.Fatalf("the start: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = fencelab(t, nil, checkArgs(ours, "--json")...)
+	var rep struct {
+		Pass  bool `json:"pass"`
+		Cases []struct {
+			Case string `json:"case"`
+			OK   bool   `json:"ok"`
+		} `json:"cases"`
+		Broken []struct {
+			Requirement string `json:"requirement"`
+		} `json:"broken"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || !rep.Pass || len(rep.Cases) != len(lab.CheckCases()) || rep.Broken == nil {
+		t.Fatalf("ours --json: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+
+	claim := filepath.Join(ours, "claim.sql")
+	b, _ := os.ReadFile(claim)
+	if err := os.WriteFile(claim, []byte(strings.Replace(string(b), "epoch = epoch + 1,", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code = fencelab(t, nil, checkArgs(ours, "--json")...)
+	if code != 1 || !strings.Contains(stdout, `"requirement": "epoch-raised"`) {
+		t.Fatalf("a claim that keeps the epoch: exit %d\n%s", code, stdout)
+	}
+
+	if err := os.WriteFile(claim, []byte("UPDATE jobs\n   SET owner = :owner\n WHERE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = fencelab(t, nil, checkArgs(ours)...)
+	if code != 2 || !strings.Contains(stderr, claim+":3:") {
+		t.Fatalf("a claim that does not prepare: exit %d %s", code, stderr)
+	}
+	_, stderr, code = fencelab(t, nil, checkArgs(filepath.Join(tmp, "nowhere"))...)
+	if code != 2 || !strings.Contains(stderr, "cannot read") {
+		t.Fatalf("a missing file: exit %d %s", code, stderr)
+	}
+	_, stderr, code = fencelab(t, nil, "check", "--claim", claim)
+	if code != 2 || !strings.Contains(stderr, "--complete, --fail, --receiver are required") {
+		t.Fatalf("three files missing: exit %d %s", code, stderr)
+	}
+}
