@@ -34,7 +34,7 @@ import (
 // DefaultLease is a check's lease: every case waits for it to run out
 // once, so it is short; long enough that a stalled step is not mistaken
 // for an expiry.
-const DefaultLease = 300 * time.Millisecond
+const DefaultLease = time.Second
 
 // Config is one check.
 type Config struct {
