@@ -224,7 +224,11 @@ func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
 			case "fail", "retry":
 				add(ReqFailFence, "the zombie's fail matched a row at epoch %d: your fail does not compare-and-set on owner and epoch", o.Final.Epoch)
 			case "complete":
-				add(ReqCompleteFence, "the zombie's commit matched a row at epoch %d: your complete does not compare-and-set on owner and epoch", o.Final.Epoch)
+				if o.SameIdentity {
+					add(ReqCompleteFence, "the zombie's commit matched a row at epoch %d that its own name held: your complete does not compare the epoch", o.Final.Epoch)
+				} else {
+					add(ReqCompleteFence, "the zombie's commit matched a row at epoch %d: your complete does not compare-and-set on owner and epoch", o.Final.Epoch)
+				}
 			}
 		case InvReceiverMonotonic:
 			older, newer := backwards(o.Effects)

@@ -243,3 +243,35 @@ func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *sl
 	w.Env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log, Clock: &runner.DBClock{Pool: pool}}
 	return w, nil
 }
+
+// ReceiverOf returns a maker of receivers that run a reader's receiver
+// statement as a role made on each case's schemas (checked there first),
+// for a check of a reader's worker program (harness.Config's
+// NewReceiverFunc). The func each returns closes its connection and
+// drops its role.
+func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+	return func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+		role, err := sandbox.NewRole(ctx, pool, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		drop := func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = role.Drop(dctx, pool)
+		}
+		st, err := role.Check(ctx, sandbox.Receiver, text)
+		if err != nil {
+			drop()
+			return nil, nil, err
+		}
+		rule, closeRule := role.ReceiverRule(st)
+		rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver, Rule: rule})
+		if err != nil {
+			closeRule()
+			drop()
+			return nil, nil, err
+		}
+		return rcv, func() { closeRule(); drop() }, nil
+	}
+}

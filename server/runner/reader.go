@@ -2,12 +2,10 @@ package runner
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/sandbox"
-	"github.com/jackc/pgx/v5"
 )
 
 // readerSQL readies a run that plays a reader's own statements: the
@@ -44,46 +42,7 @@ func (r *Run) readerSQL(ctx context.Context) (engine.Rule, error) {
 	r.mu.Lock()
 	r.sqlEnv = env
 	r.mu.Unlock()
-	rule := &readerRule{role: role, st: st.Receiver}
-	r.cleanup(rule.close) // before the role is dropped: cleanups run last first
-	return rule.deliver, nil
-}
-
-// readerRule runs a reader's receiver statement, one delivery at a time,
-// on one connection of the run's role.
-type readerRule struct {
-	role *sandbox.Role
-	st   *sandbox.Checked
-	mu   sync.Mutex
-	conn *pgx.Conn
-}
-
-func (rr *readerRule) deliver(ctx context.Context, d engine.Delivery) (bool, engine.Statement, error) {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	args := map[string]any{"job_id": d.JobID, "epoch": d.Epoch, "owner": d.Owner, "body": string(d.Payload)}
-	stmt := engine.Statement{Name: "ReaderReceiver", SQL: rr.st.SQL, Args: rr.st.Args(args)}
-	if rr.conn == nil || rr.conn.IsClosed() {
-		c, err := rr.role.Connect(ctx)
-		if err != nil {
-			return false, stmt, err
-		}
-		rr.conn = c
-	}
-	res, err := sandbox.Exec(ctx, rr.conn, rr.st, args)
-	if err != nil {
-		return false, stmt, err
-	}
-	return res.Landed(), stmt, nil
-}
-
-func (rr *readerRule) close() {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if rr.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rr.conn.Close(ctx)
-		rr.conn = nil
-	}
+	rule, closeRule := role.ReceiverRule(st.Receiver)
+	r.cleanup(closeRule) // before the role is dropped: cleanups run last first
+	return rule, nil
 }
