@@ -148,3 +148,54 @@ func paceSeconds(ms int64) string {
 	}
 	return fmt.Sprintf("%.1f s a step", float64(ms)/1000)
 }
+
+// Build is the article's Steps 2 and 3, Build it's body (BuildBody): the four statements
+// the reader writes, each with what it may use and must give back, the
+// tables they work on, and the cases "Check it" runs them through.
+type Build struct {
+	Editors []Editor
+	Tables  []Table
+	Cases   []CheckCase
+	// NoCustomSQL says this server does not run readers' SQL: the editors
+	// stay, the Check button is disabled.
+	NoCustomSQL bool
+	// MaxTextBytes is the longest statement the server takes, in bytes of
+	// UTF-8: the longest a permalink carries too.
+	MaxTextBytes int
+}
+
+// Editor is one statement's editor: its kind (claim, complete, fail,
+// receiver), its label, the text it starts from (leases alone) and ours,
+// the named parameters it may use, the table it writes, its possible
+// first keywords, the columns it must return and how its result is read.
+type Editor struct {
+	Kind, Label string
+	Start, Ours string
+	Params      []Param
+	Writes      string
+	Verbs       []string
+	Returns     []Returned
+	Contract    string
+}
+
+// Param is a named parameter a statement may use, with its Postgres type.
+type Param struct{ Name, Type, Doc string }
+
+// Returned is a column a statement must return, with the types it may have.
+type Returned struct {
+	Name  string
+	Types []string
+}
+
+// Table is a table the statements work on, with its columns and their
+// Postgres types.
+type Table struct {
+	Name    string
+	Columns []TableColumn
+}
+
+// TableColumn is one column of a table: its name and its Postgres type.
+type TableColumn struct{ Name, Type string }
+
+// CheckCase is one case a check runs: its code and its title.
+type CheckCase struct{ Case, Title string }

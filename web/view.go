@@ -5,6 +5,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/templates"
 )
 
@@ -30,7 +31,7 @@ func PageView(s Setup) templates.View {
 	v := templates.View{
 		Setup:    templates.Setup{SameIdentity: s.SameIdentity, LeaseMS: s.LeaseMS, PaceMS: s.PaceMS, SkewMS: s.SkewMS},
 		Question: lab.Question, QuestionSetup: lab.QuestionSetup, QuestionAsk: lab.QuestionAsk,
-		Columns: templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)},
+		Columns: columns(),
 		Limits:  limits(),
 		Load: templates.Load{Workers: lab.DefaultLoad().Workers, Jobs: lab.DefaultLoad().Jobs, Rounds: lab.DefaultLoad().Rounds,
 			MaxWorkers: lab.MaxLoadWorkers, MaxJobs: lab.MaxLoadJobs, LeaseMS: lab.DefaultLoad().LeaseMS},
@@ -78,6 +79,58 @@ func PageView(s Setup) templates.View {
 		v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: g.String(), Label: lab.GuardWords(g).Off})
 	}
 	return v
+}
+
+// editorLabels name the four statements as the article asks for them.
+var editorLabels = map[sandbox.Kind]string{
+	sandbox.Claim:    "The claim",
+	sandbox.Complete: "Complete",
+	sandbox.Fail:     "Fail",
+	sandbox.Receiver: "The receiver's rule for one delivery",
+}
+
+// tables are the columns of the tables the reader's statements work on,
+// as engine/sql/jobs.sql and receiver.sql create them (a test holds them
+// to those files).
+var tables = []templates.Table{
+	{Name: "jobs", Columns: []templates.TableColumn{
+		{Name: "id", Type: "bigint"}, {Name: "payload", Type: "jsonb"}, {Name: "status", Type: "text"}, {Name: "owner", Type: "text"},
+		{Name: "epoch", Type: "bigint"}, {Name: "lease_until", Type: "timestamptz"}, {Name: "attempts", Type: "integer"},
+		{Name: "max_attempts", Type: "integer"}, {Name: "result", Type: "jsonb"}, {Name: "error", Type: "text"},
+		{Name: "created_at", Type: "timestamptz"}, {Name: "updated_at", Type: "timestamptz"}}},
+	{Name: "deliveries", Columns: []templates.TableColumn{
+		{Name: "job_id", Type: "bigint"}, {Name: "epoch", Type: "bigint"}, {Name: "owner", Type: "text"}, {Name: "payload", Type: "jsonb"},
+		{Name: "prev_epoch", Type: "bigint"}, {Name: "prev_owner", Type: "text"}, {Name: "accepted", Type: "integer"},
+		{Name: "updated_at", Type: "timestamptz"}}},
+}
+
+// build is the article's Steps 2 and 3: an editor per statement, in the
+// article's order, with the sandbox's spec of it, the leases-alone text it
+// starts from and ours; the tables; the cases a check runs.
+func build() templates.Build {
+	b := templates.Build{Tables: tables, MaxTextBytes: sandbox.MaxTextBytes}
+	start, ours := sandbox.Start(), sandbox.Ours()
+	for _, k := range sandbox.Kinds() {
+		spec, _ := sandbox.SpecOf(k) // every kind has one
+		e := templates.Editor{Kind: k.String(), Label: editorLabels[k], Start: start.Text(k), Ours: ours.Text(k),
+			Writes: spec.Writes, Verbs: spec.Verbs, Contract: spec.Contract}
+		for _, p := range spec.Params {
+			e.Params = append(e.Params, templates.Param{Name: p.Name, Type: p.Type, Doc: p.Doc})
+		}
+		for _, c := range spec.Columns {
+			e.Returns = append(e.Returns, templates.Returned{Name: c.Name, Types: c.Types})
+		}
+		b.Editors = append(b.Editors, e)
+	}
+	for _, c := range lab.CheckCases() {
+		b.Cases = append(b.Cases, templates.CheckCase{Case: string(c), Title: c.Title()})
+	}
+	return b
+}
+
+// columns are the headers of the article's table.
+func columns() templates.Columns {
+	return templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)}
 }
 
 func upperFirst(s string) string {

@@ -5,6 +5,7 @@
 //	GET /                      a new session's playground, as its driver (setup from the query)
 //	GET /s/:id                 an existing session's playground (a viewer, unless the page holds its token)
 //	GET /s/:id/runs/:run/replay.html   one run as a self-contained HTML file that replays it offline
+//	GET /build                 Build it's editors and check table, an HTML fragment the page loads when the reader opens it
 //	GET /static/:version/*     CSS, ES modules, icons
 package web
 
@@ -43,6 +44,10 @@ type Options struct {
 	// by postMessage (setup, run). Any page may frame it; only these may
 	// command it.
 	CommandOrigins []string
+	// NoCustomSQL says the server does not run readers' SQL
+	// (--no-custom-sql): the page's Build it section says so, and its
+	// Check button is disabled.
+	NoCustomSQL bool
 
 	// netFunc, if set, is the machine's network as the watch link's
 	// address is chosen from (see chooseAddrs); tests set it.
@@ -60,6 +65,7 @@ func Register(opts Options) func(e *echo.Echo, s *server.Server) {
 		e.GET("/s/:id", h.sessionPage, gz)
 		e.GET("/s/:id/runs/:run/replay.html", h.replay, gz)
 		e.GET("/s/:id/qr.svg", h.qr, gz)
+		e.GET("/build", h.build, gz)
 		e.GET("/static/:version/*", h.static, gz)
 	}
 }
@@ -259,6 +265,21 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(status)
 	return templates.Page(p).Render(c.Request().Context(), c.Response())
+}
+
+// build serves Build it's body, the fragment the page loads into its
+// folded section when the reader opens it: most readers never do, and the
+// page stays light. It is the same for every session of this server.
+func (h *handler) build(c echo.Context) error {
+	b := build()
+	b.NoCustomSQL = h.opts.NoCustomSQL
+	hd := c.Response().Header()
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(http.StatusOK)
+	return templates.BuildBody(b, columns()).Render(c.Request().Context(), c.Response())
 }
 
 // csp is the page's Content-Security-Policy: scripts only from this server

@@ -2,10 +2,13 @@
 // drop from the last sequence number it saw: no gap, no duplicate.
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, detail) {
     super(message);
     this.status = status;
     this.code = code; // the server's fault code: invalid, busy, conflict, ...
+    // What a refusal says besides its sentence, for a program: a reader's
+    // statement's {kind, code, position, sqlstate}; undefined when none.
+    this.detail = detail;
   }
 }
 
@@ -24,14 +27,14 @@ export class Api {
     });
     let body = {};
     try { body = await res.json(); } catch { /* an empty or broken answer: the status says enough */ }
-    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`);
+    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`, body.detail);
     return body;
   }
 
   async get(path) {
     const res = await fetch(`/api/sessions/${encodeURIComponent(this.sessionId)}${path}`);
     const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`);
+    if (!res.ok) throw new ApiError(res.status, body.code || "", body.error || `HTTP ${res.status}`, body.detail);
     return body;
   }
 

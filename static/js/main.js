@@ -60,6 +60,24 @@ const timeline = new Timeline(byTest("timeline"));
 const form = byTest("setup");
 const batches = new Batches();
 const loadLab = new LoadLab();
+// Build it, the reader's own statements: its editors and build.js load
+// when it is opened, or at once when the link carries a solution (#sol=),
+// which the address keeps until then.
+let build = null;
+const solHash = new URLSearchParams(location.hash.slice(1)).has("sol") ? location.hash : "";
+let buildLoading = null;
+function loadBuild() {
+  buildLoading ||= import("./build.js")
+    .then((m) => m.loadBuild({ root: byTest("build"), send, onChange: scheduleURL, hash: solHash }))
+    .then((b) => { build = b; updateURL(); })
+    .catch((err) => {
+      buildLoading = null;
+      byTest("build-body").textContent = `Build it could not be loaded: ${err.message}`;
+    });
+  return buildLoading;
+}
+byTest("build").addEventListener("toggle", () => { if (byTest("build").open) loadBuild(); });
+if (solHash) byTest("build").open = true;
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
@@ -69,9 +87,17 @@ function query(extra = {}) {
 
 function updateURL() {
   const q = query();
-  byTest("permalink").href = `/?${q}`;
+  const sol = build ? build.hash() : solHash; // the reader's statements, when they are not the start
+  byTest("permalink").href = `/?${q}${sol}`;
   const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
-  if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}`);
+  if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}${sol}`);
+}
+
+// Typing in an editor moves the address along, but not at every key.
+let urlTimer = 0;
+function scheduleURL() {
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(updateURL, 400);
 }
 
 // ---- drawing ----------------------------------------------------------------
@@ -245,6 +271,7 @@ function onEvent(e, catchingUp) {
   // The lesson sees every event first: a chapter may wait on a batch's end,
   // or on a load lab's, which the page then takes and returns early for.
   if (lesson) lesson.onEvent(e);
+  if (build) build.onEvent(e); // a check's batch and its runs, which Batches then takes as background runs
   if (e.load) {
     if (e.load.phase === "started") loadLab.stopReplay();
     loadLab.onEvent(e);
@@ -339,7 +366,7 @@ async function send(cmd, { say = showError, busy = scriptedBusy(cmd) } = {}) {
       busy(err.message);
       return null;
     }
-    say(err.message);
+    say(err.message, err);
     return null;
   }
 }
@@ -803,6 +830,7 @@ window.fencelab = {
       matrix: batches.state().cells,
       load: loadLab.state(),
       batches: batches.state().answers,
+      build: build ? build.state() : null,
       alone: page.alone, fenced: page.fenced, pick: predict.pick(),
       errors: page.errors.slice(),
       csp: page.csp.slice(),

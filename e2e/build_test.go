@@ -1,0 +1,373 @@
+package e2e
+
+// Build it, check it: the article's Steps 2 and 3 on the page. The reader
+// writes the four statements, the server checks them and runs the
+// article's test on them with real workers, and the page names what the
+// runs show broken; a refused statement is marked in its own editor, and a
+// solution travels in a link.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+// checkTimeout bounds a whole check: five cases, each a real run with a
+// short lease, a few at a time, on a loaded machine.
+const checkTimeout = 4 * time.Minute
+
+// openBuild opens a new session's page at url, unfolds Build it and
+// waits for its editors.
+func openBuild(tab *Tab, url string) {
+	tab.t.Helper()
+	openLive(tab, url)
+	tab.Open("build")
+	tab.PollState(`s.build !== null`, 10*time.Second)
+}
+
+// editor returns a statement's editor's text.
+func editorText(tab *Tab, kind string) string {
+	tab.t.Helper()
+	var s string
+	tab.Eval(`document.querySelector(`+jsString(sel("build-"+kind+"-text"))+`).value`, &s)
+	return s
+}
+
+// buildShot saves a screenshot of one element of Build it (the section
+// itself, or its result) as e2e/artifacts/<name>.png. The window grows to hold the whole section
+// while it is taken (Chromium paints only what a window shows), then
+// shrinks back.
+func buildShot(tab *Tab, testid, name string) {
+	tab.t.Helper()
+	var h float64
+	tab.Eval(`document.documentElement.scrollHeight`, &h)
+	if err := tab.do(defaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(max(h, float64(tab.Height))))); err != nil {
+		tab.t.Fatalf("e2e: buildShot(%q): %v", name, err)
+	}
+	png, err := runAction(tab, defaultTimeout, chromedp.Screenshot(chromedp.CSS(sel(testid))))
+	if err2 := tab.do(defaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(tab.Height))); err == nil {
+		err = err2
+	}
+	if err != nil {
+		tab.t.Fatalf("e2e: buildShot(%q): %v", name, err)
+	}
+	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+		tab.t.Fatal(err)
+	}
+	path := filepath.Join(artifactsDir, sanitize(name)+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tab.t.Fatal(err)
+	}
+	tab.t.Logf("e2e: Build it: %s", path)
+}
+
+// TestBuild_StartsFromLeasesAlone: the section has an editor a statement,
+// each holding the sandbox's leases-alone text and listing the named
+// parameters it may use; the tables' columns are there, and the
+// presenter's keys do nothing while the reader types.
+func TestBuild_StartsFromLeasesAlone(t *testing.T) {
+	srv := startServer(t)
+	for _, w := range []int{375, 1280} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			tab := newTab(t, w, 900)
+			openBuild(tab, srv.WithT(t).URL+"/")
+			start := sandbox.Start()
+			for _, k := range sandbox.Kinds() {
+				if got := editorText(tab, k.String()); got != start.Text(k) {
+					t.Errorf("the %s editor starts with %q, want the leases-alone %q", k, got, start.Text(k))
+				}
+				spec, _ := sandbox.SpecOf(k)
+				var params []string
+				tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-"+k.String()+"-params")+" li")+`)].map(li => li.dataset.param)`, &params)
+				var want []string
+				for _, p := range spec.Params {
+					want = append(want, p.Name)
+				}
+				if strings.Join(params, ",") != strings.Join(want, ",") {
+					t.Errorf("the %s editor lists the parameters %v, want %v", k, params, want)
+				}
+				var attrs map[string]string
+				tab.Eval(`(() => { const ta = document.querySelector(`+jsString(sel("build-"+k.String()+"-text"))+`);
+					return {spellcheck: ta.getAttribute("spellcheck"), autocapitalize: ta.getAttribute("autocapitalize"), label: ta.labels[0] ? ta.labels[0].textContent : "", font: getComputedStyle(ta).fontFamily}; })()`, &attrs)
+				if attrs["spellcheck"] != "false" || attrs["autocapitalize"] != "off" || attrs["label"] == "" || !strings.Contains(attrs["font"], "mono") {
+					t.Errorf("the %s editor is not a labelled monospace editor with spelling off: %v", k, attrs)
+				}
+			}
+			tab.Open("build-tables")
+			if txt := tab.Text("build-table-jobs"); !strings.Contains(txt, "lease_until") || !strings.Contains(txt, "max_attempts") {
+				t.Errorf("the jobs table says %q", txt)
+			}
+			if txt := tab.Text("build-table-deliveries"); !strings.Contains(txt, "prev_epoch") {
+				t.Errorf("the deliveries table says %q", txt)
+			}
+			if txt := tab.Text("build-claim-returns"); !strings.Contains(txt, "lease_until") {
+				t.Errorf("the claim's columns to return say %q", txt)
+			}
+			// A page wider than its screen is a page that scrolls sideways.
+			var over float64
+			tab.Eval(`document.documentElement.scrollWidth - innerWidth`, &over)
+			if over > 0 {
+				t.Errorf("at %d px the page is %.0f px wider than the screen", w, over)
+			}
+			buildShot(tab, "build", fmt.Sprintf("build-%d", w))
+
+			// Typing r, Space and ? in an editor writes them; it neither
+			// resets, runs nor opens the help.
+			tab.Eval(`(() => { const ta = document.querySelector(`+jsString(sel("build-claim-text"))+`); ta.focus(); ta.setSelectionRange(0, 0); })()`, nil)
+			for _, k := range []string{"r", "Space", "?", "ArrowRight"} {
+				tab.Press(k)
+			}
+			if got := editorText(tab, "claim"); !strings.HasPrefix(got, "r ?") {
+				t.Errorf("after typing r, Space, ? the claim begins %q", got[:min(len(got), 12)])
+			}
+			st := tab.State()
+			if st["run"] != nil {
+				t.Errorf("typing in the editor started a run: %v", st["run"])
+			}
+			if tab.Visible("help") {
+				t.Error("typing ? in the editor opened the help")
+			}
+			// Reset brings the start back.
+			tab.Click("build-reset")
+			if got := editorText(tab, "claim"); got != start.Claim {
+				t.Errorf("after Reset the claim is %q", got)
+			}
+		})
+	}
+}
+
+// TestBuild_ARefusalIsMarkedInItsEditor: a claim Postgres cannot parse is
+// refused before anything runs; the page says why beside the claim's
+// editor, gives it the focus and selects where Postgres stopped, counted
+// in code points as the server counts them (a character past U+FFFF
+// before it takes two UTF-16 units in the editor).
+func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1280, 900, AllowErrors("400"))
+	openBuild(tab, srv.URL+"/")
+	claim := "-- 🦀 mine\nUPDATE jobs SET owner = :owner WHERE WHERE id = 1 RETURNING id, owner, epoch, lease_until"
+	tab.SetValue("build-claim-text", claim)
+	tab.Click("build-check")
+	tab.WaitVisible("build-claim-error")
+	msg := tab.Text("build-claim-error")
+	if msg == "" {
+		t.Fatal("the refusal says nothing")
+	}
+	if f := tab.Focused(); f != "build-claim-text" {
+		t.Errorf("after the refusal the focus is on %q, not the claim's editor", f)
+	}
+	st := tab.State()
+	ref, _ := st["build"].(map[string]any)["refusal"].(map[string]any)
+	if ref == nil || ref["kind"] != "claim" {
+		t.Fatalf("the page holds the refusal %v", ref)
+	}
+	second := strings.LastIndex(claim, "WHERE")
+	want := len([]rune(claim[:second])) + 1 // what the server says: 1-based code points
+	if ref["position"] != float64(want) {
+		t.Errorf("the refusal's position is %v, want %d (the second WHERE), in code points: %s", ref["position"], want, msg)
+	}
+	var selStart, selEnd int
+	tab.Eval(`document.querySelector(`+jsString(sel("build-claim-text"))+`).selectionStart`, &selStart)
+	tab.Eval(`document.querySelector(`+jsString(sel("build-claim-text"))+`).selectionEnd`, &selEnd)
+	var utf16 int
+	tab.Eval(`(() => { const s = `+jsString(claim)+`; return s.lastIndexOf("WHERE"); })()`, &utf16)
+	if selStart != utf16 || selEnd <= selStart {
+		t.Errorf("the editor selects %d–%d, want from %d (the second WHERE in UTF-16 units)", selStart, selEnd, utf16)
+	}
+	if tab.Attr("build-claim-text", "aria-invalid") != "true" {
+		t.Error("the refused editor is not marked invalid")
+	}
+	if tab.Visible("build-result") {
+		t.Error("a refused check shows a result")
+	}
+	buildShot(tab, "build-claim", "build-refused-1280")
+	// Editing the statement takes the refusal away.
+	tab.SetValue("build-claim-text", sandbox.Start().Claim)
+	if tab.Visible("build-claim-error") {
+		t.Error("the refusal stays after the claim was edited")
+	}
+}
+
+// TestBuild_CheckNamesWhatIsBroken is the article's challenge played: a
+// claim that does not raise the epoch, with our complete, fail and
+// receiver, fails the check, and the page names the requirement — every
+// claim raises the epoch — from the runs' own history; with the epoch
+// raised again the same statements pass, and ours are shown beside them.
+// Each case opens its run on the stage.
+func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
+	srv := startServer(t)
+	for _, w := range []int{1280, 375} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			tab := newTab(t, w, 900)
+			openBuild(tab, srv.WithT(t).URL+"/")
+			start := sandbox.Start()
+			noRaise := strings.Replace(start.Claim, "       epoch = epoch + 1,\n", "", 1)
+			if noRaise == start.Claim {
+				t.Fatal("the start's claim has no line that raises the epoch")
+			}
+			tab.SetValue("build-claim-text", noRaise)
+			for _, k := range []string{"complete", "fail", "receiver"} {
+				var ours string
+				tab.Eval(`document.querySelector(`+jsString(sel("build-"+k+"-ours")+" pre")+`).textContent`, &ours)
+				tab.SetValue("build-"+k+"-text", ours)
+			}
+			tab.Click("build-check")
+			// While it runs, the page says which case.
+			tab.PollState(`s.build.phase === "running" || s.build.phase === "finished"`, 60*time.Second)
+			if tab.State()["build"].(map[string]any)["phase"] == "running" {
+				tab.PollJS(`document.querySelector(`+jsString(sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
+			}
+			tab.PollState(`s.build.phase === "finished"`, checkTimeout)
+			tab.PollState(`s.build.report && s.build.report.pass === false && s.build.report.broken.some(b => b.requirement === "epoch-raised")`, 5*time.Second)
+			tab.WaitVisible("build-result")
+			var li string
+			tab.Eval(`(() => { const li = document.querySelector(`+jsString(sel("build-broken")+` li[data-requirement="epoch-raised"]`)+`); return li ? li.textContent : ""; })()`, &li)
+			if !strings.Contains(li, "epoch") {
+				t.Errorf("the broken list says %q for epoch-raised", li)
+			}
+			// The article's table for their code: every case's row has its
+			// three cells, and a cell not as a correct build shows a ✗ and
+			// what a correct build shows.
+			var rows []struct {
+				Case, State string
+				Cells       []string
+				Bad         int
+			}
+			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-result")+" tbody tr")+`)].map(tr => ({case: tr.dataset.case, state: tr.dataset.state,
+				cells: [...tr.querySelectorAll("td[data-column]")].map(td => td.innerText.trim()),
+				bad: tr.querySelectorAll('td[data-ok="false"] .expected.shown').length}))`, &rows)
+			bad := 0
+			for _, r := range rows {
+				for i, c := range r.Cells {
+					if c == "" {
+						t.Errorf("case %s: cell %d is empty", r.Case, i)
+					}
+				}
+				bad += r.Bad
+			}
+			if bad == 0 {
+				t.Errorf("no cell shows what a correct build shows: %+v", rows)
+			}
+			if txt := tab.Text("build-words"); !strings.Contains(txt, "fails") {
+				t.Errorf("the headline says %q", txt)
+			}
+			buildShot(tab, "build", fmt.Sprintf("build-fails-%d", w))
+			buildShot(tab, "build-result", fmt.Sprintf("build-fails-result-%d", w))
+
+			// The epoch raised again: it passes, and ours are shown beside.
+			tab.SetValue("build-claim-text", start.Claim)
+			tab.Click("build-check")
+			tab.PollState(`s.build.phase !== "finished"`, 30*time.Second)
+			tab.PollState(`s.build.phase === "finished"`, checkTimeout)
+			tab.PollState(`s.build.report && s.build.report.pass === true && s.build.report.broken.length === 0`, 5*time.Second)
+			if txt := tab.Text("build-words"); !strings.Contains(txt, "passes") {
+				t.Errorf("the headline says %q", txt)
+			}
+			tab.PollState(`s.build.comparing === true`, 5*time.Second)
+			tab.WaitVisible("build-claim-ours")
+			buildShot(tab, "build", fmt.Sprintf("build-passes-%d", w))
+			buildShot(tab, "build-result", fmt.Sprintf("build-passes-result-%d", w))
+
+			// A case's run opens on the stage, the reader's statements in it.
+			var run string
+			tab.Eval(`document.querySelector(`+jsString(sel("build-case-zombie-first-open"))+`).dataset.openRun`, &run)
+			tab.Click("build-case-zombie-first-open")
+			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, jsString(run)), 30*time.Second)
+		})
+	}
+}
+
+// TestBuild_ASolutionTravelsInTheLink: statements the reader edited go in
+// the address's fragment and its Permalink; a page opened on that link
+// starts from them. A link whose solution cannot be read is ignored with
+// a note, and the editors start from the start.
+func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1280, 900)
+	openBuild(tab, srv.URL+"/")
+	mine := "-- mine: ünïcode and 🦀\n" + sandbox.Ours().Complete
+	tab.SetValue("build-complete-text", mine)
+	tab.PollJS(`location.hash.startsWith("#sol=") && document.querySelector(`+jsString(sel("permalink"))+`).href.includes("#sol=")`, 10*time.Second)
+	link := tab.Attr("permalink", "href")
+
+	other := newTab(t, 375, 800)
+	openLive(other, srv.URL+link)
+	other.PollState(`s.build.fromLink === true`, 10*time.Second)
+	if !other.Visible("build-complete-text") {
+		t.Error("a link with a solution leaves Build it folded")
+	}
+	if got := editorText(other, "complete"); got != mine {
+		t.Errorf("the linked page's complete is %q, want %q", got, mine)
+	}
+	if got := editorText(other, "claim"); got != sandbox.Start().Claim {
+		t.Errorf("the linked page's claim is %q, want the start's", got)
+	}
+	// Back to the start: the link carries no solution.
+	other.Click("build-reset")
+	other.PollJS(`!location.hash.includes("sol=")`, 10*time.Second)
+
+	for _, bad := range []string{"%%%", "bm90IGpzb24", "WyJhIl0", "eyJjbGFpbSI6MX0"} { // not base64url, not JSON, an array, a claim that is a number
+		t.Run(bad, func(t *testing.T) {
+			bt := newTab(t, 375, 800)
+			openLive(bt, srv.URL+"/#sol="+bad)
+			bt.WaitVisible("build-note")
+			if txt := bt.Text("build-note"); !strings.Contains(txt, "ignored") {
+				t.Errorf("the note says %q", txt)
+			}
+			if got := editorText(bt, "claim"); got != sandbox.Start().Claim {
+				t.Errorf("after a bad link the claim is %q", got)
+			}
+		})
+	}
+}
+
+// TestBuild_OnAProjectorAndInABlog: in present mode at 1920×1080 the
+// opened section sets no visible text under 20 px; in a blog's iframe
+// width it stays folded in half a row until opened.
+func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
+	srv := startServer(t)
+	t.Run("present", func(t *testing.T) {
+		tab := newTab(t, 1920, 1080)
+		openBuild(tab, srv.WithT(t).URL+"/?present=1")
+		tab.Open("build-tables")
+		var small []string
+		tab.Eval(`(() => {
+			const out = [];
+			const root = document.querySelector(`+jsString(sel("build"))+`);
+			const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+			for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+				const el = n.parentElement;
+				if (!n.textContent.trim() || !el || !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+				if (el.closest(".sr-only, [hidden]")) continue;
+				const px = parseFloat(getComputedStyle(el).fontSize);
+				if (px < 19.5) out.push(px.toFixed(1) + "px <" + el.tagName.toLowerCase() + " class=" + el.className + ">: " + n.textContent.trim().slice(0, 40));
+			}
+			return out;
+		})()`, &small)
+		if len(small) > 0 {
+			t.Errorf("%d visible texts of Build it are under 20 px in present mode; the first: %s", len(small), strings.Join(small[:min(len(small), 8)], "\n"))
+		}
+		buildShot(tab, "build", "build-present-1920")
+	})
+	t.Run("embed", func(t *testing.T) {
+		tab := newTab(t, 375, 667)
+		openLive(tab, srv.WithT(t).URL+"/?embed=1")
+		_, folded := rectOf(tab, "build")
+		top, _ := rectOf(tab, "build")
+		if h := folded - top; h > 80 {
+			t.Errorf("folded in an embed, Build it is %.0f px tall", h)
+		}
+		tab.Open("build")
+		tab.PollState(`s.build !== null`, 10*time.Second)
+		if tab.Visible("build-tables") {
+			t.Error("an embed shows the tables' columns")
+		}
+		buildShot(tab, "build", "build-embed-375")
+	})
+}

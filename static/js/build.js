@@ -1,0 +1,365 @@
+// build.js — the article's Steps 2 and 3: the reader's four statements,
+// and "Check it", which sends them to the server as one check command. The
+// check plays its cases as background runs, like a Step 5 batch (a batch
+// event named "check" starts them and, finished, carries the report); the
+// page says which case is running, then draws the report: the article's
+// table for their code, cell by cell, what it shows broken, and a button
+// per case that opens its run on the stage (main.js opens any
+// button[data-open-run]). Every word of the result is the lab's, from the
+// report; a refusal's sentence is the sandbox's, shown beside its editor.
+// The page loads this module, its stylesheet and the section's body (GET
+// /build) only when the reader opens Build it.
+
+import { byTest, esc } from "./view.js";
+import { markOf } from "./words.js";
+
+const CHECK = "check"; // the batch's name in its events
+
+/** Where a 1-based code-point position falls in a string, in UTF-16 units. */
+export function utf16Offset(text, position) {
+  let i = 0, cp = 1;
+  for (const ch of text) {
+    if (cp >= position) break;
+    i += ch.length;
+    cp++;
+  }
+  return i;
+}
+
+/** The line and column (1-based, in code points) of a UTF-16 offset. */
+function lineCol(text, offset) {
+  const before = text.slice(0, offset).split("\n");
+  return { line: before.length, col: [...before[before.length - 1]].length + 1 };
+}
+
+/**
+ * Load Build it into its folded section: its stylesheet and its body, then
+ * the Build that drives it (see Build's constructor for the options).
+ */
+export async function loadBuild({ root, ...opts }) {
+  const css = new URL("../css/build.css", import.meta.url).href;
+  const sheet = new Promise((resolve) => {
+    const link = document.createElement("link");
+    link.rel = "stylesheet";
+    link.href = css;
+    link.onload = link.onerror = resolve; // unstyled is still usable
+    document.head.appendChild(link);
+  });
+  const res = await fetch(root.dataset.src);
+  if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  const html = await res.text();
+  await sheet;
+  const body = byTest("build-body", root);
+  body.innerHTML = html;
+  return new Build({ root: byTest("build-root", body), ...opts });
+}
+
+// ---- the reader's solution in the link --------------------------------------
+// A solution travels in the fragment, #sol=…, never the query: it is not
+// the server's business until Check it sends it, a fragment stays out of
+// access logs, and a long one meets no server's header limit. Its value is
+// base64url of UTF-8 JSON, {kind: text}, holding only the statements that
+// differ from the start.
+
+/** Base64url of a string's UTF-8 bytes, unpadded. */
+function toBase64url(s) {
+  const bytes = new TextEncoder().encode(s);
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The string whose UTF-8 bytes are base64url s; throws if it is not. */
+function fromBase64url(s) {
+  if (!/^[A-Za-z0-9_-]*$/.test(s)) throw new Error("not base64url");
+  const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/"));
+  return new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+}
+
+const utf8Length = (s) => new TextEncoder().encode(s).length;
+
+/**
+ * The fragment's sol= value for a solution ({kind: text}), given the start
+ * it differs from: "" when it is the start, or null when a statement is
+ * longer than maxBytes (the server would refuse it; the link carries none).
+ */
+export function solutionParam(sol, start, maxBytes) {
+  const diff = {};
+  for (const k of Object.keys(start)) {
+    const t = sol[k] ?? "";
+    if (t.trim() === start[k].trim()) continue;
+    if (utf8Length(t) > maxBytes) return null;
+    diff[k] = t;
+  }
+  return Object.keys(diff).length ? toBase64url(JSON.stringify(diff)) : "";
+}
+
+/**
+ * Read a fragment's sol= value: {sol} with a text for each kind of start
+ * (the start's where it has none), or {error} saying in words why it was
+ * ignored. It never throws.
+ */
+export function parseSolutionParam(value, start, maxBytes) {
+  const bad = (why) => ({ error: `The solution in this link could not be read (${why}) and was ignored.` });
+  if (value.length > 4 * Object.keys(start).length * maxBytes) return bad("it is too long");
+  let obj;
+  try {
+    obj = JSON.parse(fromBase64url(value));
+  } catch {
+    return bad("it is not a solution's encoding");
+  }
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return bad("it is not a set of statements");
+  const sol = { ...start };
+  for (const [k, t] of Object.entries(obj)) {
+    if (!Object.hasOwn(start, k)) return bad(`it names no statement "${String(k).slice(0, 20)}"`);
+    if (typeof t !== "string") return bad(`its ${k} is not text`);
+    if (utf8Length(t) > maxBytes) return bad(`its ${k} is longer than ${maxBytes} bytes`);
+    sol[k] = t;
+  }
+  return { sol };
+}
+
+export class Build {
+  /**
+   * root is the section; send(cmd, {say}) sends a command as main.js does,
+   * calling say(message, err) with its outcome ("" when it went through);
+   * onChange() is told when the statements change (the link follows them).
+   */
+  constructor({ root, send, onChange, hash }) {
+    this.root = root;
+    this.section = root.closest("details");
+    this.send = send;
+    this.onChange = onChange || (() => {});
+    this.maxBytes = Number(root.dataset.maxBytes) || 8192;
+    this.off = root.hasAttribute("data-off");
+    this.editors = new Map(); // kind -> textarea
+    for (const ed of root.querySelectorAll(".editor[data-kind]")) this.editors.set(ed.dataset.kind, byTest(`build-${ed.dataset.kind}-text`, ed));
+    this.cases = [...root.querySelectorAll("tr[data-case]")].map((tr) => tr.dataset.case);
+    this.phase = "idle"; // idle, asked, running, finished, stopped, refused
+    this.runs = new Map(); // run id -> {case, state (a mark), ended}
+    this.report = null;
+    this.refusal = null; // {kind, code, position, sqlstate, message}
+    this.note = "";
+    this.comparing = false;
+    this.fromLink = false;
+    this.loadLink(hash || "");
+
+    for (const [, ta] of this.editors) {
+      ta.addEventListener("input", () => { this.clearRefusal(ta); this.onChange(); });
+    }
+    byTest("build-reset", root).addEventListener("click", () => this.reset());
+    byTest("build-compare", root).addEventListener("click", () => this.compare(!this.comparing));
+    byTest("build-check", root).addEventListener("click", () => this.check());
+  }
+
+  /** The solution the editors hold: {claim, complete, fail, receiver}. */
+  solution() {
+    const sol = {};
+    for (const [k, ta] of this.editors) sol[k] = ta.value;
+    return sol;
+  }
+
+  /** The leases-alone start: each editor's rendered text. */
+  start() {
+    const sol = {};
+    for (const [k, ta] of this.editors) sol[k] = ta.defaultValue;
+    return sol;
+  }
+
+  /** The fragment that carries the solution, "#sol=…", or "" for the start. */
+  hash() {
+    const p = solutionParam(this.solution(), this.start(), this.maxBytes);
+    if (p === null) {
+      this.say(`Your statements are too long to go in the link (${this.maxBytes} bytes each at most); the link carries none.`);
+      return "";
+    }
+    if (this.note.startsWith("Your statements are too long")) this.say("");
+    return p ? `#sol=${p}` : "";
+  }
+
+  /** Fill the editors from a link's #sol=, or say why it could not be. */
+  loadLink(hash) {
+    const v = new URLSearchParams(hash.replace(/^#/, "")).get("sol");
+    if (v === null) return;
+    const r = parseSolutionParam(v, this.start(), this.maxBytes);
+    if (r.error) { this.say(r.error); this.section.open = true; return; }
+    for (const [k, ta] of this.editors) ta.value = r.sol[k];
+    this.fromLink = true;
+    this.section.open = true;
+  }
+
+  say(note) {
+    this.note = note;
+    const el = byTest("build-note", this.root);
+    el.textContent = note;
+    el.hidden = !note;
+  }
+
+  reset() {
+    for (const [, ta] of this.editors) { ta.value = ta.defaultValue; this.clearRefusal(ta); }
+    this.onChange();
+  }
+
+  /** Show ours beside each editor, or take them away. */
+  compare(on) {
+    this.comparing = on;
+    const b = byTest("build-compare", this.root);
+    b.setAttribute("aria-pressed", String(on));
+    this.root.classList.toggle("comparing", on);
+    for (const k of this.editors.keys()) byTest(`build-${k}-ours`, this.root).hidden = !on;
+  }
+
+  clearRefusal(ta) {
+    ta.removeAttribute("aria-invalid");
+    const err = byTest(`${ta.dataset.testid.replace(/-text$/, "")}-error`, this.root);
+    if (err) { err.hidden = true; err.textContent = ""; }
+    if (this.refusal && this.editors.get(this.refusal.kind) === ta) this.refusal = null;
+  }
+
+  async check() {
+    if (this.off) return;
+    for (const [, ta] of this.editors) this.clearRefusal(ta);
+    this.refusal = null;
+    this.report = null;
+    this.runs.clear();
+    this.phase = "asked";
+    this.draw();
+    const r = await this.send({ action: "check", solution: this.solution() }, {
+      say: (msg, err) => { if (msg) this.failed(msg, err); },
+    });
+    if (r === null && this.phase === "asked") this.phase = this.refusal ? "refused" : "idle";
+    this.draw();
+  }
+
+  /** A check the server would not start: a refused statement, or another reason. */
+  failed(msg, err) {
+    const d = err && err.detail;
+    const ta = d && this.editors.get(d.kind);
+    if (!ta) {
+      this.phase = "idle";
+      this.progress(msg);
+      return;
+    }
+    this.phase = "refused";
+    this.refusal = { kind: d.kind, code: d.code, position: d.position || 0, sqlstate: d.sqlstate || "", message: msg };
+    const box = byTest(`build-${d.kind}-error`, this.root);
+    let where = "";
+    let from = 0, to = 0;
+    if (d.position > 0) {
+      from = utf16Offset(ta.value, d.position);
+      // The word the position falls on, so the mark can be seen.
+      const m = /^[^\s(),;]+/.exec(ta.value.slice(from));
+      to = Math.min(ta.value.length, from + (m ? m[0].length : 1));
+      const lc = lineCol(ta.value, from);
+      where = ` (line ${lc.line}, column ${lc.col})`;
+    }
+    box.textContent = msg + where;
+    box.hidden = false;
+    ta.setAttribute("aria-invalid", "true");
+    this.section.open = true;
+    ta.focus();
+    if (d.position > 0) ta.setSelectionRange(from, to);
+    this.progress("");
+  }
+
+  progress(text) { byTest("build-progress", this.root).textContent = text; }
+
+  /** Take a check's events: its batch's, and its runs' own. Others are left alone. */
+  onEvent(e) {
+    const b = e.batch;
+    if (b && b.name === CHECK) {
+      if (b.phase === "started") {
+        this.runs.clear();
+        this.report = null;
+        (b.cells || []).forEach((c, i) => this.runs.set(c.run, { case: c.case || this.cases[i], state: "pending", ended: false }));
+        this.phase = "running";
+      } else if (b.phase === "stopped") {
+        this.phase = "stopped";
+        this.stopped = e.text;
+        for (const r of this.runs.values()) if (!r.ended) r.state = "stopped";
+      } else if (b.phase === "finished") {
+        this.phase = "finished";
+        this.report = b.check || null;
+        if (this.report && this.report.pass && !this.comparing) this.compare(true);
+      }
+      this.draw();
+      return;
+    }
+    const r = e.run && this.runs.get(e.run);
+    if (!r) return;
+    if (e.verdict) Object.assign(r, { state: e.verdict.mark, ended: true });
+    else if (e.error) Object.assign(r, { state: "error", ended: true });
+    else if (r.state === "pending") r.state = "running";
+    else return;
+    this.draw();
+  }
+
+  draw() {
+    const check = byTest("build-check", this.root);
+    check.disabled = this.off || this.phase === "asked" || this.phase === "running";
+    check.setAttribute("aria-busy", String(this.phase === "asked" || this.phase === "running"));
+    const result = byTest("build-result", this.root);
+    const byCase = new Map([...this.runs.entries()].map(([id, r]) => [r.case, { ...r, run: id }]));
+    if (this.phase === "asked") this.progress("Starting the check…");
+    else if (this.phase === "running") {
+      const all = [...this.runs.values()];
+      const done = all.filter((r) => r.ended).length;
+      const now = all.filter((r) => r.state === "running").map((r) => this.title(r.case));
+      this.progress(`Running ${now.length ? now.join(", ") : "the next case"}: ${done} of ${all.length} cases done…`);
+    } else if (this.phase === "stopped") this.progress(this.stopped || "");
+    else if (this.phase === "finished") this.progress("");
+    result.hidden = this.phase === "idle" || this.phase === "asked" || this.phase === "refused";
+    const rep = this.report;
+    const words = byTest("build-words", this.root);
+    words.dataset.state = rep ? (rep.pass ? "safe" : "unsafe") : "none";
+    words.innerHTML = rep ? `<span class="mark ${rep.pass ? "ok" : "bad"}" aria-hidden="true">${rep.pass ? "✓" : "✗"}</span> ${esc(rep.words)}` : "";
+    words.hidden = !rep;
+    const results = new Map(((rep && rep.cases) || []).map((c) => [c.case, c]));
+    for (const k of this.cases) this.drawCase(k, results.get(k), byCase.get(k));
+    const broken = (rep && rep.broken) || [];
+    byTest("build-broken-h", this.root).hidden = broken.length === 0;
+    byTest("build-broken", this.root).innerHTML = broken.map((b) =>
+      `<li data-requirement="${esc(b.requirement)}" data-case="${esc(b.case)}">${esc(b.words)}</li>`).join("");
+  }
+
+  title(k) {
+    const el = this.root.querySelector(`tr[data-case="${k}"] .case-title`);
+    return el ? el.textContent : k;
+  }
+
+  /** One case's row: its state while it runs, then its cells from the report. */
+  drawCase(k, res, run) {
+    const tr = this.root.querySelector(`tr[data-case="${k}"]`);
+    const state = byTest(`build-case-${k}-state`, tr);
+    const open = byTest(`build-case-${k}-open`, tr);
+    const mark = res ? (res.ok ? "as-correct" : "not-as-correct") : run ? run.state : "";
+    const m = markOf(mark);
+    tr.dataset.state = mark;
+    state.innerHTML = mark ? `<span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span><span class="sr-only">${esc(m.word)}</span>` : "";
+    const id = (res && res.run) || (run && run.ended ? run.run : "");
+    open.hidden = !id;
+    if (id) open.dataset.openRun = id; else delete open.dataset.openRun;
+    const cells = new Map(((res && res.table) || []).map((c) => [c.column, c]));
+    for (const td of tr.querySelectorAll("td[data-column]")) {
+      const c = cells.get(td.dataset.column);
+      if (!c) {
+        delete td.dataset.ok;
+        td.textContent = res && res.error && td.dataset.column === "call" ? res.error.message : "";
+        continue;
+      }
+      const cm = markOf(c.mark);
+      td.dataset.ok = String(!!c.as_correct);
+      td.innerHTML = `<span class="got"><span class="mark ${esc(cm.tone)}" aria-hidden="true">${esc(cm.sign)}</span> ${esc(c.words)}<span class="sr-only"> (${esc(cm.word)})</span></span>` +
+        (c.as_correct ? "" : `<span class="expected shown">${esc(c.expected)}</span>`);
+    }
+  }
+
+  /** What tests read. */
+  state() {
+    return {
+      phase: this.phase, report: this.report, refusal: this.refusal, note: this.note, comparing: this.comparing, fromLink: this.fromLink,
+      runs: Object.fromEntries([...this.runs.entries()].map(([id, r]) => [id, { case: r.case, state: r.state, ended: r.ended }])),
+      solution: this.solution(),
+    };
+  }
+}
