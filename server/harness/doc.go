@@ -1,0 +1,47 @@
+// Package harness checks a worker program a reader wrote, in any language,
+// the way the playground checks its own: it runs the program as worker A
+// and worker B, real processes, and plays each of the article's cases on
+// them from outside, without the program's help.
+//
+// # How it steers a program it did not write
+//
+// Three levers, none inside the worker:
+//
+//   - signals: each worker is `/bin/sh -c COMMAND` in a process group of
+//     its own (and, on Linux, with a parent-death signal); SIGSTOP freezes
+//     all of it, SIGCONT thaws it, SIGKILL is a crash;
+//   - the database: the harness watches the job's row and its history
+//     (the schema's trigger records which worker wrote each change, by the
+//     connection's application_name, which the harness sets with
+//     PGAPPNAME), and waits for a lease to run out on the database clock;
+//   - the receiver: the harness serves it itself, on a loopback port, with
+//     a URL of its own for each worker, and holds each call: it decides a
+//     call (engine.Receiver.Deliver) only when the script says, and sends
+//     the decision back only when the script says. A worker blocked on its
+//     answer is a worker whose next step waits for the script.
+//
+// New owner first, for one: A claims and calls; its call is held
+// undecided and A is frozen. A's lease runs out on the database clock. B
+// starts, claims, calls; B's call is decided, its answer held: B is still
+// working. A is thawed, its call decided and answered; A commits and exits.
+// Then B is answered, commits and exits. The other cases are told in
+// play.go, each beside its code.
+//
+// # What it reads
+//
+// Nothing the workers say about themselves: each case's Outcome is
+// lab.Evaluate's, read from the job's row and history and the receiver's
+// log. The one fact the database cannot give, that A was let go to commit
+// (a refused UPDATE leaves no trace), is the harness's: A was answered and
+// exited 0.
+//
+// # What it leaves
+//
+// Nothing. Each case has two fresh schemas, dropped when it ends; its
+// workers are killed and reaped, their process groups with them; the
+// receiver's listener and every goroutine end with the case, on an error
+// and on a cancelled context too.
+//
+// The contract a worker keeps is WORKERS.md, at the top of the repository;
+// reference workers in Python are in examples/python.
+package harness

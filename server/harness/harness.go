@@ -1,0 +1,341 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+)
+
+// Defaults and bounds of a Config.
+const (
+	// DefaultTimeout is how long the check waits for a worker to do each
+	// thing the contract asks (claim and call the receiver, exit after its
+	// answer) before it calls the case failed.
+	DefaultTimeout = 15 * time.Second
+	// DefaultSchemaPrefix starts the names of each case's two schemas.
+	DefaultSchemaPrefix = "fencelab_check"
+	// MinClockAheadLease is the shortest lease the clock-ahead case runs
+	// with: B must be able to start and poll several times inside A's
+	// live lease, or a B that does not claim proves nothing.
+	MinClockAheadLease = 4 * time.Second
+	// clockAheadWindow is how long B, once started, is given to claim in
+	// the clock-ahead case: its start-up on a loaded machine, then many
+	// polls at the contract's 100 ms. A correct B never claims, so the
+	// case always waits this long.
+	clockAheadWindow = 2500 * time.Millisecond
+	// leaseMargin ends the clock-ahead window this long before A's lease
+	// runs out on the database clock.
+	leaseMargin  = 500 * time.Millisecond
+	maxPrefixLen = 30
+)
+
+// Config is one check of a reader's worker program. Validate fills the
+// defaults.
+type Config struct {
+	// Command is the reader's worker command line, run with /bin/sh -c,
+	// once as worker A and once as worker B in each case.
+	Command string
+	// Dir is the command's working directory; "" is the current one.
+	Dir string
+	// Pool is fencelab's own connection to the database: it sets each case
+	// up, watches the job row and evaluates the case.
+	Pool *pgxpool.Pool
+	// DatabaseURL is what the workers get as DATABASE_URL: the same
+	// database as Pool's. It never appears on a command line, in an error
+	// or in the workers' relayed output.
+	DatabaseURL string
+	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
+	// default lab.DefaultRunLease. The clock-ahead case uses at least
+	// MinClockAheadLease.
+	Lease time.Duration
+	// Cases are the cases to play, in order; default lab.CheckCases().
+	Cases []lab.CheckCase
+	// NewReceiverFunc, if set, makes each case's receiver (the reader's own
+	// receiver rule, through an *engine.Receiver) on the case's schemas;
+	// the func it returns is called when the case ends. Default:
+	// engine.NewReceiver(Pool, {Schema: s.Receiver}), the engine's rule.
+	NewReceiverFunc func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error)
+	// Timeout bounds each wait on a worker; default DefaultTimeout.
+	Timeout time.Duration
+	// SchemaPrefix starts each case's schema names; default
+	// DefaultSchemaPrefix. The schemas are dropped when the case ends.
+	SchemaPrefix string
+	Log          *slog.Logger
+	// Stderr receives the workers' stdout and stderr, a line at a time,
+	// each prefixed "worker A: " or "worker B: "; nil discards them.
+	Stderr io.Writer
+}
+
+// Validate checks the config and fills its defaults.
+func (c *Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Command) == "":
+		return engine.Invalidf("the worker command is empty")
+	case c.Pool == nil:
+		return engine.Invalidf("the check needs a database pool")
+	case c.DatabaseURL == "":
+		return engine.Invalidf("the check needs the database URL to give the workers")
+	}
+	if c.Lease == 0 {
+		c.Lease = lab.DefaultRunLease
+	}
+	if c.Lease < lab.MinRunLease || c.Lease > lab.MaxRunLease {
+		return engine.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, lab.MinRunLease, lab.MaxRunLease)
+	}
+	if len(c.Cases) == 0 {
+		c.Cases = lab.CheckCases()
+	}
+	for _, cs := range c.Cases {
+		if _, err := lab.ParseCheckCase(string(cs)); err != nil {
+			return err
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 100*time.Millisecond {
+		return engine.Invalidf("timeout %v is too short: give a worker at least 100ms", c.Timeout)
+	}
+	if c.SchemaPrefix == "" {
+		c.SchemaPrefix = DefaultSchemaPrefix
+	}
+	if err := engine.ValidateSchemaName(c.SchemaPrefix); err != nil || len(c.SchemaPrefix) > maxPrefixLen {
+		return engine.Invalidf("schema prefix %q must be a plain lowercase identifier of at most %d characters", c.SchemaPrefix, maxPrefixLen)
+	}
+	if c.NewReceiverFunc == nil {
+		pool := c.Pool
+		c.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+			r, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver})
+			return r, func() {}, err
+		}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// The codes of a case's Err: what the worker did not do.
+const (
+	CodeStart      = "worker-start"       // the command could not be started
+	CodeNoClaim    = "worker-no-claim"    // it never claimed the job
+	CodeNoDelivery = "worker-no-delivery" // it claimed, but never called the receiver
+	CodeExit       = "worker-exit"        // it exited early, or not with status 0
+	CodeNoExit     = "worker-no-exit"     // it did not exit after the receiver's answer
+	CodeContract   = "worker-contract"    // its call to the receiver broke the contract
+	CodeLease      = "lease"              // the lease did not run out on the database clock in time
+)
+
+// caseError is a case that could not be played, for a reason the worker
+// gave: it becomes the case's *lab.Failure.
+type caseError struct{ code, msg string }
+
+func (e *caseError) Error() string { return e.msg }
+
+// Run plays every case of cfg against the reader's worker and returns what
+// each came to, in order, for lab.JudgeCheck: an Outcome read from the
+// database and the receiver, or an Err that says what the worker did not
+// do. It returns an error (with the cases played so far) only when the
+// check itself could not go on: a bad config, the database, or ctx.
+//
+// Each case has schemas of its own, dropped when it ends, and its
+// workers are killed and reaped when it ends, on an error or a cancelled
+// ctx too. Run is safe to call concurrently with distinct prefixes or
+// not: each case's schema names are random.
+func Run(ctx context.Context, cfg Config) ([]lab.CheckInput, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]lab.CheckInput, 0, len(cfg.Cases))
+	for _, cs := range cfg.Cases {
+		in, err := runCase(ctx, &cfg, cs)
+		if err != nil {
+			return out, fmt.Errorf("check case %s: %w", cs, err)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// caseRun is one case being played.
+type caseRun struct {
+	cfg     *Config
+	cs      lab.CheckCase
+	rc      lab.RunConfig
+	s       engine.Schemas
+	q       *engine.Queue
+	jobID   int64
+	gate    *gate
+	addr    net.Addr
+	sp      *spawner
+	sink    *lineSink
+	workers map[string]*proc
+}
+
+func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
+	in.Case = cs
+	lease := cfg.Lease
+	if cs == lab.CaseClockAhead {
+		lease = max(lease, MinClockAheadLease)
+	}
+	rc := cs.Config(lease)
+	if err := rc.Validate(); err != nil {
+		return in, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return in, err
+	}
+	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
+	c := &caseRun{cfg: cfg, cs: cs, rc: rc, s: engine.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
+		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
+	log := cfg.Log.With("case", cs, "schemas", base)
+
+	// Everything made from here on is undone on the way out, whatever
+	// happened: on a cancelled ctx the cleanup still has time of its own.
+	cleanup := func(f func(context.Context)) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		f(cctx)
+	}
+	if err := engine.Setup(ctx, cfg.Pool, c.s); err != nil {
+		cleanup(func(cctx context.Context) { _ = engine.Drop(cctx, cfg.Pool, c.s) })
+		return in, fmt.Errorf("set up the case's schemas: %w", err)
+	}
+	defer cleanup(func(cctx context.Context) {
+		if err := engine.Drop(cctx, cfg.Pool, c.s); err != nil {
+			log.Warn("drop the case's schemas", "err", err)
+		}
+	})
+	if c.q, err = engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: c.s.Jobs}); err != nil {
+		return in, err
+	}
+	if c.jobID, err = c.q.Insert(ctx, []byte(`{"task":"check","case":"`+string(cs)+`"}`), 0); err != nil {
+		return in, err
+	}
+	recv, done, err := cfg.NewReceiverFunc(ctx, c.s)
+	if err != nil {
+		return in, fmt.Errorf("make the case's receiver: %w", err)
+	}
+	if done != nil {
+		defer done()
+	}
+
+	gctx, cancelGate := context.WithCancel(ctx)
+	defer cancelGate()
+	if c.gate, err = newGate(gctx, recv, lab.Zombie, lab.NewOwner); err != nil {
+		return in, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return in, fmt.Errorf("listen for the receiver: %w", err)
+	}
+	c.addr = ln.Addr()
+	srv := &http.Server{Handler: c.gate, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, 0)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	defer func() {
+		c.gate.close()
+		_ = srv.Close()
+		<-served
+	}()
+
+	c.sp = newSpawner()
+	defer func() {
+		for _, p := range c.workers {
+			p.kill()
+		}
+		c.sp.close()
+	}()
+
+	log.Info("case starts", "job", c.jobID, "lease", lease)
+	tried, err := c.play(ctx)
+	if ctx.Err() != nil {
+		return in, ctx.Err()
+	}
+	if ierr := c.gate.infraErr(); ierr != nil {
+		return in, fmt.Errorf("the receiver: %w", ierr)
+	}
+	if err != nil {
+		var ce *caseError
+		if !errors.As(err, &ce) {
+			return in, err
+		}
+		log.Info("case could not be played", "code", ce.code, "err", ce.msg)
+		in.Err = &lab.Failure{Code: ce.code, Message: ce.msg}
+		return in, nil
+	}
+	// The workers are done with; nothing of theirs may write now.
+	for _, p := range c.workers {
+		p.kill()
+	}
+	o, err := lab.Evaluate(ctx, c.q, recv, lab.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
+	if err != nil {
+		if ctx.Err() != nil {
+			return in, ctx.Err()
+		}
+		in.Err = &lab.Failure{Code: string(lab.ErrEvaluate), Message: "the case's outcome could not be read: " + err.Error()}
+		return in, nil
+	}
+	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
+	in.Outcome = &o
+	return in, nil
+}
+
+// env is a worker's whole environment: fencelab's own, less anything that
+// would steer the worker elsewhere, plus the contract's variables.
+func (c *caseRun) env(label string) []string {
+	ours := map[string]string{
+		"DATABASE_URL":           c.cfg.DatabaseURL,
+		"PGOPTIONS":              "-c search_path=" + c.s.Jobs,
+		"PGAPPNAME":              lab.AppName(label),
+		"FENCELAB_SCHEMA":        c.s.Jobs,
+		"FENCELAB_OWNER":         c.rc.Owner(label),
+		"FENCELAB_WORKER":        label,
+		"FENCELAB_LEASE_MS":      strconv.FormatInt(c.rc.Lease.Milliseconds(), 10),
+		"FENCELAB_RECEIVER_URL":  c.gate.url(c.addr, label),
+		"FENCELAB_CLOCK_SKEW_MS": strconv.FormatInt(c.rc.WorkerSkew(label).Milliseconds(), 10),
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, mine := ours[k]; !mine {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range []string{"DATABASE_URL", "PGOPTIONS", "PGAPPNAME", "FENCELAB_SCHEMA", "FENCELAB_OWNER", "FENCELAB_WORKER",
+		"FENCELAB_LEASE_MS", "FENCELAB_RECEIVER_URL", "FENCELAB_CLOCK_SKEW_MS"} {
+		env = append(env, k+"="+ours[k])
+	}
+	return env
+}
+
+// start starts a worker.
+func (c *caseRun) start(label string) (*proc, error) {
+	redact := []string{c.cfg.DatabaseURL, c.gate.url(c.addr, lab.Zombie), c.gate.url(c.addr, lab.NewOwner)}
+	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
+	if err != nil {
+		return nil, &caseError{code: CodeStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
+	}
+	c.workers[label] = p
+	c.cfg.Log.Debug("worker started", "case", c.cs, "label", label, "pid", p.pid)
+	return p, nil
+}

@@ -1,0 +1,414 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/harness"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var (
+	pythonOnce sync.Once
+	python     string
+	pythonWhy  string
+)
+
+// pythonWithPsycopg finds a python3 that can import psycopg: Debian's
+// first (python3-psycopg), then whichever is first on PATH. The reference
+// workers are the proof of the harness, so none is a failure, not a skip.
+func pythonWithPsycopg(t *testing.T) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		var tried []string
+		cands := []string{"/usr/bin/python3"}
+		if p, err := exec.LookPath("python3"); err == nil {
+			cands = append(cands, p)
+		}
+		for _, p := range cands {
+			out, err := exec.Command(p, "-c", "import psycopg").CombinedOutput()
+			if err == nil {
+				python = p
+				return
+			}
+			tried = append(tried, fmt.Sprintf("%s: %v %s", p, err, bytes.TrimSpace(out)))
+		}
+		pythonWhy = strings.Join(tried, "; ")
+	})
+	if python == "" {
+		t.Fatalf("no python3 here can import psycopg (install Debian's python3-psycopg): %s", pythonWhy)
+	}
+	return python
+}
+
+func example(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("examples", "python", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// testPrefix is a schema prefix no other test uses, so a test can look
+// for what its own check left behind.
+func testPrefix(t *testing.T) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "hc_" + hex.EncodeToString(b[:])
+}
+
+func config(t *testing.T, command string) harness.Config {
+	return harness.Config{
+		Command:      command,
+		Pool:         pgtest.Pool(t),
+		DatabaseURL:  pgtest.DSN(t),
+		SchemaPrefix: testPrefix(t),
+		Stderr:       t.Output(),
+	}
+}
+
+// schemasLeft lists the schemas whose names start with prefix.
+func schemasLeft(t *testing.T, prefix string) []string {
+	t.Helper()
+	rows, err := pgtest.Pool(t).Query(context.Background(), "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY 1", prefix+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// want is what one case of a check must come to.
+type want struct {
+	ok     bool
+	broken []lab.Requirement
+}
+
+func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts ...func(*harness.Config)) {
+	t.Helper()
+	py := pythonWithPsycopg(t)
+	cfg := config(t, "exec "+shellQuote(py)+" "+shellQuote(example(t, script)))
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ins, err := harness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rep := lab.JudgeCheck(ins)
+	if len(rep.Cases) != len(lab.CheckCases()) {
+		t.Fatalf("got %d cases, want %d", len(rep.Cases), len(lab.CheckCases()))
+	}
+	for _, cr := range rep.Cases {
+		var got []lab.Requirement
+		var words []string
+		for _, b := range cr.Broken {
+			got = append(got, b.Requirement)
+			words = append(words, b.Words)
+		}
+		t.Logf("%s %-20s ok=%-5v broken=%v verdict=%q", script, cr.Case, cr.OK, got, cr.Verdict)
+		w := wants[cr.Case]
+		if cr.Error != nil {
+			t.Errorf("%s: the case could not be played: %s: %s", cr.Case, cr.Error.Code, cr.Error.Message)
+			continue
+		}
+		if cr.OK != w.ok || !slices.Equal(got, w.broken) {
+			t.Errorf("%s: ok=%v broken=%v (%s), want ok=%v broken=%v", cr.Case, cr.OK, got, strings.Join(words, " / "), w.ok, w.broken)
+		}
+	}
+	if left := schemasLeft(t, cfg.SchemaPrefix); len(left) > 0 {
+		t.Errorf("schemas left behind: %v", left)
+	}
+}
+
+func allOK() map[lab.CheckCase]want {
+	m := map[lab.CheckCase]want{}
+	for _, c := range lab.CheckCases() {
+		m[c] = want{ok: true}
+	}
+	return m
+}
+
+func TestCheck_CorrectPythonPassesEveryCase(t *testing.T) {
+	t.Parallel()
+	checkTable(t, "correct.py", allOK())
+}
+
+func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
+	t.Parallel()
+	w := allOK()
+	fence := want{broken: []lab.Requirement{lab.ReqCompleteFence}}
+	w[lab.CaseNewOwnerFirst], w[lab.CaseZombieFirst], w[lab.CaseSameName] = fence, fence, fence
+	checkTable(t, "leases_alone.py", w)
+}
+
+func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
+	t.Parallel()
+	w := allOK()
+	w[lab.CaseSameName] = want{broken: []lab.Requirement{lab.ReqCompleteFence}}
+	checkTable(t, "no_epoch_cas.py", w)
+}
+
+// A worker that judges leases by its own clock takes the job while A's
+// lease is live, when its clock runs ahead: the clock-ahead case gives it
+// the chance to.
+func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
+	t.Parallel()
+	w := allOK()
+	w[lab.CaseClockAhead] = want{broken: []lab.Requirement{lab.ReqDBClock}}
+	checkTable(t, "own_clock.py", w)
+}
+
+// The receiver is the one NewReceiverFunc makes: one that takes an older
+// epoch lets the zombie's call land after the new owner's.
+func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
+	t.Parallel()
+	w := allOK()
+	older := want{broken: []lab.Requirement{lab.ReqReceiverOlder}}
+	w[lab.CaseNewOwnerFirst], w[lab.CaseSameName] = older, older
+	made := 0
+	checkTable(t, "correct.py", w, func(c *harness.Config) {
+		c.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+			r, err := engine.NewReceiver(c.Pool, engine.ReceiverConfig{Schema: s.Receiver, Guards: engine.Guards(0).Break(engine.ReceiverCheck)})
+			return r, func() { made++ }, err
+		}
+	})
+	if made != len(lab.CheckCases()) {
+		t.Errorf("the receiver's cleanup ran %d times, want once per case (%d)", made, len(lab.CheckCases()))
+	}
+}
+
+// A worker that never claims ends its case with an error that says so,
+// within the bound, and leaves nothing.
+func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, "sleep 60")
+	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst, lab.CaseClockAhead}
+	cfg.Timeout = 2 * time.Second
+	start := time.Now()
+	ins, err := harness.Run(t.Context(), cfg)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if limit := time.Duration(len(cfg.Cases)) * (cfg.Timeout + 3*time.Second); took > limit {
+		t.Errorf("the check took %v, more than %v", took, limit)
+	}
+	for _, in := range ins {
+		if in.Outcome != nil || in.Err == nil {
+			t.Fatalf("%s: outcome %v, err %v: want an error", in.Case, in.Outcome, in.Err)
+		}
+		t.Logf("%s: %s: %s", in.Case, in.Err.Code, in.Err.Message)
+		if in.Err.Code != harness.CodeNoClaim || !strings.Contains(in.Err.Message, "worker A did not call the receiver within 2s: it never claimed the job") {
+			t.Errorf("%s: error %s %q: want %s naming that worker A never claimed", in.Case, in.Err.Code, in.Err.Message, harness.CodeNoClaim)
+		}
+	}
+	rep := lab.JudgeCheck(ins)
+	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != lab.ReqRuns {
+		t.Errorf("judged %+v: want a failure that breaks %q alone", rep, lab.ReqRuns)
+	}
+	if left := schemasLeft(t, cfg.SchemaPrefix); len(left) > 0 {
+		t.Errorf("schemas left behind: %v", left)
+	}
+}
+
+// A worker that exits without calling the receiver is named for it.
+func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, "echo 'no database for me' >&2; exit 3")
+	cfg.Cases = []lab.CheckCase{lab.CaseCrash}
+	ins, err := harness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	e := ins[0].Err
+	if e == nil || e.Code != harness.CodeExit || !strings.Contains(e.Message, "worker A exited with status 3 before it called the receiver") ||
+		!strings.Contains(e.Message, `"no database for me"`) {
+		t.Fatalf("got %+v: want %s naming the exit status and its last output", e, harness.CodeExit)
+	}
+}
+
+// pgrpOf reads a process's group from /proc/PID/stat, or -1.
+func pgrpOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return -1
+	}
+	g, _ := strconv.Atoi(f[2])
+	return g
+}
+
+// live lists the processes still alive (not zombies) among pids, and any
+// process in the groups they led.
+func live(pids []int) []string {
+	var out []string
+	groups := map[int]bool{}
+	for _, p := range pids {
+		groups[p] = true
+		if st := pgtest.ProcState(p); st != 0 && st != 'Z' && st != 'X' {
+			out = append(out, fmt.Sprintf("pid %d (%c)", p, st))
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || slices.Contains(pids, pid) {
+			continue
+		}
+		if g := pgrpOf(pid); groups[g] {
+			if st := pgtest.ProcState(pid); st != 0 && st != 'Z' && st != 'X' {
+				out = append(out, fmt.Sprintf("pid %d (%c) in group %d", pid, st, g))
+			}
+		}
+	}
+	return out
+}
+
+func readPids(t *testing.T, file string) []int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		p, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, p)
+	}
+	return pids
+}
+
+// cancelOn passes the workers' output on and cancels when it says say.
+type cancelOn struct {
+	w      io.Writer
+	say    string
+	cancel func()
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(c.say)) {
+		c.cancel()
+	}
+	return c.w.Write(p)
+}
+
+// settle waits up to d for the goroutine count to fall back to n or below.
+func settle(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		g := runtime.NumGoroutine()
+		if g <= n || time.Now().After(deadline) {
+			return g
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Each worker leaves a background child in its process group (a sleep)
+// and writes its pids down; once the check is over, whether it ended well,
+// with an error or by a cancelled context, none of them, no process of
+// their groups, no schema and no goroutine of the harness is left.
+// Not parallel: it counts goroutines.
+func TestCheck_LeavesNothingBehind(t *testing.T) {
+	py := pythonWithPsycopg(t)
+	pgtest.Pool(t) // the pool's own goroutines are not the harness's
+	for _, tc := range []struct {
+		name   string
+		script string
+		cases  []lab.CheckCase
+		cancel string // cancel the check when a worker's output says this
+	}{
+		// The crash kills A; clock-ahead stops a B that found nothing.
+		{name: "played", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),
+			cases: []lab.CheckCase{lab.CaseCrash, lab.CaseClockAhead}},
+		{name: "stuck", script: "exec sleep 60", cases: []lab.CheckCase{lab.CaseZombieFirst}},
+		// Cancelled once A has claimed: while A is frozen, its lease runs out.
+		{name: "cancelled", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),
+			cases: []lab.CheckCase{lab.CaseNewOwnerFirst}, cancel: "worker A: claimed job"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			pidfile := filepath.Join(t.TempDir(), "pids")
+			cfg := config(t, "echo $$ >>"+shellQuote(pidfile)+"; sleep 300 & echo $! >>"+shellQuote(pidfile)+"; "+tc.script)
+			cfg.Cases, cfg.Timeout = tc.cases, 2*time.Second
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.cancel != "" {
+				cfg.Stderr = &cancelOn{w: t.Output(), say: tc.cancel, cancel: cancel}
+			}
+			ins, err := harness.Run(ctx, cfg)
+			switch {
+			case tc.cancel != "" && !errors.Is(err, context.Canceled):
+				t.Fatalf("Run: %v: want context.Canceled", err)
+			case tc.cancel == "" && err != nil:
+				t.Fatalf("Run: %v", err)
+			}
+			for _, in := range ins {
+				t.Logf("%s: outcome %v, err %+v", in.Case, in.Outcome != nil, in.Err)
+			}
+			pids := readPids(t, pidfile)
+			if len(pids) < 2 {
+				t.Fatalf("the workers wrote pids %v: want at least one worker and its child", pids)
+			}
+			if left := live(pids); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+			if left := schemasLeft(t, cfg.SchemaPrefix); len(left) > 0 {
+				t.Errorf("schemas left behind: %v", left)
+			}
+			if g := settle(before, 3*time.Second); g > before {
+				buf := make([]byte, 1<<20)
+				t.Errorf("%d goroutines after the check, %d before:\n%s", g, before, buf[:runtime.Stack(buf, true)])
+			}
+		})
+	}
+}

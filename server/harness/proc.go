@@ -1,0 +1,247 @@
+package harness
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// spawner starts every worker of a case from one OS thread that it keeps
+// locked until the case has reaped them all: Linux sends the parent-death
+// signal when the thread that forked a child exits, not only when the
+// process does, so the forking thread must be one the Go runtime cannot
+// retire under the workers (server/supervisor does the same).
+type spawner struct {
+	reqs chan spawnReq
+	done chan struct{}
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for req := range s.reqs {
+			req.done <- req.cmd.Start()
+		}
+	}()
+	return s
+}
+
+func (s *spawner) start(cmd *exec.Cmd) error {
+	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	s.reqs <- req
+	return <-req.done
+}
+
+// close ends the spawner's goroutine; call it once every worker it started
+// has been reaped.
+func (s *spawner) close() {
+	close(s.reqs)
+	<-s.done
+}
+
+// proc is one worker process: the reader's command under /bin/sh -c, the
+// leader of its own process group. Its output goes, a line at a time and
+// prefixed with its label, to the harness's Stderr, and its last lines
+// are kept for the errors that name what it did not do.
+type proc struct {
+	label   string
+	pid     int
+	started time.Time
+	cmd     *exec.Cmd
+	out     *outputReader
+	done    chan struct{} // closed once the leader has been reaped
+	state   *os.ProcessState
+	waitErr error
+}
+
+// startProc starts the worker, with env as its whole environment.
+func startProc(sp *spawner, label, command, dir string, env []string, sink *lineSink, redact []string) (*proc, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start worker %s: %w", label, err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin = nil // /dev/null: a worker reads nothing from us
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = workerAttr()
+	p := &proc{label: label, cmd: cmd, done: make(chan struct{}),
+		out: &outputReader{r: pr, label: label, sink: sink, redact: redact, done: make(chan struct{})}}
+	err = sp.start(cmd)
+	pw.Close() // the worker holds the write end now; EOF comes when all of its group has gone
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("start worker %s: %w", label, err)
+	}
+	p.pid, p.started = cmd.Process.Pid, time.Now()
+	go p.out.run()
+	go func() {
+		p.waitErr = cmd.Wait()
+		p.state = cmd.ProcessState
+		// Whatever the leader left behind in its group goes with it: the
+		// contract is one job, then exit. The group id is the leader's pid
+		// (Setpgid), not yet reusable this soon.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the leader has been reaped.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the worker's whole process group, unless it is gone.
+func (p *proc) signal(sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal worker %s (%v): %w", p.label, sig, err)
+	}
+	return nil
+}
+
+// kill SIGKILLs the worker's group and waits, a bounded time, for the
+// leader to be reaped, every other process of its group to be gone, and
+// its output to end.
+func (p *proc) kill() {
+	_ = p.signal(syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	select {
+	case <-p.done:
+	case <-time.After(time.Until(deadline)):
+	}
+	for groupLive(p.pid) && time.Now().Before(deadline) {
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.out.finish(2 * time.Second)
+}
+
+// exitWords says how the worker ended, for people: "exited with status 1",
+// "was killed by signal 9".
+func (p *proc) exitWords() string {
+	if p.state == nil {
+		if p.waitErr != nil {
+			return "could not be waited for: " + p.waitErr.Error()
+		}
+		return "is still running"
+	}
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
+	}
+	return fmt.Sprintf("exited with status %d", p.state.ExitCode())
+}
+
+// exitedOK reports whether the worker exited by itself with status 0.
+func (p *proc) exitedOK() bool { return p.state != nil && p.state.Success() }
+
+// lastWords is the worker's last line of output, quoted, or "".
+func (p *proc) lastWords() string {
+	if l := p.out.last(); l != "" {
+		return fmt.Sprintf("; its last output: %q", l)
+	}
+	return ""
+}
+
+// lineSink writes the workers' lines to one writer, one whole line at a
+// time, so that two workers' lines never interleave inside a line.
+type lineSink struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *lineSink) line(label, text string) {
+	if s.w == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, "worker %s: %s\n", label, text)
+}
+
+// maxLine cuts a line of a worker's output: the rest is dropped.
+const maxLine = 4 << 10
+
+// outputReader reads a worker's stdout and stderr (one pipe) line by line.
+type outputReader struct {
+	r      *os.File
+	label  string
+	sink   *lineSink
+	redact []string // secrets a line must not show: the database URL, the receiver's URLs
+	done   chan struct{}
+	mu     sync.Mutex
+	tail   string
+}
+
+func (o *outputReader) run() {
+	defer close(o.done)
+	br := bufio.NewReaderSize(o.r, maxLine)
+	for {
+		b, isPrefix, err := br.ReadLine()
+		if len(b) > 0 || (err == nil && !isPrefix) {
+			line := string(b)
+			for _, s := range o.redact {
+				if s != "" {
+					line = strings.ReplaceAll(line, s, "<redacted>")
+				}
+			}
+			o.sink.line(o.label, line)
+			if t := strings.TrimSpace(line); t != "" {
+				o.mu.Lock()
+				o.tail = t
+				o.mu.Unlock()
+			}
+		}
+		for isPrefix && err == nil { // the rest of a long line
+			_, isPrefix, err = br.ReadLine()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// finish waits up to d for the output to end (every process holding the
+// pipe gone), then closes the pipe so the reader ends anyway: a process
+// that left the group (setsid) must not keep a goroutine of ours.
+func (o *outputReader) finish(d time.Duration) {
+	select {
+	case <-o.done:
+	case <-time.After(d):
+	}
+	o.r.Close()
+	<-o.done
+}
+
+func (o *outputReader) last() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.tail) > 200 {
+		return o.tail[:200] + "…"
+	}
+	return o.tail
+}
