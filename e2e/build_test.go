@@ -187,6 +187,7 @@ func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 		t.Error("a refused check shows a result")
 	}
 	buildShot(tab, "build-claim", "build-refused-1280")
+	reportAxe(t, "Build it with a refusal", axe(t, tab))
 	// Editing the statement takes the refusal away.
 	tab.SetValue("build-claim-text", sandbox.Start().Claim)
 	if tab.Visible("build-claim-error") {
@@ -271,6 +272,7 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			}
 			tab.PollState(`s.build.comparing === true`, 5*time.Second)
 			tab.WaitVisible("build-claim-ours")
+			reportAxe(t, fmt.Sprintf("Build it with its result and ours, at %d px", w), axe(t, tab))
 			buildShot(tab, "build", fmt.Sprintf("build-passes-%d", w))
 			buildShot(tab, "build-result", fmt.Sprintf("build-passes-result-%d", w))
 
@@ -328,8 +330,9 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 }
 
 // TestBuild_OnAProjectorAndInABlog: in present mode at 1920×1080 the
-// opened section sets no visible text under 20 px; in a blog's iframe
-// width it stays folded in half a row until opened.
+// opened section sets no visible text under 20 px; in a blog's iframe it
+// waits folded, in half a row, and on a phone, where the embed has no room
+// to spare, it is the full page's.
 func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 	srv := startServer(t)
 	t.Run("present", func(t *testing.T) {
@@ -356,11 +359,16 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 		buildShot(tab, "build", "build-present-1920")
 	})
 	t.Run("embed", func(t *testing.T) {
-		tab := newTab(t, 375, 667)
+		// On a phone an embed has no room for it; wider, it waits folded.
+		phone := newTab(t, 375, 667)
+		openLive(phone, srv.WithT(t).URL+"/?embed=1")
+		if phone.Visible("build") {
+			t.Error("an embed on a phone shows Build it")
+		}
+		tab := newTab(t, 720, 1024)
 		openLive(tab, srv.WithT(t).URL+"/?embed=1")
-		_, folded := rectOf(tab, "build")
-		top, _ := rectOf(tab, "build")
-		if h := folded - top; h > 80 {
+		top, bottom := rectOf(tab, "build")
+		if h := bottom - top; h > 80 {
 			t.Errorf("folded in an embed, Build it is %.0f px tall", h)
 		}
 		tab.Open("build")
@@ -368,6 +376,6 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 		if tab.Visible("build-tables") {
 			t.Error("an embed shows the tables' columns")
 		}
-		buildShot(tab, "build", "build-embed-375")
+		buildShot(tab, "build", "build-embed-720")
 	})
 }
