@@ -97,11 +97,11 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	label, ok := g.tokens[tok]
 	if !ok || rest != "deliveries" {
-		writeJSON(w, http.StatusNotFound, receiver.Answer{Error: "not found: POST to FENCELAB_RECEIVER_URL as given"})
+		writeError(w, http.StatusNotFound, "not found: POST to FENCELAB_RECEIVER_URL as given")
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeJSON(w, http.StatusMethodNotAllowed, receiver.Answer{Error: "the receiver takes POST only"})
+		writeError(w, http.StatusMethodNotAllowed, "the receiver takes POST only")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
@@ -129,7 +129,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.mu.Unlock()
 		g.signal(label)
-		writeJSON(w, http.StatusBadRequest, receiver.Answer{Error: err.Error()})
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 
@@ -148,7 +148,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-c.process:
 	case <-g.done:
-		writeJSON(w, http.StatusServiceUnavailable, receiver.Answer{Error: "the check is over"})
+		writeError(w, http.StatusServiceUnavailable, "the check is over")
 		return
 	}
 	c.rc, c.err = g.recv.Deliver(g.ctx, d)
@@ -170,7 +170,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(c.err, engine.ErrStale):
 		writeJSON(w, http.StatusConflict, receiver.Answer{Receipt: c.rc, Error: c.err.Error()})
 	case c.err != nil:
-		writeJSON(w, http.StatusInternalServerError, receiver.Answer{Error: "the receiver could not decide the delivery"})
+		writeError(w, http.StatusInternalServerError, "the receiver could not decide the delivery")
 	default:
 		writeJSON(w, http.StatusOK, receiver.Answer{Receipt: c.rc})
 	}
@@ -180,6 +180,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with {"error": msg}: no receipt, since nothing was
+// decided.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, struct {
+		Error string `json:"error"`
+	}{msg})
 }
 
 func (g *gate) signal(label string) {

@@ -163,6 +163,9 @@ func Run(ctx context.Context, cfg Config) ([]lab.CheckInput, error) {
 	}
 	out := make([]lab.CheckInput, 0, len(cfg.Cases))
 	for _, cs := range cfg.Cases {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
 		in, err := runCase(ctx, &cfg, cs)
 		if err != nil {
 			return out, fmt.Errorf("check case %s: %w", cs, err)
@@ -189,6 +192,11 @@ type caseRun struct {
 
 func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
 	in.Case = cs
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // whatever failed, it failed because the check was cancelled
+		}
+	}()
 	lease := cfg.Lease
 	if cs == lab.CaseClockAhead {
 		lease = max(lease, MinClockAheadLease)
@@ -215,6 +223,9 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 	}
 	if err := engine.Setup(ctx, cfg.Pool, c.s); err != nil {
 		cleanup(func(cctx context.Context) { _ = engine.Drop(cctx, cfg.Pool, c.s) })
+		if ctx.Err() != nil {
+			return in, ctx.Err()
+		}
 		return in, fmt.Errorf("set up the case's schemas: %w", err)
 	}
 	defer cleanup(func(cctx context.Context) {

@@ -266,6 +266,59 @@ func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 	}
 }
 
+// variant writes correct.py with one piece of text replaced, for a worker
+// that breaks the contract in one way.
+func variant(t *testing.T, old, new string) string {
+	t.Helper()
+	b, err := os.ReadFile(example(t, "correct.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(b, []byte(old)) != 1 {
+		t.Fatalf("correct.py does not hold %q once", old)
+	}
+	p := filepath.Join(t.TempDir(), "variant.py")
+	if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "exec " + shellQuote(pythonWithPsycopg(t)) + " " + shellQuote(p)
+}
+
+// Each way a worker can break the contract ends its case with the code
+// and the words that name it.
+func TestCheck_BrokenContractIsNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, old, new string
+		code, says     string
+	}{
+		{name: "payload without worker", old: `"payload": {"worker": worker,`, new: `"payload": {"who": worker,`,
+			code: harness.CodeContract, says: `worker A called the receiver with a delivery it refused: the delivery's payload names worker "" where the contract wants FENCELAB_WORKER, "A"`},
+		{name: "exits non-zero on a refusal", old: `if e.code != 409:`, new: `if True:`,
+			code: harness.CodeExit, says: "worker A exited with status 1 after the receiver answered it"},
+		{name: "claim that never takes an expired lease", old: `OR (status = 'running' AND lease_until < now())`, new: ``,
+			code: harness.CodeNoClaim, says: "worker B did not call the receiver within 3s: it never claimed the job after worker A's lease ran out on the database clock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config(t, variant(t, tc.old, tc.new))
+			cfg.Cases, cfg.Timeout = []lab.CheckCase{lab.CaseNewOwnerFirst}, 3*time.Second
+			ins, err := harness.Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			e := ins[0].Err
+			if e == nil {
+				t.Fatalf("got an outcome, %q: want %s", ins[0].Outcome.Headline, tc.code)
+			}
+			t.Logf("%s: %s", e.Code, e.Message)
+			if e.Code != tc.code || !strings.Contains(e.Message, tc.says) {
+				t.Errorf("got %s %q: want %s saying %q", e.Code, e.Message, tc.code, tc.says)
+			}
+		})
+	}
+}
+
 // pgrpOf reads a process's group from /proc/PID/stat, or -1.
 func pgrpOf(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

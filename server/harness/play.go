@@ -242,7 +242,10 @@ func (c *caseRun) howFar(ctx context.Context, label, when string) (string, error
 		return fmt.Sprintf("it never claimed the job%s under its own name: the jobs row was changed by a connection named %q, not %q (keep the PGAPPNAME fencelab sets)",
 			when, others[0], lab.AppName(label)), nil
 	}
-	return fmt.Sprintf("it never claimed the job%s (the jobs row shows no claim by it)", when), nil
+	if when != "" {
+		return fmt.Sprintf("it never claimed the job%s (the jobs row shows no claim by it): a claim must also take a running job whose lease has run out", when), nil
+	}
+	return "it never claimed the job (the jobs row shows no claim by it)", nil
 }
 
 // claimedBy finds the worker's claim in the job's history: the first
