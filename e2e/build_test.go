@@ -261,6 +261,32 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			buildShot(tab, "build", fmt.Sprintf("build-fails-%d", w))
 			buildShot(tab, "build-result", fmt.Sprintf("build-fails-result-%d", w))
 
+			// The case's run, opened on the stage, shows their claim as it ran.
+			var failed string
+			tab.Eval(`document.querySelector(`+jsString(sel("build-case-new-owner-first-open"))+`).dataset.openRun`, &failed)
+			tab.Click("build-case-new-owner-first-open")
+			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, jsString(failed)), 30*time.Second)
+			var sqls []string
+			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("timeline")+" details.sql pre code:not(.args)")+`)].map(c => c.textContent)`, &sqls)
+			claims := 0
+			for _, q := range sqls {
+				if strings.Contains(q, "attempts = attempts + 1") {
+					claims++
+					if strings.Contains(q, "epoch = epoch + 1") {
+						t.Errorf("the run's claim raises the epoch: it is not the reader's: %s", q)
+					}
+				}
+			}
+			if claims == 0 {
+				t.Errorf("the opened run's timeline shows no claim among its %d statements", len(sqls))
+			}
+			if txt := tab.Text("narration"); strings.Contains(txt, "guards") {
+				t.Errorf("a run of the reader's statements is narrated as the engine's: %q", txt)
+			}
+			// And the stage comes into view.
+			tab.PollJS(`(() => { const r = document.querySelector(`+jsString(sel("stage"))+`).getBoundingClientRect(); return r.top > -2 && r.top < innerHeight / 2; })()`, 10*time.Second)
+			viewShot(tab, fmt.Sprintf("build-run-on-stage-%d", w))
+
 			// The epoch raised again: it passes, and ours are shown beside.
 			tab.SetValue("build-claim-text", start.Claim)
 			tab.Click("build-check")

@@ -131,10 +131,13 @@ function drawAll() {
 function setupWords(run) {
   const title = (W.orderings[run.ordering] || {}).title || run.ordering || "";
   const broken = run.broken || [];
-  const guards = broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : W.guards.none.off;
+  // A check's run ran the reader's statements: its guards are whatever
+  // those keep, so it names none.
+  const custom = run.custom || (page.runs.get(run.id) || {}).custom;
+  const guards = custom ? "" : `; ${broken.length ? broken.map((g) => (W.guards[g] || {}).off || g).join(", ") : W.guards.none.off}`;
   const delivery = run.delivery && run.delivery !== "direct" ? `; ${W.deliveries[run.delivery] || run.delivery}` : "";
   const same = run.same_identity || run.sameIdentity ? `; ${W.same_identity}` : "";
-  return `${title}; ${guards}${same}${delivery}`;
+  return `${title}${guards}${same}${delivery}`;
 }
 
 function drawSide(run) {
