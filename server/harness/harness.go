@@ -130,7 +130,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// The codes of a case's Err: what the worker did not do.
+// The codes of a case's Err: what the worker did not do, or, for
+// CodeReceiver, what the receiver's rule could not.
 const (
 	CodeStart      = "worker-start"       // the command could not be started
 	CodeNoClaim    = "worker-no-claim"    // it never claimed the job
@@ -139,6 +140,7 @@ const (
 	CodeNoExit     = "worker-no-exit"     // it did not exit after the receiver's answer
 	CodeContract   = "worker-contract"    // its call to the receiver broke the contract
 	CodeLease      = "lease"              // the lease did not run out on the database clock in time
+	CodeReceiver   = "receiver"           // the receiver's rule failed on a delivery
 )
 
 // caseError is a case that could not be played, for a reason the worker
@@ -283,7 +285,10 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 		return in, ctx.Err()
 	}
 	if ierr := c.gate.infraErr(); ierr != nil {
-		return in, fmt.Errorf("the receiver: %w", ierr)
+		// The receiver's rule may be the reader's own statement: its
+		// failure is the case's, not the check's.
+		in.Err = &lab.Failure{Code: CodeReceiver, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
+		return in, nil
 	}
 	if err != nil {
 		var ce *caseError

@@ -216,6 +216,29 @@ func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 	}
 }
 
+// A receiver whose rule fails ends the case with its own code, not the
+// whole check.
+func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, "exec "+shellQuote(pythonWithPsycopg(t))+" "+shellQuote(example(t, "correct.py")))
+	cfg.Cases = []lab.CheckCase{lab.CaseCrash, lab.CaseCrash}
+	cfg.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+		r, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: s.Receiver + "_missing"})
+		return r, nil, err
+	}
+	ins, err := harness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, in := range ins {
+		if in.Err == nil || in.Err.Code != harness.CodeReceiver || !strings.HasPrefix(in.Err.Message, "the receiver could not decide a delivery: ") {
+			t.Errorf("%s: got %+v: want %s", in.Case, in.Err, harness.CodeReceiver)
+		} else {
+			t.Logf("%s: %s", in.Err.Code, in.Err.Message)
+		}
+	}
+}
+
 // A worker that never claims ends its case with an error that says so,
 // within the bound, and leaves nothing.
 func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
