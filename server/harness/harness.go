@@ -157,8 +157,8 @@ func (e *caseError) Error() string { return e.msg }
 //
 // Each case has schemas of its own, dropped when it ends, and its
 // workers are killed and reaped when it ends, on an error or a cancelled
-// ctx too. Run is safe to call concurrently with distinct prefixes or
-// not: each case's schema names are random.
+// ctx too. Several Runs may go on at once, on one database: each case's
+// schema names are random.
 func Run(ctx context.Context, cfg Config) ([]lab.CheckInput, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
