@@ -323,6 +323,9 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 	tab.SetValue("build-complete-text", mine)
 	tab.PollJS(`location.hash.startsWith("#sol=") && document.querySelector(`+jsString(sel("permalink"))+`).href.includes("#sol=")`, 10*time.Second)
 	link := tab.Attr("permalink", "href")
+	if !tab.Visible("build-link") || tab.Attr("build-link", "href") != link {
+		t.Errorf("Build it's own link is %q (visible %v), want the permalink %q", tab.Attr("build-link", "href"), tab.Visible("build-link"), link)
+	}
 
 	other := newTab(t, 375, 800)
 	openLive(other, srv.URL+link)
@@ -339,6 +342,9 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 	// Back to the start: the link carries no solution.
 	other.Click("build-reset")
 	other.PollJS(`!location.hash.includes("sol=")`, 10*time.Second)
+	if other.Visible("build-link") {
+		t.Error("at the start, Build it offers a link to the reader's statements")
+	}
 
 	for _, bad := range []string{"%%%", "bm90IGpzb24", "WyJhIl0", "eyJjbGFpbSI6MX0"} { // not base64url, not JSON, an array, a claim that is a number
 		t.Run(bad, func(t *testing.T) {

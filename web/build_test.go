@@ -141,7 +141,7 @@ func TestBuild_BodyCarriesEveryTestID(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /build: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	want := []string{"build-root", "build-note", "build-reset", "build-compare", "build-tables", "build-table-jobs", "build-table-deliveries",
+	want := []string{"build-root", "build-note", "build-reset", "build-compare", "build-link", "build-tables", "build-table-jobs", "build-table-deliveries",
 		"build-check", "build-progress", "build-result", "build-words", "build-broken", "build-broken-h"}
 	for _, k := range sandbox.Kinds() {
 		for _, part := range []string{"", "-text", "-ours", "-error", "-spec", "-params"} {

@@ -89,6 +89,8 @@ function updateURL() {
   const q = query();
   const sol = build ? build.hash() : solHash; // the reader's statements, when they are not the start
   byTest("permalink").href = `/?${q}${sol}`;
+  const mine = byTest("build-link"); // a link to the reader's statements, to share
+  if (mine) { mine.href = `/?${q}${sol}`; mine.hidden = !sol; }
   const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
   if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}${sol}`);
 }
