@@ -15,6 +15,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	solcheck "github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/harness"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -60,8 +61,20 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	writeStart := fs.String("write-start", "", "write the leases-alone statements the page starts from to this directory, and exit")
 	lease := fs.Duration("lease", solcheck.DefaultLease, "the lease of every case's run")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
+	workerCmd := fs.String("worker", "", "check your own worker program instead, in any language: this command line (run with /bin/sh -c) is started as worker A and worker B under the contract in WORKERS.md; --receiver is then optional (default: ours)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *workerCmd != "" {
+		for _, k := range []sandbox.Kind{sandbox.Claim, sandbox.Complete, sandbox.Fail} {
+			if *files[k] != "" {
+				return usagef("fencelab check: --worker runs your program's own statements: --%s does not apply", k)
+			}
+		}
+		if *writeOurs != "" || *writeStart != "" {
+			return usagef("fencelab check: --worker and --write-ours or --write-start do not go together")
+		}
+		return checkWorker(ctx, *workerCmd, *files[sandbox.Receiver], *lease, *asJSON, getenv, stdout, stderr)
 	}
 	switch {
 	case *writeOurs != "" && *writeStart != "":
@@ -93,12 +106,11 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	_, pool, closeDB, err := openDB(ctx, getenv, log)
+	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	dsn := pool.Config().ConnString()
 	w, err := solcheck.OpenWorld(ctx, pool, dsn, "", log)
 	if err != nil {
 		return err
@@ -116,7 +128,12 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case err != nil:
 		return err
 	}
-	if *asJSON {
+	return printCheck(rep, *asJSON, stdout)
+}
+
+// printCheck prints a check's report and says whether it passed.
+func printCheck(rep lab.CheckReport, asJSON bool, stdout io.Writer) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
@@ -129,6 +146,46 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return errCheckFailed
 	}
 	return nil
+}
+
+// checkWorker checks a reader's worker program: the harness plays each
+// case with it as A and B, steered from outside; the receiver runs ours,
+// or the reader's receiver statement from receiverFile.
+func checkWorker(ctx context.Context, command, receiverFile string, lease time.Duration, asJSON bool, getenv func(string) string, stdout, stderr io.Writer) error {
+	receiverText := ""
+	if receiverFile != "" {
+		text, err := readStatement(receiverFile)
+		if err != nil {
+			return usagef("fencelab check: --receiver: %v", err)
+		}
+		receiverText = text
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dsn, pool, closeDB, err := openDB(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
+	if receiverText != "" {
+		if err := sandbox.Harden(ctx, pool); err != nil {
+			return err
+		}
+		err := solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
+		var refused *sandbox.Error
+		switch {
+		case errors.As(err, &refused):
+			return statementError(refused, receiverFile, receiverText)
+		case err != nil:
+			return err
+		}
+		cfg.NewReceiverFunc = solcheck.ReceiverOf(pool, receiverText)
+	}
+	in, err := harness.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return printCheck(lab.JudgeCheck(in), asJSON, stdout)
 }
 
 // errCheckFailed is a check that ran and found a cell that is not the

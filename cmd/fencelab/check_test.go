@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 // checkArgs is `fencelab check` on the four files of dir.
@@ -78,5 +79,39 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	_, stderr, code = fencelab(t, nil, "check", "--claim", claim)
 	if code != 2 || !strings.Contains(stderr, "--complete, --fail, --receiver are required") {
 		t.Fatalf("three files missing: exit %d %s", code, stderr)
+	}
+}
+
+// --worker: a reader's own worker program, here the Python reference
+// workers, played as A and B from outside; the correct one passes (exit
+// 0), the one without the epoch in its compare-and-set fails the
+// same-name case (exit 1); --worker with a worker statement is exit 2.
+func TestCheckCmd_AWorkerProgram(t *testing.T) {
+	py := servertest.Python(t)
+	dir, err := filepath.Abs(filepath.Join("..", "..", "server", "harness", "examples", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := fencelab(t, nil, "check", "--worker", py+" "+filepath.Join(dir, "correct.py"))
+	if code != 0 || !strings.Contains(stdout, "Your solution passes") {
+		t.Fatalf("correct.py: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = fencelab(t, nil, "check", "--json", "--worker", py+" "+filepath.Join(dir, "no_epoch_cas.py"))
+	var rep struct {
+		Cases []struct {
+			Case string `json:"case"`
+			OK   bool   `json:"ok"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 1 {
+		t.Fatalf("no_epoch_cas.py: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	for _, c := range rep.Cases {
+		if c.OK != (c.Case != string(lab.CaseSameName)) {
+			t.Errorf("no_epoch_cas.py: case %s ok=%v", c.Case, c.OK)
+		}
+	}
+	if _, stderr, code := fencelab(t, nil, "check", "--worker", "true", "--claim", "x.sql"); code != 2 || !strings.Contains(stderr, "--claim does not apply") {
+		t.Fatalf("--worker with --claim: exit %d %s", code, stderr)
 	}
 }

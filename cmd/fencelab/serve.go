@@ -105,7 +105,8 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
-	maxMessage := fs.Int64("max-message", 16<<10, "largest WebSocket message from a client, in bytes")
+	maxMessage := fs.Int64("max-message", 64<<10, "largest WebSocket message from a client, in bytes (a check's four statements take up to 32 KiB)")
+	noCustomSQL := fs.Bool("no-custom-sql", false, "never run readers' own statements: the page's Build it and Check it are off. With them on (the default) the server hardens its database (TEMPORARY, pg_notify, advisory locks and large objects are no longer PUBLIC's): DATABASE_URL must name a database that is fencelab's own")
 	rate := fs.Float64("message-rate", 20, "WebSocket messages a second a client may send")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -173,9 +174,9 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	defer closeTap()
 	srv, err := server.New(ctx, server.Config{
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: commanders, TapFunc: tap,
-		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders}),
+		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders, NoCustomSQL: *noCustomSQL || *receiverURL != ""}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
-		TrustProxies: proxies, AdvertiseURL: *advertise,
+		TrustProxies: proxies, AdvertiseURL: *advertise, NoCustomSQL: *noCustomSQL,
 	})
 	if err != nil {
 		return err

@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,42 +21,12 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/harness"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var (
-	pythonOnce sync.Once
-	python     string
-	pythonWhy  string
-)
-
-// pythonWithPsycopg finds a python3 that can import psycopg: Debian's
-// first (python3-psycopg), then whichever is first on PATH. The reference
-// workers are the proof of the harness, so none is a failure, not a skip.
-func pythonWithPsycopg(t *testing.T) string {
-	t.Helper()
-	pythonOnce.Do(func() {
-		var tried []string
-		cands := []string{"/usr/bin/python3"}
-		if p, err := exec.LookPath("python3"); err == nil {
-			cands = append(cands, p)
-		}
-		for _, p := range cands {
-			out, err := exec.Command(p, "-c", "import psycopg").CombinedOutput()
-			if err == nil {
-				python = p
-				return
-			}
-			tried = append(tried, fmt.Sprintf("%s: %v %s", p, err, bytes.TrimSpace(out)))
-		}
-		pythonWhy = strings.Join(tried, "; ")
-	})
-	if python == "" {
-		t.Fatalf("no python3 here can import psycopg (install Debian's python3-psycopg): %s", pythonWhy)
-	}
-	return python
-}
+func pythonWithPsycopg(t *testing.T) string { return servertest.Python(t) }
 
 func example(t *testing.T, name string) string {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -58,4 +59,39 @@ func Cleanup() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+}
+
+var (
+	pythonOnce sync.Once
+	python     string
+	pythonWhy  string
+)
+
+// Python returns a python3 that can import psycopg, for the reference
+// workers of `fencelab check --worker` (server/harness/examples/python):
+// Debian's first (python3-psycopg), then whichever is first on PATH. The
+// workers are the proof of the harness, so none is a failure, never a
+// skip.
+func Python(tb testing.TB) string {
+	tb.Helper()
+	pythonOnce.Do(func() {
+		var tried []string
+		cands := []string{"/usr/bin/python3"}
+		if p, err := exec.LookPath("python3"); err == nil {
+			cands = append(cands, p)
+		}
+		for _, p := range cands {
+			out, err := exec.Command(p, "-c", "import psycopg").CombinedOutput()
+			if err == nil {
+				python = p
+				return
+			}
+			tried = append(tried, fmt.Sprintf("%s: %v %s", p, err, strings.TrimSpace(string(out))))
+		}
+		pythonWhy = strings.Join(tried, "; ")
+	})
+	if python == "" {
+		tb.Fatalf("no python3 here can import psycopg (install Debian's python3 and python3-psycopg): %s", pythonWhy)
+	}
+	return python
 }
