@@ -411,3 +411,23 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 		buildShot(tab, "build", "build-embed-720")
 	})
 }
+
+// TestBuild_AServerThatRunsNoReadersSQL: started with --no-custom-sql,
+// the server says so in Build it, whose Check button is disabled; the
+// editors stay, to write and share.
+func TestBuild_AServerThatRunsNoReadersSQL(t *testing.T) {
+	srv := startServer(t, "--no-custom-sql")
+	tab := newTab(t, 375, 800)
+	openBuild(tab, srv.URL+"/")
+	tab.WaitVisible("build-off")
+	if txt := tab.Text("build-off"); !strings.Contains(txt, "--no-custom-sql") {
+		t.Errorf("the section says %q", txt)
+	}
+	var disabled bool
+	tab.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+	if !disabled {
+		t.Error("Check it is enabled on a server that runs no reader's SQL")
+	}
+	tab.SetValue("build-complete-text", sandbox.Ours().Complete)
+	tab.PollJS(`location.hash.startsWith("#sol=")`, 10*time.Second)
+}
