@@ -64,15 +64,16 @@ func fromHistory(h engine.HistoryRecord) rowChange {
 // listen LISTENs on the run's jobs schema's channel, through the server's
 // one listening connection, and turns every row change Postgres reports
 // into an event until the run ends. When notifications may have been
-// missed (the connection broke and came back), it reads them from the
-// jobs' history instead: the run's row events have no gap.
-func (r *Run) listen(ctx context.Context) error {
+// missed (the connection broke and came back, or the run fell behind), it
+// reads them from the jobs' history instead, and tries again until it
+// has: the run's row events have no gap and no duplicate.
+func (r *Run) listen(ctx, bgctx context.Context) error {
 	sub, err := r.env.Notify.Listen(ctx, r.spec.Schemas.Channel(), func(payload string) {
 		var c rowChange
 		if json.Unmarshal([]byte(payload), &c) == nil {
 			r.tellRow(c)
 		}
-	}, func() { r.catchUp() })
+	}, func() { r.catchUpLater(bgctx) })
 	if err != nil {
 		return fmt.Errorf("listen for row changes: %w", err)
 	}
@@ -80,40 +81,92 @@ func (r *Run) listen(ctx context.Context) error {
 	return nil
 }
 
+// rowFeed is which row changes a run has told. A change's seq is taken
+// when its transaction writes the history, but its notification comes
+// when it commits, so seqs arrive out of order: seq 11 may commit, and be
+// told, before seq 10 does. A high-water mark would drop 10; the feed
+// keeps every seq it told above floor, below which all were told (or
+// never existed: a rolled-back write leaves a hole that floor stops at,
+// and the set grows past it by one entry a change, which a run's few
+// thousand changes afford).
+type rowFeed struct {
+	floor int64
+	told  map[int64]bool
+}
+
+// mark records seq as told, and reports whether it was new.
+func (f *rowFeed) mark(seq int64) bool {
+	if seq <= f.floor || f.told[seq] {
+		return false
+	}
+	if f.told == nil {
+		f.told = map[int64]bool{}
+	}
+	f.told[seq] = true
+	for f.told[f.floor+1] {
+		delete(f.told, f.floor+1)
+		f.floor++
+	}
+	return true
+}
+
 // tellRow makes a row change an event, once: a change told already (by a
 // notification, or read back from the history) is not told again.
 func (r *Run) tellRow(c rowChange) {
 	r.mu.Lock()
-	if c.Seq <= r.rowSeq {
-		r.mu.Unlock()
+	fresh := r.rows.mark(c.Seq)
+	r.mu.Unlock()
+	if !fresh {
 		return
 	}
-	r.rowSeq = c.Seq
-	r.mu.Unlock()
 	row := c.event()
 	r.noteLease(*row, c.At)
 	r.emit(context.Background(), lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, At: c.At, Row: row})
 }
 
-// catchUp tells the row changes after the last one told, from the jobs'
-// history: those whose notifications were lost.
-func (r *Run) catchUp() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// catchUpLater catches up in the background, trying again with a backoff
+// until it has read the history or the run has ended: a catch-up after a
+// restart can fail while Postgres is still starting.
+func (r *Run) catchUpLater(bgctx context.Context) {
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		wait := 100 * time.Millisecond
+		for {
+			err := r.catchUp(bgctx)
+			if err == nil || bgctx.Err() != nil {
+				return
+			}
+			r.env.Log.Info("could not yet read the row changes a run missed; trying again", "run", r.spec.ID, "in", wait, "err", err)
+			select {
+			case <-bgctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 2*time.Second)
+		}
+	}()
+}
+
+// catchUp tells the row changes not told yet, from the jobs' history:
+// those whose notifications were lost or are still on their way.
+func (r *Run) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	r.mu.Lock()
+	after := r.rows.floor
+	r.mu.Unlock()
 	for {
-		r.mu.Lock()
-		after := r.rowSeq
-		r.mu.Unlock()
 		hs, err := r.queue.HistoryAfter(ctx, after, 1000)
 		if err != nil {
-			r.env.Log.Warn("could not read the row changes a run missed", "run", r.spec.ID, "err", err)
-			return
+			return err
 		}
 		for _, h := range hs {
 			r.tellRow(fromHistory(h))
+			after = h.Seq
 		}
 		if len(hs) < 1000 {
-			return
+			return nil
 		}
 	}
 }

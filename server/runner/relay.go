@@ -90,18 +90,9 @@ func (r *Run) drain(ctx context.Context) {
 			time.Sleep(relayEvery)
 		}
 	}
-	st := engine.JobHistoryLastSeq(r.spec.Schemas.Jobs)
-	var last int64
-	if err := r.env.Pool.QueryRow(ctx, st.SQL, st.Args...).Scan(&last); err != nil {
-		return
-	}
-	for time.Now().Before(deadline) {
-		r.mu.Lock()
-		seen := r.rowSeq
-		r.mu.Unlock()
-		if seen >= last {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Every change the history holds is told before the verdict: those
+	// whose notifications are still on their way are read from it.
+	if err := r.catchUp(ctx); err != nil {
+		r.env.Log.Warn("could not read a run's last row changes", "run", r.spec.ID, "err", err)
 	}
 }

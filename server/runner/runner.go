@@ -170,7 +170,7 @@ type Run struct {
 	jobs       int
 	receiverAt string           // where this run's workers deliver
 	served     *receiver.Served // the built-in receiver's credentials, or nil for a standalone one
-	rowSeq     int64            // the last history seq the listener told
+	rows       rowFeed          // the history seqs the listener told
 	lastAt     time.Time        // the time of the last event told: events never go back in time
 
 	sqlEnv []string // a reader's statements and role, for each worker's environment
@@ -359,7 +359,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	r.mu.Lock()
 	r.receiverAt = receiverURL
 	r.mu.Unlock()
-	if err := r.listen(ctx); err != nil {
+	if err := r.listen(ctx, bgctx); err != nil {
 		return err
 	}
 	r.bg.Add(1)
