@@ -114,7 +114,9 @@ type CheckCaseResult struct {
 	Title string    `json:"title"`
 	Run   string    `json:"run,omitempty"`
 	OK    bool      `json:"ok"`
-	Table []Cell    `json:"table"`
+	// Mark is OK as a mark: as-correct or not-as-correct.
+	Mark  Mark   `json:"mark"`
+	Table []Cell `json:"table"`
 	// Verdict is the run's own verdict; Error, a run that did not reach
 	// one.
 	Verdict string   `json:"verdict,omitempty"`
@@ -126,7 +128,9 @@ type CheckCaseResult struct {
 // CheckReport is a whole check: it passes when every case's cells are the
 // article's.
 type CheckReport struct {
-	Pass   bool              `json:"pass"`
+	Pass bool `json:"pass"`
+	// Mark is Pass as a mark: as-correct or not-as-correct.
+	Mark   Mark              `json:"mark"`
 	Cases  []CheckCaseResult `json:"cases"`
 	Broken []CheckBroken     `json:"broken"`
 	// Words say the result in one sentence.
@@ -174,6 +178,7 @@ func JudgeCheck(in []CheckInput) CheckReport {
 			cr.OK = false
 		}
 		rep.Pass = rep.Pass && cr.OK
+		cr.Mark = cellMark(cr.OK)
 		for _, b := range cr.Broken {
 			if !seen[b.Requirement] {
 				seen[b.Requirement] = true
@@ -182,6 +187,7 @@ func JudgeCheck(in []CheckInput) CheckReport {
 		}
 		rep.Cases = append(rep.Cases, cr)
 	}
+	rep.Mark = cellMark(rep.Pass)
 	switch n := failedCases(rep.Cases); {
 	case rep.Pass:
 		rep.Words = fmt.Sprintf("Your solution passes: all %d cases end as the article's table says.", len(rep.Cases))
@@ -189,6 +195,13 @@ func JudgeCheck(in []CheckInput) CheckReport {
 		rep.Words = fmt.Sprintf("Your solution fails %d of %d cases.", n, len(rep.Cases))
 	}
 	return rep
+}
+
+func cellMark(ok bool) Mark {
+	if ok {
+		return MarkAsCorrect
+	}
+	return MarkNotAsCorrect
 }
 
 func failedCases(cs []CheckCaseResult) int {
@@ -213,7 +226,19 @@ func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
 		}
 		out = append(out, CheckBroken{Requirement: r, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)})
 	}
+	// Two owners that shared one token explain a late write that matched
+	// it: the claim is to blame, not the compare-and-set.
+	shared := false
 	for _, v := range o.Violations {
+		shared = shared || v.Invariant == InvEpochUnique
+	}
+	for _, v := range o.Violations {
+		switch v.Invariant {
+		case InvStaleWrite:
+			if shared {
+				continue
+			}
+		}
 		switch v.Invariant {
 		case InvEpochUnique:
 			add(ReqEpochRaised, "both claims held epoch %d: your claim does not raise the epoch", o.Final.Epoch)
@@ -237,7 +262,7 @@ func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
 			add(ReqLands, "the job ends %s: the owner's own complete did not land", o.Final.Status)
 		}
 	}
-	if o.ZombieCommit == CallAccepted && !has(out, ReqCompleteFence) && !has(out, ReqFailFence) && o.Ordering != ClockSkew {
+	if o.ZombieCommit == CallAccepted && !shared && !has(out, ReqCompleteFence) && !has(out, ReqFailFence) && o.Ordering != ClockSkew {
 		add(ReqCompleteFence, "the zombie's commit landed: your complete does not compare-and-set on owner and epoch")
 	}
 	return out
@@ -279,6 +304,10 @@ func cellsBroken(c CheckCase, o *Outcome) []CheckBroken {
 			r = ReqReceiverNewer
 		case cell.Column == ColumnCall:
 			r = ReqReceiverOlder
+		case cell.Column == ColumnFinal && o.Final.Epoch == 0 && o.Final.Status != engine.StatusPending:
+			out = append(out, CheckBroken{Requirement: ReqEpochRaised, Case: c,
+				Words: fmt.Sprintf("%s: the job ends at epoch 0 although it was claimed: your claim does not raise the epoch", c.Title())})
+			continue
 		case cell.Column == ColumnFinal && o.Final.Epoch == 0:
 			r = ReqClaimTakes
 		case cell.Column == ColumnFinal && o.Receiver.Epoch != o.Final.Epoch:

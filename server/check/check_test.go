@@ -104,6 +104,12 @@ func TestCheck_AClaimThatKeepsTheEpochIsNamed(t *testing.T) {
 	if !strings.Contains(found.Words, "both claims held epoch") {
 		t.Fatalf("its words %q do not say what happened", found.Words)
 	}
+	// Our complete compares the epoch: a late write that matched the one
+	// token both owners shared is the claim's doing, and nothing else is
+	// blamed.
+	if got := brokenNames(rep); len(got) != 1 {
+		t.Fatalf("broken %v: want %s alone", got, lab.ReqEpochRaised)
+	}
 }
 
 // A statement that does not prepare is refused before any run starts.
