@@ -15,25 +15,39 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// RunEvents returns the events of one run of a session, checking the ids.
+// RunEvents returns the events of one run of a session, checking the ids:
+// the whole run when the session keeps all its events, else those it
+// keeps, with the answer's X-Fencelab-Dropped-Before header saying the seq
+// before which they are gone.
 func (s *Server) RunEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab.Event, error) {
+	sess, info, evs, _, err := s.runEvents(c)
+	return sess, info, evs, err
+}
+
+// runEvents is RunEvents, and the seq before which the run's events are no
+// longer kept (0: it is whole).
+func (s *Server) runEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab.Event, int64, error) {
 	sess, err := s.session(c)
 	if err != nil {
-		return nil, lab.RunInfo{}, nil, err
+		return nil, lab.RunInfo{}, nil, 0, err
 	}
 	id := c.Param("run")
 	if err := checkRunID("", id); err != nil {
-		return nil, lab.RunInfo{}, nil, err
+		return nil, lab.RunInfo{}, nil, 0, err
 	}
 	info, err := sess.Run(id)
 	if err != nil {
-		return nil, info, nil, err
+		return nil, info, nil, 0, err
 	}
-	evs, err := sess.Log.Since(0, id, 0)
+	evs, dropped, err := s.keptSince(sess, 0, id, 0)
 	if err != nil {
-		return nil, info, nil, fault.Errorf(fault.Gone, "this run's events are no longer kept")
+		return nil, info, nil, 0, err
 	}
-	return sess, info, evs, nil
+	if len(evs) == 0 && dropped > 0 {
+		return nil, info, nil, 0, fault.Errorf(fault.Gone, "the events of run %s are no longer kept (a session keeps only its newest events)", id)
+	}
+	setDropped(c, dropped)
+	return sess, info, evs, dropped, nil
 }
 
 // attachment is a Content-Disposition header value for a download named
@@ -55,7 +69,7 @@ func attachment(name string) string {
 // statement as it was sent, with its arguments, its worker, its time on
 // the database clock and the rows Postgres answered.
 func (s *Server) transcript(c echo.Context) error {
-	sess, info, evs, err := s.RunEvents(c)
+	sess, info, evs, dropped, err := s.runEvents(c)
 	if err != nil {
 		return err
 	}
@@ -70,7 +84,11 @@ func (s *Server) transcript(c echo.Context) error {
 	}
 	fmt.Fprintf(w, "-- fencelab: what each worker ran, in order, in run %s (%s, %s).\n", info.ID, info.Ordering, broken)
 	fmt.Fprintf(w, "-- Every statement below really ran. The time is the database clock's; rows is what Postgres answered.\n")
-	fmt.Fprintf(w, "-- The arguments ($1, $2, ...) are in the comment above each statement.\n\n")
+	fmt.Fprintf(w, "-- The arguments ($1, $2, ...) are in the comment above each statement.\n")
+	if dropped > 0 {
+		fmt.Fprintf(w, "-- Not whole: the session no longer keeps this run's events before #%d (it keeps only its newest events); what it keeps follows.\n", dropped)
+	}
+	fmt.Fprintf(w, "\n")
 	pids := map[string]int{}
 	n := 0
 	for _, e := range evs {

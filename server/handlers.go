@@ -278,7 +278,7 @@ func runParam(c echo.Context, sess *session.Session) (string, error) {
 	if _, err := sess.Run(r); err == nil {
 		return r, nil
 	}
-	if evs, err := sess.Log.Since(0, r, 1); err == nil && len(evs) > 0 {
+	if evs, err := sess.Log.Since(sess.Log.Dropped(r), r, 1); err == nil && len(evs) > 0 {
 		return r, nil
 	}
 	return "", fault.Errorf(fault.NotFound, "no run %q in this session", r)
@@ -289,6 +289,45 @@ type eventPage struct {
 	Events  []lab.Event `json:"events"`
 	LastSeq int64       `json:"last_seq"`
 	More    bool        `json:"more"`
+	// DroppedBefore, when the answer is not whole, is the seq before which
+	// the events asked for (the run's, with ?run=) are no longer kept: the
+	// events start there, or later.
+	DroppedBefore int64 `json:"dropped_before,omitempty"`
+}
+
+// droppedHeader says on an export that it is not whole: the seq before
+// which the events asked for are no longer kept (the JSON answer's
+// dropped_before).
+const droppedHeader = "X-Fencelab-Dropped-Before"
+
+func setDropped(c echo.Context, dropped int64) {
+	if dropped > 0 {
+		c.Response().Header().Set(droppedHeader, strconv.FormatInt(dropped, 10))
+	}
+}
+
+// keptSince reads the events of run ("" for all) after since, at most limit
+// (0: all). A since of 0 asks for everything there is: when the session no
+// longer keeps the oldest of them, the answer is every one still kept, and
+// dropped is the seq before which they are gone (0 when nothing asked for
+// was dropped, such as a newest run whose events are all kept, however
+// much of the log before it is gone). A since past 0 resumes a reader
+// exactly where it was; if the events after it are gone, the answer is a
+// 410 that says which.
+func (s *Server) keptSince(sess *session.Session, since int64, run string, limit int) (evs []lab.Event, dropped int64, err error) {
+	for range 3 { // the log may drop more between the two reads: read again
+		evs, err = sess.Log.Since(since, run, limit)
+		if !errors.Is(err, hub.ErrGone) {
+			return evs, dropped, err
+		}
+		gone := sess.Log.Dropped(run)
+		if since > 0 {
+			return nil, 0, fault.Errorf(fault.Gone, "the events from seq %d to %d are no longer kept (a session keeps only its newest events); since=0 gives every event still kept, from seq %d on",
+				since+1, gone, gone+1)
+		}
+		since, dropped = gone, gone+1
+	}
+	return nil, 0, fault.Errorf(fault.Busy, "the session drops its oldest events faster than they can be read; try again")
 }
 
 func (s *Server) events(c echo.Context) error {
@@ -312,14 +351,12 @@ func (s *Server) events(c echo.Context) error {
 		return err
 	}
 	last := sess.Log.LastSeq()
-	evs, err := sess.Log.Since(since, run, int(limit)+1)
-	if errors.Is(err, hub.ErrGone) {
-		return fault.Errorf(fault.Gone, "the events after that sequence number are no longer kept; start from 0")
-	}
+	evs, dropped, err := s.keptSince(sess, since, run, int(limit)+1)
 	if err != nil {
 		return err
 	}
-	page := eventPage{Events: evs, LastSeq: last}
+	setDropped(c, dropped)
+	page := eventPage{Events: evs, LastSeq: last, DroppedBefore: dropped}
 	if len(evs) > int(limit) {
 		page.Events, page.More = evs[:limit], true
 	}
@@ -342,13 +379,11 @@ func (s *Server) eventsNDJSON(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	evs, err := sess.Log.Since(since, run, 0)
-	if errors.Is(err, hub.ErrGone) {
-		return fault.Errorf(fault.Gone, "the events after that sequence number are no longer kept; start from 0")
-	}
+	evs, dropped, err := s.keptSince(sess, since, run, 0)
 	if err != nil {
 		return err
 	}
+	setDropped(c, dropped)
 	name := "fencelab-" + sess.ID[:8]
 	if run != "" {
 		name += "-" + run

@@ -150,6 +150,13 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 
 	sess.Claim() // a socket: someone is there, not a bare page load
 	sub, backlog, err := sess.Log.Subscribe(since)
+	// since=0 asks for everything there is: once the oldest events are
+	// dropped, that is every one still kept (hello's since says where
+	// they start). Another since resumes exactly, or not at all.
+	for i := 0; since == 0 && errors.Is(err, hub.ErrGone) && i < 3; i++ {
+		since = sess.Log.Dropped("")
+		sub, backlog, err = sess.Log.Subscribe(since)
+	}
 	if errors.Is(err, hub.ErrGone) {
 		conn.Close(statusGone, "the events after that seq are no longer kept; reload the session")
 		return

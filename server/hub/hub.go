@@ -43,6 +43,10 @@ type Log struct {
 	budget  *Budget
 	subs    map[*Sub]struct{}
 	closed  bool
+	// dropped is, for each run some of whose events were dropped, the seq
+	// of its newest dropped event: a run none of whose events were dropped
+	// is still whole, however much of the log before it is gone.
+	dropped map[string]int64
 }
 
 // Budget bounds the events kept by many logs together (a server's every
@@ -93,7 +97,7 @@ func New(cfg Config) *Log {
 	if cfg.Budget != nil {
 		cfg.Budget.logs.Add(1)
 	}
-	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, tap: cfg.TapFunc, budget: cfg.Budget}
+	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, dropped: map[string]int64{}, tap: cfg.TapFunc, budget: cfg.Budget}
 }
 
 // minKept is how many events a log keeps however full its budget is: a
@@ -105,6 +109,11 @@ func (l *Log) trim(keep int) {
 	over := len(l.entries) - keep
 	if over <= 0 {
 		return
+	}
+	for _, en := range l.entries[:over] {
+		if en.Event.Run != "" {
+			l.dropped[en.Event.Run] = en.Event.Seq
+		}
 	}
 	clear(l.entries[:over])
 	l.entries = l.entries[over:]
@@ -192,11 +201,13 @@ func (l *Log) LastSeq() int64 {
 
 // Since returns the kept events with a sequence number above after, of the
 // given run ("" for all runs), at most limit of them (0: no limit). It
-// returns ErrGone when events after `after` have been dropped already.
+// returns ErrGone when events after `after` — of that run, when one is
+// given — have been dropped already: a run whose events are all kept is
+// given whole, whatever was dropped before it.
 func (l *Log) Since(after int64, run string, limit int) ([]lab.Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if after+1 < l.first {
+	if after < l.droppedLocked(run) {
 		return nil, ErrGone
 	}
 	var out []lab.Event
@@ -210,6 +221,23 @@ func (l *Log) Since(after int64, run string, limit int) ([]lab.Event, error) {
 		}
 	}
 	return out, nil
+}
+
+// Dropped returns the seq of the newest event no longer kept, of the given
+// run ("" for the whole log), or 0 when none was dropped: Since(Dropped(run),
+// run, …) gives every event of it still kept.
+func (l *Log) Dropped(run string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.droppedLocked(run)
+}
+
+// droppedLocked is Dropped; l.mu must be held.
+func (l *Log) droppedLocked(run string) int64 {
+	if run == "" || l.closed {
+		return l.first - 1
+	}
+	return l.dropped[run]
 }
 
 // index returns where the first event after seq is in l.entries.

@@ -222,3 +222,41 @@ func TestBudget_OneBusyLogCannotTakeTheOthersMemory(t *testing.T) {
 		t.Fatalf("closed logs still count %d events", k)
 	}
 }
+
+// TestLog_AWholeRunIsGivenWholeAfterOthersAreDropped: once the log drops
+// its first events, a run none of whose events were dropped is still given
+// whole from 0, and Dropped says how far each run (and the log) is gone.
+func TestLog_AWholeRunIsGivenWholeAfterOthersAreDropped(t *testing.T) {
+	l := hub.New(hub.Config{MaxEvents: 4})
+	for i := range 3 {
+		l.Append(lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r1"}) // seq 1..3
+	}
+	for i := range 3 {
+		l.Append(lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r2"}) // seq 4..6; 1 and 2 dropped
+	}
+	if got, err := l.Since(0, "r2", 0); err != nil || len(got) != 3 || got[0].Seq != 4 {
+		t.Fatalf("Since(0, r2) of a run that is all kept = %v, %v", got, err)
+	}
+	if _, err := l.Since(0, "r1", 0); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("Since(0, r1) of a run half dropped = %v, want ErrGone", err)
+	}
+	if _, err := l.Since(0, "", 0); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("Since(0) of a trimmed log = %v, want ErrGone", err)
+	}
+	if d := l.Dropped("r1"); d != 2 {
+		t.Fatalf("Dropped(r1) = %d, want 2", d)
+	}
+	if d := l.Dropped("r2"); d != 0 {
+		t.Fatalf("Dropped(r2) = %d, want 0", d)
+	}
+	if d := l.Dropped(""); d != 2 {
+		t.Fatalf("Dropped() = %d, want 2", d)
+	}
+	if got, err := l.Since(l.Dropped("r1"), "r1", 0); err != nil || len(got) != 1 || got[0].Seq != 3 {
+		t.Fatalf("Since(Dropped(r1), r1) = %v, %v", got, err)
+	}
+	l.Close()
+	if _, err := l.Since(0, "r2", 0); !errors.Is(err, hub.ErrGone) {
+		t.Fatalf("Since(0, r2) of a closed log = %v, want ErrGone", err)
+	}
+}
