@@ -35,13 +35,32 @@ func sessionOf(path string) string {
 	return id
 }
 
+// sessionIDForm reports whether id has the form of a session id: 22
+// characters of base64url, the encoding of the 16 random bytes the session
+// manager draws (session.Manager.CreateFor). Anything else — a NUL, a
+// byte that is not UTF-8, an id of a kilobyte — is answered 404 before it
+// reaches Postgres (which would refuse the bytes and log a warning per
+// request) or a log line.
+func sessionIDForm(id string) bool {
+	if len(id) != 22 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		b := id[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // forward passes a request for another instance's session on to it.
 func (s *Server) forward(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		id := sessionOf(req.URL.Path)
-		if id == "" || req.Header.Get(forwardedBy) != "" || s.Sessions.Has(id) {
-			return next(c)
+		if !sessionIDForm(id) || req.Header.Get(forwardedBy) != "" || s.Sessions.Has(id) {
+			return next(c) // what cannot be a session id is never looked up: this instance answers 404
 		}
 		owner, ok := s.Sessions.Owner(req.Context(), id)
 		if !ok {

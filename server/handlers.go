@@ -147,8 +147,8 @@ func tokenOf(c echo.Context) string {
 
 func (s *Server) session(c echo.Context) (*session.Session, error) {
 	id := c.Param("id")
-	if len(id) == 0 || len(id) > 64 {
-		return nil, fault.Errorf(fault.NotFound, "that is not a session id")
+	if !sessionIDForm(id) {
+		return nil, fault.Errorf(fault.NotFound, "that is not a session id: a session id is 22 letters, digits, '-' and '_', as POST /api/sessions gives")
 	}
 	sess, err := s.Sessions.Get(id)
 	if err != nil {
