@@ -74,6 +74,11 @@ type Cluster struct {
 	dsn  string
 	logf func(format string, args ...any)
 
+	bin     Binaries
+	opts    Options
+	cred    *syscall.Credential
+	restart sync.Mutex // one Restart at a time, and none during Stop
+
 	cmd     *exec.Cmd     // the postmaster, a direct child; nil until started
 	exited  chan struct{} // closed when the postmaster has been reaped
 	waitErr error         // postmaster's exit status; read after exited closes
@@ -161,6 +166,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{
 		dir:    dir,
 		logf:   logf,
+		bin:    bin,
+		opts:   opts,
+		cred:   cred,
 		exited: make(chan struct{}),
 		dsn: fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable",
 			dsnValue(sockDir), port, superuser),
@@ -196,35 +204,75 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(err)
 	}
 
-	c.cmd = exec.Command(bin.Postgres, postgresArgs(dir, sockDir, opts)...)
-	c.cmd.Dir = dir
-	c.cmd.Stdout = logFile
-	c.cmd.Stderr = logFile
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	// SIGQUIT is postgres's immediate shutdown: if we die, it goes too.
-	setPdeathsig(c.cmd.SysProcAttr, syscall.SIGQUIT)
-	if err := startFromLongLivedThread(c.cmd); err != nil {
-		c.cmd = nil
-		return fail(fmt.Errorf("postgres: %w", err))
-	}
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-
-	if c.wd, err = startWatchdog(dir, c.Pid()); err != nil {
-		return fail(fmt.Errorf("watchdog: %w", err))
-	}
-
-	timeout := opts.StartTimeout
-	if timeout <= 0 {
-		timeout = DefaultStartTimeout
-	}
-	if err := c.waitReady(ctx, timeout); err != nil {
+	if err := c.launch(ctx, logFile); err != nil {
 		return fail(err)
 	}
 	logf("pgcluster: PostgreSQL %s ready in %v (pid %d, %s)", bin.Version, time.Since(began).Round(time.Millisecond), c.Pid(), dir)
 	return c, nil
+}
+
+// launch starts the postmaster on the cluster's folder, with a watchdog
+// for it, and waits until it accepts connections.
+func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
+	sockDir := filepath.Join(c.dir, "sock")
+	cmd := exec.Command(c.bin.Postgres, postgresArgs(c.dir, sockDir, c.opts)...)
+	cmd.Dir = c.dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
+	// SIGQUIT is postgres's immediate shutdown: if we die, it goes too.
+	setPdeathsig(cmd.SysProcAttr, syscall.SIGQUIT)
+	if err := startFromLongLivedThread(cmd); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	c.cmd, c.exited = cmd, exited
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	wd, err := startWatchdog(c.dir, c.Pid())
+	if err != nil {
+		return fmt.Errorf("watchdog: %w", err)
+	}
+	c.wd = wd
+	timeout := c.opts.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	return c.waitReady(ctx, timeout)
+}
+
+// Restart stops the server with a fast shutdown (as pg_ctl restart -m
+// fast does: every session is ended), keeps it down for down, and starts
+// it again on the same folder and socket: a database outage, for the
+// tests of what outlives one. Its connection string stays the same.
+func (c *Cluster) Restart(ctx context.Context, down time.Duration) error {
+	c.restart.Lock()
+	defer c.restart.Unlock()
+	if c.cmd == nil {
+		return errors.New("pgcluster: restart: the cluster is not running")
+	}
+	// The old watchdog must not remove the folder the new server uses.
+	if err := c.wd.release(); err != nil {
+		return fmt.Errorf("pgcluster: restart: watchdog: %w", err)
+	}
+	c.shutdown()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	logFile, err := os.OpenFile(c.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("pgcluster: restart: log file: %w", err)
+	}
+	defer logFile.Close()
+	if err := c.launch(ctx, logFile); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	c.logf("pgcluster: PostgreSQL restarted after %v down (pid %d)", down, c.Pid())
+	return nil
 }
 
 // Stop shuts the server down and removes the cluster folder. It tries a
@@ -238,6 +286,8 @@ func (c *Cluster) Stop() error {
 }
 
 func (c *Cluster) stop() error {
+	c.restart.Lock()
+	defer c.restart.Unlock()
 	if c.cmd != nil {
 		c.shutdown()
 	}

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,9 +28,7 @@ import (
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
-	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/supervisor"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -74,6 +71,11 @@ type Limits struct {
 	// MaxLoads is how many load labs may run at once, server-wide: each
 	// keeps the machine's cores busy while it runs.
 	MaxLoads int `json:"max_loads"`
+	// GoneAfter is how long another instance must look gone (its lock
+	// free, its row not seen) on two sweeps before what it left is
+	// dropped; SweepEvery, how often the sweep runs.
+	GoneAfter  time.Duration `json:"-"`
+	SweepEvery time.Duration `json:"-"`
 }
 
 // MarshalJSON writes the limits with every duration in milliseconds, in
@@ -127,6 +129,8 @@ func (l *Limits) Fill() {
 	def(&l.MaxRunsPerSession, 4)
 	def(&l.SocketBuffer, 1024)
 	def(&l.MaxLoads, 1)
+	dur(&l.GoneAfter, 10*time.Second)
+	dur(&l.SweepEvery, 30*time.Second)
 }
 
 // Config configures a Manager.
@@ -167,8 +171,8 @@ type Manager struct {
 	cancel   context.CancelFunc
 	runSlots chan struct{}
 	loads    chan struct{} // one token per load lab running
-	lockConn *pgx.Conn     // holds the instance lock for the Manager's life
-	lockMu   sync.Mutex    // one user of lockConn at a time, after start
+	id       identity       // the instance lock and its watch (identity.go)
+	bg       sync.WaitGroup // the lock's watch and the heartbeats
 	events   *hub.Budget   // the events every session keeps, together
 	spares   spares
 
@@ -203,29 +207,21 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.spares.ch = make(chan engine.Schemas, cfg.Limits.SpareRuns)
 	m.spares.taken = make(chan struct{}, 1)
-	pc, err := cfg.Pool.Acquire(ctx)
+	conn, err := m.takeLock(ctx, true)
 	if err != nil {
-		return nil, fmt.Errorf("session manager: %w", engine.ErrUnavailable)
+		return nil, fmt.Errorf("session manager: %w", err)
 	}
-	conn := pc.Hijack() // out of the pool: the lock lives as long as this connection
-	st := engine.AdvisoryLock(instanceKey(m.instance))
-	if _, err := conn.Exec(ctx, st.SQL, st.Args...); err != nil {
-		conn.Close(context.Background())
-		return nil, fmt.Errorf("session manager: instance lock: %w", engine.ErrUnavailable)
-	}
-	m.lockConn = conn
+	m.id.conn = conn
 	if err := m.joinPeers(ctx); err != nil {
 		conn.Close(context.Background())
 		return nil, err
 	}
-	if err := m.sweepPeers(ctx); err != nil {
-		cfg.Log.Warn("could not forget the instances that are gone", "err", dbErr(err))
-	}
-	if n, err := m.sweepOrphans(ctx); err != nil {
-		cfg.Log.Warn("could not drop the schemas of gone servers", "err", err)
-	} else if n > 0 {
-		cfg.Log.Info("dropped schemas left by servers that are gone", "schemas", n)
-	}
+	// What gone instances left is only suspected now, and dropped by a
+	// sweep GoneAfter later if they still look gone (identity.go).
+	m.sweepGone(ctx)
+	m.bg.Add(2)
+	go m.watchLock()
+	go m.heartbeats()
 	if cfg.Limits.SpareRuns > 0 {
 		m.spares.wg.Add(1)
 		go m.fillSpares()
@@ -247,74 +243,6 @@ func instanceKey(instance string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("fencelab instance " + instance))
 	return int64(h.Sum64())
-}
-
-// sweepOrphans drops the schemas of server instances whose lock nobody
-// holds: servers that were killed before they could clean up.
-func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
-	st := engine.SchemaList(schemaPrefix)
-	rows, err := m.cfg.Pool.Query(ctx, st.SQL, st.Args...)
-	if err != nil {
-		return 0, err
-	}
-	byInstance := map[string][]string{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		parts := strings.SplitN(strings.TrimPrefix(name, schemaPrefix), "_", 2)
-		if len(parts) == 2 && parts[0] != m.instance {
-			byInstance[parts[0]] = append(byInstance[parts[0]], name)
-		}
-	}
-	rows.Close()
-	// A run's sandbox role is named after its schemas (sandbox.RoleName),
-	// so a gone server's roles are found by the same prefix.
-	roles, err := sandbox.ListRoles(ctx, m.cfg.Pool, schemaPrefix)
-	if err != nil {
-		return 0, err
-	}
-	rolesOf := map[string][]string{}
-	for _, name := range roles {
-		parts := strings.SplitN(strings.TrimPrefix(name, schemaPrefix), "_", 2)
-		if len(parts) == 2 && parts[0] != m.instance {
-			rolesOf[parts[0]] = append(rolesOf[parts[0]], name)
-			if byInstance[parts[0]] == nil {
-				byInstance[parts[0]] = []string{}
-			}
-		}
-	}
-	dropped := 0
-	for inst, names := range byInstance {
-		key := instanceKey(inst)
-		try := engine.AdvisoryTryLock(key)
-		var free bool
-		if err := m.lockConn.QueryRow(ctx, try.SQL, try.Args...).Scan(&free); err != nil {
-			return dropped, err
-		}
-		if !free {
-			continue // that server is alive
-		}
-		for _, n := range names {
-			d := engine.SchemaDropOne(n)
-			if _, err := m.cfg.Pool.Exec(ctx, d.SQL); err != nil {
-				return dropped, err
-			}
-			dropped++
-		}
-		for _, n := range rolesOf[inst] {
-			if err := sandbox.DropRole(ctx, m.cfg.Pool, n); err != nil {
-				return dropped, err
-			}
-		}
-		un := engine.AdvisoryUnlock(key)
-		if _, err := m.lockConn.Exec(ctx, un.SQL, un.Args...); err != nil {
-			return dropped, err
-		}
-	}
-	return dropped, nil
 }
 
 func randomToken(n int) string {
@@ -519,6 +447,9 @@ func (m *Manager) SweepEvery() time.Duration {
 // acquireRun takes a run slot for a client, waiting up to wait for one.
 // A client at its own cap is refused at once.
 func (m *Manager) acquireRun(ctx context.Context, client string, wait time.Duration) error {
+	if err := m.Healthy(); err != nil {
+		return fault.Errorf(fault.Unavailable, "%v; try again in a moment", err)
+	}
 	if client != "" {
 		m.mu.Lock()
 		u := m.use(client)
@@ -653,12 +584,13 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.cancel()
+	m.bg.Wait()
 	m.spares.wg.Wait()
 	m.dropSpares()
-	m.lockMu.Lock()
-	defer m.lockMu.Unlock()
 	m.leavePeers()
-	if m.lockConn != nil {
-		_ = m.lockConn.Close(context.Background())
+	m.id.mu.Lock()
+	defer m.id.mu.Unlock()
+	if m.id.conn != nil {
+		_ = m.id.conn.Close(context.Background())
 	}
 }

@@ -30,30 +30,28 @@ const (
 CREATE TABLE IF NOT EXISTS fencelab_peers.instances (
     id      text        PRIMARY KEY,
     url     text        NOT NULL,
-    started timestamptz NOT NULL DEFAULT now()
+    started timestamptz NOT NULL DEFAULT now(),
+    seen    timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE fencelab_peers.instances ADD COLUMN IF NOT EXISTS seen timestamptz NOT NULL DEFAULT now();
 CREATE TABLE IF NOT EXISTS fencelab_peers.sessions (
     id       text PRIMARY KEY,
     instance text NOT NULL REFERENCES fencelab_peers.instances (id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS sessions_instance ON fencelab_peers.sessions (instance);`
-	peerJoinSQL = `INSERT INTO fencelab_peers.instances (id, url) VALUES ($1, $2)
-ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url`
 	peerLeaveSQL      = `DELETE FROM fencelab_peers.instances WHERE id = $1`
-	peerListSQL       = `SELECT id FROM fencelab_peers.instances WHERE id <> $1`
 	peerSessionAddSQL = `INSERT INTO fencelab_peers.sessions (id, instance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`
 	peerSessionDelSQL = `DELETE FROM fencelab_peers.sessions WHERE id = $1 AND instance = $2`
 	peerOwnerSQL      = `SELECT i.url FROM fencelab_peers.sessions s JOIN fencelab_peers.instances i ON i.id = s.instance
  WHERE s.id = $1 AND i.id <> $2`
 )
 
-// joinPeers makes the peers' tables if need be and says where this
-// instance is reached. The caller holds the instance lock.
+// joinPeers makes the peers' tables if need be and records this instance
+// (where the others reach it, when it says; seen now). Every instance
+// joins, advertised or not: its row's seen is half of how the others
+// tell it is alive (identity.go). The caller holds the instance lock.
 func (m *Manager) joinPeers(ctx context.Context) error {
-	if m.cfg.AdvertiseURL == "" {
-		return nil
-	}
-	err := pgx.BeginFunc(ctx, m.lockConn, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
 		st := engine.SchemaLock(peersSchema)
 		if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return err
@@ -61,63 +59,13 @@ func (m *Manager) joinPeers(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, peersSetupSQL); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, peerJoinSQL, m.instance, m.cfg.AdvertiseURL)
+		_, err := tx.Exec(ctx, peerSeenSQL, m.instance, m.cfg.AdvertiseURL)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("join the other instances: %w", engine.ErrUnavailable)
 	}
 	return nil
-}
-
-// sweepPeers deletes the rows of instances that are gone (their lock is
-// free), and so their sessions' rows.
-func (m *Manager) sweepPeers(ctx context.Context) error {
-	if m.cfg.AdvertiseURL == "" {
-		return nil
-	}
-	m.lockMu.Lock()
-	defer m.lockMu.Unlock()
-	rows, err := m.lockConn.Query(ctx, peerListSQL, m.instance)
-	if err != nil {
-		return err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		free, err := m.tryInstanceLock(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !free {
-			continue
-		}
-		_, err = m.lockConn.Exec(ctx, peerLeaveSQL, id)
-		if uerr := m.unlockInstance(ctx, id); err == nil {
-			err = uerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// tryInstanceLock takes a gone instance's lock, if nobody holds it: then
-// that instance is gone. unlockInstance gives it back.
-func (m *Manager) tryInstanceLock(ctx context.Context, instance string) (bool, error) {
-	st := engine.AdvisoryTryLock(instanceKey(instance))
-	var free bool
-	err := m.lockConn.QueryRow(ctx, st.SQL, st.Args...).Scan(&free)
-	return free, err
-}
-
-func (m *Manager) unlockInstance(ctx context.Context, instance string) error {
-	st := engine.AdvisoryUnlock(instanceKey(instance))
-	_, err := m.lockConn.Exec(ctx, st.SQL, st.Args...)
-	return err
 }
 
 // peerSessionAdd records that a session lives here, so that a request for
@@ -148,22 +96,32 @@ func (m *Manager) peerSessionDel(id string) {
 
 // leavePeers deletes this instance's row, and so its sessions'.
 func (m *Manager) leavePeers() {
-	if m.cfg.AdvertiseURL == "" || m.lockConn == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := m.lockConn.Exec(ctx, peerLeaveSQL, m.instance); err != nil {
+	if _, err := m.cfg.Pool.Exec(ctx, peerLeaveSQL, m.instance); err != nil {
 		m.cfg.Log.Warn("could not leave the other instances", "err", dbErr(err))
 	}
 }
 
-// SweepPeers forgets the instances that are gone, and their sessions: a
-// request for one of them is then answered as for any unknown session.
-func (m *Manager) SweepPeers(ctx context.Context) {
-	if err := m.sweepPeers(ctx); err != nil {
-		m.cfg.Log.Warn("could not forget the instances that are gone", "err", dbErr(err))
+// SweepPeers is asked for when a request could not be passed on to the
+// instance that owns its session: it sweeps the instances that are gone
+// in the background, at most every few seconds, on the manager's own
+// context (a request's may end halfway through a statement).
+func (m *Manager) SweepPeers(context.Context) {
+	m.id.mu.Lock()
+	due := time.Since(m.id.lastPeer) > 5*time.Second
+	if due {
+		m.id.lastPeer = time.Now()
 	}
+	m.id.mu.Unlock()
+	if !due || m.ctx.Err() != nil {
+		return
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		m.sweepGone(m.ctx)
+	}()
 }
 
 // Owner returns where the instance that owns session id is reached, when

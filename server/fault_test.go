@@ -1,0 +1,187 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgcluster"
+	"github.com/fencelab/fencelab/server"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// privateCluster starts a Postgres of the test's own, to restart: the
+// package's shared one serves the other tests meanwhile.
+func privateCluster(t *testing.T) *pgcluster.Cluster {
+	t.Helper()
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{MaxConnections: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+// poolOn is a pool of the cluster's, like each instance's own.
+func poolOn(t *testing.T, c *pgcluster.Cluster) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// instanceOn starts a server on the cluster, with its own pool.
+func instanceOn(t *testing.T, c *pgcluster.Cluster, tweak func(*server.Config)) *testServer {
+	t.Helper()
+	return startServer(t, func(cfg *server.Config) {
+		cfg.Pool, cfg.DatabaseURL = poolOn(t, c), c.DSN()
+		cfg.Limits.GoneAfter, cfg.Limits.SweepEvery = time.Second, 300*time.Millisecond
+		if tweak != nil {
+			tweak(cfg)
+		}
+	})
+}
+
+// count runs a count on the cluster on a fresh connection: a pool's idle
+// ones die with a restart.
+func count(t *testing.T, c *pgcluster.Cluster, sql string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// schemasOn counts an instance's schemas on the cluster.
+func schemasOn(t *testing.T, c *pgcluster.Cluster, ts *testServer) int {
+	t.Helper()
+	return count(t, c, "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)", "fl_"+ts.Sessions.Instance()+"_")
+}
+
+// instanceLocks counts the instance locks held on the cluster.
+func instanceLocks(t *testing.T, c *pgcluster.Cluster) int {
+	t.Helper()
+	return count(t, c, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'fencelab instance lock'`)
+}
+
+// Two instances on one Postgres, and the database restarts under them
+// (pg_ctl restart -m fast ends every session: each instance's advisory
+// lock is freed). X takes its lock again and says so; a third instance
+// starting right after the restart, and Y's sweeps meanwhile, never drop
+// X's live schemas; X's run, stepped through the restart, ends with a
+// verdict or an error that says why, never a 500.
+func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
+	c := privateCluster(t)
+	x := instanceOn(t, c, nil)
+	y := instanceOn(t, c, nil)
+	s := x.newSession()
+	run := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":1000}`).Run
+	s.cmd(`{"action":"step"}`)
+	s.cmd(`{"action":"step"}`)
+	live := schemasOn(t, c, x)
+	if live == 0 {
+		t.Fatal("X's run has no schemas")
+	}
+
+	if err := c.Restart(context.Background(), 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// A third instance, started while X may not hold its lock yet.
+	z := instanceOn(t, c, nil)
+	waitFor(t, 15*time.Second, "X holds its lock again", func() bool { return x.Sessions.Healthy() == nil && instanceLocks(t, c) == 3 })
+	// Long enough for every sweep of Y and Z to have confirmed X gone, if
+	// they were going to.
+	time.Sleep(3 * time.Second)
+	if got := schemasOn(t, c, x); got != live {
+		t.Fatalf("X's live schemas: %d before the restart, %d after (another instance dropped them)", live, got)
+	}
+	for i := 0; ; i++ {
+		a := s.try(`{"action":"step"}`)
+		if a.Status >= 500 && a.Status != http.StatusServiceUnavailable {
+			t.Fatalf("a step after the restart: %d %s", a.Status, a.Body)
+		}
+		var res struct{ Done bool }
+		if a.Status == http.StatusOK {
+			a.json(t, &res)
+		}
+		if res.Done || a.Status != http.StatusOK || i > 10 {
+			break
+		}
+	}
+	end := s.waitEvent(30*time.Second, "the run's end", func(e lab.Event) bool {
+		return e.Run == run && (e.Kind == lab.KindVerdict || (e.Kind == lab.KindError && e.Error.Message != ""))
+	})
+	if end.Kind == lab.KindError && strings.Contains(end.Error.Message, "internal error") {
+		t.Fatalf("the run ended saying only %q", end.Error.Message)
+	}
+	t.Logf("X's run ended: %s", end.Text)
+	for _, ts := range []*testServer{x, y, z} {
+		if err := ts.Sessions.Healthy(); err != nil {
+			t.Errorf("instance %s: %v", ts.Sessions.Instance(), err)
+		}
+	}
+}
+
+// A frozen owner: X's address answers nothing, and 300 requests for its
+// session reach Y. Y passes none on for long, and keeps its own lock: a
+// cancelled request no longer closes the connection that holds it.
+func TestFault_RequestsForAFrozenOwnerLeaveTheLockAlone(t *testing.T) {
+	c := privateCluster(t)
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hole.Close() })
+	go func() { // accepts, and never answers: a frozen process's socket
+		for {
+			conn, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	x := instanceOn(t, c, func(cfg *server.Config) { cfg.AdvertiseURL = "http://" + hole.Addr().String() })
+	y := instanceOn(t, c, nil)
+	s := x.newSession()
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 300 * time.Millisecond}
+	for range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get(fmt.Sprintf("%s/api/sessions/%s", y.base, s.ID))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(2 * time.Second) // a lost lock is noticed within a second
+	if err := y.Sessions.Healthy(); err != nil {
+		t.Fatalf("Y after 300 requests for a frozen owner: %v", err)
+	}
+	if n := instanceLocks(t, c); n != 2 {
+		t.Fatalf("%d instance locks are held, want X's and Y's", n)
+	}
+	if schemasOn(t, c, x) == 0 && x.Sessions.Count() == 0 {
+		t.Fatal("X was forgotten")
+	}
+}
