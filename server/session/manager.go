@@ -170,10 +170,10 @@ type Manager struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
-	loads    chan struct{} // one token per load lab running
+	loads    chan struct{}  // one token per load lab running
 	id       identity       // the instance lock and its watch (identity.go)
 	bg       sync.WaitGroup // the lock's watch and the heartbeats
-	events   *hub.Budget   // the events every session keeps, together
+	events   *hub.Budget    // the events every session keeps, together
 	spares   spares
 
 	mu       sync.Mutex
