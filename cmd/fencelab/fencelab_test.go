@@ -511,11 +511,11 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 
 // TestNoLeak_RunKilled kills `fencelab run` — with its own throwaway
 // cluster — in the middle of a run while the zombie is frozen, by SIGKILL,
-// SIGTERM and SIGINT, and checks that no worker, postgres or watchdog
+// SIGTERM, SIGHUP and SIGINT, and checks that no worker, postgres or watchdog
 // process it started is left.
 func TestNoLeak_RunKilled(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			m := marker(t)

@@ -28,8 +28,14 @@ import (
 	"github.com/fencelab/fencelab/server/worker"
 )
 
+// stopSignals end every command as Ctrl-C does: SIGTERM (docker stop,
+// systemd) and SIGHUP (a closed terminal, an ssh session that drops) too,
+// so that a server stops its runs, reaps its workers and drops its schemas
+// whichever of them arrives, instead of dying with them all left behind.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))

@@ -81,11 +81,11 @@ func flSchemas(t *testing.T) int {
 }
 
 // TestServe_SignalsLeaveNothingBehind stops a busy `fencelab serve` by
-// SIGTERM and by Ctrl-C (SIGINT): it exits 0 within 10 seconds and leaves
+// SIGTERM, by SIGHUP (a closed terminal) and by Ctrl-C (SIGINT): it exits 0 within 10 seconds and leaves
 // no worker process and no session schema.
 func TestServe_SignalsLeaveNothingBehind(t *testing.T) {
 	// Not parallel with the other serve tests: it counts fl_ schemas.
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			m := marker(t)
 			s := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
