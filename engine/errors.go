@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -140,6 +141,10 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 //     connections), 57 (operator intervention: shutdown, cancel), 55P03 (a
 //     lock timeout), a failed connect, a network error and a deadline are
 //     ErrUnavailable.
+// isConnClosed is pgx's error for a statement sent on a connection it had
+// closed already (after the server ended it).
+func isConnClosed(err error) bool { return err != nil && strings.Contains(err.Error(), "conn closed") }
+
 func translate(op string, err error) error {
 	if err == nil {
 		return nil
@@ -160,7 +165,10 @@ func translate(op string, err error) error {
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	switch {
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded),
+		// A connection the server ended (a restart): its next read is an
+		// unexpected EOF, and pgx has closed it.
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), isConnClosed(err):
 		return &dbError{op, ErrUnavailable, ErrUnavailable.Error(), err}
 	}
 	return fmt.Errorf("%s: %w", op, err)

@@ -103,3 +103,58 @@ func TestRowFeed_EveryHistoryRowIsOneRowEvent(t *testing.T) {
 		waitFor(t, 20*time.Second, "the run's schemas are dropped", func() bool { return schemasOf(t, ts) == 0 })
 	}
 }
+
+// The same across a Postgres restart: the workers' connections, the
+// listener's and the instance's all end; the workers connect again and
+// finish the jobs, the listener catches up from the history, and still
+// every history row is one row event.
+func TestRowFeed_ThroughAPostgresRestart(t *testing.T) {
+	c := privateCluster(t)
+	ts := instanceOn(t, c, nil)
+	s := ts.newSession()
+	run := s.cmd(`{"action":"run","ordering":"free-play","lease_ms":1000}`).Run
+	for range 4 {
+		s.cmd(`{"action":"add_worker","work_ms":30}`)
+	}
+	const jobs = 60
+	for range jobs {
+		s.cmd(`{"action":"add_job"}`)
+	}
+	schema := ""
+	waitFor(t, 10*time.Second, "the run's schema", func() bool {
+		conn, err := pgx.Connect(context.Background(), c.DSN())
+		if err != nil {
+			return false
+		}
+		defer conn.Close(context.Background())
+		return conn.QueryRow(context.Background(), "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'fl\\_%\\_j'").Scan(&schema) == nil
+	})
+	q := func(sql string) int { return count(t, c, fmt.Sprintf(sql, pgx.Identifier{schema}.Sanitize())) }
+	waitFor(t, 30*time.Second, "a third of the jobs done", func() bool { return q("SELECT count(*) FROM %s.jobs WHERE status = 'done'") >= jobs/3 })
+	if err := c.Restart(context.Background(), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "every job done after the restart", func() bool { return q("SELECT count(*) FROM %s.jobs WHERE status = 'done'") == jobs })
+	want := q("SELECT count(*) FROM %s.job_history")
+	var told map[int64]int
+	waitFor(t, 20*time.Second, "every history row told", func() bool {
+		told = map[int64]int{}
+		for _, e := range s.events(0, run) {
+			if e.Kind == lab.KindRow {
+				told[e.Row.HistorySeq]++
+			}
+		}
+		return len(told) >= want
+	})
+	doubled := 0
+	for _, n := range told {
+		if n > 1 {
+			doubled++
+		}
+	}
+	missing := q("SELECT count(*) FROM %s.job_history") - len(told)
+	t.Logf("%d history rows, %d told, %d doubled", want, len(told), doubled)
+	if missing != 0 || doubled != 0 || len(told) != want {
+		t.Fatalf("through a restart: %d history rows, %d told, %d doubled", want, len(told), doubled)
+	}
+}

@@ -194,6 +194,12 @@ func (w *Worker) loop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if w.outlasts(err) {
+				if !w.sleep(ctx, w.cfg.Poll) {
+					return nil
+				}
+				continue
+			}
 			return err
 		}
 		if err := w.process(ctx, c); err != nil {
@@ -327,8 +333,28 @@ func (w *Worker) commitError(ctx context.Context, err error) error {
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case w.outlasts(err):
+		return nil // its lease runs out, and another claim takes the job
 	}
 	return err
+}
+
+// outlasts says whether a worker on its own (not stepped) carries on
+// after err: the database is unavailable for a moment (a restart, an
+// outage), and its pool connects again on the next statement. A stepped
+// worker stops, and its run says why.
+func (w *Worker) outlasts(err error) bool {
+	return !w.cfg.Step && errors.Is(err, engine.ErrUnavailable)
+}
+
+// sleep waits d, or until ctx ends (false).
+func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 func (w *Worker) heartbeat(ctx context.Context, c engine.Claim) {
