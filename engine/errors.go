@@ -141,6 +141,7 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 //     connections), 57 (operator intervention: shutdown, cancel), 55P03 (a
 //     lock timeout), a failed connect, a network error and a deadline are
 //     ErrUnavailable.
+//
 // isConnClosed is pgx's error for a statement sent on a connection it had
 // closed already (after the server ended it).
 func isConnClosed(err error) bool { return err != nil && strings.Contains(err.Error(), "conn closed") }
