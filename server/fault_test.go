@@ -13,6 +13,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/session"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -183,5 +184,63 @@ func TestFault_RequestsForAFrozenOwnerLeaveTheLockAlone(t *testing.T) {
 	}
 	if schemasOn(t, c, x) == 0 && x.Sessions.Count() == 0 {
 		t.Fatal("X was forgotten")
+	}
+}
+
+// Two instances share one connection budget: the second's Fit counts
+// what the first reserved, so the two together never promise Postgres's
+// connections twice; and a run that would find none free now is refused
+// as busy, with why, instead of failing halfway ("worker never became
+// ready").
+func TestFault_TwoInstancesShareOneConnectionBudget(t *testing.T) {
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{MaxConnections: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	ctx := context.Background()
+	var la session.Limits
+	la.Fill()
+	la.MaxRuns = 10
+	pa := poolOn(t, c)
+	fa, _, err := session.Fit(ctx, pa, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := instanceOn(t, c, func(cfg *server.Config) { cfg.Limits = fa; cfg.Pool = pa })
+	var lb session.Limits
+	lb.Fill()
+	lb.MaxRuns = 100
+	fb, note, err := session.Fit(ctx, poolOn(t, c), lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("A reserves %d connections for %d runs; B: %s (%d connections)", fa.Connections, fa.MaxRuns, note, fb.Connections)
+	if fa.Connections+fb.Connections > 120-3 {
+		t.Fatalf("A reserves %d and B %d of 117 connections", fa.Connections, fb.Connections)
+	}
+	if !strings.Contains(note, fmt.Sprintf("reserved %d", fa.Connections)) {
+		t.Fatalf("B's note does not count A's reservation: %q", note)
+	}
+
+	// Someone else takes nearly every connection: A's next run is refused
+	// as busy, saying so.
+	var held []*pgx.Conn
+	t.Cleanup(func() {
+		for _, h := range held {
+			h.Close(context.Background())
+		}
+	})
+	for count(t, c, "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int") > 4 {
+		h, err := pgx.Connect(ctx, c.DSN())
+		if err != nil {
+			break
+		}
+		held = append(held, h)
+	}
+	s := a.newSession()
+	ans := s.try(`{"action":"run","ordering":"zombie-first"}`)
+	if ans.Status != http.StatusServiceUnavailable || !strings.Contains(ans.errText(), "connections free") {
+		t.Fatalf("a run with no connections free: %d %s", ans.Status, ans.Body)
 	}
 }

@@ -76,6 +76,16 @@ type Limits struct {
 	// dropped; SweepEvery, how often the sweep runs.
 	GoneAfter  time.Duration `json:"-"`
 	SweepEvery time.Duration `json:"-"`
+	// Connections is what this server reserves on its Postgres (Fit sets
+	// it): the other instances on the same database count it as taken.
+	Connections int `json:"connections"`
+}
+
+func (l Limits) goneAfter() time.Duration {
+	if l.GoneAfter == 0 {
+		return 10 * time.Second
+	}
+	return l.GoneAfter
 }
 
 // MarshalJSON writes the limits with every duration in milliseconds, in
@@ -449,6 +459,9 @@ func (m *Manager) SweepEvery() time.Duration {
 func (m *Manager) acquireRun(ctx context.Context, client string, wait time.Duration) error {
 	if err := m.Healthy(); err != nil {
 		return fault.Errorf(fault.Unavailable, "%v; try again in a moment", err)
+	}
+	if err := m.roomForRun(ctx, 2); err != nil {
+		return err
 	}
 	if client != "" {
 		m.mu.Lock()
