@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/recording"
@@ -72,6 +73,12 @@ type Config struct {
 	// counted as the client its X-Forwarded-For names. From anywhere else,
 	// the header is ignored and the peer's address counts.
 	TrustProxies []netip.Prefix
+	// MaxSocketsPerClient bounds the WebSockets one client address (see
+	// TrustProxies) holds open at once on this instance, its own sessions'
+	// and those it passes on to another instance alike; one more is
+	// refused before it is upgraded. Loopback clients have no cap, as with
+	// the per-client caps of Limits. Default 64.
+	MaxSocketsPerClient int
 	// NoCustomSQL turns the check command off: readers' own statements
 	// never run. With it on (the default), New hardens the database
 	// (sandbox.Harden: TEMPORARY, pg_notify, advisory locks and large
@@ -96,8 +103,11 @@ func (c *Config) Validate() error {
 	if c.MessageRate == 0 {
 		c.MessageRate = 20
 	}
-	if c.MaxBody < 1024 || c.MaxMessage < 256 || c.MessageRate <= 0 {
-		return errors.New("server: max body must be at least 1KiB, max message at least 256 bytes, message rate positive")
+	if c.MaxSocketsPerClient == 0 {
+		c.MaxSocketsPerClient = 64
+	}
+	if c.MaxBody < 1024 || c.MaxMessage < 256 || c.MessageRate <= 0 || c.MaxSocketsPerClient < 1 {
+		return errors.New("server: max body must be at least 1KiB, max message at least 256 bytes, message rate and sockets per client positive")
 	}
 	c.Limits.Fill()
 	if c.AdvertiseURL == "" {
@@ -130,6 +140,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	sockets map[*websocket.Conn]struct{}
+	perAddr map[string]int       // sockets held per client key, own and passed on
+	fwd     *http.Transport      // requests passed on to other instances
+	quiet   map[string]time.Time // owners that did not answer, until when they are not asked
 	closing bool
 	sweep   chan struct{}
 	swept   chan struct{}
@@ -163,7 +176,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		_ = sup.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{},
+	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
+		fwd: newForwardTransport(), quiet: map[string]time.Time{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
@@ -255,6 +269,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.notify.Close()
 		_ = s.sup.Close()
 		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
+		s.fwd.CloseIdleConnections()
 	}()
 	// http.Server.Shutdown waits up to 5 s for a connection a browser opened
 	// ahead of need and never used; a server that has ended every session
@@ -282,6 +297,32 @@ func (s *Server) track(c *websocket.Conn) bool {
 	}
 	s.sockets[c] = struct{}{}
 	return true
+}
+
+// holdSocket counts one more socket for the client at addr (c.RealIP()),
+// or refuses it when the client holds as many as it may. The caller calls
+// release when the socket is closed. Loopback clients are not counted.
+func (s *Server) holdSocket(addr string) (release func(), err error) {
+	key := session.ClientKey(addr)
+	if key == "" {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.perAddr[key]; n >= s.cfg.MaxSocketsPerClient {
+		return nil, fault.Errorf(fault.Busy, "this address has %d live connections to this server open, its limit; close a tab or two and try again", n)
+	}
+	s.perAddr[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.perAddr[key]--; s.perAddr[key] <= 0 {
+				delete(s.perAddr, key)
+			}
+		})
+	}, nil
 }
 
 func (s *Server) untrack(c *websocket.Conn) {

@@ -119,6 +119,13 @@ func (s *Server) socket(c echo.Context) error {
 	if !isUpgrade(c.Request()) {
 		return fault.Errorf(fault.Upgrade, "this is a WebSocket endpoint: connect with a WebSocket client")
 	}
+	// One address may hold only so many: over the cap the socket is
+	// refused before the upgrade, so it holds nothing.
+	release, err := s.holdSocket(c.RealIP())
+	if err != nil {
+		return err
+	}
+	defer release()
 	// The origin is checked above, scheme and all; the library's own check
 	// matches hosts alone.
 	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{InsecureSkipVerify: true})

@@ -22,7 +22,7 @@ import (
 const serveSummary = `The playground server: sessions of real worker processes on PostgreSQL,
 streamed live over WebSocket, driven through a JSON API (see the README).
 Postgres: DATABASE_URL if set, otherwise a private throwaway cluster.
-On SIGTERM or Ctrl-C it stops every run, kills and reaps every worker,
+On SIGTERM, SIGHUP or Ctrl-C it stops every run, kills and reaps every worker,
 drops every session schema and closes every socket within 10 seconds.`
 
 // listFlag is a repeatable string flag.
@@ -104,6 +104,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
+	maxSockets := fs.Int("max-sockets-per-client", 64, "WebSockets one client address may hold open at once (loopback: no cap); one more is refused with 503")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
 	maxMessage := fs.Int64("max-message", 64<<10, "largest WebSocket message from a client, in bytes (a check's four statements take up to 32 KiB)")
 	noCustomSQL := fs.Bool("no-custom-sql", false, "never run readers' own statements: the page's Build it and Check it are off. With them on (the default) the server hardens its database (TEMPORARY, pg_notify, advisory locks and large objects are no longer PUBLIC's): DATABASE_URL must name a database that is fencelab's own")
@@ -115,6 +116,9 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if err := checkServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, append(append([]string{}, origins...), ancestors...)); err != nil {
 		return err
+	}
+	if *maxSockets < 1 || *maxSockets > 100_000 {
+		return usagef("fencelab serve: --max-sockets-per-client %d must be between 1 and 100000", *maxSockets)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -176,7 +180,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: commanders, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders, NoCustomSQL: *noCustomSQL || *receiverURL != ""}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,
-		TrustProxies: proxies, AdvertiseURL: *advertise, NoCustomSQL: *noCustomSQL,
+		TrustProxies: proxies, AdvertiseURL: *advertise, NoCustomSQL: *noCustomSQL, MaxSocketsPerClient: *maxSockets,
 	})
 	if err != nil {
 		return err
