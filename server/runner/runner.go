@@ -174,6 +174,9 @@ type Run struct {
 	lastAt     time.Time        // the time of the last event told: events never go back in time
 
 	sqlEnv []string // a reader's statements and role, for each worker's environment
+	// workersStopped: stopWorkers has run; a worker whose process starts
+	// after it is killed at once.
+	workersStopped bool
 
 	relayMu     sync.Mutex // one relay pass at a time
 	relayClient *http.Client

@@ -91,6 +91,9 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	r.workers[label] = ws
 	r.order = append(r.order, label)
 	r.mu.Unlock()
+	if spawnHook != nil {
+		spawnHook(r)
+	}
 	// The connection string, the receiver's URL (its path is a run's key)
 	// and the worker's own credential go in the environment, not on the
 	// command line, where any local user could read them.
@@ -110,7 +113,16 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	}
 	r.mu.Lock()
 	ws.proc = p
+	late := r.workersStopped
 	r.mu.Unlock()
+	if late {
+		// The run ended while this worker started: stopWorkers did not
+		// see its process, so it goes now, not with the supervisor.
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Kill(kctx)
+		cancel()
+		return fault.Errorf(fault.Conflict, "run %s has ended", r.spec.ID)
+	}
 	r.emit(context.Background(), lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
 		Change: lab.ProcSpawned, Pid: p.Pid, State: lab.StateRunning, Owner: owner, SkewMS: skew.Milliseconds()}})
 	return nil
@@ -399,19 +411,23 @@ func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
 	}
 }
 
+// spawnHook, if set (tests only), is called as a worker has taken its
+// place and its process has not started yet.
+var spawnHook func(*Run)
+
 // stopWorkers asks idle step-mode workers to exit and kills the rest.
 func (r *Run) stopWorkers(ctx context.Context) {
 	r.mu.Lock()
+	r.workersStopped = true // a worker starting now is killed as it starts (spawn)
 	var all []*workerState
 	for _, l := range r.order {
-		all = append(all, r.workers[l])
+		if w := r.workers[l]; w.proc != nil {
+			all = append(all, w)
+		}
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range all {
-		if w.proc == nil {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
