@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -75,11 +76,17 @@ func dbDetail(err error) string {
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("the database refused: %s (SQLSTATE %s)", pe.Severity, pe.Code)
 	}
+	// A failed dial says why (refused, no such socket, timed out) but not
+	// where: the address is a socket path, or the database's host.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return "failed to connect: " + oe.Op + ": " + oe.Err.Error()
+	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) && ce.Unwrap() != nil {
-		return "failed to connect: " + ce.Unwrap().Error()
+		return "failed to connect: " + Redact(ce.Unwrap().Error())
 	}
-	return err.Error()
+	return Redact(err.Error())
 }
 
 // scenarioInfo is what /api/scenarios lists: the lab's catalog and the

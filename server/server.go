@@ -94,6 +94,9 @@ func (c *Config) Validate() error {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.Log.Handler() != slog.DiscardHandler {
+		c.Log = slog.New(RedactHandler(c.Log.Handler(), c.DatabaseURL)) // where the database is stays out of the log
+	}
 	if c.MaxBody == 0 {
 		c.MaxBody = 128 << 10
 	}

@@ -51,7 +51,7 @@ func (s *Server) stats(c echo.Context) error {
 	defer cancel()
 	var conns int
 	if err := s.cfg.Pool.QueryRow(ctx, dbConnectionsSQL).Scan(&conns); err != nil {
-		s.cfg.Log.Warn("stats: the database does not answer", "err", err)
+		s.cfg.Log.Warn("stats: the database does not answer", "err", dbDetail(err))
 		return fault.Errorf(fault.Unavailable, "the database does not answer")
 	}
 	return c.JSON(http.StatusOK, Stats{

@@ -84,8 +84,10 @@ func openDB(ctx context.Context, getenv func(string) string, log *slog.Logger) (
 // openDBSized is openDB for a server: a throwaway cluster allows
 // maxConns connections (0: its default), and the pool holds poolSize.
 func openDBSized(ctx context.Context, getenv func(string) string, log *slog.Logger, maxConns, poolSize int) (string, *pgxpool.Pool, func(), error) {
+	// A private cluster's notes name its folder, where its socket is: the
+	// log says what happened, not where.
 	dsn, stop, err := pgcluster.Open(ctx, getenv, pgcluster.Options{MaxConnections: maxConns, Logf: func(format string, a ...any) {
-		log.Info(fmt.Sprintf(format, a...))
+		log.Info(server.Redact(fmt.Sprintf(format, a...)))
 	}})
 	if err != nil {
 		return "", nil, nil, err

@@ -133,7 +133,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return usagef("fencelab serve: --log-format %q must be text or json", *logFormat)
 	}
-	log := slog.New(handler)
+	log := slog.New(server.RedactHandler(handler, getenv("DATABASE_URL"))) // no line says where the database is
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
