@@ -159,3 +159,44 @@ func TestFairness_CapsPerClient(t *testing.T) {
 		t.Fatalf("X-Forwarded-For from an untrusted peer was believed: %d sessions left of 3 (a cap of 1 per client)", n)
 	}
 }
+
+// Free play's workers count against their address: one address's runs
+// together hold at most MaxWorkersPerClient worker processes, and
+// another address still gets its own; killing one gives its slot back.
+func TestFairness_WorkersPerClient(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) {
+		c.TrustProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		c.Limits.MaxWorkersPerClient = 5
+	})
+	const greedy, other = "203.0.113.8", "198.51.100.10"
+	cmd := func(addr string, s *sess, body string) answer {
+		return ts.from(addr, "POST", "/api/sessions/"+s.ID+"/commands", s.Token, body)
+	}
+	g, a := ts.sessionFrom(greedy)
+	if g == nil {
+		t.Fatalf("a session: %d %s", a.Status, a.Body)
+	}
+	if a := cmd(greedy, g, `{"action":"run","ordering":"free-play","lease_ms":400}`); a.Status != http.StatusOK {
+		t.Fatalf("free play: %d %s", a.Status, a.Body)
+	}
+	for i := range 3 {
+		if a := cmd(greedy, g, `{"action":"add_worker"}`); a.Status != http.StatusOK {
+			t.Fatalf("worker %d of 5: %d %s", i+3, a.Status, a.Body)
+		}
+	}
+	a = cmd(greedy, g, `{"action":"add_worker"}`)
+	if a.Status != http.StatusServiceUnavailable || !strings.Contains(string(a.Body), "5 worker processes here") {
+		t.Fatalf("a sixth worker of one address: %d %s", a.Status, a.Body)
+	}
+	o, _ := ts.sessionFrom(other)
+	if a := cmd(other, o, `{"action":"run","ordering":"free-play","lease_ms":400}`); a.Status != http.StatusOK {
+		t.Fatalf("another address's free play: %d %s", a.Status, a.Body)
+	}
+	if a := cmd(greedy, g, `{"action":"kill_worker","worker":"A"}`); a.Status != http.StatusOK {
+		t.Fatalf("kill: %d %s", a.Status, a.Body)
+	}
+	waitFor(t, 10*time.Second, "the killed worker's slot given back", func() bool {
+		return cmd(greedy, g, `{"action":"add_worker"}`).Status == http.StatusOK
+	})
+}

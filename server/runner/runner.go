@@ -130,6 +130,12 @@ type Spec struct {
 	// scripted run with the built-in receiver and direct delivery takes
 	// one.
 	Solution *sandbox.Solution
+	// TakeWorkerFunc, if set, is asked before each worker process starts
+	// (one of the client's worker slots, say) and may refuse it; each
+	// worker that took one gives it back with GiveWorkerFunc when it is
+	// gone.
+	TakeWorkerFunc func() error
+	GiveWorkerFunc func()
 	// EmitFunc receives every event of the run, one at a time, in order. It
 	// must not block for long.
 	EmitFunc func(lab.Event)

@@ -39,6 +39,11 @@ type workerState struct {
 // takeSlot takes a worker slot, if the server counts them; it refuses at
 // once when there is none.
 func (r *Run) takeSlot() error {
+	if r.spec.TakeWorkerFunc != nil {
+		if err := r.spec.TakeWorkerFunc(); err != nil {
+			return err
+		}
+	}
 	if r.env.WorkerSlots == nil {
 		return nil
 	}
@@ -46,6 +51,9 @@ func (r *Run) takeSlot() error {
 	case r.env.WorkerSlots <- struct{}{}:
 		return nil
 	default:
+		if r.spec.GiveWorkerFunc != nil {
+			r.spec.GiveWorkerFunc()
+		}
 		return fault.Errorf(fault.Busy, "the server runs %d workers at once, as many as its database has connections for; try again in a moment", cap(r.env.WorkerSlots))
 	}
 }
@@ -53,6 +61,9 @@ func (r *Run) takeSlot() error {
 func (r *Run) giveSlot() {
 	if r.env.WorkerSlots != nil {
 		<-r.env.WorkerSlots
+	}
+	if r.spec.GiveWorkerFunc != nil {
+		r.spec.GiveWorkerFunc()
 	}
 }
 
@@ -81,7 +92,7 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	if err := r.takeSlot(); err != nil {
 		return err
 	}
-	ws := &workerState{label: label, owner: owner, skew: skew, slot: r.env.WorkerSlots != nil}
+	ws := &workerState{label: label, owner: owner, skew: skew, slot: r.env.WorkerSlots != nil || r.spec.GiveWorkerFunc != nil}
 	r.mu.Lock()
 	if r.phase.Ended() {
 		r.mu.Unlock()

@@ -52,6 +52,9 @@ type Limits struct {
 	MaxSessionsPerClient int `json:"max_sessions_per_client"`
 	MaxRunsPerClient     int `json:"max_runs_per_client"`
 	MaxBatchesPerClient  int `json:"max_batches_per_client"`
+	// MaxWorkersPerClient bounds the worker processes of one client's
+	// runs together, free play's added workers too.
+	MaxWorkersPerClient int `json:"max_workers_per_client"`
 	// FreshIdle is how long a session nobody has used yet (no command, no
 	// socket: a page load, or a POST, and nothing after) lives.
 	FreshIdle time.Duration `json:"-"`
@@ -131,6 +134,7 @@ func (l *Limits) Fill() {
 	def(&l.MaxSessionsPerClient, 50)
 	def(&l.MaxRunsPerClient, 8)
 	def(&l.MaxBatchesPerClient, 2)
+	def(&l.MaxWorkersPerClient, 24)
 	dur(&l.FreshIdle, 2*time.Minute)
 	dur(&l.MinLease, lab.MinRunLease)
 	dur(&l.MaxLease, lab.MaxRunLease)
@@ -195,7 +199,7 @@ type Manager struct {
 
 // clientUse is what one client holds now.
 type clientUse struct {
-	sessions, runs, batches int
+	sessions, runs, batches, workers int
 }
 
 // NewManager takes this instance's lock in Postgres, drops the schemas of
@@ -323,6 +327,34 @@ func (m *Manager) use(client string) *clientUse {
 		m.clients[client] = u
 	}
 	return u
+}
+
+// takeWorker takes one of a client's worker slots (none for loopback).
+func (m *Manager) takeWorker(client string) error {
+	if client == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.use(client)
+	if u.workers >= m.cfg.Limits.MaxWorkersPerClient {
+		m.forget(client)
+		return fault.Errorf(fault.Busy, "this address has %d worker processes here, its limit; end a run or kill a worker first", u.workers)
+	}
+	u.workers++
+	return nil
+}
+
+func (m *Manager) giveWorker(client string) {
+	if client == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if u := m.clients[client]; u != nil && u.workers > 0 {
+		u.workers--
+		m.forget(client)
+	}
 }
 
 // forget drops a client that holds nothing any more; m.mu must be held.

@@ -285,6 +285,9 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 		spec.Schemas, spec.Prepared = spare, true
 	}
 	spec.EmitFunc = s.emit
+	client := s.client
+	spec.TakeWorkerFunc = func() error { return s.m.takeWorker(client) }
+	spec.GiveWorkerFunc = func() { s.m.giveWorker(client) }
 	spec.OnEndFunc = func(r *runner.Run) {
 		release()
 		if o := r.Outcome(); o != nil {
