@@ -25,6 +25,41 @@ type front struct {
 	mu     sync.Mutex
 	frozen bool
 	conns  []net.Conn
+	paused chan struct{} // non-nil: relayed bytes wait until it is closed
+}
+
+// relay copies from one side to the other, holding what it read while
+// the front is paused.
+func (f *front) relay(to, from net.Conn) {
+	defer to.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			f.mu.Lock()
+			p := f.paused
+			f.mu.Unlock()
+			if p != nil {
+				<-p
+			}
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pause stops the instance mid-way, as SIGSTOP does: connections stay
+// open, nothing on them moves.
+func (f *front) pause() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paused == nil {
+		f.paused = make(chan struct{})
+	}
 }
 
 func newFront(t *testing.T, to string) *front {
@@ -55,8 +90,8 @@ func newFront(t *testing.T, to string) *front {
 			f.mu.Lock()
 			f.conns = append(f.conns, up)
 			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
+			go f.relay(up, c)
+			go f.relay(c, up)
 		}
 	}()
 	return f
@@ -72,6 +107,10 @@ func (f *front) cut() {
 		c.Close()
 	}
 	f.conns = nil
+	if f.paused != nil {
+		close(f.paused)
+		f.paused = nil
+	}
 }
 
 // freeze makes the instance stop answering: connections it relayed end
@@ -212,4 +251,27 @@ func TestForward_ASocketWhoseOwnerDiesEndsWithACloseCode(t *testing.T) {
 	if code := w3.closeStatus(t, 10*time.Second); code != 4002 {
 		t.Fatalf("a reader through B of a session its owner ended: closed with %v, want 4002", code)
 	}
+}
+
+// TestForward_ASocketWhoseOwnerFreezesEndsWithACloseCode: a reader
+// watching through B whose session's owner stops mid-way (SIGSTOP: its
+// connections stay open, nothing moves) is closed with 1011 once the owner
+// misses a ping, not left waiting for ever.
+func TestForward_ASocketWhoseOwnerFreezesEndsWithACloseCode(t *testing.T) {
+	t.Parallel()
+	a, b, f := ownerBehindFront(t)
+	s := a.newSession()
+	viaB := &sess{ts: b, ID: s.ID, Token: s.Token}
+	w, _, err := viaB.dial(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.c.CloseNow()
+	w.next(t, "live", 5*time.Second)
+	f.pause()
+	t0 := time.Now()
+	if code := w.closeStatus(t, 25*time.Second); code != websocket.StatusInternalError {
+		t.Fatalf("a reader through B whose owner froze: closed with %v, want 1011", code)
+	}
+	t.Logf("closed %v after the owner froze", time.Since(t0).Round(time.Millisecond))
 }
