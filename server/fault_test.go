@@ -244,3 +244,25 @@ func TestFault_TwoInstancesShareOneConnectionBudget(t *testing.T) {
 		t.Fatalf("a run with no connections free: %d %s", ans.Status, ans.Body)
 	}
 }
+
+// A run ended while Postgres is down still leaves no schema: its drop
+// tries again until the database is back ("could not drop … 57P03", and
+// schemas left behind, before).
+func TestFault_SchemasAreDroppedThroughAnOutage(t *testing.T) {
+	c := privateCluster(t)
+	x := instanceOn(t, c, nil)
+	s := x.newSession()
+	s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":1000}`)
+	if schemasOn(t, c, x) == 0 {
+		t.Fatal("the run has no schemas")
+	}
+	restarted := make(chan error, 1)
+	go func() { restarted <- c.Restart(context.Background(), 2*time.Second) }()
+	time.Sleep(700 * time.Millisecond) // down now
+	ans := s.try(`{"action":"reset"}`)
+	t.Logf("reset during the outage: %d %s", ans.Status, ans.Body)
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the run's schemas are dropped once the database is back", func() bool { return schemasOn(t, c, x) == 0 })
+}

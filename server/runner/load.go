@@ -350,17 +350,25 @@ func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string)
 	return st
 }
 
+// workerLost says why a style could not go on when one of its workers
+// exited: the database going away (a restart, an outage) is said as such,
+// anything else is the server's own failure.
+func (l *Load) workerLost(ctx context.Context, label string) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := l.env.Pool.Ping(pctx); err != nil {
+		return fault.Errorf(fault.Unavailable, "worker %s exited before the style ended: the database stopped answering (a restart or an outage)", label)
+	}
+	return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
+}
+
 // dropLater drops a run's schemas in the background; run waits for it
 // before the lab ends.
 func (l *Load) dropLater(schemas engine.Schemas) {
 	l.drops.Add(1)
 	go func() {
 		defer l.drops.Done()
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := engine.Drop(dctx, l.env.Pool, schemas); err != nil {
-			l.env.Log.Warn("could not drop a load lab's schemas", "lab", l.spec.ID, "err", err)
-		}
+		dropSchemas(l.env, schemas, "a load lab's", l.spec.ID)
 	}()
 }
 
@@ -506,7 +514,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		case <-ctx.Done():
 			return ctx.Err()
 		case label := <-lost:
-			return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
+			return l.workerLost(ctx, label)
 		case <-up:
 			n++
 		case <-waitUp.C:
@@ -631,7 +639,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		case <-ctx.Done():
 			return ctx.Err()
 		case label := <-lost:
-			return fault.Errorf(fault.Internal, "worker %s exited before the style ended", label)
+			return l.workerLost(ctx, label)
 		case <-poll.C:
 		}
 		// Often, only whether the jobs have ended (the history and the

@@ -257,11 +257,30 @@ func New(env *Env, spec Spec) (*Run, error) {
 }
 
 // dropSchemas drops the run's schemas.
-func (r *Run) dropSchemas() {
+func (r *Run) dropSchemas() { dropSchemas(r.env, r.spec.Schemas, "a run's", r.spec.ID) }
+
+// dropSchemas drops schemas, and tries again for up to 30 s while the
+// database is unavailable (a restart: 57P03, "the database system is
+// starting up"), so that a server's end or a run's leaves none behind an
+// outage; it logs once if it could not.
+func dropSchemas(env *Env, s engine.Schemas, whose, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := engine.Drop(ctx, r.env.Pool, r.spec.Schemas); err != nil {
-		r.env.Log.Warn("could not drop a run's schemas", "run", r.spec.ID, "err", err)
+	wait := 100 * time.Millisecond
+	for {
+		err := engine.Drop(ctx, env.Pool, s)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, engine.ErrUnavailable) || ctx.Err() != nil {
+			env.Log.Warn("could not drop "+whose+" schemas", "id", id, "schemas", s.Jobs+","+s.Receiver, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
