@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -265,4 +266,52 @@ func TestFault_SchemasAreDroppedThroughAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the run's schemas are dropped once the database is back", func() bool { return schemasOn(t, c, x) == 0 })
+}
+
+// A worker that stops because Postgres ended its connection is said as
+// such, in its own words: not "from outside the run".
+func TestFault_AWorkerTheDatabaseDropsSaysSo(t *testing.T) {
+	c := privateCluster(t)
+	x := instanceOn(t, c, nil)
+	s := x.newSession()
+	run := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":1000}`).Run
+	if n := count(t, c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'fencelab worker A'"); n != 1 {
+		t.Fatalf("terminated %d backends of worker A", n)
+	}
+	ans := s.try(`{"action":"step"}`)
+	s.waitEvent(20*time.Second, "worker A's exit", func(e lab.Event) bool {
+		return e.Run == run && e.Process != nil && e.Process.Change == lab.ProcExited && e.Actor == "A"
+	})
+	time.Sleep(500 * time.Millisecond)
+	said := []string{ans.errText()}
+	for _, e := range s.events(0, run) {
+		if e.Kind == lab.KindError || (e.Kind == lab.KindNote && e.Note.Code == lab.NoteStopped) {
+			said = append(said, e.Text)
+		}
+	}
+	all := strings.Join(said, " | ")
+	t.Logf("%s", all)
+	if strings.Contains(all, "outside the run") || !strings.Contains(all, "database") {
+		t.Fatalf("a worker the database dropped: %q", all)
+	}
+}
+
+// A reset while a run is still setting up stops it, and that is no error
+// of the server's: the log says nothing at ERROR ("a run failed … context
+// canceled" at every such reset, before).
+func TestFault_AResetDuringSetupLogsNoError(t *testing.T) {
+	var logged lockedBuffer
+	ts := startServer(t, func(c *server.Config) {
+		c.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	s := ts.newSession()
+	for i := range 8 {
+		s.try(`{"action":"batch","name":"epoch-check","lease_ms":300}`)
+		time.Sleep(time.Duration(i*15) * time.Millisecond) // its cells are setting up
+		s.try(`{"action":"reset"}`)
+	}
+	s.try(`{"action":"reset"}`)
+	if strings.Contains(logged.String(), "level=ERROR") {
+		t.Fatalf("resets during setup logged errors:\n%s", logged.String())
+	}
 }

@@ -541,7 +541,12 @@ func (r *Run) Close() {
 // fail ends a run that could not go on, saying why.
 func (r *Run) fail(code lab.ErrorCode, step *int, err error, reason lab.StopReason) {
 	f := &lab.Failure{Code: string(code), Message: fault.MessageOf(err)}
-	if fault.CodeOf(err) == fault.Internal {
+	r.mu.Lock()
+	stopping := r.phase.Ended()
+	r.mu.Unlock()
+	// A run stopped while it started (a reset) fails by its own stop:
+	// nothing went wrong that a log should shout about.
+	if fault.CodeOf(err) == fault.Internal && !stopping && !errors.Is(err, context.Canceled) {
 		r.env.Log.Error("a run failed", "run", r.spec.ID, "err", err)
 	}
 	r.end(lab.PhaseFailed, reason, f, func() {

@@ -34,6 +34,7 @@ type workerState struct {
 	fence     []engine.FenceReason // what refused its last commit, if anything did
 	skipped   bool                 // it looked its key up and did not call (keyed delivery)
 	slot      bool                 // it holds one of Env.WorkerSlots
+	lastLog   string               // the last line it wrote on stderr: why it stopped, if it did
 }
 
 // takeSlot takes a worker slot, if the server counts them; it refuses at
@@ -181,21 +182,36 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 		}
 		r.mu.Unlock()
 	}
+	if n := e.Note; n != nil && n.Code == lab.NoteLog {
+		r.mu.Lock()
+		if w := r.workers[p.Label]; w != nil {
+			w.lastLog = n.Line
+		}
+		r.mu.Unlock()
+	}
 	if lost {
 		pe := e.Process
+		r.mu.Lock()
+		last := ""
+		if w := r.workers[p.Label]; w != nil {
+			last = w.lastLog
+		}
+		r.mu.Unlock()
 		how := "it exited"
 		switch {
+		case pe.Cause == lab.CauseStallLimit:
+			how = "it was frozen longer than this server allows, and killed"
 		case pe.Signal != "":
-			how = "it was killed by " + pe.Signal
+			how = "it was killed by " + pe.Signal + ", from outside the run"
+		case pe.ExitCode != nil && last != "":
+			// It said why on its way out: the database refused it, say.
+			how = fmt.Sprintf("it stopped (exit code %d): %s", *pe.ExitCode, strings.TrimPrefix(last, "fencelab: "))
 		case pe.ExitCode != nil:
 			how = fmt.Sprintf("it exited with code %d", *pe.ExitCode)
 		}
-		if pe.Cause == lab.CauseStallLimit {
-			how = "it was frozen longer than this server allows"
-		}
 		// Not on this goroutine: ending the run waits for every worker to be
 		// reaped, this one's included.
-		go r.lose(fmt.Sprintf("Worker %s is gone: %s, from outside the run", p.Label, how))
+		go r.lose(fmt.Sprintf("Worker %s is gone: %s", p.Label, how))
 	}
 	r.emit(context.Background(), e)
 	r.mu.Lock()
@@ -246,13 +262,14 @@ func (r *Run) waitFor(ctx context.Context, label string, cond func(*workerState)
 		}
 		ok := cond(w)
 		exited, frozen := w.exited, w.frozen
+		why := exitWords(w)
 		ch := r.changed
 		r.mu.Unlock()
 		switch {
 		case ok:
 			return nil
 		case exited:
-			return fault.Errorf(fault.Conflict, "worker %s has exited", label)
+			return fault.Errorf(fault.Conflict, "worker %s has exited%s", label, why)
 		case frozen:
 			// Paused by hand in the middle of a step: the step is over as
 			// far as the runner can tell; the worker goes on when resumed.
@@ -420,6 +437,15 @@ func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
 		case <-ch:
 		}
 	}
+}
+
+// exitWords is what a worker that exited said on its way out, as the end
+// of a sentence (": connect to Postgres: …"), or nothing; r.mu held.
+func exitWords(w *workerState) string {
+	if w.lastLog == "" {
+		return ""
+	}
+	return ": " + strings.TrimPrefix(w.lastLog, "fencelab: ")
 }
 
 // spawnHook, if set (tests only), is called as a worker has taken its
