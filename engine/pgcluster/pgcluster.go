@@ -207,7 +207,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.launch(ctx, logFile); err != nil {
 		return fail(err)
 	}
-	logf("pgcluster: PostgreSQL %s ready in %v (pid %d, %s)", bin.Version, time.Since(began).Round(time.Millisecond), c.Pid(), dir)
+	logf("pgcluster: PostgreSQL %s ready in %v (pid %d)", bin.Version, time.Since(began).Round(time.Millisecond), c.Pid())
 	return c, nil
 }
 
