@@ -105,6 +105,12 @@ func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
 	if err := c.Restart(context.Background(), 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	// While X holds no lock, its /readyz says so.
+	if h := x.Sessions.Healthy(); h != nil {
+		if a := x.do("GET", "/readyz", "", "", ""); a.Status != http.StatusServiceUnavailable || !strings.Contains(string(a.Body), "lock") {
+			t.Errorf("X's /readyz without its lock: %d %s", a.Status, a.Body)
+		}
+	}
 	// A third instance, started while X may not hold its lock yet.
 	z := instanceOn(t, c, nil)
 	waitFor(t, 15*time.Second, "X holds its lock again", func() bool { return x.Sessions.Healthy() == nil && instanceLocks(t, c) == 3 })

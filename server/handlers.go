@@ -63,6 +63,12 @@ func (s *Server) readyz(c echo.Context) error {
 		s.cfg.Log.Warn("readyz: the database does not answer", "err", dbDetail(err))
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
 	}
+	// An instance that lost its lock with its connection (a restart of
+	// Postgres) takes it again within a second of the database's return;
+	// until then it starts no run, and says so here.
+	if err := s.Sessions.Healthy(); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "reason": err.Error()})
+	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "sessions": s.Sessions.Count(), "runs": s.Sessions.RunsInFlight()})
 }
 
