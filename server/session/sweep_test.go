@@ -74,3 +74,61 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 		t.Errorf("the live server's role %s was dropped", sandbox.RoleName(live))
 	}
 }
+
+// TestSweep_AKilledPeersSchemasGoWhileTheOthersRun: an instance killed
+// with SIGKILL leaves its row in fencelab_peers.instances (seen no more),
+// its schemas, and a free lock; a server already running drops them
+// within a couple of sweeps — not only at the next server's start — and
+// never those of a peer whose row is seen, even with its lock free for a
+// moment (a restart of Postgres).
+func TestSweep_AKilledPeersSchemasGoWhileTheOthersRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	m, err := NewManager(ctx, Config{Pool: pool, Limits: Limits{GoneAfter: 300 * time.Millisecond, SweepEvery: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dead := engine.Schemas{Jobs: schemaPrefix + "d3ad_1_1_j", Receiver: schemaPrefix + "d3ad_1_1_r"}
+	seen := engine.Schemas{Jobs: schemaPrefix + "s33n_1_1_j", Receiver: schemaPrefix + "s33n_1_1_r"}
+	for _, s := range []engine.Schemas{dead, seen} {
+		if err := engine.Setup(ctx, pool, s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = engine.Drop(context.Background(), pool, s) })
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO fencelab_peers.instances (id, url, seen) VALUES ('d3ad', '', now() - interval '1 hour'), ('s33n', '', now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DELETE FROM fencelab_peers.instances WHERE id IN ('d3ad', 's33n')`) })
+	// s33n's heartbeat goes on (its lock is free: Postgres restarted).
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				_, _ = pool.Exec(context.Background(), `UPDATE fencelab_peers.instances SET seen = now() WHERE id = 's33n'`)
+			}
+		}
+	}()
+	exists := func(name string) bool {
+		var n int
+		_ = pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", name).Scan(&n)
+		return n == 1
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for exists(dead.Jobs) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed peer's schemas outlived it while the server ran")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if !exists(seen.Jobs) {
+		t.Fatal("a peer whose row is seen lost its schemas with its lock free for a moment")
+	}
+}
