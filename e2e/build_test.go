@@ -266,6 +266,8 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			tab.Eval(`document.querySelector(`+jsString(sel("build-case-new-owner-first-open"))+`).dataset.openRun`, &failed)
 			tab.Click("build-case-new-owner-first-open")
 			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, jsString(failed)), 30*time.Second)
+			// The page draws the run it opened at its next frame.
+			tab.PollJS(`document.querySelectorAll(`+jsString(sel("timeline")+" details.sql")+`).length > 0`, 10*time.Second)
 			var sqls []string
 			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("timeline")+" details.sql pre code:not(.args)")+`)].map(c => c.textContent)`, &sqls)
 			claims := 0
@@ -430,4 +432,169 @@ func TestBuild_AServerThatRunsNoReadersSQL(t *testing.T) {
 	}
 	tab.SetValue("build-complete-text", sandbox.Ours().Complete)
 	tab.PollJS(`location.hash.startsWith("#sol=")`, 10*time.Second)
+}
+
+// checkShown waits until the tab's Build it shows a finished check of the
+// leases-alone start: it fails, the table has a ✗ and what a correct build
+// shows, and something is named broken.
+func checkShown(t *testing.T, tab *Tab) {
+	t.Helper()
+	tab.PollState(`s.build && s.build.phase === "finished" && s.build.report && s.build.report.pass === false && s.build.report.broken.length > 0`, checkTimeout)
+	tab.WaitVisible("build-result")
+	if txt := tab.Text("build-words"); !strings.Contains(txt, "fails") {
+		t.Errorf("the headline says %q", txt)
+	}
+	var bad, broken int
+	tab.Eval(`document.querySelectorAll(`+jsString(sel("build-result")+` td[data-ok="false"] .expected.shown`)+`).length`, &bad)
+	tab.Eval(`document.querySelectorAll(`+jsString(sel("build-broken")+" li")+`).length`, &broken)
+	if bad == 0 || broken == 0 {
+		t.Errorf("the result shows %d cells not as a correct build's and %d broken requirements", bad, broken)
+	}
+}
+
+// TestBuild_AReloadedPageShowsTheCheck: a check's events came before the
+// section loaded — the page was reloaded after it, or during it, or the
+// reader came by the watch link — and the section still shows it: its
+// progress while it runs, then its report, read back from the session's
+// log. A watcher sees it with Check it disabled, and why, on one line.
+func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
+	srv := startServer(t)
+	t.Run("after", func(t *testing.T) {
+		tab := newTab(t, 1280, 900)
+		openBuild(tab, srv.WithT(t).URL+"/")
+		tab.Click("build-check") // the leases-alone start: it fails
+		checkShown(t, tab)
+		var report string
+		tab.Eval(`JSON.stringify(window.fencelab.state().build.report)`, &report)
+		var here string
+		tab.Eval(`location.href`, &here)
+		openLive(tab, here)
+		// The page opens Build it by itself, since the session has a check.
+		tab.PollState(`s.build !== null && s.build.caughtUp === true`, 10*time.Second)
+		checkShown(t, tab)
+		// The check's runs are Build it's, not cells of the guard matrix.
+		if m, _ := tab.State()["matrix"].(map[string]any); len(m) > 0 {
+			t.Errorf("after a reload the guard matrix shows the check's runs: %v", m)
+		}
+		var again string
+		tab.Eval(`JSON.stringify(window.fencelab.state().build.report)`, &again)
+		if again != report {
+			t.Errorf("after a reload the report is\n%s\nwant\n%s", again, report)
+		}
+		var disabled bool
+		tab.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+		if disabled || tab.Visible("build-why") || tab.Attr("build-check", "aria-describedby") != "" {
+			t.Errorf("after a reload the driver's Check it is disabled (%v) or says why not (%v, described by %q)", disabled, tab.Visible("build-why"), tab.Attr("build-check", "aria-describedby"))
+		}
+		// The watch link: the same check, and Check it off, with its reason.
+		id := tab.State()["sessionId"].(string)
+		viewer := newTab(t, 375, 800)
+		openLive(viewer, srv.WatchURL(id))
+		viewer.PollState(`s.role === "viewer" && s.build !== null && s.build.caughtUp === true`, 10*time.Second)
+		checkShown(t, viewer)
+		viewer.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+		if !disabled {
+			t.Error("a watcher's Check it is enabled")
+		}
+		viewer.WaitVisible("build-why")
+		if txt := viewer.Text("build-why"); !strings.Contains(txt, "watching") {
+			t.Errorf("a watcher is told %q", txt)
+		}
+		if d := viewer.Attr("build-check", "aria-describedby"); d != "build-why" {
+			t.Errorf("a watcher's Check it is described by %q, not its reason", d)
+		}
+		var lines float64
+		viewer.Eval(`(() => { const el = document.querySelector(`+jsString(sel("build-why"))+`); return el.getBoundingClientRect().height / parseFloat(getComputedStyle(el).lineHeight); })()`, &lines)
+		t.Logf("e2e: at 375 px the watcher's reason takes %.1f lines", lines)
+		buildShot(viewer, "build-root", "build-watcher-375")
+	})
+	t.Run("during", func(t *testing.T) {
+		tab := newTab(t, 1280, 900)
+		openBuild(tab, srv.WithT(t).URL+"/")
+		tab.Click("build-check")
+		tab.PollState(`s.build.phase === "running"`, 60*time.Second)
+		var here string
+		tab.Eval(`location.href`, &here)
+		openLive(tab, here)
+		tab.PollState(`s.build !== null && s.build.caughtUp === true`, 10*time.Second)
+		st := tab.State()["build"].(map[string]any)
+		if st["phase"] != "running" {
+			t.Fatalf("reloaded during the check, Build it is %v, not running (the check took less than a reload?)", st["phase"])
+		}
+		if n := len(st["runs"].(map[string]any)); n != 5 {
+			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's 5", n)
+		}
+		tab.PollJS(`document.querySelector(`+jsString(sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
+		checkShown(t, tab)
+	})
+}
+
+// smallTextJS lists the visible texts under px pixels inside the element
+// with the testid, with their size and element, for a projector's check.
+func smallTextJS(testid string, px float64) string {
+	return `(() => {
+		const out = [];
+		const root = document.querySelector(` + jsString(sel(testid)) + `);
+		const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+			const el = n.parentElement;
+			if (!n.textContent.trim() || !el || !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+			if (el.closest(".sr-only, [hidden]")) continue;
+			const size = parseFloat(getComputedStyle(el).fontSize);
+			if (size < ` + fmt.Sprint(px) + `) out.push(size.toFixed(1) + "px <" + el.tagName.toLowerCase() + " class=" + el.className + ">: " + n.textContent.trim().slice(0, 40));
+		}
+		return out;
+	})()`
+}
+
+// TestBuild_TheResultOnEveryScreen: one check of the start, seen in a blog
+// column (320 px), on a laptop (1280 px) and on a projector (1920 px in
+// present mode, where no visible text of it is under 20 px); the page
+// never scrolls sideways, and the case table's cells are not squeezed
+// into a word a line. The pictures are for people to look at.
+func TestBuild_TheResultOnEveryScreen(t *testing.T) {
+	srv := startServer(t)
+	tab := newTab(t, 1280, 900)
+	openBuild(tab, srv.URL+"/")
+	tab.Click("build-check")
+	checkShown(t, tab)
+	id := tab.State()["sessionId"].(string)
+	var token string
+	tab.Eval(`window.fencelab.api.token`, &token)
+	for _, c := range []struct {
+		w, h  int
+		query string
+	}{{320, 640, ""}, {1280, 900, ""}, {1920, 1080, "?present=1"}} {
+		t.Run(fmt.Sprint(c.w), func(t *testing.T) {
+			tab := newTab(t, c.w, c.h)
+			u := srv.WatchURL(id) + c.query + "#token=" + token
+			openLive(tab, u)
+			tab.PollState(`s.role === "driver" && s.build !== null && s.build.caughtUp === true`, 10*time.Second)
+			checkShown(t, tab)
+			var over float64
+			tab.Eval(`document.documentElement.scrollWidth - innerWidth`, &over)
+			if over > 0 {
+				t.Errorf("at %d px the page is %.0f px wider than the screen", c.w, over)
+			}
+			// A cell as narrow as a word is a table squeezed out of shape.
+			var narrow []string
+			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-result")+" td[data-column]")+`)].filter(td => td.getBoundingClientRect().width < 9 * parseFloat(getComputedStyle(td).fontSize)).map(td => td.dataset.testid + " " + Math.round(td.getBoundingClientRect().width) + " px")`, &narrow)
+			if len(narrow) > 0 {
+				t.Errorf("at %d px %d cells are narrower than nine of their letters: %v", c.w, len(narrow), narrow)
+			}
+			if c.query != "" {
+				var small []string
+				tab.Eval(smallTextJS("build", 19.5), &small)
+				if len(small) > 0 {
+					t.Errorf("%d visible texts of Build it with its result are under 20 px in present mode; the first: %s", len(small), strings.Join(small[:min(len(small), 8)], "\n"))
+				}
+			}
+			name := fmt.Sprintf("build-result-%d", c.w)
+			if c.query != "" {
+				name = fmt.Sprintf("build-result-present-%d", c.w)
+			}
+			buildShot(tab, "build", name)
+			buildShot(tab, "build-result", name+"-table")
+		})
+	}
 }

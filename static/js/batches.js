@@ -16,14 +16,18 @@ export class Batches {
     this.answers = new Map(); // batch name -> {phase, answer, unsafe, runs}
   }
 
-  /** Take the session's runs that are batch cells (a page opened late). */
+  /**
+   * Take the session's runs that are batch cells (a page opened late). A
+   * run of a reader's statements is a check's (build.js draws it), never
+   * a matrix cell.
+   */
   load(runs) {
     for (const r of runs) {
       if (!r.background) continue;
       const broken = r.broken && r.broken.length ? r.broken[0] : "none";
       const ended = !!r.outcome || !!r.ended;
       const state = r.outcome ? r.outcome.mark : ended ? "error" : "running";
-      this.cells.set(r.id, { batch: "", ordering: r.ordering, broken, same: !!r.same_identity, state, ended });
+      this.cells.set(r.id, { batch: r.custom ? "check" : "", ordering: r.ordering, broken, same: !!r.same_identity, state, ended });
     }
   }
 

@@ -51,7 +51,9 @@ export async function loadBuild({ root, ...opts }) {
   await sheet;
   const body = byTest("build-body", root);
   body.innerHTML = html;
-  return new Build({ root: byTest("build-root", body), ...opts });
+  const b = new Build({ root: byTest("build-root", body), ...opts });
+  b.catchUp(); // never rejects: it says what went wrong in the section
+  return b;
 }
 
 // ---- the reader's solution in the link --------------------------------------
@@ -130,9 +132,19 @@ export class Build {
    * root is the section; send(cmd, {say}) sends a command as main.js does,
    * calling say(message, err) with its outcome ("" when it went through);
    * onChange() is told when the statements change (the link follows them).
+   * page is main.js's page, read and never written: its role (a viewer's
+   * Check it is disabled) and the session's runs (page.runs); api.get
+   * reads the session's log, and since is a seq the log has reached (the
+   * page's first render's), for catchUp.
    */
-  constructor({ root, send, onChange, hash }) {
+  constructor({ root, send, onChange, hash, page, api, since }) {
     this.root = root;
+    this.page = page || { role: "driver", runs: new Map() };
+    this.api = api;
+    this.since = since || 0;
+    this.seq = 0; // the newest event of the session's log taken, by seq
+    this.queue = null; // live events held while catchUp reads the log
+    this.quiet = false; // catchUp is playing the log: draw once, at its end
     this.section = root.closest("details");
     this.send = send;
     this.onChange = onChange || (() => {});
@@ -156,6 +168,8 @@ export class Build {
     byTest("build-reset", root).addEventListener("click", () => this.reset());
     byTest("build-compare", root).addEventListener("click", () => this.compare(!this.comparing));
     byTest("build-check", root).addEventListener("click", () => this.check());
+    this.caughtUp = false;
+    this.draw();
   }
 
   /** The solution the editors hold: {claim, complete, fail, receiver}. */
@@ -223,7 +237,7 @@ export class Build {
   }
 
   async check() {
-    if (this.off) return;
+    if (!this.canCheck()) return;
     for (const [, ta] of this.editors) this.clearRefusal(ta);
     this.refusal = null;
     this.report = null;
@@ -270,8 +284,69 @@ export class Build {
 
   progress(text) { byTest("build-progress", this.root).textContent = text; }
 
+  /**
+   * Catch up with the session's last check, which may have started or
+   * ended before this section loaded (a page reloaded, a watch link, a
+   * reader who opened Build it late): the page's socket gave those events
+   * to a page with no Build yet, and its first render had only their runs.
+   * It reads the session's log back from its newest event to the last
+   * check's batch event: a finished one is the whole report; a started or
+   * stopped one is played again from the batch's start, its runs' events
+   * with it. Live events that come meanwhile wait, and are taken after,
+   * each once. A session with no run of a reader's statements has had no
+   * check, and its log is not read.
+   */
+  async catchUp() {
+    const custom = [...this.page.runs.values()].some((r) => r.custom);
+    if (!custom || !this.api) { this.caughtUp = true; return; }
+    this.queue = [];
+    const kept = []; // pages of the log, oldest first
+    let from = -1; // where in kept's flat list the events to play begin
+    let newest = null; // the last check's batch event, when it is not a report
+    try {
+      const head = await this.api.get(`/events?since=${this.since}&limit=1`);
+      let hi = head.last_seq;
+      const PAGE = 1000;
+      scan: while (hi > 0) {
+        const lo = Math.max(0, hi - PAGE);
+        const p = await this.api.get(`/events?since=${lo}&limit=${hi - lo}`);
+        const evs = p.events.filter((e) => e.seq <= hi);
+        kept.unshift(evs);
+        for (let i = evs.length - 1; i >= 0; i--) {
+          const b = evs[i].batch;
+          if (!b || b.name !== CHECK) continue;
+          if (!newest && b.phase === "finished") { kept.splice(0, kept.length, [evs[i]]); from = 0; break scan; }
+          if (b.phase === "started") { from = i; break scan; }
+          newest = evs[i]; // stopped: go on back to its start, for its runs
+        }
+        hi = lo;
+      }
+      if (from >= 0) {
+        const all = kept.flat().slice(from);
+        this.quiet = true;
+        for (const e of all) this.onEvent(e);
+        this.quiet = false;
+      }
+      this.seq = Math.max(this.seq, head.last_seq);
+    } catch (err) {
+      // The log no longer keeps it, or could not be read: the section works
+      // on; a check run from now on is shown as ever.
+      this.progress(`The session's last check could not be read back (${err.message}).`);
+    }
+    const q = this.queue;
+    this.queue = null;
+    for (const e of q) this.onEvent(e);
+    this.caughtUp = true;
+    this.draw();
+  }
+
   /** Take a check's events: its batch's, and its runs' own. Others are left alone. */
   onEvent(e) {
+    if (this.queue && !this.quiet) { this.queue.push(e); return; }
+    if (e.seq) {
+      if (e.seq <= this.seq) return; // taken already, from the log
+      this.seq = e.seq;
+    }
     const b = e.batch;
     if (b && b.name === CHECK) {
       if (b.phase === "started") {
@@ -288,7 +363,7 @@ export class Build {
         this.report = b.check || null;
         if (this.report && this.report.pass && !this.comparing) this.compare(true);
       }
-      this.draw();
+      if (!this.quiet) this.draw();
       return;
     }
     const r = e.run && this.runs.get(e.run);
@@ -297,12 +372,19 @@ export class Build {
     else if (e.error) Object.assign(r, { state: "error", ended: true });
     else if (r.state === "pending") r.state = "running";
     else return;
-    this.draw();
+    if (!this.quiet) this.draw();
   }
+
+  /** Whether this page may check: it drives the session, on a server that runs readers' SQL. */
+  canCheck() { return !this.off && this.page.role === "driver"; }
 
   draw() {
     const check = byTest("build-check", this.root);
-    check.disabled = this.off || this.phase === "asked" || this.phase === "running";
+    // A viewer sees the driver's check, and why it cannot start one.
+    const watching = !this.off && this.page.role !== "driver";
+    byTest("build-why", this.root).hidden = !watching;
+    if (watching) check.setAttribute("aria-describedby", "build-why"); else check.removeAttribute("aria-describedby");
+    check.disabled = !this.canCheck() || this.phase === "asked" || this.phase === "running";
     check.setAttribute("aria-busy", String(this.phase === "asked" || this.phase === "running"));
     const result = byTest("build-result", this.root);
     const byCase = new Map([...this.runs.entries()].map(([id, r]) => [r.case, { ...r, run: id }]));
@@ -364,7 +446,7 @@ export class Build {
   /** What tests read. */
   state() {
     return {
-      phase: this.phase, report: this.report, refusal: this.refusal, note: this.note, comparing: this.comparing, fromLink: this.fromLink,
+      phase: this.phase, caughtUp: this.caughtUp, report: this.report, refusal: this.refusal, note: this.note, comparing: this.comparing, fromLink: this.fromLink,
       runs: Object.fromEntries([...this.runs.entries()].map(([id, r]) => [id, { case: r.case, state: r.state, ended: r.ended }])),
       solution: this.solution(),
     };

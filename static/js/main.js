@@ -68,7 +68,7 @@ const solHash = new URLSearchParams(location.hash.slice(1)).has("sol") ? locatio
 let buildLoading = null;
 function loadBuild() {
   buildLoading ||= import("./build.js")
-    .then((m) => m.loadBuild({ root: byTest("build"), send, onChange: scheduleURL, hash: solHash }))
+    .then((m) => m.loadBuild({ root: byTest("build"), send, onChange: scheduleURL, hash: solHash, page, api, since: boot.session.last_seq }))
     .then((b) => { build = b; updateURL(); })
     .catch((err) => {
       buildLoading = null;
@@ -77,7 +77,8 @@ function loadBuild() {
   return buildLoading;
 }
 byTest("build").addEventListener("toggle", () => { if (byTest("build").open) loadBuild(); });
-if (solHash) byTest("build").open = true;
+// A session that has checked a reader's statements shows its check (build.js reads it back).
+if (solHash || (!boot.embed && boot.session.runs?.some((r) => r.custom))) byTest("build").open = true;
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
