@@ -321,3 +321,27 @@ func TestFault_AResetDuringSetupLogsNoError(t *testing.T) {
 		t.Fatalf("resets during setup logged errors:\n%s", logged.String())
 	}
 }
+
+// A load lab that a Postgres restart cuts short says the database went
+// away, not "internal error".
+func TestFault_ALoadLabCutByARestartSaysWhy(t *testing.T) {
+	c := privateCluster(t)
+	var logged lockedBuffer
+	x := instanceOn(t, c, func(cfg *server.Config) {
+		cfg.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	s := x.newSession()
+	s.cmd(`{"action":"load","workers":4,"jobs":400,"lease_ms":300}`)
+	s.waitEvent(60*time.Second, "the load lab under way", func(e lab.Event) bool { return e.Kind == lab.KindLoad && e.Load.Phase == lab.LoadTick })
+	if err := c.Restart(context.Background(), 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	e := s.waitEvent(60*time.Second, "the load lab's end", func(e lab.Event) bool {
+		return e.Kind == lab.KindLoad && (e.Load.Phase == lab.LoadStopped || e.Load.Phase == lab.LoadFinished)
+	})
+	t.Logf("%s: %s", e.Load.Phase, e.Text)
+	if strings.Contains(e.Text, "internal error") {
+		t.Fatalf("the load lab ended saying %q\n%s", e.Text, logged.String())
+	}
+	waitFor(t, 40*time.Second, "the load lab's schemas dropped", func() bool { return schemasOn(t, c, x) == 0 })
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The load lab: the same real worker processes as a run, many of them,
@@ -263,6 +267,9 @@ func (l *Load) run() {
 			l.mu.Unlock()
 			ev := &lab.LoadEvent{Phase: lab.LoadStopped, Reason: reason}
 			if reason == "" {
+				if fault.CodeOf(err) == fault.Internal && lostConnection(err) {
+					err = fault.Errorf(fault.Unavailable, "the database stopped answering (a restart or an outage): %s's round %d could not go on", name, round+1)
+				}
 				ev.Message = fault.MessageOf(err)
 				if fault.CodeOf(err) == fault.Internal {
 					l.env.Log.Error("a load lab failed", "lab", l.spec.ID, "style", name, "round", round+1, "err", err)
@@ -348,6 +355,17 @@ func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string)
 	}
 	st.ran = false
 	return st
+}
+
+// lostConnection says err is a statement's connection going away under it
+// (the server ended it, or the network did), however the driver said so.
+func lostConnection(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, engine.ErrUnavailable) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "write failed") || strings.Contains(msg, "conn closed") || strings.Contains(msg, "broken pipe")
 }
 
 // workerLost says why a style could not go on when one of its workers
