@@ -70,7 +70,12 @@ func (r *redacting) scrub(s string) string {
 	if !strings.Contains(s, "postgres") && !strings.Contains(s, "host") && !strings.Contains(s, ".s.PGSQL") && !strings.Contains(s, "fencelab-pg-") {
 		return s
 	}
-	return dbPlaces.ReplaceAllString(s, hidden)
+	s = dbPlaces.ReplaceAllString(s, hidden)
+	// A place scrubbed first, then its socket file after it: one mention.
+	for strings.Contains(s, "(the "+hidden) {
+		s = strings.ReplaceAll(s, "(the "+hidden, hidden)
+	}
+	return s
 }
 
 func (r *redacting) attr(a slog.Attr) slog.Attr {
