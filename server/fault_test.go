@@ -194,61 +194,51 @@ func TestFault_RequestsForAFrozenOwnerLeaveTheLockAlone(t *testing.T) {
 	}
 }
 
-// Two instances share one connection budget: the second's Fit counts
-// what the first reserved, so the two together never promise Postgres's
-// connections twice; and a run that would find none free now is refused
-// as busy, with why, instead of failing halfway ("worker never became
-// ready").
+// Two instances share one connection budget: each was sized at its start
+// to the whole of a small Postgres, and together they are asked for far
+// more runs than it has connections for. Every run either starts whole
+// (its workers ready) or is refused as busy with why; none fails halfway
+// ("worker never became ready", the issue's 3 of 47), since each run's
+// and each worker's start reads what is free then.
 func TestFault_TwoInstancesShareOneConnectionBudget(t *testing.T) {
-	c, err := pgcluster.Start(context.Background(), pgcluster.Options{MaxConnections: 120})
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{MaxConnections: 70})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
 	ctx := context.Background()
-	var la session.Limits
-	la.Fill()
-	la.MaxRuns = 10
-	pa := poolOn(t, c)
-	fa, _, err := session.Fit(ctx, pa, la)
+	var l session.Limits
+	l.Fill()
+	l.MaxRuns = 16
+	fit, note, err := session.Fit(ctx, poolOn(t, c), l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := instanceOn(t, c, func(cfg *server.Config) { cfg.Limits = fa; cfg.Pool = pa })
-	var lb session.Limits
-	lb.Fill()
-	lb.MaxRuns = 100
-	fb, note, err := session.Fit(ctx, poolOn(t, c), lb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("A reserves %d connections for %d runs; B: %s (%d connections)", fa.Connections, fa.MaxRuns, note, fb.Connections)
-	if fa.Connections+fb.Connections > 120-3 {
-		t.Fatalf("A reserves %d and B %d of 117 connections", fa.Connections, fb.Connections)
-	}
-	if !strings.Contains(note, fmt.Sprintf("reserved %d", fa.Connections)) {
-		t.Fatalf("B's note does not count A's reservation: %q", note)
-	}
-
-	// Someone else takes nearly every connection: A's next run is refused
-	// as busy, saying so.
-	var held []*pgx.Conn
-	t.Cleanup(func() {
-		for _, h := range held {
-			h.Close(context.Background())
+	// Each sized at its start, when the other was not there yet.
+	t.Logf("each instance at its start: %s", note)
+	fit.MaxRuns = 30
+	tweak := func(cfg *server.Config) { cfg.Limits = fit; cfg.Limits.MaxRunsPerSession = 50 }
+	a, b := instanceOn(t, c, tweak), instanceOn(t, c, tweak)
+	started, busy := 0, 0
+	for i := range 2 * fit.MaxRuns {
+		ts := a
+		if i%2 == 1 {
+			ts = b
 		}
-	})
-	for count(t, c, "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int") > 4 {
-		h, err := pgx.Connect(ctx, c.DSN())
-		if err != nil {
-			break
+		s := ts.newSession()
+		ans := s.try(`{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":1000}`)
+		switch {
+		case ans.Status == http.StatusOK:
+			started++
+		case ans.Status == http.StatusServiceUnavailable && strings.Contains(ans.errText(), "free"):
+			busy++
+		default:
+			t.Fatalf("run %d of %d: %d %s", i+1, 2*fit.MaxRuns, ans.Status, ans.Body)
 		}
-		held = append(held, h)
 	}
-	s := a.newSession()
-	ans := s.try(`{"action":"run","ordering":"zombie-first"}`)
-	if ans.Status != http.StatusServiceUnavailable || !strings.Contains(ans.errText(), "connections free") {
-		t.Fatalf("a run with no connections free: %d %s", ans.Status, ans.Body)
+	t.Logf("%d runs started whole, %d refused as busy", started, busy)
+	if busy == 0 || started == 0 {
+		t.Fatalf("%d started and %d refused: the test asked for no more than Postgres has", started, busy)
 	}
 }
 

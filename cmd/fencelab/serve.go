@@ -102,6 +102,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
 	fs.IntVar(&lim.MaxLoads, "max-loads", lim.MaxLoads, "load labs at once, server-wide (each keeps the cores busy for about half a minute)")
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
+	fs.DurationVar(&lim.GoneAfter, "gone-after", lim.GoneAfter, "another instance on the same Postgres is gone, and what it left is dropped, once its lock is free and its row unseen this long, on two sweeps this far apart")
 	fs.IntVar(&lim.MaxWorkersPerClient, "max-workers-per-client", lim.MaxWorkersPerClient, "worker processes of one client address's runs together, free play's added ones too (loopback: no cap)")
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
@@ -239,6 +240,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-loads must be between 1 and 16")
 	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:
 		return bad("--max-sessions-per-client, --max-runs-per-client and --max-batches-per-client must be at least 1")
+	case l.GoneAfter < 500*time.Millisecond || l.GoneAfter > time.Hour:
+		return bad("--gone-after %v must be between 500ms and 1h (an instance marks itself seen every 2s)", l.GoneAfter)
 	case l.MaxWorkersPerClient < 2 || l.MaxWorkersPerClient > 100000:
 		return bad("--max-workers-per-client %d must be between 2 (one scripted run's) and 100000", l.MaxWorkersPerClient)
 	case l.SpareRuns < -1 || l.SpareRuns > 1000:

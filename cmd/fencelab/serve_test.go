@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // served is a `fencelab serve` process and its URL.
@@ -23,8 +24,14 @@ type served struct {
 
 func serve(t *testing.T, env ...string) served {
 	t.Helper()
+	return serveWith(t, nil, env...)
+}
+
+// serveWith is serve with more flags.
+func serveWith(t *testing.T, flags []string, env ...string) served {
+	t.Helper()
 	t0 := time.Now()
-	p := start(t, env, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--spare-runs", "2")
+	p := start(t, env, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--spare-runs", "2"}, flags...)...)
 	line := p.waitLine(t, "playground at http://", 60*time.Second)
 	url := regexp.MustCompile(`http://[0-9.:]+`).FindString(line)
 	t.Logf("ready in %v at %s", time.Since(t0).Round(time.Millisecond), url)
@@ -146,10 +153,24 @@ func TestServe_SIGKILL(t *testing.T) {
 		if n := flSchemas(t); n < 4 || n > 8 {
 			t.Fatalf("%d schemas after SIGKILL; the test expects the dead server's 4, and up to 4 spares", n)
 		}
-		next := serve(t, "DATABASE_URL="+pgtest.DSN(t), m)
-		if n := flSchemas(t); n != 0 {
-			t.Errorf("the next server left %d of the dead one's schemas", n)
+		// The next server drops them once the dead one has looked gone on
+		// two sweeps (--gone-after apart): its lock free, its row unseen.
+		var dead []string
+		rows, err := pgtest.Pool(t).Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'fl\_%'`)
+		if err == nil {
+			dead, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := serveWith(t, []string{"--gone-after", "1s"}, "DATABASE_URL="+pgtest.DSN(t), m)
+		eventually(t, 20*time.Second, "the dead server's schemas dropped", func() (bool, string) {
+			var n int
+			if err := pgtest.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = ANY($1)`, dead).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 0, fmt.Sprintf("%d of the dead server's %d schemas left", n, len(dead))
+		})
 		_ = next.cmd.Process.Signal(syscall.SIGTERM)
 		<-next.done
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // workerState is what the runner knows of a worker, from its events and
@@ -40,6 +41,11 @@ type workerState struct {
 // takeSlot takes a worker slot, if the server counts them; it refuses at
 // once when there is none.
 func (r *Run) takeSlot() error {
+	if r.env.WorkerSlots != nil { // a server's: its database is shared
+		if err := RoomFor(context.Background(), r.env.Pool, 1, "another worker"); err != nil {
+			return err
+		}
+	}
 	if r.spec.TakeWorkerFunc != nil {
 		if err := r.spec.TakeWorkerFunc(); err != nil {
 			return err
@@ -501,4 +507,27 @@ func ownerFor(label string, same bool) string {
 		label = lab.Zombie
 	}
 	return "worker-" + strings.ToLower(label)
+}
+
+// marginOfConns is what a start leaves free for others: psql, a probe,
+// a server's pool growing by one.
+const marginOfConns = 5
+
+// RoomFor reads how many connections Postgres has free now, whoever holds
+// the others (every fencelab instance on it among them), and refuses as
+// busy, naming what for, when fewer than need would be left above a
+// margin: several servers on one Postgres share what it has, as it is.
+func RoomFor(ctx context.Context, pool *pgxpool.Pool, need int, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var free int
+	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+	    - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&free)
+	if err != nil {
+		return fault.Errorf(fault.Unavailable, "could not ask Postgres for room: %v", engine.ErrUnavailable)
+	}
+	if free-marginOfConns < need {
+		return fault.Errorf(fault.Busy, "Postgres has %d connections free, too few for %s; try again when a run has ended", max(free, 0), what)
+	}
+	return nil
 }

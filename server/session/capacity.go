@@ -3,10 +3,9 @@ package session
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/runner"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,41 +31,36 @@ func ConnectionsFor(l Limits) int {
 	return WorkerConnections(l) + PoolSize(l) + extraConnections + marginOfConns + 3 // superuser_reserved_connections
 }
 
-// Fit reads how many connections the database allows, how many clients
-// other than fencelab's hold now, and how many the other live fencelab
-// instances on it have reserved (their rows in fencelab_peers.instances),
-// and narrows l so that its runs' workers fit in the rest: a server never
-// makes Postgres refuse its own workers, and two servers on one Postgres
-// share one budget rather than each counting it whole at its start. It
-// returns the limits, with Connections set to what they reserve, and a
-// sentence saying what it found.
+// Fit reads how many connections the database allows and how many other
+// clients hold now, and narrows l so that its runs' workers fit in the
+// rest: a server never plans for more workers than Postgres has
+// connections. What it finds is a view at its start; what is free when a
+// run or a worker starts is read again then (roomFor), so that several
+// servers on one Postgres share its connections as they are, whoever
+// started first. It returns the limits and a sentence saying what it
+// found.
 func Fit(ctx context.Context, pool *pgxpool.Pool, l Limits) (Limits, string, error) {
-	var maxConns, reserved, inUse, others int
+	var maxConns, reserved, inUse int
 	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
 	                                  current_setting('superuser_reserved_connections')::int,
-	                                  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
-	                                      AND NOT starts_with(coalesce(application_name, ''), 'fencelab'))::int`).Scan(&maxConns, &reserved, &inUse)
+	                                  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&maxConns, &reserved, &inUse)
 	if err != nil {
 		return l, "", fmt.Errorf("read max_connections: %w", engine.ErrUnavailable)
 	}
-	// The other instances' reservations; no table yet means no instance.
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(conns), 0)::int FROM fencelab_peers.instances WHERE seen > now() - $1::interval`,
-		l.goneAfter().String()).Scan(&others); err != nil {
-		others = 0
-	}
-	room := maxConns - reserved - inUse - others - PoolSize(l) - extraConnections - marginOfConns
+	// What is in use now includes this server's own pool so far; count the
+	// whole pool as ours.
+	room := maxConns - reserved - max(inUse, 1) - (PoolSize(l) - 1) - extraConnections - marginOfConns
 	fit := l
 	for fit.MaxRuns > 1 && WorkerConnections(fit)+2*fit.MaxWorkers > room {
 		fit.MaxRuns--
 	}
 	fit.MaxRunsPerSession = min(fit.MaxRunsPerSession, max(2, fit.MaxRuns))
-	fit.Connections = WorkerConnections(fit) + 2*fit.MaxWorkers + PoolSize(fit) + extraConnections
-	note := fmt.Sprintf("Postgres allows %d connections, other clients hold %d and other fencelab servers have reserved %d: room for %d runs at once", maxConns, inUse, others, fit.MaxRuns)
+	note := fmt.Sprintf("Postgres allows %d connections and %d are in use: room for %d runs at once (each run's start, and each worker's, checks what is free then)", maxConns, inUse, fit.MaxRuns)
 	if fit.MaxRuns < l.MaxRuns {
-		note += fmt.Sprintf(" (fewer than --max-runs %d; raise max_connections to %d for them)", l.MaxRuns, ConnectionsFor(l)+inUse+others)
+		note += fmt.Sprintf("; fewer than --max-runs %d: raise max_connections to %d for them", l.MaxRuns, ConnectionsFor(l)+inUse)
 	}
 	if room < 4 {
-		return fit, note, fmt.Errorf("Postgres has room for no run: %d connections allowed, %d held by other clients, %d reserved by other fencelab servers: %w", maxConns, inUse, others, engine.ErrUnavailable)
+		return fit, note, fmt.Errorf("Postgres has room for no run: %d connections allowed, %d in use: %w", maxConns, inUse, engine.ErrUnavailable)
 	}
 	return fit, note, nil
 }
@@ -76,16 +70,5 @@ func Fit(ctx context.Context, pool *pgxpool.Pool, l Limits) (Limits, string, err
 // them): a run whose workers would not get theirs is refused as busy,
 // rather than failing halfway with "the database is unavailable".
 func (m *Manager) roomForRun(ctx context.Context, need int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var free int
-	err := m.cfg.Pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
-	    - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&free)
-	if err != nil {
-		return fault.Errorf(fault.Unavailable, "could not ask Postgres for room: %v", engine.ErrUnavailable)
-	}
-	if free-marginOfConns/2 < need {
-		return fault.Errorf(fault.Busy, "Postgres has %d connections free, too few for another run's workers; try again when a run has ended", max(free, 0))
-	}
-	return nil
+	return runner.RoomFor(ctx, m.cfg.Pool, need, "another run's workers")
 }

@@ -43,8 +43,8 @@ const (
 
 // The identity's statements: the server's own bookkeeping.
 const (
-	peerSeenSQL = `INSERT INTO fencelab_peers.instances (id, url, conns) VALUES ($1, $2, $3)
-ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, conns = EXCLUDED.conns, seen = now()
+	peerSeenSQL = `INSERT INTO fencelab_peers.instances (id, url) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, seen = now()
 RETURNING xmax = 0`
 	// peerStaleSQL lists the instances not seen for $2, but this one.
 	peerStaleSQL = `SELECT id, seen < now() - $2::interval FROM fencelab_peers.instances WHERE id <> $1`
@@ -187,7 +187,15 @@ func (m *Manager) heartbeats() {
 			m.heartbeat()
 		case <-sweep.C:
 			m.sweepGone(m.ctx)
-			sweep.Reset(m.cfg.Limits.SweepEvery)
+			// A suspect is confirmed or cleared GoneAfter later, not a
+			// whole SweepEvery.
+			next := m.cfg.Limits.SweepEvery
+			m.id.mu.Lock()
+			if len(m.id.suspects) > 0 {
+				next = min(next, m.cfg.Limits.GoneAfter)
+			}
+			m.id.mu.Unlock()
+			sweep.Reset(next)
 		}
 	}
 }
@@ -201,7 +209,7 @@ func (m *Manager) heartbeat() {
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
 	var made bool
-	if err := m.cfg.Pool.QueryRow(ctx, peerSeenSQL, m.instance, m.cfg.AdvertiseURL, m.cfg.Limits.Connections).Scan(&made); err != nil {
+	if err := m.cfg.Pool.QueryRow(ctx, peerSeenSQL, m.instance, m.cfg.AdvertiseURL).Scan(&made); err != nil {
 		m.cfg.Log.Debug("could not mark this instance seen", "err", dbErr(err))
 		return
 	}

@@ -79,16 +79,6 @@ type Limits struct {
 	// dropped; SweepEvery, how often the sweep runs.
 	GoneAfter  time.Duration `json:"-"`
 	SweepEvery time.Duration `json:"-"`
-	// Connections is what this server reserves on its Postgres (Fit sets
-	// it): the other instances on the same database count it as taken.
-	Connections int `json:"connections"`
-}
-
-func (l Limits) goneAfter() time.Duration {
-	if l.GoneAfter == 0 {
-		return 10 * time.Second
-	}
-	return l.GoneAfter
 }
 
 // MarshalJSON writes the limits with every duration in milliseconds, in

@@ -34,7 +34,6 @@ CREATE TABLE IF NOT EXISTS fencelab_peers.instances (
     seen    timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE fencelab_peers.instances ADD COLUMN IF NOT EXISTS seen timestamptz NOT NULL DEFAULT now();
-ALTER TABLE fencelab_peers.instances ADD COLUMN IF NOT EXISTS conns integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS fencelab_peers.sessions (
     id       text PRIMARY KEY,
     instance text NOT NULL REFERENCES fencelab_peers.instances (id) ON DELETE CASCADE
@@ -61,7 +60,7 @@ func (m *Manager) joinPeers(ctx context.Context) error {
 			return err
 		}
 		var made bool
-		return tx.QueryRow(ctx, peerSeenSQL, m.instance, m.cfg.AdvertiseURL, m.cfg.Limits.Connections).Scan(&made)
+		return tx.QueryRow(ctx, peerSeenSQL, m.instance, m.cfg.AdvertiseURL).Scan(&made)
 	})
 	if err != nil {
 		return fmt.Errorf("join the other instances: %w", engine.ErrUnavailable)
