@@ -101,7 +101,9 @@ func TestSweep_AKilledPeersSchemasGoWhileTheOthersRun(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO fencelab_peers.instances (id, url, seen) VALUES ('d3ad', '', now() - interval '1 hour'), ('s33n', '', now())`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DELETE FROM fencelab_peers.instances WHERE id IN ('d3ad', 's33n')`) })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DELETE FROM fencelab_peers.instances WHERE id IN ('d3ad', 's33n')`)
+	})
 	// s33n's heartbeat goes on (its lock is free: Postgres restarted).
 	stop := make(chan struct{})
 	defer close(stop)
