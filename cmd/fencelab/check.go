@@ -167,11 +167,13 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	}
 	defer closeDB()
 	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
+	var probe []bool
 	if receiverText != "" {
 		if err := sandbox.Harden(ctx, pool); err != nil {
 			return err
 		}
-		err := solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
+		var err error
+		probe, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
 		var refused *sandbox.Error
 		switch {
 		case errors.As(err, &refused):
@@ -185,7 +187,9 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	if err != nil {
 		return err
 	}
-	return printCheck(lab.JudgeCheck(in), asJSON, stdout)
+	rep := lab.JudgeCheck(in)
+	rep.WithProbe(probe) // the reader's receiver alone; none for ours
+	return printCheck(rep, asJSON, stdout)
 }
 
 // errCheckFailed is a check that ran and found a cell that is not the

@@ -24,6 +24,10 @@ const (
 	CaseCrash         CheckCase = "crash-before-commit" // a hint: a crash before the commit
 	CaseClockAhead    CheckCase = "clock-ahead"         // a hint: a worker whose clock runs ahead
 	CaseSameName      CheckCase = "same-name"           // a hint: one name for both workers
+	// CaseReceiver is no run: the receiver's rule alone, sent the
+	// deliveries of ReceiverProbe one by one (Rule 4's "accepts the same
+	// epoch again", which no run's ordering sends).
+	CaseReceiver CheckCase = "receiver-alone"
 )
 
 // CheckCases lists every case, in the order a check runs them.
@@ -73,6 +77,8 @@ func (c CheckCase) Title() string {
 		return "a worker whose clock runs ahead"
 	case CaseSameName:
 		return "one name for both workers"
+	case CaseReceiver:
+		return "the receiver alone"
 	}
 	return string(c)
 }
@@ -90,13 +96,14 @@ const (
 	ReqCompleteFence Requirement = "complete-fence" // complete matches owner and epoch, and drops a late result
 	ReqFailFence     Requirement = "fail-fence"     // fail matches owner and epoch
 	ReqReceiverOlder Requirement = "receiver-older" // the receiver refuses an older epoch
-	ReqReceiverNewer Requirement = "receiver-newer" // the receiver takes a newer epoch, or the same again
+	ReqReceiverNewer Requirement = "receiver-newer" // the receiver takes a newer epoch
+	ReqReceiverSame  Requirement = "receiver-same"  // the receiver accepts the same epoch again
 	ReqLands         Requirement = "lands"          // the owner's own complete lands
 )
 
 // Requirements lists every requirement, in the article's order.
 func Requirements() []Requirement {
-	return []Requirement{ReqRuns, ReqClaimTakes, ReqEpochRaised, ReqDBClock, ReqCompleteFence, ReqFailFence, ReqReceiverOlder, ReqReceiverNewer, ReqLands}
+	return []Requirement{ReqRuns, ReqClaimTakes, ReqEpochRaised, ReqDBClock, ReqCompleteFence, ReqFailFence, ReqReceiverOlder, ReqReceiverNewer, ReqReceiverSame, ReqLands}
 }
 
 // CheckBroken is a requirement a case's run showed broken: what happened,
@@ -319,4 +326,68 @@ func cellsBroken(c CheckCase, o *Outcome) []CheckBroken {
 			Words: fmt.Sprintf("%s: the %s was %q where the article's table says %q", c.Title(), ColumnWords(cell.Column), cell.Words, cell.Expected)})
 	}
 	return out
+}
+
+// ProbeDelivery is one delivery of the receiver's probe, and what a
+// receiver that keeps rule 4 does with it.
+type ProbeDelivery struct {
+	JobID int64
+	Epoch int64
+	Owner string
+	From  string // the worker label in its payload
+	Take  bool   // a correct receiver takes it
+}
+
+// ReceiverProbe is the probe: a first delivery, a newer epoch, the same
+// epoch again (a retry of the newer owner's), then an older one.
+func ReceiverProbe() []ProbeDelivery {
+	return []ProbeDelivery{
+		{JobID: 1, Epoch: 1, Owner: "worker-a", From: Zombie, Take: true},
+		{JobID: 1, Epoch: 2, Owner: "worker-b", From: NewOwner, Take: true},
+		{JobID: 1, Epoch: 2, Owner: "worker-b", From: NewOwner, Take: true},
+		{JobID: 1, Epoch: 1, Owner: "worker-a", From: Zombie, Take: false},
+	}
+}
+
+// WithProbe adds what the receiver's probe showed, taken[i] saying
+// whether the receiver took ReceiverProbe()[i]: each delivery it treated
+// otherwise than rule 4 says is a broken requirement, and the check does
+// not pass.
+func (r *CheckReport) WithProbe(taken []bool) {
+	probe := ReceiverProbe()
+	if len(taken) != len(probe) {
+		return
+	}
+	var found []CheckBroken
+	add := func(q Requirement, words string) {
+		found = append(found, CheckBroken{Requirement: q, Case: CaseReceiver, Words: CaseReceiver.Title() + ": " + words})
+	}
+	switch {
+	case !taken[0]:
+		add(ReqReceiverNewer, "it refused the first delivery of a job: your receiver takes nothing")
+	case !taken[1]:
+		add(ReqReceiverNewer, "it refused epoch 2 after epoch 1: your receiver does not take a newer epoch")
+	}
+	if taken[0] && taken[1] && !taken[2] {
+		add(ReqReceiverSame, "it refused epoch 2 when the same delivery came again: your receiver does not accept the same epoch again (a retry is not a zombie)")
+	}
+	if taken[3] {
+		add(ReqReceiverOlder, "it took epoch 1 after epoch 2: your receiver does not refuse an older epoch")
+	}
+	if len(found) == 0 {
+		return
+	}
+	seen := map[Requirement]bool{}
+	for _, b := range r.Broken {
+		seen[b.Requirement] = true
+	}
+	for _, b := range found {
+		if !seen[b.Requirement] {
+			r.Broken = append(r.Broken, b)
+		}
+	}
+	if r.Pass {
+		r.Pass, r.Mark = false, cellMark(false)
+		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its receiver breaks rule 4 on its own.", len(r.Cases))
+	}
 }

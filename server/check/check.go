@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,13 +54,17 @@ type Config struct {
 // own and rolls it back (Try), and leaves nothing behind: the first refusal is a
 // *sandbox.Error (bad input), any other error is the database's. It is
 // what lets a caller refuse a solution before it starts a single run.
-func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) error {
+//
+// It also probes the receiver's rule alone (lab.ReceiverProbe: a first
+// delivery, a newer epoch, the same epoch again, an older one) and
+// returns what it took of each, for CheckReport.WithProbe.
+func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probe []bool, err error) {
 	s := engine.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
 	if err := s.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := engine.Setup(ctx, pool, s); err != nil {
-		return fmt.Errorf("check the statements: set up: %w", err)
+		return nil, fmt.Errorf("check the statements: set up: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -68,7 +73,7 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	}()
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -77,16 +82,36 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	}()
 	st, err := role.CheckSolution(ctx, sol)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := q.Insert(ctx, []byte(`{"task":"a trial run"}`), 1); err != nil {
-		return fmt.Errorf("check the statements: %w", err)
+		return nil, fmt.Errorf("check the statements: %w", err)
 	}
-	return role.Try(ctx, st)
+	if err := role.Try(ctx, st); err != nil {
+		return nil, err
+	}
+	return probeReceiver(ctx, role, st.Receiver)
+}
+
+// probeReceiver sends the receiver's rule the probe's deliveries, one by
+// one, as the role, and says which it took.
+func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked) ([]bool, error) {
+	rule, closeRule := role.ReceiverRule(st)
+	defer closeRule()
+	var taken []bool
+	for _, d := range lab.ReceiverProbe() {
+		body, _ := json.Marshal(lab.Result{Worker: d.From, Owner: d.Owner, JobID: d.JobID, Epoch: d.Epoch, Output: "the receiver's probe"})
+		took, _, err := rule(ctx, engine.Delivery{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, Payload: body})
+		if err != nil {
+			return nil, err
+		}
+		taken = append(taken, took)
+	}
+	return taken, nil
 }
 
 // Run checks a solution: it validates it, then plays each case and
@@ -108,7 +133,8 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	if cfg.Parallel < 1 {
 		cfg.Parallel = 1
 	}
-	if err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution); err != nil {
+	probe, err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution)
+	if err != nil {
 		return lab.CheckReport{}, err
 	}
 	inputs := make([]lab.CheckInput, len(cfg.Cases))
@@ -130,7 +156,9 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	if err := ctx.Err(); err != nil {
 		return lab.CheckReport{}, err
 	}
-	return lab.JudgeCheck(inputs), nil
+	rep := lab.JudgeCheck(inputs)
+	rep.WithProbe(probe)
+	return rep, nil
 }
 
 // playCase plays one case's run to its verdict.

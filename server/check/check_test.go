@@ -124,3 +124,24 @@ func TestCheck_ARefusedStatementRunsNothing(t *testing.T) {
 		t.Fatalf("err = %v, want a syntax refusal of the complete", err)
 	}
 }
+
+// A receiver that refuses the same epoch again ("<" for "<="): no run of
+// the five sends one epoch twice, so every case ends as the table says;
+// the receiver's probe alone shows it, and the check does not pass.
+func TestCheck_AReceiverThatRefusesARetryIsNamed(t *testing.T) {
+	w := world(t)
+	sol := sandbox.Ours()
+	sol.Receiver = strings.Replace(sol.Receiver, "held.epoch <= EXCLUDED.epoch", "held.epoch < EXCLUDED.epoch", 1)
+	if sol.Receiver == sandbox.Ours().Receiver {
+		t.Fatal("the receiver still accepts the same epoch")
+	}
+	rep := run(t, w, sol)
+	for _, c := range rep.Cases {
+		if !c.OK {
+			t.Fatalf("case %s fails; only the probe should: %+v", c.Case, c.Broken)
+		}
+	}
+	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != lab.ReqReceiverSame || rep.Broken[0].Case != lab.CaseReceiver {
+		t.Fatalf("pass %v, broken %+v: want %s from the receiver alone", rep.Pass, rep.Broken, lab.ReqReceiverSame)
+	}
+}

@@ -43,12 +43,12 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 	if lease < lim.MinLease || lease > lim.MaxLease {
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
 	}
-	return s.playBatch(name, rcs, lease, nil)
+	return s.playBatch(name, rcs, lease, nil, nil)
 }
 
 // playBatch plays runs in the background as a batch of the name, each
 // with the reader's statements when sol is set. The caller holds s.life.
-func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution) (Result, error) {
+func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, probe []bool) (Result, error) {
 	lim := s.m.cfg.Limits
 	s.stopBatch(lab.StopReplaced)
 	if err := s.m.takeBatch(s.client); err != nil {
@@ -117,7 +117,7 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 		}
 		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
 		if name == lab.BatchCheck {
-			done = finishCheck(done, specs, outcomes, failures)
+			done = finishCheck(done, specs, outcomes, failures, probe)
 		}
 		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()
