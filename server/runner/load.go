@@ -553,7 +553,14 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 	var stalls atomic.Int64
 	var lastThaw atomic.Int64
 	var frozen sync.WaitGroup
-	chaosCtx, stopChaos := context.WithCancel(ctx)
+	chaosCtx, cancelChaos := context.WithCancel(ctx)
+	chaosDone := make(chan struct{}) // closed when the stalls' goroutine has returned
+	// stopChaos ends the stalls and waits for their goroutine: only then
+	// may frozen be waited for, as no stall starts any more.
+	stopChaos := func() {
+		cancelChaos()
+		<-chaosDone
+	}
 	defer func() {
 		stopChaos()
 		frozen.Wait()
@@ -574,6 +581,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		return n
 	}
 	go func() {
+		defer close(chaosDone)
 		for {
 			select {
 			case <-chaosCtx.Done():
