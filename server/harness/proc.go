@@ -98,6 +98,13 @@ func startProc(sp *spawner, label, command, dir string, env []string, sink *line
 		// contract is one job, then exit. The group id is the leader's pid
 		// (Setpgid), not yet reusable this soon.
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Its last words are read before its exit is told, so that what
+		// says why it ended can quote them: the pipe ends once the group
+		// is gone, a moment after the leader.
+		select {
+		case <-p.out.done:
+		case <-time.After(500 * time.Millisecond):
+		}
 		close(p.done)
 	}()
 	return p, nil
