@@ -169,8 +169,9 @@ func JudgeCheck(in []CheckInput) CheckReport {
 			cr.Broken = append(cr.Broken, CheckBroken{Requirement: ReqRuns, Case: ci.Case,
 				Words: fmt.Sprintf("%s: the run could not finish (%s)", ci.Case.Title(), strings.TrimSuffix(cr.Error.Message, "."))})
 		default:
+			// Read only: the run's outcome is shared with its events (and
+			// derived already, by Evaluate).
 			o := ci.Outcome
-			o.derive()
 			cr.Table, cr.Verdict = o.Table, o.Verdict
 			cr.OK = len(o.Table) > 0
 			for _, c := range o.Table {
