@@ -101,11 +101,6 @@ const (
 	ReqLands         Requirement = "lands"          // the owner's own complete lands
 )
 
-// Requirements lists every requirement, in the article's order.
-func Requirements() []Requirement {
-	return []Requirement{ReqRuns, ReqClaimTakes, ReqEpochRaised, ReqDBClock, ReqCompleteFence, ReqFailFence, ReqReceiverOlder, ReqReceiverNewer, ReqReceiverSame, ReqLands}
-}
-
 // CheckBroken is a requirement a case's run showed broken: what happened,
 // then which rule that breaks, in one sentence.
 type CheckBroken struct {

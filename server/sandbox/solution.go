@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/fencelab/fencelab/engine"
 )
@@ -48,17 +47,6 @@ func (s Solution) With(k Kind, text string) Solution {
 		s.Receiver = text
 	}
 	return s
-}
-
-// Equal reports whether two solutions have the same four texts, ignoring
-// white space at their ends.
-func (s Solution) Equal(o Solution) bool {
-	for _, k := range Kinds() {
-		if strings.TrimSpace(s.Text(k)) != strings.TrimSpace(o.Text(k)) {
-			return false
-		}
-	}
-	return true
 }
 
 // The claim is the same in both: the article's leases-alone start already
