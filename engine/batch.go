@@ -34,9 +34,11 @@ type Failure struct {
 // BatchResult says what became of one job of a batch write.
 type BatchResult struct {
 	JobID int64
-	// Err is nil when the write landed, and otherwise a *FencedError
-	// (errors.Is ErrFenced) with what the row held when it was judged; a
-	// job that is not there at all is ErrJobNotFound.
+	// Err is nil when the write landed. Otherwise it is a *FencedError
+	// (errors.Is ErrFenced) with what the row held when it was judged,
+	// when another claim took the job; a *FinishedError (ErrFinished) when
+	// the job's holder had finished it already; ErrJobNotFound for a job
+	// that is not there at all.
 	Err error
 	// Status is the status a failure took (pending for a retry, or failed);
 	// LeaseUntil the lease a renewal set. Zero otherwise.
@@ -146,7 +148,8 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 
 // FailBatch records many failures in one statement, each by compare-and-set
 // on its own owner and epoch; a job goes back to pending while it has
-// attempts left (Status says which). Results are in order, as for
+// attempts left, to wait out the queue's RetryDelayFunc for its attempt,
+// and is failed after (Status says which). Results are in order, as for
 // CompleteBatch.
 func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, error) {
 	claims := make([]Claim, len(fs))
@@ -165,7 +168,11 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "fail", claims, JobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons), func(r *BatchResult, v any) {
+	delays := make([]time.Duration, len(fs))
+	for i, f := range fs {
+		delays[i] = q.delay(f.Claim.Attempt)
+	}
+	return q.casBatch(ctx, "fail", claims, JobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
 		r.Status = Status(v.(string))
 	})
 }
@@ -220,7 +227,7 @@ func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st Statemen
 			fe := &FencedError{Op: op, JobID: r.JobID, HeldOwner: cs[i].Owner, HeldEpoch: cs[i].Epoch,
 				RowStatus: Status(*rowStatus), RowOwner: derefString(rowOwner), RowEpoch: *rowEpoch}
 			fe.Reasons = fenceReasons(q.guard, fe)
-			r.Err = fe
+			r.Err = q.notWritten(fe)
 		default:
 			written++
 			if fill != nil {
