@@ -193,6 +193,28 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	})
 }
 
+// lockBatch locks the rows of many jobs, in id order, and says for each
+// whether its caller still holds it — the same guards as a compare-and-set
+// would judge, with the same *FencedError or *FinishedError when not —
+// without writing anything: the first step of a transaction that then
+// writes for the jobs held, knowing no other claim can take them before it
+// commits.
+func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error) {
+	ids, owners, epochs, err := held("lock a batch", cs)
+	if err != nil {
+		return nil, err
+	}
+	return q.casBatch(ctx, "complete", cs, JobLockBatch(q.cfg.Schema, q.guard, ids, owners, epochs), nil)
+}
+
+// on returns a copy of q that runs its statements on db, such as a
+// transaction.
+func (q *Queue) on(db DB) *Queue {
+	c := *q
+	c.db = db
+	return &c
+}
+
 // casBatch runs a statement built by casBatch and says, for each claim in
 // order, whether its write landed, with what the row held when it did not.
 // fill, if set, takes the UPDATE's returned value of a write that landed.

@@ -107,7 +107,7 @@ func MigrateQueue(ctx context.Context, db TxDB, schema string, version int) (fro
 		if from > LatestVersion {
 			return invalidf("schema %s is at version %d, newer than this engine's %d: run a newer fencelab", schema, from, LatestVersion)
 		}
-		for _, m := range ms[from:version] {
+		for _, m := range ms[min(from, version):version] {
 			if err := applyMigration(ctx, tx, schema, m.up, m.version, m.name); err != nil {
 				return err
 			}

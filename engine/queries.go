@@ -214,16 +214,26 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 	b.line("   ORDER BY j.id")
 	b.line("     FOR UPDATE OF j")
 	b.line("), done AS (")
-	b.line("  UPDATE %s AS j", t)
-	b.set(set)
-	// The guards compare the row as seen, which is the row as it is: seen
-	// holds its lock.
-	b.line("    FROM seen")
-	b.line("   WHERE j.id = seen.id")
+	if set == nil {
+		// A lock alone: the rows are seen, locked, and judged, and nothing
+		// is written.
+		b.line("  SELECT seen.id, %s", returning)
+		b.line("    FROM seen")
+		b.line("   WHERE true")
+	} else {
+		b.line("  UPDATE %s AS j", t)
+		b.set(set)
+		// The guards compare the row as seen, which is the row as it is:
+		// seen holds its lock.
+		b.line("    FROM seen")
+		b.line("   WHERE j.id = seen.id")
+	}
 	b.guarded(gs, StatusCheck, "     AND seen.row_status = 'running'")
 	b.guarded(gs, OwnerCheck, "     AND seen.row_owner = seen.held_owner")
 	b.guarded(gs, EpochCheck, "     AND seen.row_epoch = seen.held_epoch")
-	b.line("  RETURNING j.id, %s", returning)
+	if set != nil {
+		b.line("  RETURNING j.id, %s", returning)
+	}
 	b.line(")")
 	b.line("SELECT input.id, seen.row_status, seen.row_owner, seen.row_epoch, done.returned, now()")
 	b.line("  FROM input LEFT JOIN seen ON seen.id = input.id LEFT JOIN done ON done.id = input.id")
@@ -259,6 +269,16 @@ func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "j.status AS returned")
+	return b.build()
+}
+
+// JobLockBatch locks many jobs' rows and judges each as a compare-and-set
+// would, writing nothing: returned is 1 for each job its caller still
+// holds. The transaction that ran it then writes for those jobs, knowing
+// no other claim can take them before it ends.
+func JobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64) Statement {
+	b := &builder{name: "JobLockBatch"}
+	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, nil, "1 AS returned")
 	return b.build()
 }
 
