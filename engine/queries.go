@@ -395,6 +395,15 @@ func JobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoc
 	return b.build()
 }
 
+// OutboxInsert writes one delivery to the outbox, in the transaction of
+// the completion that earns it.
+func OutboxInsert(schema string, d Delivery) Statement {
+	b := &builder{name: "OutboxInsert"}
+	b.line("INSERT INTO %s.outbox (job_id, epoch, owner, payload)", ident(schema))
+	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
+	return b.build()
+}
+
 // OutboxPending reads up to limit outbox deliveries not sent yet, oldest first.
 func OutboxPending(schema string, limit int) Statement {
 	b := &builder{name: "OutboxPending"}
