@@ -285,3 +285,30 @@ func TestMigrateQueue_UpDownAndAnOldSchema(t *testing.T) {
 		t.Fatal("the refused migration changed the schema")
 	}
 }
+
+// TestComplete_FinishedOnlyWhenNoOtherClaimCouldHaveWritten: the holder's
+// second write to its own finished job is ErrFinished, not a fence; but
+// with the epoch check broken, a zombie of the same name can land its
+// commit and leave the owner's name and epoch behind, so the owner's own
+// commit after it is a fence, as it always was.
+func TestComplete_FinishedOnlyWhenNoOtherClaimCouldHaveWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(engine.Guards(0).Break(engine.EpochCheck))
+	id := e.insert(q, 1)[0]
+	a, err := q.Claim(e.ctx, "pod-7", shortLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitExpiry(q, id)
+	b, err := q.Claim(e.ctx, "pod-7", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Complete(e.ctx, a, result("A")); err != nil {
+		t.Fatalf("the zombie's commit with the epoch check broken: %v, want it to land", err)
+	}
+	if _, err := q.Complete(e.ctx, b, result("B")); !errors.Is(err, engine.ErrFenced) || errors.Is(err, engine.ErrFinished) {
+		t.Fatalf("the owner's commit after the zombie's = %v, want ErrFenced", err)
+	}
+}

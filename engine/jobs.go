@@ -428,11 +428,13 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, retur
 // *FencedError when another claim took the job, and a *FinishedError when
 // none did but the job is no longer running — its holder finished it
 // already. The two are told apart by the row as the statement saw it: every
-// claim bumps the epoch, so a row still at the held owner and epoch was
-// never claimed again. With the epoch-increment guard broken a claim leaves
-// the epoch as it was, nothing tells the two apart, and it is a fence.
+// claim bumps the epoch, and only a holder of the row's epoch can write
+// it, so a row still at the held owner and epoch was finished by this very
+// claim. With the epoch-increment or the epoch-check guard broken, another
+// claim's write can leave that same owner and epoch behind, nothing tells
+// the two apart, and it is a fence.
 func (q *Queue) notWritten(fe *FencedError) error {
-	if q.guard.On(EpochIncrement) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
+	if q.guard.On(EpochIncrement) && q.guard.On(EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
 		return &FinishedError{Op: fe.Op, JobID: fe.JobID, Epoch: fe.RowEpoch, Status: fe.RowStatus}
 	}
 	return fe
