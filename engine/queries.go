@@ -720,8 +720,14 @@ func versionTableCreate(schema string) Statement {
 		".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
 }
 
+// versionTableExists reads the catalog as a table, with the statement's
+// own snapshot: to_regclass would answer from this connection's catalog
+// cache, which a setup that waited on the schema lock has not refreshed
+// (an advisory lock takes in no invalidations), and so miss a table
+// another session just made.
 func versionTableExists(schema string) Statement {
-	return Statement{Name: "VersionTableExists", SQL: "SELECT to_regclass($1) IS NOT NULL", Args: []any{ident(schema) + ".schema_migrations"}}
+	return Statement{Name: "VersionTableExists", SQL: "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace" +
+		" WHERE n.nspname = $1 AND c.relname = 'schema_migrations')", Args: []any{schema}}
 }
 
 func versionGet(schema string) Statement {
