@@ -34,9 +34,11 @@ type Failure struct {
 // BatchResult says what became of one job of a batch write.
 type BatchResult struct {
 	JobID int64
-	// Err is nil when the write landed, and otherwise a *FencedError
-	// (errors.Is ErrFenced) with what the row held when it was judged; a
-	// job that is not there at all is ErrJobNotFound.
+	// Err is nil when the write landed. Otherwise it is a *FencedError
+	// (errors.Is ErrFenced) with what the row held when it was judged,
+	// when another claim took the job; a *FinishedError (ErrFinished) when
+	// the job's holder had finished it already; ErrJobNotFound for a job
+	// that is not there at all.
 	Err error
 	// Status is the status a failure took (pending for a retry, or failed);
 	// LeaseUntil the lease a renewal set. Zero otherwise.
@@ -146,7 +148,8 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 
 // FailBatch records many failures in one statement, each by compare-and-set
 // on its own owner and epoch; a job goes back to pending while it has
-// attempts left (Status says which). Results are in order, as for
+// attempts left, to wait out the queue's RetryDelayFunc for its attempt,
+// and is failed after (Status says which). Results are in order, as for
 // CompleteBatch.
 func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, error) {
 	claims := make([]Claim, len(fs))
@@ -165,7 +168,11 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "fail", claims, JobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons), func(r *BatchResult, v any) {
+	delays := make([]time.Duration, len(fs))
+	for i, f := range fs {
+		delays[i] = q.delay(f.Claim.Attempt)
+	}
+	return q.casBatch(ctx, "fail", claims, JobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
 		r.Status = Status(v.(string))
 	})
 }
@@ -184,6 +191,28 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	return q.casBatch(ctx, "renew", cs, LeaseRenewBatch(q.cfg.Schema, q.guard, ids, owners, epochs, lease, q.cfg.NowFunc()), func(r *BatchResult, v any) {
 		r.LeaseUntil = v.(time.Time)
 	})
+}
+
+// lockBatch locks the rows of many jobs, in id order, and says for each
+// whether its caller still holds it — the same guards as a compare-and-set
+// would judge, with the same *FencedError or *FinishedError when not —
+// without writing anything: the first step of a transaction that then
+// writes for the jobs held, knowing no other claim can take them before it
+// commits.
+func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error) {
+	ids, owners, epochs, err := held("lock a batch", cs)
+	if err != nil {
+		return nil, err
+	}
+	return q.casBatch(ctx, "complete", cs, JobLockBatch(q.cfg.Schema, q.guard, ids, owners, epochs), nil)
+}
+
+// on returns a copy of q that runs its statements on db, such as a
+// transaction.
+func (q *Queue) on(db DB) *Queue {
+	c := *q
+	c.db = db
+	return &c
 }
 
 // casBatch runs a statement built by casBatch and says, for each claim in
@@ -220,7 +249,7 @@ func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st Statemen
 			fe := &FencedError{Op: op, JobID: r.JobID, HeldOwner: cs[i].Owner, HeldEpoch: cs[i].Epoch,
 				RowStatus: Status(*rowStatus), RowOwner: derefString(rowOwner), RowEpoch: *rowEpoch}
 			fe.Reasons = fenceReasons(q.guard, fe)
-			r.Err = fe
+			r.Err = q.notWritten(fe)
 		default:
 			written++
 			if fill != nil {

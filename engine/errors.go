@@ -21,6 +21,13 @@ var (
 	// Use errors.As with *FencedError for the details.
 	ErrFenced = errors.New("fenced")
 
+	// ErrFinished means a write by a job's holder matched no row because the
+	// job is no longer running, and no other claim took it: the holder
+	// itself finished it already — an earlier completion whose answer was
+	// lost landed, or a renewal came after the commit. It is not a fence.
+	// Use errors.As with *FinishedError for the details.
+	ErrFinished = errors.New("the job is already finished")
+
 	// ErrJobNotFound means the job id names no job at all.
 	ErrJobNotFound = errors.New("no such job")
 
@@ -99,6 +106,23 @@ func (e *FencedError) Error() string {
 
 // Is makes errors.Is(err, ErrFenced) true for a *FencedError.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// FinishedError says a holder's write found its job already finished, at
+// the very owner and epoch it holds: by the holder itself.
+type FinishedError struct {
+	Op     string // "complete", "fail" or "renew"
+	JobID  int64
+	Epoch  int64
+	Status Status // done, failed, or pending (a failure waiting for its retry)
+}
+
+// Error says which write found what.
+func (e *FinishedError) Error() string {
+	return fmt.Sprintf("%s job %d: the job is already %s at epoch %d, by its holder", e.Op, e.JobID, e.Status, e.Epoch)
+}
+
+// Is makes errors.Is(err, ErrFinished) true for a *FinishedError.
+func (e *FinishedError) Is(target error) bool { return target == ErrFinished }
 
 // StaleError says the receiver refused a delivery with an older epoch.
 type StaleError struct {

@@ -24,17 +24,23 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	schemas := engine.Schemas{Jobs: "example_jobs", Receiver: "example_receiver"}
-	if err := engine.Reset(ctx, pool, schemas); err != nil {
+	const jobs, receiver = "example_jobs", "example_receiver"
+	for _, schema := range []string{jobs, receiver} {
+		_ = engine.DropQueue(ctx, pool, schema) // what an earlier run left
+		defer engine.DropQueue(ctx, pool, schema)
+	}
+	if err := engine.SetupQueue(ctx, pool, jobs); err != nil {
 		log.Fatal(err)
 	}
-	defer engine.Drop(ctx, pool, schemas)
+	if err := engine.SetupReceiver(ctx, pool, receiver); err != nil { // another system: its own schema
+		log.Fatal(err)
+	}
 
-	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: schemas.Jobs})
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: jobs})
 	if err != nil {
 		log.Fatal(err)
 	}
-	rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: schemas.Receiver})
+	rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: receiver})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Status is a job's state: pending → running → done or failed.
@@ -33,6 +35,8 @@ const (
 	MaxOwnerLen     = 128
 	MaxReasonLen    = 2048
 	MaxAttemptsCap  = 100
+	// DefaultMaxAttempts is a job's attempt limit when its insert gives none.
+	DefaultMaxAttempts = 3
 )
 
 // Job is a row of the jobs table as the database holds it.
@@ -45,6 +49,7 @@ type Job struct {
 	LeaseUntil  *time.Time      `json:"lease_until"`
 	Attempts    int             `json:"attempts"`
 	MaxAttempts int             `json:"max_attempts"`
+	RunAt       time.Time       `json:"run_at"` // a pending job is not claimed before it
 	Result      json.RawMessage `json:"result"`
 	Error       string          `json:"error,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
@@ -88,7 +93,31 @@ type QueueConfig struct {
 	// TraceFunc, if set, is called after every statement, on the goroutine
 	// that ran it.
 	TraceFunc func(Trace)
+	// RetryDelayFunc says how long a failed job waits before it may be
+	// claimed again, given the attempt that failed (1 for the first).
+	// Default: exponential backoff with jitter, 1s × 2^(attempt-1), capped
+	// at an hour, each delay drawn from ±25% of it so that jobs that failed
+	// together do not all come back together. Return 0 to retry at once.
+	RetryDelayFunc func(attempt int) time.Duration
 }
+
+// retryDelay is the default RetryDelayFunc.
+func retryDelay(attempt int) time.Duration {
+	d := time.Hour
+	if attempt >= 1 && attempt <= 13 { // 2^12 s is over an hour
+		d = min(time.Second<<(attempt-1), time.Hour)
+	}
+	return time.Duration(float64(d) * (0.75 + 0.5*rand.Float64()))
+}
+
+// delay is the wait before the retry of a job whose attempt failed, never
+// negative and never over MaxRetryDelay.
+func (q *Queue) delay(attempt int) time.Duration {
+	return min(max(q.cfg.RetryDelayFunc(attempt), 0), MaxRetryDelay)
+}
+
+// MaxRetryDelay bounds a RetryDelayFunc's answer.
+const MaxRetryDelay = 30 * 24 * time.Hour
 
 // Queue runs the job statements of one schema. It holds no connection of
 // its own: every method uses the DB it was made with, so a Queue is safe for
@@ -109,6 +138,9 @@ func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
 	}
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
+	}
+	if cfg.RetryDelayFunc == nil {
+		cfg.RetryDelayFunc = retryDelay
 	}
 	return &Queue{db: db, cfg: cfg, guard: cfg.Guards}, nil
 }
@@ -167,18 +199,15 @@ func validateJobID(id int64) error {
 }
 
 // Insert adds a pending job with the given JSON payload and attempt limit
-// (0 means the default of 3).
+// (0 means DefaultMaxAttempts), to run now. It is InsertMany of one job.
 func (q *Queue) Insert(ctx context.Context, payload []byte, maxAttempts int) (int64, error) {
-	if err := ValidatePayload("payload", payload); err != nil {
+	if err := (NewJob{Payload: payload, MaxAttempts: maxAttempts}).validate(); err != nil {
 		return 0, fmt.Errorf("insert job: %w", err)
 	}
 	if maxAttempts == 0 {
-		maxAttempts = 3
+		maxAttempts = DefaultMaxAttempts
 	}
-	if maxAttempts < 1 || maxAttempts > MaxAttemptsCap {
-		return 0, fmt.Errorf("insert job: %w", invalidf("max attempts %d must be between 1 and %d", maxAttempts, MaxAttemptsCap))
-	}
-	st := JobInsert(q.cfg.Schema, payload, maxAttempts)
+	st := JobInsert(q.cfg.Schema, payload, maxAttempts, pgtype.Timestamptz{})
 	start := time.Now()
 	var id int64
 	var at time.Time
@@ -188,6 +217,82 @@ func (q *Queue) Insert(ctx context.Context, payload []byte, maxAttempts int) (in
 		return 0, translate("insert job", err)
 	}
 	return id, nil
+}
+
+// NewJob is a job to insert.
+type NewJob struct {
+	Payload []byte // a JSON document, at most MaxPayloadBytes
+	// MaxAttempts is how many claims the job may have: once they are used
+	// up it is failed, whether its last attempt failed or its lease ran
+	// out. 0 means DefaultMaxAttempts; at most MaxAttemptsCap.
+	MaxAttempts int
+	// RunAt is when the job may first be claimed, on the database clock.
+	// Zero: now.
+	RunAt time.Time
+}
+
+func (j NewJob) validate() error {
+	if err := ValidatePayload("payload", j.Payload); err != nil {
+		return err
+	}
+	if j.MaxAttempts < 0 || j.MaxAttempts > MaxAttemptsCap {
+		return invalidf("max attempts %d must be between 1 and %d (0: the default, %d)", j.MaxAttempts, MaxAttemptsCap, DefaultMaxAttempts)
+	}
+	return nil
+}
+
+// InsertMany adds up to MaxBatch jobs in one statement and returns their
+// ids in order: all of them or, on an error, none.
+func (q *Queue) InsertMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
+	return q.insertMany(ctx, q.db, jobs)
+}
+
+// InsertTx adds jobs as InsertMany does, in the caller's transaction: they
+// exist if and only if tx commits, so a job can be enqueued atomically with
+// the write that calls for it. tx may be any pgx.Tx, on any connection to
+// the queue's database.
+func (q *Queue) InsertTx(ctx context.Context, tx pgx.Tx, jobs []NewJob) ([]int64, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("insert jobs: %w", invalidf("no transaction"))
+	}
+	return q.insertMany(ctx, tx, jobs)
+}
+
+func (q *Queue) insertMany(ctx context.Context, db DB, jobs []NewJob) ([]int64, error) {
+	if len(jobs) == 0 || len(jobs) > MaxBatch {
+		return nil, fmt.Errorf("insert jobs: %w", invalidf("%d jobs: want 1 to %d", len(jobs), MaxBatch))
+	}
+	payloads := make([]string, len(jobs))
+	attempts := make([]int32, len(jobs))
+	runAt := make([]pgtype.Timestamptz, len(jobs))
+	for i, j := range jobs {
+		if err := j.validate(); err != nil {
+			return nil, fmt.Errorf("insert job %d of %d: %w", i+1, len(jobs), err)
+		}
+		payloads[i], attempts[i] = string(j.Payload), int32(j.MaxAttempts)
+		if j.MaxAttempts == 0 {
+			attempts[i] = DefaultMaxAttempts
+		}
+		if !j.RunAt.IsZero() {
+			runAt[i] = pgtype.Timestamptz{Time: j.RunAt, Valid: true}
+		}
+	}
+	st := JobInsertMany(q.cfg.Schema, payloads, attempts, runAt)
+	start := time.Now()
+	rows, err := db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		q.trace(st, 0, time.Time{}, err, start)
+		return nil, translate("insert jobs", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	q.trace(st, int64(len(ids)), time.Time{}, err, start)
+	if err != nil {
+		return nil, translate("insert jobs", err)
+	}
+	if len(ids) != len(jobs) {
+		return nil, fmt.Errorf("insert jobs: %d ids for %d jobs", len(ids), len(jobs))
+	}
+	return ids, nil
 }
 
 // Claim takes one claimable job for owner under a lease of the given length,
@@ -265,8 +370,9 @@ func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time
 }
 
 // Fail records a failure by compare-and-set on owner and epoch. The job
-// goes back to pending while it has attempts left, and to failed after.
-// It returns the status the job took.
+// goes back to pending while it has attempts left, to be claimed again
+// after the queue's RetryDelayFunc, and to failed after. It returns the
+// status the job took.
 func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error) {
 	if err := q.validateHeld("fail", c); err != nil {
 		return "", err
@@ -278,7 +384,7 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
 	}
 	var status *Status
-	if _, err := q.cas(ctx, "fail", c, JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason), &status); err != nil {
+	if _, err := q.cas(ctx, "fail", c, JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
 		return "", err
 	}
 	return *status, nil
@@ -315,7 +421,23 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, retur
 		fe.RowOwner = *rowOwner
 	}
 	fe.Reasons = fenceReasons(q.guard, fe)
-	return at, fe
+	return at, q.notWritten(fe)
+}
+
+// notWritten is the error for a compare-and-set that wrote nothing: a
+// *FencedError when another claim took the job, and a *FinishedError when
+// none did but the job is no longer running — its holder finished it
+// already. The two are told apart by the row as the statement saw it: every
+// claim bumps the epoch, and only a holder of the row's epoch can write
+// it, so a row still at the held owner and epoch was finished by this very
+// claim. With the epoch-increment or the epoch-check guard broken, another
+// claim's write can leave that same owner and epoch behind, nothing tells
+// the two apart, and it is a fence.
+func (q *Queue) notWritten(fe *FencedError) error {
+	if q.guard.On(EpochIncrement) && q.guard.On(EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
+		return &FinishedError{Op: fe.Op, JobID: fe.JobID, Epoch: fe.RowEpoch, Status: fe.RowStatus}
+	}
+	return fe
 }
 
 // fenceReasons lists each kept guard the row as seen failed, in guard
@@ -393,7 +515,7 @@ func scanJob(row pgx.Row) (Job, error) {
 	var owner, errText *string
 	var payload, result []byte
 	err := row.Scan(&j.ID, &payload, &j.Status, &owner, &j.Epoch, &j.LeaseUntil, &j.Attempts, &j.MaxAttempts,
-		&result, &errText, &j.CreatedAt, &j.UpdatedAt, &j.DBTime)
+		&j.RunAt, &result, &errText, &j.CreatedAt, &j.UpdatedAt, &j.DBTime)
 	if owner != nil {
 		j.Owner = *owner
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The outbox is the fix for an external effect a zombie must never cause
@@ -73,4 +75,23 @@ func (q *Queue) OutboxSent(ctx context.Context, id int64) error {
 	tag, err := q.db.Exec(ctx, st.SQL, st.Args...)
 	q.trace(st, tag.RowsAffected(), time.Time{}, err, start)
 	return translate(fmt.Sprintf("outbox: mark %d sent", id), err)
+}
+
+// Outbox returns a TxFunc that writes d to the outbox, for a TxHandler to
+// return (alone, or called from its own TxFunc with the tx it is given):
+// the pool runs it in the transaction that records the job's completion,
+// so the delivery exists if and only if the completion landed, as with
+// CompleteOutbox on the one-job path. d should be about the claim's job
+// and epoch.
+func (q *Queue) Outbox(d Delivery) TxFunc {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		st := OutboxInsert(q.cfg.Schema, d)
+		start := time.Now()
+		tag, err := tx.Exec(ctx, st.SQL, st.Args...)
+		q.trace(st, tag.RowsAffected(), time.Time{}, err, start)
+		return translate(fmt.Sprintf("outbox: job %d at epoch %d", d.JobID, d.Epoch), err)
+	}
 }

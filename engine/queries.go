@@ -85,35 +85,74 @@ func clockExpr(b *builder, gs Guards, workerNow time.Time) string {
 	return b.arg(workerNow) + "::timestamptz"
 }
 
-// JobClaim takes one claimable job in a single statement: a pending job, or
-// a running one whose lease has run out. It sets the owner, bumps the epoch
-// and starts a fresh lease.
+// JobClaim takes one claimable job in a single statement (rule 1): a
+// pending job whose run_at has come, or a running one whose lease has run
+// out with attempts left. It sets the owner, bumps the epoch and starts a
+// fresh lease. The same statement first ends every running job whose lease
+// ran out on its last attempt (spent): such a job is never claimed again.
 func JobClaim(schema string, gs Guards, owner string, lease time.Duration, workerNow time.Time) Statement {
-	b := &builder{name: "JobClaim"}
+	return claimStatement("JobClaim", schema, gs, owner, 1, lease, workerNow)
+}
+
+// claimStatement builds the one-job and the batch claim: they differ only
+// in how many rows the inner SELECT may pick.
+func claimStatement(name, schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
+	b := &builder{name: name}
 	t := ident(schema) + ".jobs"
 	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
 	clock := clockExpr(b, gs, workerNow)
+	clockNote := offNote(gs, DBClock, "the worker's own clock, not now()")
+	spent(b, t, clock, clockNote)
 	b.line("UPDATE %s", t)
 	b.line("   SET status = 'running',")
 	b.line("       owner = %s,", ownerArg)
 	b.guarded(gs, EpochIncrement, "       epoch = epoch + 1,")
 	b.line("       attempts = attempts + 1,")
-	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()"))
+	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, clockNote)
 	b.line("       updated_at = now()")
-	b.line(" WHERE id = (")
+	// One job is picked as the article writes it, id = (SELECT ...); a
+	// batch into an array.
+	pick, open, shut := "LIMIT 1", "(", ")"
+	if n != 1 {
+		pick, open, shut = "LIMIT "+b.arg(n), "ANY (ARRAY(", "))"
+	}
+	b.line(" WHERE id = %s", open)
 	b.line("       SELECT id FROM %s", t)
-	b.line("        WHERE status = 'pending'")
-	b.line("           OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
-	b.line("        ORDER BY id")
-	b.line("        LIMIT 1")
+	b.line("        WHERE run_at <= %s", clock)
+	b.line("          AND (status = 'pending'")
+	b.line("               OR (status = 'running' AND lease_until < %s AND attempts < max_attempts))%s", clock, clockNote)
+	b.line("        ORDER BY run_at, id")
+	b.line("        %s", pick)
 	if gs.On(SkipLocked) {
-		b.line("          FOR UPDATE SKIP LOCKED)")
+		b.line("          FOR UPDATE SKIP LOCKED%s", shut)
 	} else {
 		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
-		b.line("       )")
+		b.line("       %s", shut)
 	}
 	b.line("RETURNING id, owner, epoch, lease_until, attempts, payload, now()")
 	return b.build()
+}
+
+// spent adds the claim's first part: a CTE that ends, as failed, every
+// running job whose lease ran out on its last attempt. It bumps the epoch,
+// as a claim does, because the job is taken from its holder: the holder's
+// late commit is fenced like a zombie's. It passes over rows another
+// session holds (SKIP LOCKED whatever the guards say: it is not the claim's
+// lock), and reads the partial index jobs_leased, so it costs nothing while
+// no lease has run out.
+func spent(b *builder, t, clock, clockNote string) {
+	b.line("WITH spent AS (")
+	b.line("  UPDATE %s", t)
+	b.line("     SET status = 'failed',")
+	b.line("         epoch = epoch + 1,  -- taken from its holder, as a claim takes a job")
+	b.line("         error = 'its lease ran out on attempt ' || attempts || ' of ' || max_attempts,")
+	b.line("         lease_until = NULL,")
+	b.line("         updated_at = now()")
+	b.line("   WHERE id = ANY (ARRAY(")
+	b.line("         SELECT id FROM %s", t)
+	b.line("          WHERE status = 'running' AND lease_until < %s AND attempts >= max_attempts%s", clock, clockNote)
+	b.line("            FOR UPDATE SKIP LOCKED))")
+	b.line(")")
 }
 
 // JobCountClaimable counts the jobs a claim would see as claimable, by the
@@ -124,8 +163,9 @@ func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 	b := &builder{name: "JobCountClaimable"}
 	clock := clockExpr(b, gs, workerNow)
 	b.line("SELECT count(*) FROM %s.jobs", ident(schema))
-	b.line(" WHERE status = 'pending'")
-	b.line("    OR (status = 'running' AND lease_until < %s)", clock)
+	b.line(" WHERE run_at <= %s", clock)
+	b.line("   AND (status = 'pending'")
+	b.line("        OR (status = 'running' AND lease_until < %s AND attempts < max_attempts))", clock)
 	return b.build()
 }
 
@@ -138,35 +178,11 @@ func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 
 // JobClaimBatch takes up to n claimable jobs in one statement, each with
 // its epoch bumped and a fresh lease on the database clock, skipping rows
-// another claimer holds. The jobs are picked into an array and updated by
-// their primary key, so the plan does not hang on the table's statistics.
+// another claimer holds, after ending the spent jobs as JobClaim does. The
+// jobs are picked into an array and updated by their primary key, so the
+// plan does not hang on the table's statistics.
 func JobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
-	b := &builder{name: "JobClaimBatch"}
-	t := ident(schema) + ".jobs"
-	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
-	clock := clockExpr(b, gs, workerNow)
-	nArg := b.arg(n)
-	b.line("UPDATE %s AS j", t)
-	b.line("   SET status = 'running',")
-	b.line("       owner = %s,", ownerArg)
-	b.guarded(gs, EpochIncrement, "       epoch = j.epoch + 1,")
-	b.line("       attempts = j.attempts + 1,")
-	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()"))
-	b.line("       updated_at = now()")
-	b.line(" WHERE j.id = ANY (ARRAY(")
-	b.line("       SELECT id FROM %s", t)
-	b.line("        WHERE status = 'pending'")
-	b.line("           OR (status = 'running' AND lease_until < %s)%s", clock, offNote(gs, DBClock, "the worker's own clock, not now()"))
-	b.line("        ORDER BY id")
-	b.line("        LIMIT %s", nArg)
-	if gs.On(SkipLocked) {
-		b.line("          FOR UPDATE SKIP LOCKED))")
-	} else {
-		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
-		b.line("       ))")
-	}
-	b.line("RETURNING j.id, j.owner, j.epoch, j.lease_until, j.attempts, j.payload, now()")
-	return b.build()
+	return claimStatement("JobClaimBatch", schema, gs, owner, n, lease, workerNow)
 }
 
 // casBatch builds a compare-and-set on many jobs as one statement: the
@@ -198,16 +214,26 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 	b.line("   ORDER BY j.id")
 	b.line("     FOR UPDATE OF j")
 	b.line("), done AS (")
-	b.line("  UPDATE %s AS j", t)
-	b.set(set)
-	// The guards compare the row as seen, which is the row as it is: seen
-	// holds its lock.
-	b.line("    FROM seen")
-	b.line("   WHERE j.id = seen.id")
+	if set == nil {
+		// A lock alone: the rows are seen, locked, and judged, and nothing
+		// is written.
+		b.line("  SELECT seen.id, %s", returning)
+		b.line("    FROM seen")
+		b.line("   WHERE true")
+	} else {
+		b.line("  UPDATE %s AS j", t)
+		b.set(set)
+		// The guards compare the row as seen, which is the row as it is:
+		// seen holds its lock.
+		b.line("    FROM seen")
+		b.line("   WHERE j.id = seen.id")
+	}
 	b.guarded(gs, StatusCheck, "     AND seen.row_status = 'running'")
 	b.guarded(gs, OwnerCheck, "     AND seen.row_owner = seen.held_owner")
 	b.guarded(gs, EpochCheck, "     AND seen.row_epoch = seen.held_epoch")
-	b.line("  RETURNING j.id, %s", returning)
+	if set != nil {
+		b.line("  RETURNING j.id, %s", returning)
+	}
 	b.line(")")
 	b.line("SELECT input.id, seen.row_status, seen.row_owner, seen.row_epoch, done.returned, now()")
 	b.line("  FROM input LEFT JOIN seen ON seen.id = input.id LEFT JOIN done ON done.id = input.id")
@@ -228,15 +254,31 @@ func JobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, ep
 }
 
 // JobFailBatch records many failures, each only if its caller still owns
-// the job: back to pending while it has attempts left, failed after.
-func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string) Statement {
+// the job: back to pending while it has attempts left, to run again after
+// its own delay, and failed after.
+func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string, delays []time.Duration) Statement {
 	b := &builder{name: "JobFailBatch"}
-	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"reason", "text[]"}}, []any{reasons}, []string{
+	waits := make([]pgtype.Interval, len(delays))
+	for i, d := range delays {
+		waits[i] = interval(d)
+	}
+	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"reason", "text[]"}, {"delay", "interval[]"}}, []any{reasons, waits}, []string{
 		"status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,",
 		"error = seen.reason,",
+		"run_at = now() + seen.delay,",
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "j.status AS returned")
+	return b.build()
+}
+
+// JobLockBatch locks many jobs' rows and judges each as a compare-and-set
+// would, writing nothing: returned is 1 for each job its caller still
+// holds. The transaction that ran it then writes for those jobs, knowing
+// no other claim can take them before it ends.
+func JobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64) Statement {
+	b := &builder{name: "JobLockBatch"}
+	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, nil, "1 AS returned")
 	return b.build()
 }
 
@@ -353,6 +395,15 @@ func JobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoc
 	return b.build()
 }
 
+// OutboxInsert writes one delivery to the outbox, in the transaction of
+// the completion that earns it.
+func OutboxInsert(schema string, d Delivery) Statement {
+	b := &builder{name: "OutboxInsert"}
+	b.line("INSERT INTO %s.outbox (job_id, epoch, owner, payload)", ident(schema))
+	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
+	return b.build()
+}
+
 // OutboxPending reads up to limit outbox deliveries not sent yet, oldest first.
 func OutboxPending(schema string, limit int) Statement {
 	b := &builder{name: "OutboxPending"}
@@ -373,24 +424,38 @@ func OutboxSent(schema string, id int64) Statement {
 }
 
 // JobFail records a failure, only if the caller still owns the job. The job
-// goes back to pending for a retry, or to failed once its attempts are used up.
-func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string) Statement {
+// goes back to pending for a retry after delay, or to failed once its
+// attempts are used up.
+func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string, delay time.Duration) Statement {
 	b := &builder{name: "JobFail"}
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,",
 		fmt.Sprintf("error = %s,", b.arg(reason)),
+		fmt.Sprintf("run_at = now() + %s::interval,", b.arg(interval(delay))),
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "status AS new_status")
 	return b.build()
 }
 
-// JobInsert adds a pending job.
-func JobInsert(schema string, payload []byte, maxAttempts int) Statement {
+// JobInsert adds a pending job, to run at runAt (NULL: now).
+func JobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Timestamptz) Statement {
 	b := &builder{name: "JobInsert"}
-	b.line("INSERT INTO %s.jobs (payload, max_attempts)", ident(schema))
-	b.line("VALUES (%s::jsonb, %s)", b.arg(string(payload)), b.arg(maxAttempts))
+	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
+	b.line("VALUES (%s::jsonb, %s, coalesce(%s::timestamptz, now()))", b.arg(string(payload)), b.arg(maxAttempts), b.arg(runAt))
 	b.line("RETURNING id, now()")
+	return b.build()
+}
+
+// JobInsertMany adds many pending jobs in one statement, from arrays of
+// equal length (a NULL run_at: now), and returns their ids in input order.
+func JobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt []pgtype.Timestamptz) Statement {
+	b := &builder{name: "JobInsertMany"}
+	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
+	b.line("SELECT p::jsonb, m, coalesce(r, now())")
+	b.line("  FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) WITH ORDINALITY AS i(p, m, r, ord)", b.arg(payloads), b.arg(maxAttempts), b.arg(runAt))
+	b.line(" ORDER BY ord")
+	b.line("RETURNING id")
 	return b.build()
 }
 
@@ -398,7 +463,7 @@ func JobInsert(schema string, payload []byte, maxAttempts int) Statement {
 func JobGet(schema string, jobID int64) Statement {
 	b := &builder{name: "JobGet"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
-	b.line("       result, error, created_at, updated_at, now()")
+	b.line("       run_at, result, error, created_at, updated_at, now()")
 	b.line("  FROM %s.jobs", ident(schema))
 	b.line(" WHERE id = %s", b.arg(jobID))
 	return b.build()
@@ -408,7 +473,7 @@ func JobGet(schema string, jobID int64) Statement {
 func JobList(schema string, limit int) Statement {
 	b := &builder{name: "JobList"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
-	b.line("       result, error, created_at, updated_at, now()")
+	b.line("       run_at, result, error, created_at, updated_at, now()")
 	b.line("  FROM %s.jobs", ident(schema))
 	b.line(" ORDER BY id")
 	b.line(" LIMIT %s", b.arg(limit))
@@ -646,4 +711,33 @@ func HistorySpan(schema string) Statement {
 	h := ident(schema) + ".job_history"
 	return Statement{Name: "HistorySpan", SQL: "SELECT (SELECT min(at) FROM " + h + " WHERE op = 'claim'), max(first_end) FROM" +
 		" (SELECT min(at) AS first_end FROM " + h + " WHERE op IN ('complete', 'fail') GROUP BY job_id) e"}
+}
+
+// ---- the schema's version ------------------------------------------------------
+
+func versionTableCreate(schema string) Statement {
+	return Statement{Name: "VersionTableCreate", SQL: "CREATE TABLE IF NOT EXISTS " + ident(schema) +
+		".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
+}
+
+// versionTableExists reads the catalog as a table, with the statement's
+// own snapshot: to_regclass would answer from this connection's catalog
+// cache, which a setup that waited on the schema lock has not refreshed
+// (an advisory lock takes in no invalidations), and so miss a table
+// another session just made.
+func versionTableExists(schema string) Statement {
+	return Statement{Name: "VersionTableExists", SQL: "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace" +
+		" WHERE n.nspname = $1 AND c.relname = 'schema_migrations')", Args: []any{schema}}
+}
+
+func versionGet(schema string) Statement {
+	return Statement{Name: "VersionGet", SQL: "SELECT coalesce(max(version), 0) FROM " + ident(schema) + ".schema_migrations"}
+}
+
+func versionAdd(schema string, version int, name string) Statement {
+	return Statement{Name: "VersionAdd", SQL: "INSERT INTO " + ident(schema) + ".schema_migrations (version, name) VALUES ($1, $2)", Args: []any{version, name}}
+}
+
+func versionRemove(schema string, version int) Statement {
+	return Statement{Name: "VersionRemove", SQL: "DELETE FROM " + ident(schema) + ".schema_migrations WHERE version = $1", Args: []any{version}}
 }

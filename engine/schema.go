@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-//go:embed sql/*.sql
+//go:embed sql/*.sql sql/migrations/*.sql
 var sqlFS embed.FS
 
 // DB is what the engine needs from a connection: *pgx.Conn, *pgxpool.Pool
@@ -121,8 +121,11 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
 			return translate("setup lock", err)
 		}
+		if _, err := MigrateQueue(ctx, tx, s.Jobs, LatestVersion); err != nil {
+			return err
+		}
 		for _, part := range []struct{ file, schema, channel string }{
-			{"jobs.sql", s.Jobs, ""}, {"history.sql", s.Jobs, s.Channel()}, {"receiver.sql", s.Receiver, ""},
+			{"history.sql", s.Jobs, s.Channel()}, {"receiver.sql", s.Receiver, ""},
 		} {
 			sql, err := schemaSQL(part.file, part.schema, part.channel)
 			if err != nil {
@@ -136,27 +139,14 @@ func Setup(ctx context.Context, db TxDB, s Schemas) error {
 	})
 }
 
-// SetupQueue creates a queue's schema alone, if it does not exist yet: the
-// jobs, their claimable-rows index and the outbox, with no history trigger
-// and no NOTIFY, so that no write pays for them. Queue.History then gives
-// an error (there is none). Idempotent; drop it with DropQueue.
+// SetupQueue creates a queue's schema, or migrates it to LatestVersion:
+// the jobs (see the package doc for the table), their indexes and the
+// outbox, with no history trigger and no NOTIFY, so that no write pays for
+// them. It is MigrateQueue(ctx, db, schema, LatestVersion): idempotent, and
+// safe to call from several processes at once. Drop it with DropQueue.
 func SetupQueue(ctx context.Context, db TxDB, schema string) error {
-	if err := ValidateSchemaName(schema); err != nil {
-		return err
-	}
-	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
-			return translate("setup lock", err)
-		}
-		sql, err := schemaSQL("jobs.sql", schema, "")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return translate("setup schema "+schema, err)
-		}
-		return nil
-	})
+	_, err := MigrateQueue(ctx, db, schema, LatestVersion)
+	return err
 }
 
 // DropQueue removes a queue's schema and everything in it.

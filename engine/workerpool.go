@@ -2,19 +2,51 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // WorkerPool works a queue's jobs with a handler function, many at once,
 // on the production path: jobs are claimed a batch at a time, their leases
 // renewed a batch at a time, and their results recorded a batch at a time,
-// every one of them by compare-and-set on its own owner and epoch. A job
-// whose lease the pool lost — a stall, a pause, a partition — has its
-// context cancelled as soon as a renewal is fenced, and its result, if it
-// comes anyway, is refused by the fence and handed to OnFenced.
+// every one of them by compare-and-set on its own owner and epoch.
+//
+// A job whose lease the pool lost — a stall, a pause, a partition — has its
+// handler's context cancelled as soon as a renewal is fenced, or as soon as
+// its lease has run out by the pool's own reckoning, whichever comes first
+// (context.Cause says which: ErrLeaseLost, or the *FencedError). Its result,
+// if it comes anyway, is refused by the fence and handed to OnFenced.
+//
+// # What a handler may see twice
+//
+// The pool runs each job at least once, not exactly once: a handler may
+// run again for a job whose earlier run's lease was lost (the process
+// stalled, or died, before its completion landed), under a newer epoch.
+// Only the run whose completion lands counts; the others are fenced. So:
+//
+//   - The handler itself may run more than once per job, each time with a
+//     newer Claim.Epoch. An effect it causes outside the database should
+//     carry the epoch, for a receiver that refuses older ones (rule 4).
+//   - A HandlerTx's TxFunc runs only after the job's row is locked and its
+//     owner and epoch checked, and its writes commit together with the
+//     compare-and-set or not at all: for every job, exactly one run's
+//     writes are kept, the run whose completion landed. The TxFunc may
+//     still be called more than once for one claim, each time in a
+//     transaction that then rolled back (a lost connection, a lock timeout,
+//     a failover, before the commit): it must not cause effects outside
+//     the transaction it is given.
+//   - A completion that fails for a transient reason is retried, with
+//     backoff, while the job's lease holds (the pool goes on renewing it).
+//     A retry that finds the job already done by this very claim knows the
+//     earlier commit landed (its answer was lost) and runs nothing again.
+//     Only a fenced completion is dropped.
 type WorkerPool struct {
 	cfg WorkerPoolConfig
 
@@ -22,20 +54,47 @@ type WorkerPool struct {
 	inFlight map[int64]*running
 }
 
-// Handler does one job and returns its result (a JSON document), or an
-// error to record as the job's failure. It should give up when ctx ends:
-// the pool lost the job's lease, or is stopping.
+// ErrLeaseLost is the cause (context.Cause) of a handler's context that
+// the pool cancelled because the job's lease ran out before a renewal
+// could extend it: another claim may take the job at any moment.
+var ErrLeaseLost = errors.New("the job's lease ran out")
+
+// Handler does one job and returns its result (a JSON document, or nil for
+// {}), or an error to record as the job's failure, which is retried after
+// the queue's RetryDelayFunc while the job has attempts left. It should
+// give up when ctx ends: the pool lost the job's lease, or is stopping.
 type Handler func(ctx context.Context, job Claim) (result []byte, err error)
 
-// WorkerPoolConfig configures a WorkerPool. Queue, Owner and Handler are
-// required; every other field has a default.
+// TxHandler is a Handler whose job also writes to the database, fenced:
+// it does the job's work, then returns, beside the result, a TxFunc with
+// the job's writes (nil for none). The pool runs it in the transaction
+// that records the job's completion, after the job's row is locked and
+// its owner and epoch checked, so the writes commit with the completion,
+// and never happen for a job another claim took. An error from the TxFunc
+// rolls back its writes alone (a savepoint per job) and becomes the job's
+// failure; the rest of the batch commits.
+type TxHandler func(ctx context.Context, job Claim) (result []byte, write TxFunc, err error)
+
+// TxFunc writes a job's effects in the transaction tx, which the pool
+// commits together with the job's completion. It may run more than once
+// for one claim, each time in a transaction that then rolled back; see
+// WorkerPool.
+type TxFunc func(ctx context.Context, tx pgx.Tx) error
+
+// WorkerPoolConfig configures a WorkerPool. Queue, Owner and one of
+// Handler or HandlerTx are required; every other field has a default.
 type WorkerPoolConfig struct {
 	Queue *Queue
 	// Owner names this pool in every claim: unique to the process, and
-	// never reused by a later one (a hostname alone is not: a restarted
-	// pod keeps it), such as "billing-7f9c-" + a random suffix.
-	Owner   string
-	Handler Handler
+	// never reused by a later one (a hostname or a pid alone is not: a
+	// restarted pod keeps its hostname, and pids come round again).
+	// UniqueOwner makes one.
+	Owner string
+	// Handler, or HandlerTx for a job with fenced writes of its own; not
+	// both. HandlerTx needs a Queue whose DB can begin transactions (a
+	// pgxpool.Pool can).
+	Handler   Handler
+	HandlerTx TxHandler
 	// Concurrency is how many handlers run at once. Default 100.
 	Concurrency int
 	// BatchSize bounds the jobs of one claim, renewal or completion
@@ -54,11 +113,15 @@ type WorkerPoolConfig struct {
 	// StopTimeout is how long Run, once its context ends, lets the
 	// handlers in flight finish before it cancels theirs. Default 10s.
 	StopTimeout time.Duration
-	// OnFenced, if set, is told of each write of the pool's that the fence
-	// refused: the job was taken over after its lease was lost.
+	// OnFenced, if set, is told of each write of the pool's — a renewal or
+	// a completion — that the fence refused because another claim took the
+	// job after its lease was lost. A write that finds the pool's own
+	// finished job is no fence and is not told.
 	OnFenced func(*FencedError)
-	// OnError, if set, is told of each statement that failed (the pool
-	// goes on, and tries again).
+	// OnError, if set, is told of each statement that failed. The pool
+	// goes on: a claim or a renewal is tried again at its next turn, and a
+	// completion is retried with backoff while its lease holds; the error
+	// says which, and when a completion is given up.
 	OnError func(error)
 	// OnRecorded, if set, is told after each completion or failure
 	// statement how many of its jobs' writes landed and how many the fence
@@ -66,15 +129,39 @@ type WorkerPoolConfig struct {
 	OnRecorded func(landed, fenced int)
 }
 
-type running struct {
-	claim  Claim
-	cancel context.CancelFunc
+// UniqueOwner returns prefix, a dash and 16 random hex digits: an owner
+// name for a WorkerPool that no other process, and no later run of this
+// one, will hold.
+func UniqueOwner(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+// running is a job in flight: claimed, and not yet recorded.
+type running struct {
+	claim  Claim
+	cancel context.CancelCauseFunc
+	// expire cancels the handler with ErrLeaseLost when the lease runs out
+	// by the pool's own clock; each renewal moves it.
+	expire *time.Timer
+	// deadline is when the lease runs out by the pool's own clock.
+	deadline time.Time
+	// recording is set while a completion statement for the job is in
+	// flight: the heartbeat leaves the job alone meanwhile, rather than
+	// wait on the row the completion holds locked.
+	recording bool
+}
+
+// finished is a handler's outcome, to record.
 type finished struct {
 	claim  Claim
 	result []byte
+	write  TxFunc
 	err    error
+	// outcome, once recorded: true when the job's write landed (or had
+	// landed already), or was fenced, or can never land.
+	settled bool
 }
 
 // NewWorkerPool checks cfg, fills its defaults and returns a pool.
@@ -82,8 +169,13 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 	switch {
 	case cfg.Queue == nil:
 		return nil, invalidf("a worker pool needs a Queue")
-	case cfg.Handler == nil:
-		return nil, invalidf("a worker pool needs a Handler")
+	case cfg.Handler == nil && cfg.HandlerTx == nil:
+		return nil, invalidf("a worker pool needs a Handler or a HandlerTx")
+	case cfg.Handler != nil && cfg.HandlerTx != nil:
+		return nil, invalidf("a worker pool takes a Handler or a HandlerTx, not both")
+	}
+	if _, ok := cfg.Queue.db.(TxDB); cfg.HandlerTx != nil && !ok {
+		return nil, invalidf("a worker pool with a HandlerTx needs a Queue over a DB that can begin transactions, such as a pgxpool.Pool")
 	}
 	if err := ValidateOwner(cfg.Owner); err != nil {
 		return nil, fmt.Errorf("worker pool: %w", err)
@@ -147,7 +239,7 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 	defer stopDB()
 
 	slots := make(chan struct{}, cfg.Concurrency)
-	done := make(chan finished, cfg.Concurrency)
+	done := make(chan *finished, cfg.Concurrency)
 	var handlers sync.WaitGroup
 
 	var completers sync.WaitGroup
@@ -158,10 +250,13 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 			p.complete(db, done, slots)
 		}()
 	}
+	// The heartbeat goes on while completions are retried: a completion
+	// that waits out a database hiccup keeps its lease.
+	beatCtx, stopBeat := context.WithCancel(db)
 	beat := make(chan struct{})
 	go func() {
 		defer close(beat)
-		p.heartbeat(db, work)
+		p.heartbeat(beatCtx)
 	}()
 
 	p.fetch(ctx, db, work, slots, done, &handlers)
@@ -169,13 +264,14 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 	close(done)
 	completers.Wait()
 	stopWork()
+	stopBeat()
 	<-beat
 	return nil
 }
 
 // fetch claims jobs while there are free slots, and starts a handler for
 // each, until ctx ends.
-func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, done chan<- finished, handlers *sync.WaitGroup) {
+func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, done chan<- *finished, handlers *sync.WaitGroup) {
 	cfg := p.cfg
 	for ctx.Err() == nil {
 		// Wait for one free slot, then take as many as are free.
@@ -199,8 +295,8 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 			<-slots
 		}
 		if err != nil {
-			if !errors.Is(err, ErrNoJob) && cfg.OnError != nil {
-				cfg.OnError(err)
+			if !errors.Is(err, ErrNoJob) {
+				p.onError(fmt.Errorf("%w (the pool claims again in %v)", err, cfg.PollInterval))
 			}
 			select {
 			case <-time.After(cfg.PollInterval):
@@ -208,45 +304,53 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 			}
 			continue
 		}
+		now := time.Now()
 		for _, c := range claims {
-			jctx, cancel := context.WithCancel(work)
+			jctx, cancel := context.WithCancelCause(work)
+			run := &running{claim: c, cancel: cancel, deadline: now.Add(c.LeaseUntil.Sub(c.DBTime))}
+			run.expire = time.AfterFunc(run.deadline.Sub(now), func() { cancel(ErrLeaseLost) })
 			p.mu.Lock()
-			p.inFlight[c.JobID] = &running{claim: c, cancel: cancel}
+			p.inFlight[c.JobID] = run
 			p.mu.Unlock()
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
-				result, err := p.call(jctx, c)
-				done <- finished{claim: c, result: result, err: err}
+				done <- p.call(jctx, c)
 			}()
 		}
 	}
 }
 
 // call runs the handler, turning a panic into the job's failure.
-func (p *WorkerPool) call(ctx context.Context, c Claim) (result []byte, err error) {
+func (p *WorkerPool) call(ctx context.Context, c Claim) (f *finished) {
+	f = &finished{claim: c}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("the handler panicked: %v", r)
+			f.result, f.write, f.err = nil, nil, fmt.Errorf("the handler panicked: %v", r)
 		}
 	}()
-	result, err = p.cfg.Handler(ctx, c)
-	switch {
-	case err != nil:
-	case len(result) == 0:
-		result = []byte("{}") // a job with nothing to say
-	case ValidatePayload("result", result) != nil:
-		err = fmt.Errorf("the handler's result is not a JSON document")
+	if p.cfg.HandlerTx != nil {
+		f.result, f.write, f.err = p.cfg.HandlerTx(ctx, c)
+	} else {
+		f.result, f.err = p.cfg.Handler(ctx, c)
 	}
-	return result, err
+	switch {
+	case f.err != nil:
+		f.write = nil
+	case len(f.result) == 0:
+		f.result = []byte("{}") // a job with nothing to say
+	case ValidatePayload("result", f.result) != nil:
+		f.err, f.write = errors.New("the handler's result is not a JSON document"), nil
+	}
+	return f
 }
 
 // complete records finished jobs a batch at a time: all that are waiting,
-// up to BatchSize, in one statement each for results and for failures.
-func (p *WorkerPool) complete(db context.Context, done <-chan finished, slots <-chan struct{}) {
+// up to BatchSize.
+func (p *WorkerPool) complete(db context.Context, done <-chan *finished, slots <-chan struct{}) {
 	cfg := p.cfg
 	for f := range done {
-		batch := []finished{f}
+		batch := []*finished{f}
 	more:
 		for len(batch) < cfg.BatchSize {
 			select {
@@ -259,29 +363,12 @@ func (p *WorkerPool) complete(db context.Context, done <-chan finished, slots <-
 				break more
 			}
 		}
-		var cs []Completion
-		var fs []Failure
-		for _, f := range batch {
-			if f.err != nil {
-				reason := f.err.Error()
-				if len(reason) > MaxReasonLen {
-					reason = reason[:MaxReasonLen]
-				}
-				fs = append(fs, Failure{Claim: f.claim, Reason: reason})
-			} else {
-				cs = append(cs, Completion{Claim: f.claim, Result: f.result})
-			}
-		}
-		if len(cs) > 0 {
-			p.record(cfg.Queue.CompleteBatch(db, cs))
-		}
-		if len(fs) > 0 {
-			p.record(cfg.Queue.FailBatch(db, fs))
-		}
+		p.recordWithRetries(db, batch)
 		p.mu.Lock()
 		for _, f := range batch {
 			if r := p.inFlight[f.claim.JobID]; r != nil {
-				r.cancel()
+				r.expire.Stop()
+				r.cancel(context.Canceled)
 				delete(p.inFlight, f.claim.JobID)
 			}
 		}
@@ -292,86 +379,340 @@ func (p *WorkerPool) complete(db context.Context, done <-chan finished, slots <-
 	}
 }
 
-// record reports what a batch write came to: each fenced job, or the
-// statement's own failure. A job whose write failed for another reason is
-// left to its lease: it runs out, and another claim takes the job.
-func (p *WorkerPool) record(rs []BatchResult, err error) {
-	if err != nil {
-		if p.cfg.OnError != nil {
-			p.cfg.OnError(err)
+// Completion retries: from retryFirst, doubling to retryMost, each wait
+// drawn from half to all of it.
+const (
+	retryFirst = 10 * time.Millisecond
+	retryMost  = time.Second
+)
+
+// recordWithRetries records a batch, and again, with backoff, while an
+// error that may pass (the database unavailable) leaves some of its jobs
+// unsettled and the lease of one of them still holds.
+func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
+	wait := retryFirst
+	for try := 1; ; try++ {
+		p.setRecording(batch, true)
+		err := p.record(db, batch)
+		p.setRecording(batch, false)
+		if err == nil {
+			return
 		}
-		return
-	}
-	fenced := Fenced(rs)
-	if p.cfg.OnRecorded != nil {
-		landed := 0
-		for _, r := range rs {
-			if r.Err == nil {
-				landed++
+		left := unsettled(batch)
+		if errors.Is(err, ErrInvalidInput) && len(left) > 1 {
+			// One job's result the database refused must not sink the
+			// others: each goes alone, and the bad one is failed.
+			for _, f := range left {
+				p.recordWithRetries(db, []*finished{f})
 			}
+			return
 		}
-		p.cfg.OnRecorded(landed, len(fenced))
+		if errors.Is(err, ErrInvalidInput) && len(left) == 1 && left[0].err == nil {
+			f := left[0]
+			f.err, f.result, f.write = fmt.Errorf("its result could not be recorded: %w", err), nil, nil
+			continue
+		}
+		holds := p.leaseHolds(left)
+		if !errors.Is(err, ErrUnavailable) || !holds || db.Err() != nil {
+			p.onError(fmt.Errorf("%w: the pool gives up recording %d jobs after %d tries; their leases run out and other claims take them", err, len(left), try))
+			return
+		}
+		p.onError(fmt.Errorf("%w (the pool records %d jobs again in %v, try %d)", err, len(left), wait, try+1))
+		select {
+		case <-time.After(wait/2 + mrand.N(wait/2+1)):
+		case <-db.Done():
+		}
+		wait = min(2*wait, retryMost)
 	}
-	if p.cfg.OnFenced != nil {
-		for _, fe := range fenced {
-			p.cfg.OnFenced(fe)
+}
+
+func unsettled(batch []*finished) []*finished {
+	var left []*finished
+	for _, f := range batch {
+		if !f.settled {
+			left = append(left, f)
+		}
+	}
+	return left
+}
+
+// leaseHolds reports whether the lease of any of the jobs still holds by
+// the pool's own clock.
+func (p *WorkerPool) leaseHolds(fs []*finished) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for _, f := range fs {
+		if r := p.inFlight[f.claim.JobID]; r != nil && now.Before(r.deadline) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *WorkerPool) setRecording(batch []*finished, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range batch {
+		if r := p.inFlight[f.claim.JobID]; r != nil {
+			r.recording = on
 		}
 	}
 }
 
+// record makes one try at recording the batch's unsettled jobs, and marks
+// each it settles.
+func (p *WorkerPool) record(db context.Context, batch []*finished) error {
+	left := unsettled(batch)
+	if len(left) == 0 {
+		return nil
+	}
+	if p.cfg.HandlerTx != nil {
+		return p.recordTx(db, left)
+	}
+	var cs, fs []*finished
+	for _, f := range left {
+		if f.err != nil {
+			fs = append(fs, f)
+		} else {
+			cs = append(cs, f)
+		}
+	}
+	for _, part := range [][]*finished{cs, fs} {
+		if len(part) == 0 {
+			continue
+		}
+		rs, err := p.write(db, p.cfg.Queue, part)
+		if err != nil {
+			return err
+		}
+		p.settle(part, rs)
+	}
+	return nil
+}
+
+// write sends the completions or the failures of part, all of one kind,
+// in one statement on q.
+func (p *WorkerPool) write(ctx context.Context, q *Queue, part []*finished) ([]BatchResult, error) {
+	if part[0].err != nil {
+		fs := make([]Failure, len(part))
+		for i, f := range part {
+			fs[i] = Failure{Claim: f.claim, Reason: reasonOf(f.err)}
+		}
+		return q.FailBatch(ctx, fs)
+	}
+	cs := make([]Completion, len(part))
+	for i, f := range part {
+		cs[i] = Completion{Claim: f.claim, Result: f.result}
+	}
+	return q.CompleteBatch(ctx, cs)
+}
+
+// reasonOf is a handler's error as a failure's reason, within MaxReasonLen.
+func reasonOf(err error) string {
+	reason := err.Error()
+	if len(reason) > MaxReasonLen {
+		reason = reason[:MaxReasonLen]
+	}
+	if reason == "" {
+		reason = "the handler failed"
+	}
+	return reason
+}
+
+// settle marks each job of part by its write's result, and tells OnFenced
+// and OnRecorded. A job found already finished by this claim had its write
+// land on an earlier try whose answer was lost.
+func (p *WorkerPool) settle(part []*finished, rs []BatchResult) {
+	landed, fenced := 0, 0
+	for i, r := range rs {
+		var fe *FencedError
+		switch {
+		case r.Err == nil, errors.Is(r.Err, ErrFinished):
+			landed++
+		case errors.As(r.Err, &fe):
+			fenced++
+			if p.cfg.OnFenced != nil {
+				p.cfg.OnFenced(fe)
+			}
+		default:
+			p.onError(r.Err)
+		}
+		part[i].settled = true
+	}
+	if p.cfg.OnRecorded != nil {
+		p.cfg.OnRecorded(landed, fenced)
+	}
+}
+
+// recordTx records a batch of a HandlerTx in one transaction: it locks
+// the jobs' rows and checks each job is still the pool's (the same guards
+// as the compare-and-set), runs the TxFunc of each that is, in a savepoint
+// of its own, then records the completions and the failures by
+// compare-and-set, and commits. A job another claim took runs no write.
+func (p *WorkerPool) recordTx(ctx context.Context, left []*finished) error {
+	q := p.cfg.Queue
+	tx, err := q.db.(TxDB).Begin(ctx)
+	if err != nil {
+		return translate("record a batch: begin", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	tq := q.on(tx)
+	claims := make([]Claim, len(left))
+	for i, f := range left {
+		claims[i] = f.claim
+	}
+	held, err := tq.lockBatch(ctx, claims)
+	if err != nil {
+		return err
+	}
+	var settledNow []*finished
+	var settledRs []BatchResult
+	var cs, fs []*finished
+	for i, f := range left {
+		if held[i].Err != nil {
+			settledNow, settledRs = append(settledNow, f), append(settledRs, held[i])
+			continue
+		}
+		if f.err == nil && f.write != nil {
+			if werr := runWrite(ctx, tx, f.write); werr != nil {
+				if errors.Is(werr, ErrUnavailable) {
+					return werr // the transaction is gone: the whole batch again
+				}
+				f.err = fmt.Errorf("its write failed: %w", werr)
+			}
+		}
+		if f.err != nil {
+			fs = append(fs, f)
+		} else {
+			cs = append(cs, f)
+		}
+	}
+	var results [][]BatchResult
+	for _, part := range [][]*finished{cs, fs} {
+		if len(part) == 0 {
+			results = append(results, nil)
+			continue
+		}
+		rs, err := p.write(ctx, tq, part)
+		if err != nil {
+			return err
+		}
+		results = append(results, rs)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return translate("record a batch: commit", err)
+	}
+	if len(settledNow) > 0 {
+		p.settle(settledNow, settledRs)
+	}
+	for i, part := range [][]*finished{cs, fs} {
+		if len(part) > 0 {
+			p.settle(part, results[i])
+		}
+	}
+	return nil
+}
+
+// runWrite runs a job's TxFunc in a savepoint of tx: its writes are kept
+// when it returns nil, and undone, alone, when it fails or panics.
+func runWrite(ctx context.Context, tx pgx.Tx, write TxFunc) (err error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return translate("savepoint", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the write panicked: %v", r)
+		}
+		if err != nil {
+			if rerr := sp.Rollback(ctx); rerr != nil {
+				err = translate("roll back to the savepoint", rerr)
+			}
+		}
+	}()
+	if err = write(ctx, sp); err != nil {
+		if terr := translate("write", err); errors.Is(terr, ErrUnavailable) {
+			return terr
+		}
+		return err
+	}
+	return translate("release the savepoint", sp.Commit(ctx))
+}
+
 // heartbeat renews the leases of the jobs in flight, a batch at a time,
-// every Heartbeat, until work ends; a job whose renewal is fenced has lost
-// its lease, and its handler's context is cancelled.
-func (p *WorkerPool) heartbeat(db, work context.Context) {
+// every Heartbeat, until ctx ends. A job whose renewal is fenced has lost
+// its lease to another claim, and its handler's context is cancelled; a
+// job the pool has itself finished meanwhile is left alone.
+func (p *WorkerPool) heartbeat(ctx context.Context) {
 	cfg := p.cfg
 	t := time.NewTicker(cfg.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
-		case <-work.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		p.mu.Lock()
 		claims := make([]Claim, 0, len(p.inFlight))
 		for _, r := range p.inFlight {
-			claims = append(claims, r.claim)
+			if !r.recording {
+				claims = append(claims, r.claim)
+			}
 		}
 		p.mu.Unlock()
 		for len(claims) > 0 {
 			n := min(len(claims), cfg.BatchSize)
-			rs, err := cfg.Queue.RenewBatch(db, claims[:n], cfg.Lease)
+			sent := time.Now()
+			rs, err := cfg.Queue.RenewBatch(ctx, claims[:n], cfg.Lease)
 			claims = claims[n:]
 			if err != nil {
-				if cfg.OnError != nil {
-					cfg.OnError(err)
-				}
+				p.onError(fmt.Errorf("%w (the pool renews again in %v)", err, cfg.Heartbeat))
 				continue
 			}
 			var lost []*FencedError
+			var errs []error
 			p.mu.Lock()
 			for _, r := range rs {
 				run := p.inFlight[r.JobID]
-				if run == nil {
-					continue // recorded meanwhile: its renewal no longer matters
-				}
-				if r.Err == nil {
-					run.claim.LeaseUntil = r.LeaseUntil
-					continue
-				}
-				run.cancel() // the lease is lost: the handler should give up
 				var fe *FencedError
-				if errors.As(r.Err, &fe) {
+				switch {
+				case run == nil:
+					// recorded meanwhile: its renewal no longer matters
+				case r.Err == nil:
+					run.claim.LeaseUntil = r.LeaseUntil
+					// By the pool's clock, the lease now runs from when the
+					// renewal was sent: the earliest moment Postgres could
+					// have judged it.
+					run.deadline = sent.Add(r.LeaseUntil.Sub(r.DBTime))
+					run.expire.Reset(time.Until(run.deadline))
+				case errors.Is(r.Err, ErrFinished):
+					// the pool's own completion landed first: no fence
+				case errors.As(r.Err, &fe):
+					run.cancel(fe) // the lease is lost: the handler should give up
 					lost = append(lost, fe)
+				default:
+					run.cancel(r.Err)
+					errs = append(errs, r.Err)
 				}
 			}
 			p.mu.Unlock()
+			for _, err := range errs {
+				p.onError(err)
+			}
 			if cfg.OnFenced != nil {
 				for _, fe := range lost {
 					cfg.OnFenced(fe)
 				}
 			}
 		}
+	}
+}
+
+func (p *WorkerPool) onError(err error) {
+	if p.cfg.OnError != nil {
+		p.cfg.OnError(err)
 	}
 }
 

@@ -6,6 +6,7 @@
 //	fencelab worker    one worker process (the server and `run` spawn these)
 //	fencelab receiver  the external receiver as a standalone HTTP service
 //	fencelab bench     the fenced claim→complete cycle, against pgbench's ceiling
+//	fencelab migrate   a job queue's schema up or down to a version
 //	fencelab probe     is a server alive? (the Docker HEALTHCHECK)
 //	fencelab crowd     a crowd of simulated blog readers against a server, and how it held up
 //	                   (`fencelab load`, its old name, still works)
@@ -76,6 +77,7 @@ Usage:
   fencelab worker [flags]    one worker process (spawned by serve and run)
   fencelab receiver [flags]  the external receiver as a standalone HTTP service
   fencelab bench [flags]     benchmark the fenced claim→complete cycle against pgbench
+  fencelab migrate [flags]   migrate a job queue's schema up or down (DATABASE_URL)
   fencelab probe [flags]     ask a running server whether it is alive (for HEALTHCHECK)
   fencelab crowd [flags]     a crowd of simulated blog readers against a server:
                              how it holds up (was 'fencelab load', which still works)
@@ -109,6 +111,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return receiverCmd(ctx, rest, getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return migrateCmd(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		return probeCmd(ctx, rest, getenv, stdout, stderr)
 	case "crowd":
@@ -119,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usagef("fencelab: unknown command %q (want serve, run, check, worker, receiver, bench, probe or crowd; see fencelab --help)", cmd)
+	return usagef("fencelab: unknown command %q (want serve, run, check, worker, receiver, bench, migrate, probe or crowd; see fencelab --help)", cmd)
 }
 
 // newFlagSet returns a flag set that reports errors as usage errors and

@@ -1,6 +1,6 @@
--- The job queue's schema. {{schema}} is replaced by the quoted schema name
--- and {{channel}} by the quoted NOTIFY channel; both are validated first.
--- Every statement is idempotent: setup may run again on a live schema.
+-- Migration 001, the queue as it first was. {{schema}} is replaced by the
+-- quoted schema name, validated first. Every statement is idempotent, so a
+-- schema made before migrations were versioned is taken over as it is.
 
 CREATE SCHEMA IF NOT EXISTS {{schema}};
 

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine/pgtest"
+)
+
+// TestMigrateCmd_UpDownStatusAndRefusals drives `fencelab migrate` as a
+// deploy step would: up to the latest, down a step, the status, and bad
+// input that exits 2 and changes nothing.
+func TestMigrateCmd_UpDownStatusAndRefusals(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t)
+	steps := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--schema", schema, "--status"}, 0, "version 0 (this fencelab's latest: 2)"},
+		{[]string{"--schema", schema}, 0, "version 0 → 2"},
+		{[]string{"--schema", schema}, 0, "at version 2 already; nothing to do"},
+		{[]string{"--schema", schema, "--to", "1"}, 0, "version 2 → 1"},
+		{[]string{"--schema", schema, "--status"}, 0, "version 1 (this fencelab's latest: 2)"},
+		{[]string{"--schema", schema, "--to", "3"}, 2, "--to 3: this fencelab knows versions 0 to 2"},
+		{[]string{"--schema", schema, "--to", "-1"}, 2, "--to -1"},
+		{[]string{"--schema", "Bad-Name"}, 2, "--schema: schema name"},
+		{[]string{}, 2, "--schema is required"},
+		{[]string{"--schema", schema, "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"--schema", schema, "--to", "99999999999999999999"}, 2, "value out of range"},
+		{[]string{"--schema", schema, "--status"}, 0, "version 1 (this fencelab's latest: 2)"},
+	}
+	for _, s := range steps {
+		stdout, stderr, code := fencelab(t, nil, append([]string{"migrate"}, s.args...)...)
+		if code != s.code || !strings.Contains(stdout+stderr, s.out) {
+			t.Errorf("fencelab migrate %s: exit %d, %q %q; want exit %d and %q", strings.Join(s.args, " "), code, stdout, stderr, s.code, s.out)
+		}
+	}
+	_, stderr, code := fencelab(t, []string{"DATABASE_URL="}, "migrate", "--schema", schema)
+	if code != 2 || !strings.Contains(stderr, "set DATABASE_URL") {
+		t.Errorf("without DATABASE_URL: exit %d, %q", code, stderr)
+	}
+}
