@@ -92,12 +92,51 @@ func CeilingScript(ctx context.Context, db engine.DB, schema string, batch int) 
 	}
 	// The claim's RETURNING starts with id, owner, epoch; the arrays keep
 	// its id order, which the completion keeps too.
-	gather := "WITH c AS (" + claim + ") SELECT" +
+	ctes, main, err := splitWith(claim)
+	if err != nil {
+		return "", fmt.Errorf("ceiling script: the claim: %w", err)
+	}
+	gather := "WITH " + ctes + "c AS (" + main + ") SELECT" +
 		" coalesce(array_agg(id ORDER BY id), '{}') AS ids," +
 		" coalesce(array_agg(owner ORDER BY id), '{}') AS owners," +
 		" coalesce(array_agg(epoch ORDER BY id), '{}') AS epochs," +
 		" coalesce(array_agg('{}'::text ORDER BY id), '{}') AS results FROM c"
 	return gather + " \\gset\n" + complete + ";\n", nil
+}
+
+// splitWith splits a one-line statement that may start with a WITH list
+// into that list (each CTE followed by ", ") and the statement after it, so
+// that the claim can become one CTE more: Postgres allows a data-modifying
+// CTE only at the top level, so the claim's own CTEs cannot be nested.
+func splitWith(sql string) (ctes, main string, err error) {
+	sql = strings.TrimSpace(sql)
+	if !strings.HasPrefix(strings.ToUpper(sql), "WITH ") {
+		return "", sql, nil
+	}
+	depth, quote := 0, byte(0)
+	for i := len("WITH "); i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth == 0 {
+				rest := strings.TrimSpace(sql[i+1:])
+				if strings.HasPrefix(rest, ",") {
+					continue
+				}
+				return strings.TrimSpace(sql[len("WITH "):i+1]) + ", ", rest, nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("no statement after its WITH list: %s", sql)
 }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
