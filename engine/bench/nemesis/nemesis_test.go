@@ -27,7 +27,7 @@ var (
 )
 
 func init() {
-	flag.Var(&breakFlag, "nemesis.break", "guards to break in the workers, to see the test fail (epoch-check,owner-check)")
+	flag.Var(&breakFlag, "nemesis.break", "guards to break in the workers, to see the test fail (status-check,owner-check,epoch-check)")
 }
 
 // The run: 4 worker processes, a 300 ms lease, a worker frozen
@@ -68,7 +68,11 @@ func poolRun(tb testing.TB, jobs int, schedule *nemesis.Schedule, broken engine.
 // they have all stopped: every job done exactly once, with the final
 // epoch's result; no fenced effect from a superseded claim; no job stuck
 // or lost; and the nemesis really bit (jobs were reclaimed). With the
-// fence broken (-nemesis.break epoch-check,owner-check) it fails.
+// compare-and-set broken (-nemesis.break status-check,owner-check,epoch-check)
+// it fails: zombies' completions land on jobs another claim finished. With
+// the owner and epoch checks alone broken it may pass: the status check
+// then still refuses a zombie that wakes after the new owner's commit, and
+// the pool's own lease timer cancels a handler that wakes past its lease.
 func TestNemesis_FencedPool_NoZombieCompletes(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Pool(t)

@@ -67,15 +67,28 @@ func EffectInsert(schema string) string {
 }
 
 // Insert empties schema's jobs table and puts n pending jobs in it, each
-// allowed maxAttempts claims.
+// allowed maxAttempts claims, with the queue's bulk insert.
 func Insert(ctx context.Context, db engine.DB, schema string, n, maxAttempts int) error {
-	for _, st := range engine.JobsFill(schema, n) {
-		if _, err := db.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return fmt.Errorf("insert %d jobs: %s: %w", n, st.Name, err)
+	if _, err := db.Exec(ctx, "TRUNCATE "+ident(schema)+".jobs"); err != nil {
+		return fmt.Errorf("insert %d jobs: %w", n, err)
+	}
+	q, err := engine.NewQueue(db, engine.QueueConfig{Schema: schema})
+	if err != nil {
+		return err
+	}
+	const chunk = 5000
+	jobs := make([]engine.NewJob, 0, min(n, chunk))
+	for i := 0; i < n; i += chunk {
+		jobs = jobs[:0]
+		for j := i; j < min(n, i+chunk); j++ {
+			jobs = append(jobs, engine.NewJob{Payload: fmt.Appendf(nil, `{"n": %d}`, j), MaxAttempts: maxAttempts})
+		}
+		if _, err := q.InsertMany(ctx, jobs); err != nil {
+			return fmt.Errorf("insert %d jobs: %w", n, err)
 		}
 	}
-	if _, err := db.Exec(ctx, "UPDATE "+ident(schema)+".jobs SET max_attempts = $1", maxAttempts); err != nil {
-		return fmt.Errorf("insert %d jobs: max attempts: %w", n, err)
+	if _, err := db.Exec(ctx, "ANALYZE "+ident(schema)+".jobs"); err != nil {
+		return fmt.Errorf("insert %d jobs: %w", n, err)
 	}
 	return nil
 }

@@ -101,12 +101,8 @@ func PoolWorker(ctx context.Context, cfg WorkerConfig, in io.Reader, out io.Writ
 	wp, err := engine.NewWorkerPool(engine.WorkerPoolConfig{
 		Queue: q, Owner: cfg.Owner, Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize,
 		Lease: cfg.Lease, PollInterval: 20 * time.Millisecond,
-		Handler: func(ctx context.Context, job engine.Claim) ([]byte, error) {
-			result, write, err := handle(ctx, db, insert, cfg.Owner, job)
-			if err != nil {
-				return nil, err
-			}
-			return result, fencedWrite(ctx, db, write)
+		HandlerTx: func(ctx context.Context, job engine.Claim) ([]byte, engine.TxFunc, error) {
+			return handle(ctx, db, insert, cfg.Owner, job)
 		},
 	})
 	if err != nil {
@@ -139,8 +135,10 @@ func Warm(ctx context.Context, db *pgxpool.Pool) error {
 }
 
 // handle is a job's work: the external effect, then the result and the
-// fenced effect's write for the completion's transaction.
-func handle(ctx context.Context, db engine.DB, insert, owner string, job engine.Claim) ([]byte, func(context.Context, pgx.Tx) error, error) {
+// fenced effect's write, which the pool runs in the transaction that
+// records the completion, once the job's row is locked and its owner and
+// epoch checked: it commits with the completion, or not at all.
+func handle(ctx context.Context, db engine.DB, insert, owner string, job engine.Claim) ([]byte, engine.TxFunc, error) {
 	if _, err := db.Exec(ctx, insert, job.JobID, job.Epoch, owner, EffectExternal); err != nil {
 		return nil, nil, fmt.Errorf("external effect: %w", err)
 	}
@@ -152,12 +150,4 @@ func handle(ctx context.Context, db engine.DB, insert, owner string, job engine.
 		_, err := tx.Exec(ctx, insert, job.JobID, job.Epoch, owner, EffectFenced)
 		return err
 	}, nil
-}
-
-// fencedWrite runs a fenced effect's write. Until the worker pool can run
-// it inside the transaction that records the completion, it runs in a
-// transaction of its own before the completion: it is NOT fenced, and the
-// verdict must count it as a zombie completion whenever one lands.
-func fencedWrite(ctx context.Context, db *pgxpool.Pool, write func(context.Context, pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return write(ctx, tx) })
 }
