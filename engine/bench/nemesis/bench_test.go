@@ -12,16 +12,18 @@ import (
 // BenchmarkNemesis_FencedPool measures the fenced pool in 4 worker
 // processes under the nemesis (jobs/s, and the zombie completions that
 // landed: 0), and beside it, in the same run, the same pool with no
-// nemesis and the ceiling of its own batch statements through pgbench,
-// whose x-calm is the calm pool's jobs/s ÷ the ceiling's.
+// nemesis, the pool with no nemesis and no effect rows (10× the jobs), and
+// the ceiling of its own batch statements through pgbench (10× the jobs),
+// whose x-calm and x-bare are those two pools' jobs/s ÷ the ceiling's.
 //
 //	go test ./engine/bench/nemesis/ -run '^$' -bench Nemesis -benchtime 1x -nemesis.jobs 5000
 func BenchmarkNemesis_FencedPool(b *testing.B) {
 	ctx := context.Background()
-	round := func(b *testing.B, schedule func() *nemesis.Schedule) float64 {
+	round := func(b *testing.B, jobs int, noEffects bool, schedule func() *nemesis.Schedule) float64 {
 		db := pgtest.Pool(b)
-		run := poolRun(b, *jobsFlag, nil, 0)
-		var jobs, zombies, reclaimed, stale int
+		run := poolRun(b, jobs, nil, 0)
+		run.Worker.NoEffects = noEffects
+		var done, zombies, reclaimed, stale int
 		var elapsed time.Duration
 		for b.Loop() {
 			run.Nemesis = schedule()
@@ -32,10 +34,10 @@ func BenchmarkNemesis_FencedPool(b *testing.B) {
 			if o.Unfinished != 0 || o.Done != run.Jobs {
 				b.Fatalf("%d of %d jobs done, %d unfinished", o.Done, run.Jobs, o.Unfinished)
 			}
-			jobs, elapsed = jobs+o.Done, elapsed+o.Elapsed
+			done, elapsed = done+o.Done, elapsed+o.Elapsed
 			zombies, reclaimed, stale = zombies+o.ZombieCompletions, reclaimed+o.Reclaimed, stale+o.StaleEffects
 		}
-		rate := float64(jobs) / elapsed.Seconds()
+		rate := float64(done) / elapsed.Seconds()
 		b.ReportMetric(rate, "jobs/s")
 		b.ReportMetric(float64(zombies), "zombie-completions")
 		b.ReportMetric(float64(reclaimed), "reclaimed")
@@ -44,14 +46,16 @@ func BenchmarkNemesis_FencedPool(b *testing.B) {
 	}
 	b.Run("nemesis", func(b *testing.B) {
 		s := seed(b)
-		round(b, func() *nemesis.Schedule { s++; return &nemesis.Schedule{Lease: lease, Seed: s - 1} })
+		round(b, *jobsFlag, false, func() *nemesis.Schedule { s++; return &nemesis.Schedule{Lease: lease, Seed: s - 1} })
 	})
-	var calm float64
-	b.Run("calm", func(b *testing.B) { calm = round(b, func() *nemesis.Schedule { return nil }) })
+	none := func() *nemesis.Schedule { return nil }
+	var calm, bare float64
+	b.Run("calm", func(b *testing.B) { calm = round(b, *jobsFlag, false, none) })
+	b.Run("bare", func(b *testing.B) { bare = round(b, 10**jobsFlag, true, none) })
 	b.Run("ceiling", func(b *testing.B) {
 		db := pgtest.Pool(b)
 		schema := pgtest.Schema(b)
-		per := max(*jobsFlag/(workers*batch), 1)
+		per := max(10**jobsFlag/(workers*batch), 1)
 		var jobs int
 		var elapsed time.Duration
 		for b.Loop() {
@@ -66,8 +70,9 @@ func BenchmarkNemesis_FencedPool(b *testing.B) {
 		}
 		rate := float64(jobs) / elapsed.Seconds()
 		b.ReportMetric(rate, "jobs/s")
-		if calm > 0 {
+		if calm > 0 && bare > 0 {
 			b.ReportMetric(calm/rate, "x-calm")
+			b.ReportMetric(bare/rate, "x-bare")
 		}
 	})
 }

@@ -31,6 +31,10 @@ type WorkerConfig struct {
 	// Broken breaks guards on purpose: only the test that proves the
 	// verdict catches zombies sets it.
 	Broken engine.Guards `json:"broken,omitempty"`
+	// NoEffects leaves the effect rows out: each job only returns its
+	// Result, with a plain Handler, so the pool's statements are the
+	// ceiling's (claims and completions), with its renewals beside them.
+	NoEffects bool `json:"no_effects,omitempty"`
 }
 
 // Env returns the environment entry that hands c to a worker process.
@@ -98,13 +102,19 @@ func PoolWorker(ctx context.Context, cfg WorkerConfig, in io.Reader, out io.Writ
 		return err
 	}
 	insert := EffectInsert(cfg.Schema)
-	wp, err := engine.NewWorkerPool(engine.WorkerPoolConfig{
-		Queue: q, Owner: cfg.Owner, Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize,
-		Lease: cfg.Lease, PollInterval: 20 * time.Millisecond,
-		HandlerTx: func(ctx context.Context, job engine.Claim) ([]byte, engine.TxFunc, error) {
+	pc := engine.WorkerPoolConfig{Queue: q, Owner: cfg.Owner, Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize,
+		Lease: cfg.Lease, PollInterval: 20 * time.Millisecond}
+	if cfg.NoEffects {
+		// A plain Handler: the pool records it with CompleteBatch alone.
+		pc.Handler = func(ctx context.Context, job engine.Claim) ([]byte, error) {
+			return json.Marshal(Result{Epoch: job.Epoch, Worker: cfg.Owner})
+		}
+	} else {
+		pc.HandlerTx = func(ctx context.Context, job engine.Claim) ([]byte, engine.TxFunc, error) {
 			return handle(ctx, db, insert, cfg.Owner, job)
-		},
-	})
+		}
+	}
+	wp, err := engine.NewWorkerPool(pc)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ const (
 )
 
 type nemesisFlags struct {
-	jobs, workers, concurrency, batch, rounds int
+	jobs, bareJobs, workers, concurrency, batch, rounds int
 	lease, rescueEvery                        time.Duration
 	seed                                      uint64
 }
@@ -52,6 +52,7 @@ func nemesisMain(args []string) error {
 	fs := flag.NewFlagSet("nemesis", flag.ContinueOnError)
 	var f nemesisFlags
 	fs.IntVar(&f.jobs, "jobs", 5000, "jobs per run")
+	fs.IntVar(&f.bareJobs, "bare-jobs", 50_000, "jobs of the ceiling's run, and of the pool's run with no effect rows (a run of 5000 jobs at the ceiling lasts a tenth of a second)")
 	fs.IntVar(&f.workers, "workers", 4, "worker processes")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "jobs in flight per worker process: the pool's Concurrency, River's MaxWorkers")
 	fs.IntVar(&f.batch, "batch", 50, "the pool's batch size, and the ceiling's")
@@ -73,7 +74,7 @@ func nemesisMain(args []string) error {
 	default:
 		return fmt.Errorf("--worker %q: want fencelab or river", *role)
 	}
-	if f.jobs < 1 || f.jobs > 1_000_000 || f.workers < 1 || f.workers > 32 || f.concurrency < 1 || f.concurrency > 1000 ||
+	if f.jobs < 1 || f.jobs > 1_000_000 || f.bareJobs < 1 || f.bareJobs > 10_000_000 || f.workers < 1 || f.workers > 32 || f.concurrency < 1 || f.concurrency > 1000 ||
 		f.batch < 1 || f.batch > engine.MaxBatch || f.rounds < 1 || f.rounds > 20 || f.lease < 50*time.Millisecond || f.rescueEvery <= 0 {
 		return errors.New("--jobs 1..1000000, --workers 1..32, --concurrency 1..1000, --batch 1..10000, --rounds 1..20, --lease ≥ 50ms")
 	}
@@ -126,9 +127,13 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 		return err
 	}
 	schedule := func(seed uint64) *nemesis.Schedule { return &nemesis.Schedule{Lease: f.lease, Seed: seed} }
-	pool := func(seed uint64, withNemesis bool) (row, error) {
-		run := nemesis.PoolRun{Exe: exe, Args: []string{"nemesis", "--worker", "fencelab"}, Workers: f.workers, Jobs: f.jobs,
-			Worker: nemesis.WorkerConfig{DSN: dsn, Schema: poolSchema, Concurrency: f.concurrency, BatchSize: f.batch, Lease: f.lease}}
+	pool := func(seed uint64, withNemesis, noEffects bool) (row, error) {
+		jobs := f.jobs
+		if noEffects {
+			jobs = f.bareJobs
+		}
+		run := nemesis.PoolRun{Exe: exe, Args: []string{"nemesis", "--worker", "fencelab"}, Workers: f.workers, Jobs: jobs,
+			Worker: nemesis.WorkerConfig{DSN: dsn, Schema: poolSchema, Concurrency: f.concurrency, BatchSize: f.batch, Lease: f.lease, NoEffects: noEffects}}
 		if withNemesis {
 			run.Nemesis = schedule(seed)
 		}
@@ -138,14 +143,18 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 		}
 		return row{rate: o.PerSecond(), v: o.Verdict, freezes: len(o.Stats.Freezes), elapsed: o.Elapsed}, nil
 	}
-	riverRun := func(seed uint64) (row, error) {
-		o, err := riverNemesisRound(ctx, db, dsn, exe, f, schedule(seed))
+	riverRun := func(seed uint64, withNemesis bool) (row, error) {
+		var sched *nemesis.Schedule
+		if withNemesis {
+			sched = schedule(seed)
+		}
+		o, err := riverNemesisRound(ctx, db, dsn, exe, f, sched)
 		if err != nil {
 			return row{}, fmt.Errorf("River round: %w", err)
 		}
 		return row{rate: o.PerSecond(), v: o.Verdict, freezes: len(o.Stats.Freezes), elapsed: o.Elapsed}, nil
 	}
-	perClient := (f.jobs + f.workers*f.batch - 1) / (f.workers * f.batch)
+	perClient := (f.bareJobs + f.workers*f.batch - 1) / (f.workers * f.batch)
 	ceiling := func() (row, error) {
 		r, err := nemesis.Ceiling(ctx, db, dsn, ceilingSchema, f.workers, f.batch, perClient)
 		if err != nil {
@@ -159,7 +168,7 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 
 	fmt.Printf("under the nemesis: %d jobs, %d worker processes, lease %v; every %v a random worker frozen for the lease + 50..500ms, at most 2 at once\n",
 		f.jobs, f.workers, f.lease, 100*time.Millisecond)
-	var pools, rivers, calms, ceilings []row
+	var pools, rivers, calms, riverCalms, bares, ceilings []row
 	for r := range f.rounds {
 		seed := f.seed + uint64(r)
 		fmt.Printf("round %d (seed %d):\n", r+1, seed)
@@ -169,14 +178,14 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 		}
 		for _, which := range order {
 			if which == "fencelab" {
-				p, err := pool(seed, true)
+				p, err := pool(seed, true, false)
 				if err != nil {
 					return err
 				}
 				pools = append(pools, p)
 				printRow("fencelab pool, nemesis", p)
 			} else {
-				rv, err := riverRun(seed)
+				rv, err := riverRun(seed, true)
 				if err != nil {
 					return err
 				}
@@ -184,12 +193,25 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 				printRow("River, nemesis", rv)
 			}
 		}
-		c, err := pool(0, false)
+		c, err := pool(0, false, false)
 		if err != nil {
 			return err
 		}
 		calms = append(calms, c)
 		printRow("fencelab pool, no nemesis", c)
+		rc, err := riverRun(0, false)
+		if err != nil {
+			return err
+		}
+		riverCalms = append(riverCalms, rc)
+		printRow("River, no nemesis", rc)
+		b, err := pool(0, false, true)
+		if err != nil {
+			return err
+		}
+		bares = append(bares, b)
+		fmt.Printf("  %-28s %8.0f jobs/s   (%d jobs, no effect rows: the ceiling's statements, and renewals)  stuck %d  lost %d\n",
+			"fencelab pool, no nemesis", b.rate, f.bareJobs, b.v.Unfinished, f.bareJobs-b.v.Jobs)
 		ce, err := ceiling()
 		if err != nil {
 			return err
@@ -230,9 +252,11 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 			sum(s.rs, func(v nemesis.Verdict) int { return v.Unfinished }),
 			sum(s.rs, func(v nemesis.Verdict) int { return f.jobs - v.Jobs }))
 	}
-	fmt.Printf("ratio: under the nemesis the fencelab pool runs at %.2f× River (median of %d rounds)\n", rate(pools)/rate(rivers), f.rounds)
-	fmt.Printf("ratio: without the nemesis the fencelab pool runs at %.2f× the ceiling of its own statements through pgbench (median of %d rounds)\n",
-		rate(calms)/rate(ceilings), f.rounds)
+	fmt.Printf("ratio: under the nemesis the fencelab pool runs at %.2f× River (median of %d rounds); without it at %.2f×\n",
+		rate(pools)/rate(rivers), f.rounds, rate(calms)/rate(riverCalms))
+	fmt.Printf("ratio: the nemesis leaves the fencelab pool %.2f× its calm rate, and River %.2f×\n", rate(pools)/rate(calms), rate(rivers)/rate(riverCalms))
+	fmt.Printf("ratio: without the nemesis the fencelab pool runs at %.2f× the ceiling of its own statements through pgbench, and at %.2f× it with no effect rows (medians of %d rounds)\n",
+		rate(calms)/rate(ceilings), rate(bares)/rate(ceilings), f.rounds)
 	return nil
 }
 
