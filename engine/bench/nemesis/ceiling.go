@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -225,18 +226,19 @@ func Ceiling(ctx context.Context, db engine.TxDB, dsn, schema string, clients, b
 		"--client", strconv.Itoa(clients), "--jobs", strconv.Itoa(clients),
 		"--transactions", strconv.Itoa(perClient), "--file", file, dsn)
 	cmd.Dir = dir
-	cmd.SysProcAttr = procAttr() // it dies with us
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	err = runLocked(cmd) // it dies with us
 	r.Elapsed = time.Since(start)
 	if err != nil {
-		return CeilingResult{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+		return CeilingResult{}, fmt.Errorf("pgbench: %v\n%s", err, out.Bytes())
 	}
-	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil && string(m[1]) != "0" {
-		return CeilingResult{}, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out)
+	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out.Bytes()); m != nil && string(m[1]) != "0" {
+		return CeilingResult{}, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out.Bytes())
 	}
 	// pgbench's own figure leaves out its connection set-up; use it.
-	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
+	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out.Bytes()); m != nil {
 		if tps, err := strconv.ParseFloat(string(m[1]), 64); err == nil && tps > 0 {
 			r.Elapsed = time.Duration(float64(clients*perClient) / tps * float64(time.Second))
 		}

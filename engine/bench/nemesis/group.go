@@ -57,15 +57,26 @@ type proc struct {
 func Start(cmds []*exec.Cmd) (*Group, error) {
 	g := &Group{reaped: make(chan struct{})}
 	var pipes []*os.File // the workers' ends of their stdout pipes, closed once started
+	undo := func() {
+		for _, w := range pipes {
+			w.Close() // its reader then ends
+		}
+		for _, p := range g.procs {
+			p.stdin.Close()
+		}
+	}
 	for _, c := range cmds {
 		p := &proc{cmd: c, stderr: &tailBuffer{max: 8 << 10}, ready: make(chan struct{}), done: make(chan struct{})}
 		c.SysProcAttr = procAttr()
 		stdin, err := c.StdinPipe()
 		if err != nil {
+			undo()
 			return nil, err
 		}
 		r, w, err := os.Pipe()
 		if err != nil {
+			stdin.Close()
+			undo()
 			return nil, err
 		}
 		c.Stdout, c.Stderr = w, p.stderr
@@ -118,6 +129,24 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		close(g.reaped)
 	}()
 	return g, nil
+}
+
+// runLocked runs cmd to its end with its process attributes (procAttr)
+// from a locked OS thread kept until it is reaped, as Start does, so that
+// its parent-death signal holds.
+func runLocked(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = procAttr()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- cmd.Wait()
+	}()
+	return <-errc
 }
 
 // read follows a worker's standard output until it ends.
