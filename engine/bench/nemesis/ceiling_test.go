@@ -35,7 +35,6 @@ func TestCeiling_RunsThePoolsOwnBatchStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the script:\n%s", script)
 	for _, want := range []string{"FOR UPDATE SKIP LOCKED", "LIMIT 500", "epoch + 1,", `\gset`,
 		":ids::bigint[]", ":owners::text[]", ":epochs::bigint[]", "seen.row_epoch = seen.held_epoch", "seen.row_owner = seen.held_owner"} {
 		if !strings.Contains(script, want) {

@@ -78,7 +78,7 @@ func TestNemesis_FencedPool_NoZombieCompletes(t *testing.T) {
 	db := pgtest.Pool(t)
 	run := poolRun(t, *jobsFlag, &nemesis.Schedule{Lease: lease, Seed: seed(t)}, breakFlag)
 	if breakFlag != 0 {
-		t.Logf("the workers' queue breaks %v on purpose: this test must fail", breakFlag)
+		t.Logf("the workers' queue runs with %v on purpose: this test must fail", breakFlag)
 	}
 	o, err := run.Run(ctx, db)
 	if err != nil {
