@@ -44,8 +44,8 @@ const (
 
 type nemesisFlags struct {
 	jobs, bareJobs, workers, concurrency, batch, rounds int
-	lease, rescueEvery                        time.Duration
-	seed                                      uint64
+	lease, rescueEvery                                  time.Duration
+	seed                                                uint64
 }
 
 func nemesisMain(args []string) error {
@@ -172,46 +172,34 @@ func runNemesis(ctx context.Context, f nemesisFlags) error {
 	for r := range f.rounds {
 		seed := f.seed + uint64(r)
 		fmt.Printf("round %d (seed %d):\n", r+1, seed)
-		order := []string{"fencelab", "river"}
+		type run struct {
+			to   *[]row
+			name string
+			run  func() (row, error)
+		}
+		a := run{&pools, "fencelab pool, nemesis", func() (row, error) { return pool(seed, true, false) }}
+		b := run{&rivers, "River, nemesis", func() (row, error) { return riverRun(seed, true) }}
 		if r%2 == 1 {
-			order = []string{"river", "fencelab"}
+			a, b = b, a
 		}
-		for _, which := range order {
-			if which == "fencelab" {
-				p, err := pool(seed, true, false)
-				if err != nil {
-					return err
-				}
-				pools = append(pools, p)
-				printRow("fencelab pool, nemesis", p)
-			} else {
-				rv, err := riverRun(seed, true)
-				if err != nil {
-					return err
-				}
-				rivers = append(rivers, rv)
-				printRow("River, nemesis", rv)
+		for _, x := range []run{a, b,
+			{&calms, "fencelab pool, no nemesis", func() (row, error) { return pool(0, false, false) }},
+			{&riverCalms, "River, no nemesis", func() (row, error) { return riverRun(0, false) }},
+		} {
+			got, err := x.run()
+			if err != nil {
+				return err
 			}
+			*x.to = append(*x.to, got)
+			printRow(x.name, got)
 		}
-		c, err := pool(0, false, false)
+		bare, err := pool(0, false, true)
 		if err != nil {
 			return err
 		}
-		calms = append(calms, c)
-		printRow("fencelab pool, no nemesis", c)
-		rc, err := riverRun(0, false)
-		if err != nil {
-			return err
-		}
-		riverCalms = append(riverCalms, rc)
-		printRow("River, no nemesis", rc)
-		b, err := pool(0, false, true)
-		if err != nil {
-			return err
-		}
-		bares = append(bares, b)
+		bares = append(bares, bare)
 		fmt.Printf("  %-28s %8.0f jobs/s   (%d jobs, no effect rows: the ceiling's statements, and renewals)  stuck %d  lost %d\n",
-			"fencelab pool, no nemesis", b.rate, f.bareJobs, b.v.Unfinished, f.bareJobs-b.v.Jobs)
+			"fencelab pool, no nemesis", bare.rate, f.bareJobs, bare.v.Unfinished, f.bareJobs-bare.v.Jobs)
 		ce, err := ceiling()
 		if err != nil {
 			return err
@@ -333,7 +321,7 @@ func riverNemesisRound(ctx context.Context, db *pgxpool.Pool, dsn, exe string, f
 	}}.Run(ctx)
 	stopRescue()
 	if n := <-rescued; n > 0 {
-		fmt.Printf("  (River's rescue: %d passes failed and were tried again at the next tick)\n", n)
+		fmt.Printf("  (River's rescue: %d failed pass(es), each tried again at the next tick)\n", n)
 	}
 	if err != nil {
 		return nemesis.Outcome{RoundResult: res}, err
