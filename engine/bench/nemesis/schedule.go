@@ -18,11 +18,15 @@
 //   - the fencelab side of a run: SetupEffects and Insert prepare a queue,
 //     PoolWorker is the body of a worker process (engine.WorkerPool, each
 //     job writing a fenced and an unfenced effect row), and Judge reads the
-//     verdict from SQL alone once every worker has stopped.
+//     verdict from SQL alone once every worker has stopped. Round runs any
+//     queue's worker processes to the end of their jobs, PoolRun does all
+//     of it for the pool, and Ceiling runs the pool's own batch statements
+//     through pgbench, the physical limit to compare the pool with.
 //
-// The package's test, TestNemesis_FencedPool, runs four worker processes
-// under the schedule and asserts that no zombie completion landed.
-// engine/bench/river runs the same schedule against River.
+// The package's test, TestNemesis_FencedPool_NoZombieCompletes, runs four
+// worker processes under the schedule and asserts that no zombie
+// completion landed. engine/bench/river runs the same schedule against
+// River (go run . nemesis there).
 package nemesis
 
 import (
