@@ -452,8 +452,9 @@ func TestWatchdog_StopKillsNothing(t *testing.T) {
 // writes, then lists a child and dies: lines that are not a sign and a
 // pid, shell code among them, are ignored and not run; a child listed and
 // still listed is killed at EOF even while it is SIGSTOPped, after all the
-// garbage; a child listed and then taken off is left alone (so "+1" did
-// not become `kill -- -1`, which would have killed it too).
+// garbage; a child listed and then taken off is left alone: no line that
+// names it again put it back, and "+1" did not become `kill -- -1`, which
+// would have killed it too.
 func TestWatchdog_ReadsOnlyPids(t *testing.T) {
 	t.Parallel()
 	listed, listedDone := startWatched(t)
@@ -467,9 +468,10 @@ func TestWatchdog_ReadsOnlyPids(t *testing.T) {
 	touch := "touch " + marker
 	u := unlisted.Process.Pid
 	lines := []string{
-		"+1",
-		"-1",
 		fmt.Sprintf("+%d", u),
+		fmt.Sprintf("-%d", u), // off the list before the lines that name it again
+		"-1",
+		"+1", // last of the two: if it were taken, 1 would stay listed
 		"+abc; " + touch,
 		"+$(" + touch + ")",
 		"+`" + touch + "`",
@@ -491,7 +493,6 @@ func TestWatchdog_ReadsOnlyPids(t *testing.T) {
 		"+4294967297", // 2^32+1: 1 again if a shell cut it to 32 bits
 		"+" + strings.Repeat("9", 100_000),
 		strings.Repeat("x", 100_000),
-		fmt.Sprintf("-%d", u),
 		fmt.Sprintf("+%d", listed.Process.Pid),
 	}
 	if _, err := io.WriteString(wd.w, strings.Join(lines, "\n")+"\n"); err != nil {
