@@ -4,9 +4,11 @@ package watchdog
 
 import "syscall"
 
-// SetParentDeath reports false and leaves attr as it is: this kernel
-// (macOS, the other BSDs) has no parent-death signal, so only a watchdog
-// (Start) stops the child when its parent dies.
+// SetParentDeath asks the kernel to send sig to the child started with
+// attr when its parent dies, and reports whether it could: true on Linux
+// and FreeBSD, false elsewhere. Here (macOS, the other BSDs) the kernel
+// has no such signal, so attr is left as it is and only a watchdog
+// (Start) stops the child then.
 func SetParentDeath(attr *syscall.SysProcAttr, sig syscall.Signal) bool {
 	return false
 }

@@ -3,14 +3,14 @@
 //
 // Two tools do that, and a careful program uses both:
 //
-//   - SysProcAttr and SetParentDeath put a child in a process group of its
-//     own (so that one signal reaches all of it, and a terminal's Ctrl-C
-//     reaches only the parent, which passes it on) and, where the kernel
-//     has one (Linux, FreeBSD), give it a parent-death signal. On Linux
-//     that signal fires when the thread that forked the child exits, not
-//     only when the process does (go.dev/issue/27505): start the child
-//     from a goroutine that never locks its thread, or from a locked one
-//     that lives as long as the child.
+//   - SysProcAttr puts a child in a process group of its own (so that one
+//     signal reaches all of it, and a terminal's Ctrl-C reaches only the
+//     parent, which passes it on) and, like SetParentDeath, gives it a
+//     parent-death signal where the kernel has one (Linux, FreeBSD). On
+//     Linux that signal fires when the thread that forked the child
+//     exits, not only when the process does (go.dev/issue/27505): start
+//     the child from a goroutine that never locks its thread, or from a
+//     locked one that lives as long as the child.
 //   - Start starts a watchdog: a small /bin/sh process that outlives its
 //     parent. Its stdin is a pipe only the parent writes to, so end of
 //     file means the parent is gone; then it signals the process groups it
@@ -31,9 +31,10 @@
 // The watchdog never evaluates what it reads. A line that is not "stop" or
 // a sign and a decimal pid is ignored; the list holds nothing but such
 // pids; globbing is off; pid 1 is refused, since `kill -- -1` would signal
-// every process the watchdog may signal. It ignores SIGHUP and SIGINT and
-// leads a process group of its own, so a terminal's Ctrl-C or hang-up,
-// which kill its parent, do not kill it too.
+// every process the watchdog may signal. It leads a process group of its
+// own from before its first instruction, so a terminal's Ctrl-C or
+// hang-up, which kill its parent, never reach it; and from its first line
+// on it ignores SIGHUP and SIGINT sent to it some other way.
 package watchdog
 
 import (
@@ -142,8 +143,9 @@ type Config struct {
 	// (0 means SIGKILL), SIGTERM, SIGQUIT, SIGINT or SIGHUP.
 	Signal syscall.Signal
 	// Grace, when positive, makes the watchdog wait after Signal for every
-	// watched group leader to exit, up to Grace in all, then SIGKILL the
-	// groups of those left. It is rounded up to a tenth of a second.
+	// watched group leader to exit, up to about Grace in all (counted in
+	// tenths of a second, rounded up), then SIGKILL the groups of those
+	// left.
 	Grace time.Duration
 	// RemoveDir, when set, is an absolute folder the watchdog removes with
 	// everything in it, last, once the watched processes are gone (or
@@ -198,7 +200,9 @@ var live = struct {
 // Start starts a watchdog that watches no process yet: Watch each child
 // right after it starts, Unwatch it once it is reaped, and Stop the
 // watchdog when everything is cleaned up. Until Stop, the watchdog runs
-// as long as this process does, and then does what cfg says.
+// as long as this process does, and then does what cfg says. A Watchdog
+// dropped without Stop is kept from the garbage collector (see live), so
+// it still does its job when the process ends.
 func Start(cfg Config) (*Watchdog, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("start watchdog: %w", err)
