@@ -235,9 +235,15 @@ func killParent(t *testing.T, setup parentSetup) parentPids {
 		<-reaped
 		_ = stdin.Close()
 		killLeftover(t, "the unlisted child", pids.Unlisted, true)
-		killLeftover(t, "the parent-death child", pids.Pdeath, !pids.HasPdeath)
-		// The test need not have waited for the watchdog's work.
-		for what, pid := range map[string]int{"the leader": pids.Leader, "the member": pids.Member, "the watchdog": pids.Watchdog} {
+		// The test need not have waited for the watchdog's work, nor for
+		// the kernel's.
+		gone := map[string]int{"the leader": pids.Leader, "the member": pids.Member, "the watchdog": pids.Watchdog}
+		if pids.HasPdeath {
+			gone["the parent-death child"] = pids.Pdeath
+		} else {
+			killLeftover(t, "the parent-death child", pids.Pdeath, true)
+		}
+		for what, pid := range gone {
 			waitGone(pid, 5*time.Second)
 			killLeftover(t, what, pid, false)
 		}
@@ -384,6 +390,19 @@ func startWatched(t *testing.T) (cmd *exec.Cmd, done chan struct{}) {
 	return cmd, done
 }
 
+// startDog starts a watchdog for a test, whose cleanup kills it if it is
+// still running then.
+func startDog(t *testing.T, cfg Config) *Watchdog {
+	t.Helper()
+	wd, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := wd.Pid() // not wd: a test may drop it
+	t.Cleanup(func() { killLeftover(t, "watchdog", pid, false) })
+	return wd
+}
+
 // orphan closes the watchdog's pipe as its parent's death would, and
 // waits for it to exit.
 func orphan(t *testing.T, wd *Watchdog) {
@@ -414,11 +433,7 @@ func TestWatchdog_StopKillsNothing(t *testing.T) {
 	t.Parallel()
 	child, _ := startWatched(t)
 	dir := t.TempDir()
-	wd, err := Start(Config{RemoveDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { killLeftover(t, "watchdog", wd.Pid(), false) })
+	wd := startDog(t, Config{RemoveDir: dir})
 	if err := wd.Watch(child.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
@@ -459,11 +474,7 @@ func TestWatchdog_ReadsOnlyPids(t *testing.T) {
 	t.Parallel()
 	listed, listedDone := startWatched(t)
 	unlisted, _ := startWatched(t)
-	wd, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { killLeftover(t, "watchdog", wd.Pid(), false) })
+	wd := startDog(t, Config{})
 	marker := filepath.Join(t.TempDir(), "ran")
 	touch := "touch " + marker
 	u := unlisted.Process.Pid
@@ -552,11 +563,7 @@ func waitTrapped(t *testing.T, pid int) {
 func TestWatchdog_SurvivesCtrlC(t *testing.T) {
 	t.Parallel()
 	listed, listedDone := startWatched(t)
-	wd, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { killLeftover(t, "watchdog", wd.Pid(), false) })
+	wd := startDog(t, Config{})
 	if pg, err := syscall.Getpgid(wd.Pid()); err != nil || pg != wd.Pid() {
 		t.Fatalf("watchdog (pid %d) is in process group %d (%v), want its own", wd.Pid(), pg, err)
 	}
@@ -587,10 +594,7 @@ func TestWatchdog_SurvivesCtrlC(t *testing.T) {
 func TestWatchdog_KeptFromTheCollector(t *testing.T) {
 	t.Parallel()
 	child, _ := startWatched(t)
-	wd, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wd := startDog(t, Config{})
 	pid := wd.Pid()
 	if err := wd.Watch(child.Process.Pid); err != nil {
 		t.Fatal(err)
