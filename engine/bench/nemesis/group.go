@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencelab/fencelab/engine/watchdog"
 )
 
 // The worker protocol, one line at a time: a worker prints lineReady on
@@ -23,6 +25,16 @@ const (
 	lineGo    = "go"
 )
 
+// procAttr returns a worker's process attributes: a process group of its
+// own, so that SIGSTOP and SIGCONT reach all of it and a terminal's Ctrl-C
+// does not, and SIGKILL as its parent-death signal where the kernel has
+// one (Linux), which fires when the thread that started the worker ends:
+// Start keeps that thread locked until every worker is reaped.
+func procAttr() (attr *syscall.SysProcAttr, parentDeath bool) {
+	attr = watchdog.SysProcAttr(syscall.SIGKILL)
+	return attr, watchdog.SetParentDeath(attr, syscall.SIGKILL)
+}
+
 // Group is a set of worker processes started together. Its methods are
 // safe for concurrent use; the nemesis (Schedule.Run) may freeze and thaw
 // its workers while another goroutine waits for them or stops them.
@@ -31,6 +43,10 @@ type Group struct {
 	// reaped is closed once every worker has exited and been waited for:
 	// then the OS thread that started them may be released.
 	reaped chan struct{}
+
+	// dog, where there is no parent-death signal (macOS), SIGKILLs the
+	// workers if this process dies; nil elsewhere.
+	dog *watchdog.Watchdog
 
 	stopOnce sync.Once
 	stopErr  error
@@ -49,7 +65,8 @@ type proc struct {
 }
 
 // Start starts cmds as worker processes, each in a process group of its
-// own and, on Linux, with SIGKILL as its parent-death signal. Start sets
+// own and, on Linux, with SIGKILL as its parent-death signal; elsewhere a
+// watchdog (engine/watchdog) kills them if this process dies. Start sets
 // each command's SysProcAttr, Stdin, Stdout and Stderr. It returns once
 // all have started, or, if one fails to start, kills those that did and
 // returns the error. The caller owns the group and must end it with Stop
@@ -58,6 +75,9 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 	g := &Group{reaped: make(chan struct{})}
 	var pipes []*os.File // the workers' ends of their stdout pipes, closed once started
 	undo := func() {
+		if g.dog != nil {
+			_ = g.dog.Stop()
+		}
 		for _, w := range pipes {
 			w.Close() // its reader then ends
 		}
@@ -67,7 +87,16 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 	}
 	for _, c := range cmds {
 		p := &proc{cmd: c, stderr: &tailBuffer{max: 8 << 10}, ready: make(chan struct{}), done: make(chan struct{})}
-		c.SysProcAttr = procAttr()
+		attr, parentDeath := procAttr()
+		c.SysProcAttr = attr
+		if !parentDeath && g.dog == nil {
+			dog, err := watchdog.Start(watchdog.Config{Name: "fencelab-nemesis-watchdog"})
+			if err != nil {
+				undo()
+				return nil, err
+			}
+			g.dog = dog
+		}
 		stdin, err := c.StdinPipe()
 		if err != nil {
 			undo()
@@ -96,10 +125,20 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		for i, p := range g.procs {
-			if err := p.cmd.Start(); err != nil {
+			err := p.cmd.Start()
+			if err == nil && g.dog != nil {
+				if err = g.dog.Watch(p.cmd.Process.Pid); err != nil {
+					_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+					_ = p.cmd.Wait()
+				}
+			}
+			if err != nil {
 				for _, q := range g.procs[:i] {
 					_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
 					_ = q.cmd.Wait()
+				}
+				if g.dog != nil {
+					_ = g.dog.Stop()
 				}
 				started <- fmt.Errorf("start worker %d: %w", i, err)
 				return
@@ -121,11 +160,17 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		go func() {
 			defer all.Done()
 			p.err = p.cmd.Wait()
+			if g.dog != nil {
+				_ = g.dog.Unwatch(p.cmd.Process.Pid)
+			}
 			close(p.done)
 		}()
 	}
 	go func() {
 		all.Wait()
+		if g.dog != nil {
+			_ = g.dog.Stop()
+		}
 		close(g.reaped)
 	}()
 	return g, nil
@@ -133,9 +178,10 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 
 // runLocked runs cmd to its end with its process attributes (procAttr)
 // from a locked OS thread kept until it is reaped, as Start does, so that
-// its parent-death signal holds.
+// its parent-death signal holds. Where there is none, it is left to cmd's
+// context to end it.
 func runLocked(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr, _ = procAttr()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
