@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fencelab/fencelab/engine/watchdog"
 )
 
 // Fixed parts of the cluster's layout and identity. The port only names the
@@ -45,6 +47,11 @@ const (
 // shutdownGrace is how long Stop waits after a fast shutdown (SIGINT) and
 // again after an immediate shutdown (SIGQUIT) before escalating.
 const shutdownGrace = 5 * time.Second
+
+// watchdogGrace is how long the watchdog of a parent that died waits for
+// the postmaster's immediate shutdown before it SIGKILLs it: long enough
+// for a server under load, short of leaving one running for good.
+const watchdogGrace = 30 * time.Second
 
 // Options configures Start. The zero value is ready to use.
 type Options struct {
@@ -79,10 +86,10 @@ type Cluster struct {
 	cred    *syscall.Credential
 	restart sync.Mutex // one Restart at a time, and none during Stop
 
-	cmd     *exec.Cmd     // the postmaster, a direct child; nil until started
-	exited  chan struct{} // closed when the postmaster has been reaped
-	waitErr error         // postmaster's exit status; read after exited closes
-	wd      *watchdog     // nil until started
+	cmd     *exec.Cmd          // the postmaster, a direct child; nil until started
+	exited  chan struct{}      // closed when the postmaster has been reaped
+	waitErr error              // postmaster's exit status; read after exited closes
+	wd      *watchdog.Watchdog // nil until started; see launch
 
 	stopOnce sync.Once
 	stopErr  error
@@ -221,7 +228,8 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
 	// SIGQUIT is postgres's immediate shutdown: if we die, it goes too.
-	setPdeathsig(cmd.SysProcAttr, syscall.SIGQUIT)
+	// It holds across the switch to c.cred (see SetParentDeath).
+	watchdog.SetParentDeath(cmd.SysProcAttr, syscall.SIGQUIT)
 	if err := startFromLongLivedThread(cmd); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -231,11 +239,19 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 		c.waitErr = cmd.Wait()
 		close(exited)
 	}()
-	wd, err := startWatchdog(c.dir, c.Pid())
+	// The watchdog cleans up after a parent that dies without Stop
+	// (SIGKILL, a crash, os.Exit): it makes sure the postmaster is gone
+	// too, SIGQUIT first (the parent-death signal, where there is one,
+	// has already sent it), SIGKILL after watchdogGrace, and then removes
+	// the cluster folder.
+	wd, err := watchdog.Start(watchdog.Config{Name: "fencelab-pg-watchdog", Signal: syscall.SIGQUIT, Grace: watchdogGrace, RemoveDir: c.dir})
 	if err != nil {
-		return fmt.Errorf("watchdog: %w", err)
+		return err
 	}
 	c.wd = wd
+	if err := wd.Watch(c.Pid()); err != nil {
+		return err
+	}
 	timeout := c.opts.StartTimeout
 	if timeout <= 0 {
 		timeout = DefaultStartTimeout
@@ -254,8 +270,8 @@ func (c *Cluster) Restart(ctx context.Context, down time.Duration) error {
 		return errors.New("pgcluster: restart: the cluster is not running")
 	}
 	// The old watchdog must not remove the folder the new server uses.
-	if err := c.wd.release(); err != nil {
-		return fmt.Errorf("pgcluster: restart: watchdog: %w", err)
+	if err := c.wd.Stop(); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
 	}
 	c.shutdown()
 	select {
@@ -298,8 +314,8 @@ func (c *Cluster) stop() error {
 	// Only now release the watchdog: until the folder is gone it is our
 	// insurance against being killed half way through.
 	if c.wd != nil {
-		if err := c.wd.release(); err != nil {
-			errs = append(errs, fmt.Errorf("watchdog: %w", err))
+		if err := c.wd.Stop(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -401,7 +417,7 @@ func initdb(ctx context.Context, bin Binaries, dir string, cred *syscall.Credent
 	// ourselves) and lets cancellation reach the postgres processes initdb
 	// runs for bootstrapping.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	setPdeathsig(cmd.SysProcAttr, syscall.SIGKILL)
+	watchdog.SetParentDeath(cmd.SysProcAttr, syscall.SIGKILL)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {

@@ -11,13 +11,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencelab/fencelab/engine/watchdog"
 )
 
 // ---- the child server ------------------------------------------------------------
@@ -29,8 +30,8 @@ import (
 type serveChild struct {
 	pid  int
 	url  *url.URL
-	done chan struct{} // closed once it is reaped
-	wd   *serveWatchdog
+	done chan struct{}      // closed once it is reaped
+	wd   *watchdog.Watchdog // nil where the parent-death signal does its job
 
 	once    sync.Once
 	stopErr error
@@ -47,7 +48,7 @@ type serveChild struct {
 // Linux sends the child SIGTERM by its parent-death signal (which the
 // kernel ties to the forking thread: hence the locked thread that starts
 // it and stays until it is reaped, as server/supervisor does), and
-// elsewhere a watchdog does (serveWatchdog, as the supervisor's does for
+// elsewhere a watchdog does (engine/watchdog, as the supervisor's does for
 // its workers on macOS). SIGTERM, not SIGKILL: the server then stops its
 // runs, workers and cluster itself.
 func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Logger) (*serveChild, error) {
@@ -57,11 +58,11 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
 	attr := &syscall.SysProcAttr{Setpgid: true}
-	var wd *serveWatchdog
-	if !setPdeathsig(attr, syscall.SIGTERM) {
+	var wd *watchdog.Watchdog
+	if !watchdog.SetParentDeath(attr, syscall.SIGTERM) {
 		var err error
-		if wd, err = newServeWatchdog(); err != nil {
-			return nil, err
+		if wd, err = watchdog.Start(watchdog.Config{Name: "fencelab-crowd-watchdog", Signal: syscall.SIGTERM}); err != nil {
+			return nil, fmt.Errorf("crowd: %w", err)
 		}
 	}
 	cmd.SysProcAttr = attr
@@ -103,17 +104,17 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 		outR.Close()
 		errR.Close()
 		if wd != nil {
-			wd.release()
+			_ = wd.Stop()
 		}
 		return nil, fmt.Errorf("crowd: start fencelab serve: %w", err)
 	}
 	c.pid = cmd.Process.Pid
 	if wd != nil {
-		if err := wd.watch(c.pid); err != nil {
+		if err := wd.Watch(c.pid); err != nil {
 			_ = syscall.Kill(-c.pid, syscall.SIGKILL) // unwatched, it could outlive us
 			<-c.done
-			wd.release()
-			return nil, err
+			_ = wd.Stop()
+			return nil, fmt.Errorf("crowd: %w", err)
 		}
 	}
 
@@ -225,7 +226,7 @@ func (c *serveChild) stop() error {
 			}
 		}
 		if c.wd != nil {
-			c.wd.release()
+			_ = c.wd.Stop() // it has nothing left to stop: the child is reaped
 		}
 		switch {
 		case c.stopErr != nil:
@@ -236,19 +237,6 @@ func (c *serveChild) stop() error {
 		}
 	})
 	return c.stopErr
-}
-
-// setPdeathsig asks the kernel to send sig to the child when this process
-// dies, where SysProcAttr has a Pdeathsig field (Linux, FreeBSD), and
-// reports whether it could. The field exists only there and this file
-// builds everywhere, so it is set by name.
-func setPdeathsig(attr *syscall.SysProcAttr, sig syscall.Signal) bool {
-	f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig")
-	if !f.IsValid() || !f.CanSet() || f.Type() != reflect.TypeOf(sig) {
-		return false
-	}
-	f.Set(reflect.ValueOf(sig))
-	return true
 }
 
 // childLog passes the child's stderr on, line by line, once released;
@@ -298,62 +286,4 @@ func (l *childLog) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.released, l.lines = true, nil
-}
-
-// serveWatchdogScript stops the child server of a crowd that died without
-// stopping it, where no parent-death signal does (macOS): a small shell
-// whose stdin is a pipe only this process writes to. The first line is
-// the child's pid (also its process group); "stop" means it has been
-// reaped: exit quietly. EOF means this process is gone: SIGTERM the group.
-// Like the supervisor's watchdog it evaluates nothing it reads, and
-// refuses pid 1.
-const serveWatchdogScript = `trap '' HUP INT
-read -r pid || exit 0
-case $pid in
-'' | *[!0-9]* | 1) exit 0 ;;
-esac
-while read -r line; do
-	[ "$line" = stop ] && exit 0
-done
-kill -s TERM -- "-$pid" 2>/dev/null
-exit 0
-`
-
-// serveWatchdog is the shell running serveWatchdogScript.
-type serveWatchdog struct {
-	cmd *exec.Cmd
-	w   *os.File // the write end of its stdin; close-on-exec, so the child does not hold it
-}
-
-func newServeWatchdog() (*serveWatchdog, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("crowd: start watchdog: %w", err)
-	}
-	cmd := exec.Command("/bin/sh", "-c", serveWatchdogScript, "fencelab-crowd-watchdog")
-	cmd.Stdin = r
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's Ctrl-C must not reach it
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("crowd: start watchdog: %w", err)
-	}
-	return &serveWatchdog{cmd: cmd, w: w}, nil
-}
-
-func (wd *serveWatchdog) watch(pid int) error {
-	if _, err := fmt.Fprintf(wd.w, "%d\n", pid); err != nil {
-		return fmt.Errorf("crowd: tell watchdog: %w", err)
-	}
-	return nil
-}
-
-// release tells the watchdog the child is reaped (or never started) and
-// waits for it to exit.
-func (wd *serveWatchdog) release() {
-	_, _ = fmt.Fprintln(wd.w, "stop")
-	wd.w.Close()
-	_ = wd.cmd.Wait()
 }

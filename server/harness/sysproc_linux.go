@@ -8,15 +8,6 @@ import (
 	"syscall"
 )
 
-// workerAttr puts a worker in a process group of its own, so that one
-// signal freezes, thaws or kills all of it (the shell, the reader's
-// program and anything they started), and asks the kernel to SIGKILL it
-// when the thread that forked it dies: the spawner's locked thread, which
-// lives exactly as long as the case (see spawner).
-func workerAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // groupLive reports whether any process of the group is alive: not yet
 // exited, or exiting but not yet a zombie. A zombie holds nothing but a
 // pid, and an orphan's is its new parent's to reap.

@@ -1,8 +1,8 @@
 // Package supervisor spawns worker processes and owns them until they are
 // reaped. Each worker is `fencelab worker` started from the fencelab binary,
 // in a process group of its own, with a parent-death signal on Linux and a
-// pipe watchdog (watchdog.go) where there is none, so no worker outlives
-// its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
+// pipe watchdog (engine/watchdog) where there is none, so no worker
+// outlives its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
 //
 // Pause is SIGSTOP, resume is SIGCONT, kill is SIGKILL, each sent to the
 // worker's process group. A worker's real state comes from /proc on Linux,
@@ -26,6 +26,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/watchdog"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 	// ExtraEnv is added to the workers' environment.
 	ExtraEnv []string
 	Log      *slog.Logger
-	// Watchdog kills the workers through a pipe watchdog (watchdog.go) if
+	// Watchdog kills the workers through a pipe watchdog (engine/watchdog) if
 	// the supervisor dies without Close, even on Linux, where the
 	// parent-death signal already does. Elsewhere the watchdog is always on.
 	Watchdog bool
@@ -53,7 +54,8 @@ type Supervisor struct {
 	mu     sync.Mutex
 	procs  map[*Proc]struct{}
 	closed bool
-	wg     sync.WaitGroup // the spawner and every process's readers
+	wd     *watchdog.Watchdog // nil until a worker needs it (see workerAttr)
+	wg     sync.WaitGroup     // the spawner and every process's readers
 }
 
 type spawnReq struct {
@@ -130,7 +132,8 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
 	cmd := exec.Command(s.cfg.Exe, args...)
 	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
-	cmd.SysProcAttr = workerAttr(s.cfg) // its own group, and dies with us (sysproc_*.go)
+	attr, needWatchdog := workerAttr(s.cfg) // its own group, and dies with us (watchdog.go)
+	cmd.SysProcAttr = attr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -155,9 +158,11 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		s.mu.Unlock()
 		return nil, errors.New("start worker: supervisor is closed")
 	}
-	if err := s.startWatchdog(); err != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	if needWatchdog {
+		if err := s.startWatchdog(); err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+		}
 	}
 	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	s.spawn <- req

@@ -8,6 +8,11 @@
 //
 //	cd engine/bench/river && go run . [--jobs 20000] [--workers 2000] [--rounds 3]
 //
+// Its nemesis mode (nemesis.go) runs both in worker processes that are
+// frozen at random, and counts the zombie completions each lets through:
+//
+//	cd engine/bench/river && go run . nemesis [--jobs 5000] [--workers 4] [--lease 300ms] [--rounds 2] [--seed S]
+//
 // With no DATABASE_URL it starts a throwaway cluster (fsync off, a Unix
 // socket), as every fencelab benchmark does.
 package main
@@ -19,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +36,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "nemesis" {
+		if err := nemesisMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "river bench nemesis:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "river bench:", err)
 		os.Exit(1)
@@ -98,12 +109,6 @@ func run() error {
 
 // riverVersion is the River this module requires.
 const riverVersion = "v0.51.2"
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
 
 type noopArgs struct {
 	Num int `json:"num"`

@@ -1,0 +1,18 @@
+package e2e
+
+import (
+	"syscall"
+
+	"github.com/fencelab/fencelab/engine/watchdog"
+)
+
+// serverAttr returns the process attributes of a `fencelab serve` under
+// test: the kernel SIGKILLs it if this test binary dies. Where the kernel
+// has no parent-death signal (macOS), a server whose test binary died
+// lives on until it is stopped by hand; its workers still die with it
+// through its watchdog.
+func serverAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{}
+	watchdog.SetParentDeath(attr, syscall.SIGKILL)
+	return attr
+}
