@@ -105,6 +105,11 @@ type WorkerPoolConfig struct {
 	Completers int
 	// Lease is each claim's lease. Default 30s. Heartbeat is how often the
 	// leases of the jobs in flight are renewed; default a third of Lease.
+	// The renewals take connections from the Queue's DB like everything
+	// else: with a short lease, size a pgxpool so that they never wait for
+	// one for long (handlers that use the same pool count; MinConns saves
+	// the first renewals from waiting on new connections), or leases are
+	// lost with no stall at all.
 	Lease     time.Duration
 	Heartbeat time.Duration
 	// PollInterval is how long the pool waits when it found no job.
