@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/bench"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,11 +17,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func setup(tb testing.TB) (*pgxpool.Pool, engine.Schemas) {
+func setup(tb testing.TB) (*pgxpool.Pool, lab.Schemas) {
 	tb.Helper()
 	pool := pgtest.Pool(tb)
-	s := engine.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
-	if err := engine.Setup(context.Background(), pool, s); err != nil {
+	s := lab.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
+	if err := lab.Setup(context.Background(), pool, s); err != nil {
 		tb.Fatal(err)
 	}
 	return pool, s
@@ -196,7 +197,7 @@ func queue(b *testing.B, pool *pgxpool.Pool) string {
 // addPending puts n pending jobs in the table beside what it holds, with
 // the fill's own statements less its TRUNCATE, and analyzes it.
 func addPending(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
-	for _, st := range engine.JobsFill(schema, n) {
+	for _, st := range lab.JobsFill(schema, n) {
 		if st.Name == "JobsTruncate" {
 			continue
 		}

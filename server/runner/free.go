@@ -122,7 +122,7 @@ func (r *Run) Verdict(ctx context.Context) (lab.Report, error) {
 
 // judge checks every job and tells the verdict.
 func (r *Run) judge(ctx context.Context) (lab.Report, error) {
-	rep, err := lab.ReportJobs(ctx, r.queue, r.receiver, r.lim.MaxJobs)
+	rep, err := lab.ReportJobs(ctx, r.env.Pool, r.spec.Schemas.Jobs, r.receiver, r.lim.MaxJobs)
 	if err != nil {
 		return rep, err
 	}
