@@ -76,6 +76,10 @@ func Check(history []HistoryRecord, decisions []engine.DecisionRecord, held *eng
 						upperFirst(who(w)), h.NewEpoch, who(WriterOf(*last)), last.NewEpoch)})
 			}
 			last = h
+		case "expire":
+			// The claim that found the lease run out on the job's last
+			// attempt ended it: its writer never held the job, and it is no
+			// write of the holder's. The job ends failed.
 		case "renew", "complete", "fail", "retry":
 			if last != nil && h.App != last.App {
 				add("stale:"+h.App+":"+h.Op, Violation{Invariant: InvStaleWrite, JobID: h.JobID, Worker: w, Op: h.Op, Guards: fenceGuards,

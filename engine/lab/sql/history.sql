@@ -43,6 +43,11 @@ BEGIN
         kind := 'renew';
     ELSIF NEW.status = 'done' THEN
         kind := 'complete';
+    -- A claim that finds a job's lease run out on its last attempt ends it
+    -- failed, with its epoch bumped so its holder's late writes are fenced:
+    -- no failure report of a worker's, which never moves the epoch.
+    ELSIF NEW.status = 'failed' AND OLD.status = 'running' AND NEW.epoch > OLD.epoch THEN
+        kind := 'expire';
     ELSIF NEW.status = 'failed' THEN
         kind := 'fail';
     ELSIF NEW.status = 'pending' AND OLD.status = 'running' THEN
