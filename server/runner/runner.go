@@ -360,7 +360,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	if env.ExternalReceiver != "" {
 		// Job ids must not meet other runs' at a shared receiver.
-		st := engine.JobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
+		st := jobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
 		if _, err := env.Pool.Exec(ctx, st.SQL); err != nil {
 			return fmt.Errorf("number the run's jobs: %w", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
@@ -46,7 +45,7 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Release()
-	lock := engine.AdvisoryLock(instanceKey("l1ve"))
+	lock := advisoryLock(instanceKey("l1ve"))
 	if _, err := hold.Exec(ctx, lock.SQL, lock.Args...); err != nil {
 		t.Fatal(err)
 	}
