@@ -99,7 +99,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if err := bench.Fill(ctx, pool, *schema, total); err != nil {
 			return err
 		}
-		p, err := bench.PGBench(ctx, pgbench, dsn, *schema, *workers, perClient)
+		p, err := bench.PGBench(ctx, pool, pgbench, dsn, *schema, *workers, perClient)
 		if err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		if err := bench.Fill(ctx, pool, schema, oneJobs); err != nil {
 			return err
 		}
-		p, err := bench.PGBench(ctx, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
+		p, err := bench.PGBench(ctx, pool, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
 		if err != nil {
 			return err
 		}

@@ -49,13 +49,16 @@ func TestPGBench_RunsTheEnginesOwnStatements(t *testing.T) {
 	if err := bench.Fill(ctx, pool, s.Jobs, 40); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bench.PGBench(ctx, pgbench, pgtest.DSN(t), s.Jobs, 4, 10); err != nil {
+	if _, err := bench.PGBench(ctx, pool, pgbench, pgtest.DSN(t), s.Jobs, 4, 10); err != nil {
 		t.Fatal(err)
 	}
 	if done, total := countDone(t, pool, s.Jobs); done != 40 || total != 40 {
 		t.Fatalf("pgbench left %d of %d jobs done, want all 40", done, total)
 	}
-	script := bench.Script(s.Jobs)
+	script, err := bench.Script(ctx, pool, s.Jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"FOR UPDATE SKIP LOCKED", "epoch = epoch + 1", "AND owner = 'pgbench-' || :client_id", "AND epoch = :epoch", `\gset`} {
 		if !strings.Contains(script, want) {
 			t.Errorf("the pgbench script lacks %q:\n%s", want, script)
@@ -107,7 +110,7 @@ func BenchmarkCycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
-		r, err := bench.PGBench(ctx, pgbench, pgtest.DSN(b), s.Jobs, workers, per)
+		r, err := bench.PGBench(ctx, pool, pgbench, pgtest.DSN(b), s.Jobs, workers, per)
 		if err != nil {
 			b.Fatal(err)
 		}
