@@ -352,7 +352,7 @@ func TallyJobs(ctx context.Context, db engine.DB, s Schemas) (LoadTally, error) 
 	var t LoadTally
 	st := jobsTally(s.Jobs)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.Done, &t.Failed, &t.Jobs); err != nil {
-		return t, fmt.Errorf("tally the jobs: %w", err)
+		return t, dbErr("tally the jobs", err)
 	}
 	return t, nil
 }
@@ -366,11 +366,11 @@ func Tally(ctx context.Context, db engine.DB, s Schemas) (LoadTally, error) {
 	}
 	st := historyLateWrites(s.Jobs)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.LateRow); err != nil {
-		return t, fmt.Errorf("tally the late writes: %w", err)
+		return t, dbErr("tally the late writes", err)
 	}
 	st = decisionsOlderAccepted(s.Receiver)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.LateReceiver); err != nil {
-		return t, fmt.Errorf("tally the receiver: %w", err)
+		return t, dbErr("tally the receiver", err)
 	}
 	return t, nil
 }
@@ -382,7 +382,7 @@ func Span(ctx context.Context, db engine.DB, s Schemas) (time.Duration, error) {
 	st := historySpan(s.Jobs)
 	var from, to *time.Time
 	if err := db.QueryRow(ctx, st.SQL).Scan(&from, &to); err != nil {
-		return 0, fmt.Errorf("read the style's span: %w", err)
+		return 0, dbErr("read the style's span", err)
 	}
 	if from == nil || to == nil || !to.After(*from) {
 		return 0, nil

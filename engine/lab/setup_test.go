@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -114,5 +115,37 @@ func TestHistory_AnExpiryIsItsOwnOp(t *testing.T) {
 	// counted as the end of its job, it ends the span.
 	if want := all[len(all)-1].At.Sub(all[1].At); span != want {
 		t.Errorf("the span is %v, want %v (from the first claim to the last end)", span, want)
+	}
+}
+
+// TestHistory_ALostConnectionIsUnavailable checks that the lab's own
+// statements say a connection the server ended as engine.ErrUnavailable,
+// as the engine's do: the runner drops a run's schemas again after an
+// outage only for that error, and the load lab tells a restart from its
+// own failure by it.
+func TestHistory_ALostConnectionIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(ctx, pool, s); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func(db engine.DB) error{
+		"history": func(db engine.DB) error { _, err := lab.History(ctx, db, s.Jobs, 1); return err },
+		"tally":   func(db engine.DB) error { _, err := lab.Tally(ctx, db, s); return err },
+	} {
+		conn, err := pgx.Connect(ctx, pgtest.DSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", conn.PgConn().PID()); err != nil {
+			t.Fatal(err)
+		}
+		err = read(conn)
+		if !errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("a %s read on a connection the server ended: %v, want engine.ErrUnavailable", name, err)
+		}
+		_ = conn.Close(ctx)
 	}
 }
