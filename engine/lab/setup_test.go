@@ -11,9 +11,22 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// setup makes a lab run's two schemas, which pgtest drops when the test
+// ends (or keeps, when it failed).
+func setup(t *testing.T) (*pgxpool.Pool, lab.Schemas) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(context.Background(), pool, s); err != nil {
+		t.Fatal(err)
+	}
+	return pool, s
+}
 
 // ops lists a job's history ops as the trigger recorded them.
 func ops(t *testing.T, db engine.DB, schema string, jobID int64) []string {
@@ -38,11 +51,7 @@ func ops(t *testing.T, db engine.DB, schema string, jobID int64) []string {
 func TestHistory_AnExpiryIsItsOwnOp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
-		t.Fatal(err)
-	}
+	pool, s := setup(t)
 	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +135,7 @@ func TestHistory_AnExpiryIsItsOwnOp(t *testing.T) {
 func TestHistory_ALostConnectionIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
-		t.Fatal(err)
-	}
+	pool, s := setup(t)
 	for name, read := range map[string]func(db engine.DB) error{
 		"history": func(db engine.DB) error { _, err := lab.History(ctx, db, s.Jobs, 1); return err },
 		"tally":   func(db engine.DB) error { _, err := lab.Tally(ctx, db, s); return err },
