@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
@@ -112,11 +111,11 @@ func TestCheck_AttacksAreRefusedAndLeaveNothing(t *testing.T) {
 	s := ts.newSession()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	victim := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := engine.Setup(ctx, pool, victim); err != nil {
+	victim := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(ctx, pool, victim); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = engine.Drop(context.Background(), pool, victim) })
+	t.Cleanup(func() { _ = lab.Drop(context.Background(), pool, victim) })
 	attacks := []struct {
 		name string
 		kind sandbox.Kind

@@ -439,8 +439,8 @@ func TestExternalReceiver(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
-	rs := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := engine.Setup(ctx, pool, rs); err != nil {
+	rs := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(ctx, pool, rs); err != nil {
 		t.Fatal(err)
 	}
 	rcv, _ := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: rs.Receiver})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/bench"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 const benchSummary = `Benchmarks the fenced claim→complete cycle: N workers claim and complete
@@ -63,7 +64,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case *jobs < *workers || *jobs > 10_000_000:
 		return usagef("fencelab bench: --jobs %d must be between --workers and 10,000,000", *jobs)
 	}
-	schemas := engine.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
+	schemas := lab.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
 	if err := schemas.Validate(); err != nil {
 		return usagef("fencelab bench: --schema: %v", err)
 	}
@@ -80,10 +81,10 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeDB()
-	if err := engine.Reset(ctx, pool, schemas); err != nil {
+	if err := lab.Reset(ctx, pool, schemas); err != nil {
 		return err
 	}
-	defer func() { _ = engine.Drop(context.WithoutCancel(ctx), pool, schemas) }()
+	defer func() { _ = lab.Drop(context.WithoutCancel(ctx), pool, schemas) }()
 
 	var ours, theirs []bench.Result
 	for range *rounds {
@@ -98,7 +99,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if err := bench.Fill(ctx, pool, *schema, total); err != nil {
 			return err
 		}
-		p, err := bench.PGBench(ctx, pgbench, dsn, *schema, *workers, perClient)
+		p, err := bench.PGBench(ctx, pool, pgbench, dsn, *schema, *workers, perClient)
 		if err != nil {
 			return err
 		}
@@ -161,7 +162,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		if err := bench.Fill(ctx, pool, schema, oneJobs); err != nil {
 			return err
 		}
-		p, err := bench.PGBench(ctx, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
+		p, err := bench.PGBench(ctx, pool, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
 		if err != nil {
 			return err
 		}

@@ -431,8 +431,8 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	s := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := engine.Setup(ctx, pool, s); err != nil {
+	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
@@ -491,7 +491,7 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 		if j.Status != engine.StatusDone || j.Epoch != 1 || j.Attempts != 1 {
 			t.Errorf("job %d ends %s at epoch %d after %d attempts; want done, 1, 1", j.ID, j.Status, j.Epoch, j.Attempts)
 		}
-		h, _ := q.History(ctx, j.ID)
+		h, _ := lab.History(ctx, pool, s.Jobs, j.ID)
 		ds, _ := r.Decisions(ctx, j.ID)
 		held, err := r.Get(ctx, j.ID)
 		if err != nil {

@@ -141,8 +141,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	skew := fs.Duration("skew", 0, "clock-skew only: how far worker B's clock runs ahead (default twice the lease)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table row")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
-	jobsSchema := fs.String("schema", engine.DefaultJobsSchema, "the jobs schema (dropped and recreated)")
-	recvSchema := fs.String("receiver-schema", engine.DefaultReceiverSchema, "the receiver's schema (dropped and recreated)")
+	jobsSchema := fs.String("schema", lab.DefaultJobsSchema, "the jobs schema (dropped and recreated)")
+	recvSchema := fs.String("receiver-schema", lab.DefaultReceiverSchema, "the receiver's schema (dropped and recreated)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := cfg.Validate(); err != nil {
 		return usagef("fencelab run: %v", err)
 	}
-	schemas := engine.Schemas{Jobs: *jobsSchema, Receiver: *recvSchema}
+	schemas := lab.Schemas{Jobs: *jobsSchema, Receiver: *recvSchema}
 	if err := schemas.Validate(); err != nil {
 		return usagef("fencelab run: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -49,7 +50,7 @@ func Fill(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	for _, st := range engine.JobsFill(schema, n) {
+	for _, st := range lab.JobsFill(schema, n) {
 		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("fill: %s: %w", st.Name, err)
 		}
@@ -114,7 +115,7 @@ func FillFinished(ctx context.Context, pool *pgxpool.Pool, schema string, finish
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	for _, st := range engine.JobsFillFinished(schema, finished, pending) {
+	for _, st := range lab.JobsFillFinished(schema, finished, pending) {
 		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("fill: %s: %w", st.Name, err)
 		}
@@ -186,29 +187,70 @@ func FindPGBench() (string, error) {
 
 // Script returns a pgbench script of the engine's own claim and fenced
 // complete statements, with the arguments written in: the claim's
-// RETURNING gives the id and epoch the complete compares against.
-func Script(schema string) string {
-	const jobID, epoch = 987654321, 123456789 // sentinels, replaced by pgbench variables
-	claim := engine.JobClaim(schema, 0, "pgbench", time.Minute, time.Time{})
-	complete := engine.JobComplete(schema, 0, jobID, "pgbench", epoch, []byte(`{"ok": true}`))
+// RETURNING gives the id and epoch the complete compares against. They
+// are the statements the engine really runs: Script claims and completes
+// a job through an engine.Queue on the schema, in a transaction of db's
+// it rolls back, and takes each statement and its arguments from the
+// queue's trace.
+func Script(ctx context.Context, db *pgxpool.Pool, schema string) (string, error) {
+	claim, complete, c, err := traceCycle(ctx, db, schema)
+	if err != nil {
+		return "", fmt.Errorf("script: %w", err)
+	}
 	sub := func(arg any) string {
 		switch v := arg.(type) {
 		case string:
-			if v == "pgbench" {
+			if v == c.Owner {
 				return "'pgbench-' || :client_id"
 			}
 			return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 		case int64:
 			switch v {
-			case jobID:
+			case c.JobID:
 				return ":id"
-			case epoch:
+			case c.Epoch:
 				return ":epoch"
 			}
 		}
 		return "'1 minute'" // the lease interval
 	}
-	return oneLine(inline(claim, sub)) + " \\gset\n" + oneLine(inline(complete, sub)) + ";\n"
+	return oneLine(inline(claim, sub)) + " \\gset\n" + oneLine(inline(complete, sub)) + ";\n", nil
+}
+
+// traceCycle runs one claim and one complete through an engine.Queue, in
+// a transaction it rolls back, and returns the two statements as the
+// queue traced them and the claim they were about. The claim takes the
+// schema's first claimable job, and Script tells the job's id from its
+// epoch by value: so until the two differ, it claims again, a job it
+// inserts first each time so that there is one to claim.
+func traceCycle(ctx context.Context, db *pgxpool.Pool, schema string) (claim, complete engine.Statement, c engine.Claim, err error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return claim, complete, c, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing of it is kept
+	var last engine.Statement
+	q, err := engine.NewQueue(tx, engine.QueueConfig{Schema: schema, TraceFunc: func(t engine.Trace) { last = t.Statement }})
+	if err != nil {
+		return claim, complete, c, err
+	}
+	for range 3 {
+		if _, err = q.Insert(ctx, []byte(`{}`), 0); err != nil {
+			return claim, complete, c, err
+		}
+		if c, err = q.Claim(ctx, "pgbench", time.Minute); err != nil {
+			return claim, complete, c, err
+		}
+		claim = last
+		if _, err = q.Complete(ctx, c, []byte(`{"ok": true}`)); err != nil {
+			return claim, complete, c, err
+		}
+		complete = last
+		if c.JobID != c.Epoch {
+			return claim, complete, c, nil
+		}
+	}
+	return claim, complete, c, fmt.Errorf("the claimed jobs' ids were their epochs, %d", c.Epoch)
 }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
@@ -235,17 +277,22 @@ func oneLine(sql string) string {
 	return strings.Join(parts, " ")
 }
 
-// PGBench runs the same claim and complete through pgbench with clients
-// connections and prepared statements, one transaction per job. The jobs
-// must be in place (Fill) and number exactly clients × perClient.
-func PGBench(ctx context.Context, pgbench, dsn, schema string, clients, perClient int) (Result, error) {
+// PGBench runs the same claim and complete (Script, on pool) through
+// pgbench with clients connections and prepared statements, one
+// transaction per job. The jobs must be in place (Fill) and number exactly
+// clients × perClient.
+func PGBench(ctx context.Context, pool *pgxpool.Pool, pgbench, dsn, schema string, clients, perClient int) (Result, error) {
+	text, err := Script(ctx, pool, schema)
+	if err != nil {
+		return Result{}, err
+	}
 	dir, err := os.MkdirTemp("", "fencelab-bench-*")
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
 	script := filepath.Join(dir, "cycle.sql")
-	if err := os.WriteFile(script, []byte(Script(schema)), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(text), 0o644); err != nil {
 		return Result{}, err
 	}
 	cmd := exec.CommandContext(ctx, pgbench, "--no-vacuum", "--protocol=prepared",

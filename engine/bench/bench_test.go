@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/bench"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,11 +17,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func setup(tb testing.TB) (*pgxpool.Pool, engine.Schemas) {
+func setup(tb testing.TB) (*pgxpool.Pool, lab.Schemas) {
 	tb.Helper()
 	pool := pgtest.Pool(tb)
-	s := engine.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
-	if err := engine.Setup(context.Background(), pool, s); err != nil {
+	s := lab.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
+	if err := lab.Setup(context.Background(), pool, s); err != nil {
 		tb.Fatal(err)
 	}
 	return pool, s
@@ -48,13 +49,16 @@ func TestPGBench_RunsTheEnginesOwnStatements(t *testing.T) {
 	if err := bench.Fill(ctx, pool, s.Jobs, 40); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bench.PGBench(ctx, pgbench, pgtest.DSN(t), s.Jobs, 4, 10); err != nil {
+	if _, err := bench.PGBench(ctx, pool, pgbench, pgtest.DSN(t), s.Jobs, 4, 10); err != nil {
 		t.Fatal(err)
 	}
 	if done, total := countDone(t, pool, s.Jobs); done != 40 || total != 40 {
 		t.Fatalf("pgbench left %d of %d jobs done, want all 40", done, total)
 	}
-	script := bench.Script(s.Jobs)
+	script, err := bench.Script(ctx, pool, s.Jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"FOR UPDATE SKIP LOCKED", "epoch = epoch + 1", "AND owner = 'pgbench-' || :client_id", "AND epoch = :epoch", `\gset`} {
 		if !strings.Contains(script, want) {
 			t.Errorf("the pgbench script lacks %q:\n%s", want, script)
@@ -106,7 +110,7 @@ func BenchmarkCycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
-		r, err := bench.PGBench(ctx, pgbench, pgtest.DSN(b), s.Jobs, workers, per)
+		r, err := bench.PGBench(ctx, pool, pgbench, pgtest.DSN(b), s.Jobs, workers, per)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -196,7 +200,7 @@ func queue(b *testing.B, pool *pgxpool.Pool) string {
 // addPending puts n pending jobs in the table beside what it holds, with
 // the fill's own statements less its TRUNCATE, and analyzes it.
 func addPending(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
-	for _, st := range engine.JobsFill(schema, n) {
+	for _, st := range lab.JobsFill(schema, n) {
 		if st.Name == "JobsTruncate" {
 			continue
 		}

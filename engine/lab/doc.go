@@ -9,6 +9,16 @@
 // never the other way round, and knows nothing of HTTP, processes or
 // pages.
 //
+// # Schemas
+//
+// A run keeps two Postgres schemas (Schemas): the queue's, which
+// engine.SetupQueue makes, with the lab's history trigger on top
+// (sql/history.sql: every change to a job recorded, and NOTIFYed), and the
+// receiver's, which engine.SetupReceiver makes. Setup, Reset and Drop make
+// and remove them; History and HistoryAfter read what the trigger
+// recorded. The lab's own SQL is in queries.go; the queue's is the
+// engine's.
+//
 // # Events
 //
 // A run is told as a log of Events (protocol.go). Each event has a kind and

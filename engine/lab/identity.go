@@ -49,7 +49,7 @@ func LabelFromApp(app string) string {
 
 // WriterOf returns the label of the worker whose connection made a
 // recorded change, or "".
-func WriterOf(h engine.HistoryRecord) string { return LabelFromApp(h.App) }
+func WriterOf(h HistoryRecord) string { return LabelFromApp(h.App) }
 
 // FormatArgs renders statement arguments for people: strings quoted,
 // intervals as durations, times in RFC 3339 with milliseconds.

@@ -45,7 +45,7 @@ var (
 // returns every invariant they break, ranked (Rank), each said once. It
 // needs nothing but what Postgres and the receiver recorded; held is what
 // the receiver holds at the end, or nil for nothing.
-func Check(history []engine.HistoryRecord, decisions []engine.DecisionRecord, held *engine.Held) []Violation {
+func Check(history []HistoryRecord, decisions []engine.DecisionRecord, held *engine.Held) []Violation {
 	var out []Violation
 	seen := map[string]bool{}
 	add := func(key string, v Violation) {
@@ -54,7 +54,7 @@ func Check(history []engine.HistoryRecord, decisions []engine.DecisionRecord, he
 			out = append(out, v)
 		}
 	}
-	var last *engine.HistoryRecord
+	var last *HistoryRecord
 	for i := range history {
 		h := &history[i]
 		w := WriterOf(*h)
@@ -76,6 +76,10 @@ func Check(history []engine.HistoryRecord, decisions []engine.DecisionRecord, he
 						upperFirst(who(w)), h.NewEpoch, who(WriterOf(*last)), last.NewEpoch)})
 			}
 			last = h
+		case "expire":
+			// The claim that found the lease run out on the job's last
+			// attempt ended it: its writer never held the job, and it is no
+			// write of the holder's. The job ends failed.
 		case "renew", "complete", "fail", "retry":
 			if last != nil && h.App != last.App {
 				add("stale:"+h.App+":"+h.Op, Violation{Invariant: InvStaleWrite, JobID: h.JobID, Worker: w, Op: h.Op, Guards: fenceGuards,

@@ -34,12 +34,12 @@ func payload(worker string) json.RawMessage {
 
 // history writes a job's history as the trigger records it.
 type history struct {
-	recs []engine.HistoryRecord
-	cur  engine.HistoryRecord
+	recs []lab.HistoryRecord
+	cur  lab.HistoryRecord
 }
 
 func newHistory() *history {
-	h := &history{cur: engine.HistoryRecord{JobID: 1, NewStatus: "pending", App: "fencelab"}}
+	h := &history{cur: lab.HistoryRecord{JobID: 1, NewStatus: "pending", App: "fencelab"}}
 	h.push("insert", 0)
 	return h
 }
@@ -99,19 +99,19 @@ func TestCheck_TheFencedStoryBreaksNothing(t *testing.T) {
 func TestCheck_EachInvariant(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		build func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held)
+		build func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held)
 		want  []lab.Invariant
 		// guards must be among the violation's guards (what let it happen).
 		guards engine.Guard
 	}{
-		{"a zombie's late commit lands", func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+		{"a zombie's late commit lands", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 1, 1000)
 			h.claim(1100, "B", 2, 1000)
 			h.complete(1200, "A")
 			return h.recs, nil, nil
 		}, []lab.Invariant{lab.InvStaleWrite, lab.InvRowLastOwner}, engine.EpochCheck},
-		{"a late heartbeat lands", func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+		{"a late heartbeat lands", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 1, 1000)
 			h.claim(1100, "B", 2, 1000)
@@ -119,21 +119,21 @@ func TestCheck_EachInvariant(t *testing.T) {
 			h.complete(1500, "B")
 			return h.recs, nil, nil
 		}, []lab.Invariant{lab.InvStaleWrite}, engine.OwnerCheck},
-		{"two claims share a token", func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+		{"two claims share a token", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 0, 1000)
 			h.claim(1100, "B", 0, 1000)
 			h.complete(1500, "B")
 			return h.recs, nil, nil
 		}, []lab.Invariant{lab.InvEpochUnique}, engine.EpochIncrement},
-		{"a live lease is taken", func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+		{"a live lease is taken", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 1, 5000)
 			h.claim(100, "B", 2, 5000)
 			h.complete(200, "B")
 			return h.recs, nil, nil
 		}, []lab.Invariant{lab.InvLeaseRespected}, engine.DBClock},
-		{"the receiver goes backwards", func() ([]engine.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+		{"the receiver goes backwards", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 1, 1000)
 			h.claim(1100, "B", 2, 1000)

@@ -348,29 +348,29 @@ type LoadEvent struct {
 // TallyJobs reads how many of a style's jobs there are and how many are
 // done and failed: one statement over the jobs alone, cheap enough to ask
 // often.
-func TallyJobs(ctx context.Context, db engine.DB, s engine.Schemas) (LoadTally, error) {
+func TallyJobs(ctx context.Context, db engine.DB, s Schemas) (LoadTally, error) {
 	var t LoadTally
-	st := engine.JobsTally(s.Jobs)
+	st := jobsTally(s.Jobs)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.Done, &t.Failed, &t.Jobs); err != nil {
-		return t, fmt.Errorf("tally the jobs: %w", err)
+		return t, dbErr("tally the jobs", err)
 	}
 	return t, nil
 }
 
 // Tally reads a style's live counts from its queue's history and its
 // receiver's decisions: three statements, no lock taken.
-func Tally(ctx context.Context, db engine.DB, s engine.Schemas) (LoadTally, error) {
+func Tally(ctx context.Context, db engine.DB, s Schemas) (LoadTally, error) {
 	t, err := TallyJobs(ctx, db, s)
 	if err != nil {
 		return t, err
 	}
-	st := engine.HistoryLateWrites(s.Jobs)
+	st := historyLateWrites(s.Jobs)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.LateRow); err != nil {
-		return t, fmt.Errorf("tally the late writes: %w", err)
+		return t, dbErr("tally the late writes", err)
 	}
-	st = engine.DecisionsOlderAccepted(s.Receiver)
+	st = decisionsOlderAccepted(s.Receiver)
 	if err := db.QueryRow(ctx, st.SQL).Scan(&t.LateReceiver); err != nil {
-		return t, fmt.Errorf("tally the receiver: %w", err)
+		return t, dbErr("tally the receiver", err)
 	}
 	return t, nil
 }
@@ -378,11 +378,11 @@ func Tally(ctx context.Context, db engine.DB, s engine.Schemas) (LoadTally, erro
 // Span reads how long a style's workers took over its jobs, on the
 // database clock: from the first claim until every job had ended once.
 // Zero if nothing was claimed or nothing ended.
-func Span(ctx context.Context, db engine.DB, s engine.Schemas) (time.Duration, error) {
-	st := engine.HistorySpan(s.Jobs)
+func Span(ctx context.Context, db engine.DB, s Schemas) (time.Duration, error) {
+	st := historySpan(s.Jobs)
 	var from, to *time.Time
 	if err := db.QueryRow(ctx, st.SQL).Scan(&from, &to); err != nil {
-		return 0, fmt.Errorf("read the style's span: %w", err)
+		return 0, dbErr("read the style's span", err)
 	}
 	if from == nil || to == nil || !to.After(*from) {
 		return 0, nil
@@ -391,9 +391,10 @@ func Span(ctx context.Context, db engine.DB, s engine.Schemas) (time.Duration, e
 }
 
 // CheckLoad runs the invariant checker over every job of a style (up to
-// limit), from what Postgres and the receiver recorded.
-func CheckLoad(ctx context.Context, q *engine.Queue, r ReceiverView, limit int) (LoadCheck, error) {
-	rep, err := ReportJobs(ctx, q, r, limit)
+// limit) in the lab jobs schema on db, from what Postgres and the
+// receiver recorded.
+func CheckLoad(ctx context.Context, db engine.DB, schema string, r ReceiverView, limit int) (LoadCheck, error) {
+	rep, err := ReportJobs(ctx, db, schema, r, limit)
 	if err != nil {
 		return LoadCheck{}, err
 	}

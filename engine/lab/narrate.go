@@ -239,6 +239,8 @@ func rowNarration(r *RowEvent) string {
 		return fmt.Sprintf("Row: job %d has failed for good at epoch %d (written by %s).", r.JobID, n.Epoch, by)
 	case RowRetry:
 		return fmt.Sprintf("Row: job %d is pending again for a retry (written by %s).", r.JobID, by)
+	case RowExpire:
+		return fmt.Sprintf("Row: job %d has failed for good at epoch %d: its lease ran out on its last attempt, and a claim ended it (written by %s).", r.JobID, n.Epoch, by)
 	}
 	return fmt.Sprintf("Row: job %d changed: %s at epoch %d (written by %s).", r.JobID, n.Status, n.Epoch, by)
 }

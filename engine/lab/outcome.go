@@ -206,20 +206,25 @@ type EvaluateInput struct {
 	ZombieSkipped bool
 }
 
-// Evaluate reads the job's row and history and the receiver's state and
-// decisions, and says what happened and whether it was safe.
-func Evaluate(ctx context.Context, q *engine.Queue, r ReceiverView, in EvaluateInput) (Outcome, error) {
+// Evaluate reads the job's row and history, in the lab jobs schema on db,
+// and the receiver's state and decisions, and says what happened and
+// whether it was safe.
+func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, in EvaluateInput) (Outcome, error) {
 	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity,
 		JobID: in.JobID, Violations: []Violation{}, Because: []string{}, Delivery: in.Config.Delivery,
 		ZombieFence: []engine.FenceReason{}, Reveal: []string{}, Effects: []Effect{}}
 	if o.Delivery == "" {
 		o.Delivery = DeliverDirect
 	}
+	q, err := engine.NewQueue(db, engine.QueueConfig{Schema: schema})
+	if err != nil {
+		return o, fmt.Errorf("evaluate: %w", err)
+	}
 	job, err := q.Get(ctx, in.JobID)
 	if err != nil {
 		return o, fmt.Errorf("evaluate: %w", err)
 	}
-	history, err := q.History(ctx, in.JobID)
+	history, err := History(ctx, db, schema, in.JobID)
 	if err != nil {
 		return o, fmt.Errorf("evaluate: %w", err)
 	}

@@ -291,14 +291,19 @@ type CallEvent struct {
 // RowOp is the kind of change Postgres recorded for a job row.
 type RowOp string
 
-// The row ops, as the job_history trigger names them.
+// The row ops, as the job_history trigger names them. An expire is a job
+// failed for good by a claim that found its lease run out on its last
+// attempt: the claim bumped the epoch, so the holder's late writes are
+// fenced. It is no claim (the claimer does not take the job) and no write
+// of the holder's.
 const (
 	RowInsert   RowOp = "insert"
 	RowClaim    RowOp = "claim"
 	RowRenew    RowOp = "renew"
 	RowComplete RowOp = "complete"
-	RowFail     RowOp = "fail"  // failed for good
-	RowRetry    RowOp = "retry" // back to pending after a failure
+	RowFail     RowOp = "fail"   // failed for good, by a failure report
+	RowExpire   RowOp = "expire" // failed for good, by a claim after the last attempt's lease ran out
+	RowRetry    RowOp = "retry"  // back to pending after a failure
 	RowUpdate   RowOp = "update"
 )
 

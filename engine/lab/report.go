@@ -33,17 +33,22 @@ type Report struct {
 	Also []string `json:"also,omitempty"`
 }
 
-// ReportJobs checks every job (up to limit) against the invariants, from
-// what Postgres and the receiver recorded. Jobs still in progress are
-// checked too: an invariant broken midway is broken.
-func ReportJobs(ctx context.Context, q *engine.Queue, r ReceiverView, limit int) (Report, error) {
+// ReportJobs checks every job (up to limit) of the lab jobs schema on db
+// against the invariants, from what Postgres and the receiver recorded.
+// Jobs still in progress are checked too: an invariant broken midway is
+// broken.
+func ReportJobs(ctx context.Context, db engine.DB, schema string, r ReceiverView, limit int) (Report, error) {
 	rep := Report{Jobs: []JobReport{}, Violations: []Violation{}}
+	q, err := engine.NewQueue(db, engine.QueueConfig{Schema: schema})
+	if err != nil {
+		return rep, fmt.Errorf("report: %w", err)
+	}
 	jobs, err := q.List(ctx, limit)
 	if err != nil {
 		return rep, fmt.Errorf("report: %w", err)
 	}
 	for _, j := range jobs {
-		history, err := q.History(ctx, j.ID)
+		history, err := History(ctx, db, schema, j.ID)
 		if err != nil {
 			return rep, fmt.Errorf("report: %w", err)
 		}

@@ -11,9 +11,9 @@ import (
 // from the database's own history of the job and the receiver's decisions
 // (o's effects): what A's commit did, what became of B's, and what the
 // receiver was left with. It is what the prediction is revealed with.
-func reveal(o Outcome, history []engine.HistoryRecord) []string {
-	var claimB, commitA, commitB *engine.HistoryRecord
-	idx := func(h *engine.HistoryRecord) int64 {
+func reveal(o Outcome, history []HistoryRecord) []string {
+	var claimB, commitA, commitB *HistoryRecord
+	idx := func(h *HistoryRecord) int64 {
 		if h == nil {
 			return 1 << 62
 		}

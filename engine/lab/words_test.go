@@ -224,3 +224,26 @@ func TestFinishBatch_EachRunCanBeOpened(t *testing.T) {
 		t.Errorf("the finished batch: %+v", ev)
 	}
 }
+
+// TestNarrate_EveryRowOpHasWords walks every row op the source declares,
+// the history trigger's names for a change, and fails for one that the
+// narration tells in no words of its own: in the words of another op, or
+// in those of a change it does not know (which is what an update is).
+func TestNarrate_EveryRowOpHasWords(t *testing.T) {
+	seen := map[string]string{}
+	for _, op := range codes(t)["lab.RowOp"] {
+		e := lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, Row: &lab.RowEvent{JobID: 7, Op: lab.RowOp(op), Writer: "B",
+			New: lab.RowImage{Status: engine.StatusFailed, Owner: "worker-a", Epoch: 3}}}
+		lab.Narrate(&e)
+		if strings.Contains(e.Text, " changed: ") != (op == string(lab.RowUpdate)) {
+			t.Errorf("row op %q is told as %q", op, e.Text)
+		}
+		if other, ok := seen[e.Text]; ok {
+			t.Errorf("row ops %q and %q are told alike: %q", other, op, e.Text)
+		}
+		seen[e.Text] = op
+	}
+	if _, ok := seen[""]; ok || len(seen) < 8 {
+		t.Errorf("the row ops told: %v", seen)
+	}
+}

@@ -59,17 +59,17 @@ type Config struct {
 // delivery, a newer epoch, the same epoch again, an older one) and
 // returns what it took of each, for CheckReport.WithProbe.
 func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probe []bool, err error) {
-	s := engine.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
+	s := lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if err := engine.Setup(ctx, pool, s); err != nil {
+	if err := lab.Setup(ctx, pool, s); err != nil {
 		return nil, fmt.Errorf("check the statements: set up: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = engine.Drop(dctx, pool, s)
+		_ = lab.Drop(dctx, pool, s)
 	}()
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
@@ -175,7 +175,7 @@ func playCase(ctx context.Context, cfg Config, i int, c lab.CheckCase) lab.Check
 		emit = func(lab.Event) {}
 	}
 	spec := runner.Spec{ID: in.Run, Config: rc, Mode: lab.ModeAuto, Solution: &sol,
-		Schemas:  engine.Schemas{Jobs: fmt.Sprintf("%s_%d_j", cfg.Prefix, i+1), Receiver: fmt.Sprintf("%s_%d_r", cfg.Prefix, i+1)},
+		Schemas:  lab.Schemas{Jobs: fmt.Sprintf("%s_%d_j", cfg.Prefix, i+1), Receiver: fmt.Sprintf("%s_%d_r", cfg.Prefix, i+1)},
 		EmitFunc: emit}
 	// A run's Done is closed before it has given back its schemas and
 	// role; its OnEndFunc, once it has.
@@ -277,8 +277,8 @@ func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *sl
 // for a check of a reader's worker program (harness.Config's
 // NewReceiverFunc). The func each returns closes its connection and
 // drops its role.
-func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
-	return func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+	return func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
 		role, err := sandbox.NewRole(ctx, pool, s)
 		if err != nil {
 			return nil, nil, err

@@ -69,7 +69,7 @@ type Config struct {
 	// receiver rule, through an *engine.Receiver) on the case's schemas;
 	// the func it returns is called when the case ends. Default:
 	// engine.NewReceiver(Pool, {Schema: s.Receiver}), the engine's rule.
-	NewReceiverFunc func(ctx context.Context, s engine.Schemas) (*engine.Receiver, func(), error)
+	NewReceiverFunc func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error)
 	// Timeout bounds each wait on a worker; default DefaultTimeout.
 	Timeout time.Duration
 	// SchemaPrefix starts each case's schema names; default
@@ -119,7 +119,7 @@ func (c *Config) Validate() error {
 	}
 	if c.NewReceiverFunc == nil {
 		pool := c.Pool
-		c.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
 			r, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver})
 			return r, func() {}, err
 		}
@@ -182,7 +182,7 @@ type caseRun struct {
 	cfg     *Config
 	cs      lab.CheckCase
 	rc      lab.RunConfig
-	s       engine.Schemas
+	s       lab.Schemas
 	q       *engine.Queue
 	jobID   int64
 	gate    *gate
@@ -212,7 +212,7 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 		return in, err
 	}
 	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
-	c := &caseRun{cfg: cfg, cs: cs, rc: rc, s: engine.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
+	c := &caseRun{cfg: cfg, cs: cs, rc: rc, s: lab.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
 		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
 	log := cfg.Log.With("case", cs, "schemas", base)
 
@@ -223,15 +223,15 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 		defer cancel()
 		f(cctx)
 	}
-	if err := engine.Setup(ctx, cfg.Pool, c.s); err != nil {
-		cleanup(func(cctx context.Context) { _ = engine.Drop(cctx, cfg.Pool, c.s) })
+	if err := lab.Setup(ctx, cfg.Pool, c.s); err != nil {
+		cleanup(func(cctx context.Context) { _ = lab.Drop(cctx, cfg.Pool, c.s) })
 		if ctx.Err() != nil {
 			return in, ctx.Err()
 		}
 		return in, fmt.Errorf("set up the case's schemas: %w", err)
 	}
 	defer cleanup(func(cctx context.Context) {
-		if err := engine.Drop(cctx, cfg.Pool, c.s); err != nil {
+		if err := lab.Drop(cctx, cfg.Pool, c.s); err != nil {
 			log.Warn("drop the case's schemas", "err", err)
 		}
 	})
@@ -303,7 +303,7 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 	for _, p := range c.workers {
 		p.kill()
 	}
-	o, err := lab.Evaluate(ctx, c.q, recv, lab.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
+	o, err := lab.Evaluate(ctx, c.cfg.Pool, c.s.Jobs, recv, lab.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
 	if err != nil {
 		if ctx.Err() != nil {
 			return in, ctx.Err()

@@ -174,7 +174,7 @@ func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 	w[lab.CaseNewOwnerFirst], w[lab.CaseSameName] = older, older
 	made := 0
 	checkTable(t, "correct.py", w, func(c *harness.Config) {
-		c.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
 			r, err := engine.NewReceiver(c.Pool, engine.ReceiverConfig{Schema: s.Receiver, Guards: engine.Guards(0).Break(engine.ReceiverCheck)})
 			return r, func() { made++ }, err
 		}
@@ -190,7 +190,7 @@ func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "exec "+shellQuote(pythonWithPsycopg(t))+" "+shellQuote(example(t, "correct.py")))
 	cfg.Cases = []lab.CheckCase{lab.CaseCrash, lab.CaseCrash}
-	cfg.NewReceiverFunc = func(_ context.Context, s engine.Schemas) (*engine.Receiver, func(), error) {
+	cfg.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
 		r, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: s.Receiver + "_missing"})
 		return r, nil, err
 	}

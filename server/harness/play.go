@@ -252,8 +252,8 @@ func (c *caseRun) howFar(ctx context.Context, label, when string) (string, error
 // change its connection (application_name lab.AppName(label)) made that
 // left the job running. others lists the application_names of workers'
 // connections the harness does not know, which changed the row.
-func (c *caseRun) claimedBy(ctx context.Context, label string) (*engine.HistoryRecord, []string, error) {
-	hs, err := c.q.History(ctx, c.jobID)
+func (c *caseRun) claimedBy(ctx context.Context, label string) (*lab.HistoryRecord, []string, error) {
+	hs, err := lab.History(ctx, c.cfg.Pool, c.s.Jobs, c.jobID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the job's history: %w", err)
 	}

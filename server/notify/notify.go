@@ -275,7 +275,7 @@ func (n *Notifier) connectAll() (*pgx.Conn, error) {
 	}
 	n.mu.Unlock()
 	for _, c := range chans {
-		if _, err := conn.Exec(ctx, engine.ChannelListen(c).SQL); err != nil {
+		if _, err := conn.Exec(ctx, channelListen(c).SQL); err != nil {
 			_ = conn.Close(context.Background())
 			return nil, fmt.Errorf("listen for row changes: %w", engine.ErrUnavailable)
 		}
@@ -349,9 +349,9 @@ func (n *Notifier) apply(conn *pgx.Conn) error {
 		default:
 			return nil
 		}
-		st := engine.ChannelUnlisten(r.channel)
+		st := channelUnlisten(r.channel)
 		if r.listen {
-			st = engine.ChannelListen(r.channel)
+			st = channelListen(r.channel)
 		} else {
 			n.mu.Lock()
 			again := len(n.subs[r.channel]) > 0 // subscribed again meanwhile

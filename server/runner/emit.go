@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -46,7 +45,7 @@ func (r *Run) dbNow(ctx context.Context) time.Time {
 // readClock reads the database clock, or, with the database gone, this
 // machine's.
 func readClock(ctx context.Context, pool *pgxpool.Pool) time.Time {
-	st := engine.ClockNow()
+	st := clockNow()
 	var t time.Time
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

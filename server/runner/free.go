@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 )
@@ -42,7 +43,7 @@ func (r *Run) addJob(ctx context.Context, payload []byte) (int64, error) {
 	}
 	r.jobs++
 	r.mu.Unlock()
-	id, err := r.queue.Insert(ctx, payload, 0)
+	id, err := r.queue.Insert(ctx, payload, r.maxAttempts())
 	if err != nil {
 		r.mu.Lock()
 		r.jobs--
@@ -50,6 +51,19 @@ func (r *Run) addJob(ctx context.Context, payload []byte) (int64, error) {
 		return 0, err
 	}
 	return id, nil // Postgres reports the new row itself
+}
+
+// maxAttempts is how often a run's job may be tried. A script claims its
+// job twice at most, within the queue's default of 3; in free play a
+// person may freeze and take over a job again and again, and the job must
+// go on, as the article's does, rather than end failed once its attempts
+// are used up (the engine ends a job whose lease runs out on its last
+// attempt).
+func (r *Run) maxAttempts() int {
+	if r.spec.Mode == lab.ModeFree {
+		return engine.MaxAttemptsCap
+	}
+	return 0
 }
 
 // AddWorker spawns a worker for a free-play run, labelled with the next
@@ -122,7 +136,7 @@ func (r *Run) Verdict(ctx context.Context) (lab.Report, error) {
 
 // judge checks every job and tells the verdict.
 func (r *Run) judge(ctx context.Context) (lab.Report, error) {
-	rep, err := lab.ReportJobs(ctx, r.queue, r.receiver, r.lim.MaxJobs)
+	rep, err := lab.ReportJobs(ctx, r.env.Pool, r.spec.Schemas.Jobs, r.receiver, r.lim.MaxJobs)
 	if err != nil {
 		return rep, err
 	}

@@ -22,14 +22,15 @@ type lease struct {
 }
 
 // noteLease keeps track of each running job's lease from the row changes
-// Postgres reports; before a claim takes a job over, it reports the lease
-// that ran out, if the watcher has not seen it yet.
+// Postgres reports; before a claim takes a job over, or ends it (an expire:
+// its lease ran out on its last attempt), it reports the lease that ran
+// out, if the watcher has not seen it yet.
 func (r *Run) noteLease(c lab.RowEvent, at time.Time) {
-	switch c.Op {
-	case lab.RowClaim:
+	if c.Op == lab.RowClaim || c.Op == lab.RowExpire {
 		r.takeover(c.JobID, c.New.Epoch, c.Writer, at)
-		fallthrough
-	case lab.RowRenew:
+	}
+	switch c.Op {
+	case lab.RowClaim, lab.RowRenew:
 		if c.New.LeaseUntil != nil {
 			r.mu.Lock()
 			r.leases[c.JobID] = lease{epoch: c.New.Epoch, owner: c.New.Owner, until: *c.New.LeaseUntil}

@@ -48,7 +48,7 @@ func (c rowChange) event() *lab.RowEvent {
 
 // fromHistory is the change a history record tells, as a notification
 // would have told it.
-func fromHistory(h engine.HistoryRecord) rowChange {
+func fromHistory(h lab.HistoryRecord) rowChange {
 	c := rowChange{Seq: h.Seq, JobID: h.JobID, Op: h.Op, At: h.At, App: h.App,
 		New: rowImage{Status: engine.Status(h.NewStatus), Owner: h.NewOwner, Epoch: h.NewEpoch, LeaseUntil: h.NewLeaseUntil}}
 	if h.OldStatus != nil {
@@ -157,7 +157,7 @@ func (r *Run) catchUp(ctx context.Context) error {
 	after := r.rows.floor
 	r.mu.Unlock()
 	for {
-		hs, err := r.queue.HistoryAfter(ctx, after, 1000)
+		hs, err := lab.HistoryAfter(ctx, r.env.Pool, r.spec.Schemas.Jobs, after, 1000)
 		if err != nil {
 			return err
 		}

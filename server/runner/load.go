@@ -39,7 +39,7 @@ type LoadSpec struct {
 	Config lab.LoadConfig
 	// SchemasFor names the schemas of the i-th style's round to run
 	// (from 0): made when it begins, dropped when it ends.
-	SchemasFor func(i int) engine.Schemas
+	SchemasFor func(i int) lab.Schemas
 	// EmitFunc receives every event of the lab, in order.
 	EmitFunc func(lab.Event)
 	// Tick is how often the live counts are read. Default 500ms.
@@ -317,9 +317,8 @@ type loadWorker struct {
 // ran, runStyle owns it and drops its schemas.
 type stage struct {
 	name    string
-	schemas engine.Schemas
+	schemas lab.Schemas
 	style   lab.Style
-	q       *engine.Queue
 	rcv     *engine.Receiver
 	err     error
 	crew    *crew // its workers, if started ahead of it
@@ -331,7 +330,7 @@ type stage struct {
 // prepare makes a style's round ready to run: fresh schemas, its queue
 // and its receiver. On an error its schemas are dropped (in the
 // background) and the stage says why.
-func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string) *stage {
+func (l *Load) prepare(ctx context.Context, schemas lab.Schemas, name string) *stage {
 	env := l.env
 	st := &stage{name: name, schemas: schemas, ran: true}
 	fail := func(err error) *stage {
@@ -344,11 +343,8 @@ func (l *Load) prepare(ctx context.Context, schemas engine.Schemas, name string)
 		return fail(err)
 	}
 	st.style = style
-	if err := engine.Reset(ctx, env.Pool, schemas); err != nil {
+	if err := lab.Reset(ctx, env.Pool, schemas); err != nil {
 		return fail(fmt.Errorf("set up the style's schemas: %w", err))
-	}
-	if st.q, err = engine.NewQueue(env.Pool, engine.QueueConfig{Schema: schemas.Jobs, Guards: style.Broken}); err != nil {
-		return fail(err)
 	}
 	if st.rcv, err = engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: style.Broken}); err != nil {
 		return fail(err)
@@ -382,7 +378,7 @@ func (l *Load) workerLost(ctx context.Context, label string) error {
 
 // dropLater drops a run's schemas in the background; run waits for it
 // before the lab ends.
-func (l *Load) dropLater(schemas engine.Schemas) {
+func (l *Load) dropLater(schemas lab.Schemas) {
 	l.drops.Add(1)
 	go func() {
 		defer l.drops.Done()
@@ -509,7 +505,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 	env, cfg := l.env, l.spec.Config
 	st.ran = true
 	defer l.dropLater(st.schemas)
-	name, schemas, q, rcv := st.name, st.schemas, st.q, st.rcv
+	name, schemas, rcv := st.name, st.schemas, st.rcv
 	c := st.crew
 	if c == nil {
 		var err error
@@ -539,7 +535,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 			n = cfg.Workers // go on: the span starts at the first claim
 		}
 	}
-	for _, stmt := range engine.JobsFill(schemas.Jobs, where.Jobs) {
+	for _, stmt := range lab.JobsFill(schemas.Jobs, where.Jobs) {
 		if _, err := env.Pool.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
 			return fmt.Errorf("fill the queue: %s: %w", stmt.Name, err)
 		}
@@ -717,7 +713,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		span = elapsed
 	}
 	span = max(time.Millisecond, span)
-	check, err := lab.CheckLoad(ctx, q, rcv, where.Jobs)
+	check, err := lab.CheckLoad(ctx, env.Pool, schemas.Jobs, rcv, where.Jobs)
 	if err != nil {
 		return err
 	}

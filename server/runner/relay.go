@@ -55,17 +55,16 @@ func (r *Run) relayOnce(ctx context.Context) int {
 	}
 	left := 0
 	for _, m := range ms {
-		if !r.send(ctx, hc, url, m) {
+		if !r.send(ctx, hc, url, m.ID, m.Delivery) {
 			left++
 		}
 	}
 	return left
 }
 
-// send sends one outbox delivery and tells it; it reports whether the
+// send sends outbox delivery id, d, and tells it; it reports whether the
 // receiver answered (taken or refused: either way it is done).
-func (r *Run) send(ctx context.Context, hc *http.Client, url string, m engine.OutboxMessage) bool {
-	d := m.Delivery
+func (r *Run) send(ctx context.Context, hc *http.Client, url string, id int64, d engine.Delivery) bool {
 	body, _ := json.Marshal(d) // a Delivery always encodes
 	ce := &lab.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: ".../deliveries", Body: string(body)}
 	at, err := receiver.Call(ctx, hc, url, body, ce)
@@ -76,7 +75,7 @@ func (r *Run) send(ctx context.Context, hc *http.Client, url string, m engine.Ou
 	if err != nil {
 		return false
 	}
-	return r.queue.OutboxSent(ctx, m.ID) == nil
+	return r.queue.OutboxSent(ctx, id) == nil
 }
 
 // drain waits, before a verdict is read, until what the run set in motion

@@ -116,7 +116,7 @@ type Spec struct {
 	// Background marks a run that is not its session's current one (a
 	// matrix cell).
 	Background bool
-	Schemas    engine.Schemas
+	Schemas    lab.Schemas
 	// Prepared says the schemas were set up already, and are empty (a
 	// server's spare pair): the run uses them as they are.
 	Prepared bool
@@ -263,12 +263,12 @@ func (r *Run) dropSchemas() { dropSchemas(r.env, r.spec.Schemas, "a run's", r.sp
 // database is unavailable (a restart: 57P03, "the database system is
 // starting up"), so that a server's end or a run's leaves none behind an
 // outage; it logs once if it could not.
-func dropSchemas(env *Env, s engine.Schemas, whose, id string) {
+func dropSchemas(env *Env, s lab.Schemas, whose, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
-		err := engine.Drop(ctx, env.Pool, s)
+		err := lab.Drop(ctx, env.Pool, s)
 		if err == nil {
 			return
 		}
@@ -339,7 +339,7 @@ func (r *Run) awaitStart(ctx context.Context) error {
 func (r *Run) start(ctx, bgctx context.Context) error {
 	env, spec := r.env, r.spec
 	if !spec.Prepared {
-		if err := engine.Reset(ctx, env.Pool, spec.Schemas); err != nil {
+		if err := lab.Reset(ctx, env.Pool, spec.Schemas); err != nil {
 			return fmt.Errorf("set up the run's schemas: %w", err)
 		}
 		if !spec.KeepSchemas {
@@ -360,7 +360,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	if env.ExternalReceiver != "" {
 		// Job ids must not meet other runs' at a shared receiver.
-		st := engine.JobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
+		st := jobIDRestart(spec.Schemas.Jobs, time.Now().UnixMicro())
 		if _, err := env.Pool.Exec(ctx, st.SQL); err != nil {
 			return fmt.Errorf("number the run's jobs: %w", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/check"
@@ -34,7 +33,7 @@ func TestRun_AWorkerStartingAsItsRunEndsIsKilled(t *testing.T) {
 		once.Do(func() { go r.Stop(lab.StopReset); time.Sleep(300 * time.Millisecond) })
 	})()
 	spec := runner.Spec{ID: "r1", Config: lab.RunConfig{Ordering: lab.ZombieFirst, Lease: 300 * time.Millisecond}, Mode: lab.ModeStep,
-		Schemas: engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
+		Schemas: lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
 	r, err := runner.Open(context.Background(), &w.Env, spec)
 	if err == nil {
 		r.Close()

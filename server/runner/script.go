@@ -257,7 +257,7 @@ func (r *Run) finish(ctx context.Context, res Result) (Result, error) {
 	z := r.workers[lab.Zombie]
 	tried, fence, skipped := z.triedDone, z.fence, z.skipped
 	r.mu.Unlock()
-	o, err := lab.Evaluate(ctx, r.queue, r.receiver, lab.EvaluateInput{Config: r.spec.Config, JobID: r.jobID,
+	o, err := lab.Evaluate(ctx, r.env.Pool, r.spec.Schemas.Jobs, r.receiver, lab.EvaluateInput{Config: r.spec.Config, JobID: r.jobID,
 		ZombieTriedCommit: tried, ZombieFence: fence, ZombieSkipped: skipped})
 	if err != nil {
 		r.fail(lab.ErrEvaluate, nil, err, "")

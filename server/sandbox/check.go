@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // Checked is a reader's statement that passed Check: safe to hand to Exec
@@ -36,7 +36,7 @@ type Checked struct {
 
 // resetSQL puts a role's session back to its settings, whatever the
 // statements before did: the server's own text, in one simple query.
-func resetSQL(s engine.Schemas) string {
+func resetSQL(s lab.Schemas) string {
 	var b strings.Builder
 	b.WriteString("RESET ALL")
 	for _, st := range Settings {
@@ -240,7 +240,7 @@ func (n *planNode) walk(f func(*planNode)) {
 
 // checkWrites holds the plan to the kind's one table: it must write it,
 // and nothing else.
-func (c *Checked) checkWrites(spec Spec, s engine.Schemas, ws []write) error {
+func (c *Checked) checkWrites(spec Spec, s lab.Schemas, ws []write) error {
 	schema := s.Jobs
 	if c.Kind == Receiver {
 		schema = s.Receiver

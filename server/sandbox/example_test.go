@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -27,12 +27,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	s := engine.Schemas{Jobs: "example_jobs", Receiver: "example_receiver"}
-	if err := engine.Setup(ctx, pool, s); err != nil {
+	s := lab.Schemas{Jobs: "example_jobs", Receiver: "example_receiver"}
+	if err := lab.Setup(ctx, pool, s); err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer engine.Drop(ctx, pool, s) //nolint:errcheck
+	defer lab.Drop(ctx, pool, s) //nolint:errcheck
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
 		fmt.Println(err)

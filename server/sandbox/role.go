@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
 )
 
 // Settings are the role's session settings, set on the role for the
@@ -48,7 +49,7 @@ const RoleSuffix = "_sql"
 // schemas start with its prefix (fl_<instance>_), so its roles do too, and
 // the sweep that drops a gone server's schemas finds its roles by the same
 // prefix (ListRoles).
-func RoleName(s engine.Schemas) string { return s.Jobs + RoleSuffix }
+func RoleName(s lab.Schemas) string { return s.Jobs + RoleSuffix }
 
 // ErrNotHardened is returned by NewRole when the database still gives
 // every role what a run's role must not have; Harden takes it away.
@@ -83,8 +84,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 		return fmt.Errorf("harden: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	lock := engine.SchemaLock(hardenLock)
-	if _, err := tx.Exec(ctx, lock.SQL, lock.Args...); err != nil {
+	if err := lab.LockSchemas(ctx, tx, hardenLock); err != nil {
 		return fmt.Errorf("harden: lock: %w", err)
 	}
 	var dbName string
@@ -128,7 +128,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 type Role struct {
 	name     string
 	password string
-	schemas  engine.Schemas
+	schemas  lab.Schemas
 	conn     *pgx.ConnConfig // the server's, with this role's user and password
 }
 
@@ -136,7 +136,7 @@ type Role struct {
 func (r *Role) Name() string { return r.name }
 
 // Schemas are the run's schemas the role may use.
-func (r *Role) Schemas() engine.Schemas { return r.schemas }
+func (r *Role) Schemas() lab.Schemas { return r.schemas }
 
 // String names the role and never shows its password; so do GoString
 // (%#v) and LogValue (log/slog).
@@ -167,7 +167,7 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return c, nil
 }
 
-// NewRole makes the role for a run whose schemas engine.Setup made, on
+// NewRole makes the role for a run whose schemas lab.Setup made, on
 // the database the pool reaches. The role
 //
 //   - logs in (LOGIN, a random 256-bit password sent to Postgres only as a
@@ -184,7 +184,7 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 // search_path), so the role's updates of jobs are recorded in a table it
 // cannot write. NewRole refuses (ErrNotHardened) while PUBLIC holds what
 // Harden takes away. Drop removes the role.
-func NewRole(ctx context.Context, db *pgxpool.Pool, s engine.Schemas) (*Role, error) {
+func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -203,8 +203,7 @@ func NewRole(ctx context.Context, db *pgxpool.Pool, s engine.Schemas) (*Role, er
 		return nil, fmt.Errorf("make %s: %w", r, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	lock := engine.SchemaLock(s.Jobs, s.Receiver)
-	if _, err := tx.Exec(ctx, lock.SQL, lock.Args...); err != nil {
+	if err := lab.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
 		return nil, fmt.Errorf("make %s: lock: %w", r, err)
 	}
 	var dbName string

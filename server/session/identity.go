@@ -74,9 +74,9 @@ func (m *Manager) takeLock(ctx context.Context, wait bool) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instance lock: %w", engine.ErrUnavailable)
 	}
-	st := engine.AdvisoryTryLock(instanceKey(m.instance))
+	st := advisoryTryLock(instanceKey(m.instance))
 	if wait {
-		st = engine.AdvisoryLock(instanceKey(m.instance))
+		st = advisoryLock(instanceKey(m.instance))
 	}
 	var got bool
 	if wait {
@@ -264,7 +264,7 @@ func (m *Manager) gone(ctx context.Context, conn *pgxpool.Conn) (gone []string, 
 	var held []string
 	release = func() {
 		for _, id := range held {
-			un := engine.AdvisoryUnlock(instanceKey(id))
+			un := advisoryUnlock(instanceKey(id))
 			_, _ = conn.Exec(context.WithoutCancel(ctx), un.SQL, un.Args...)
 		}
 	}
@@ -272,7 +272,7 @@ func (m *Manager) gone(ctx context.Context, conn *pgxpool.Conn) (gone []string, 
 		if !stale || id == m.instance {
 			continue
 		}
-		try := engine.AdvisoryTryLock(instanceKey(id))
+		try := advisoryTryLock(instanceKey(id))
 		var free bool
 		if err := conn.QueryRow(ctx, try.SQL, try.Args...).Scan(&free); err != nil {
 			return nil, release, err
@@ -288,7 +288,7 @@ func (m *Manager) gone(ctx context.Context, conn *pgxpool.Conn) (gone []string, 
 // namedInstances are the instances whose schemas or sandbox roles there
 // are, this one's aside.
 func (m *Manager) namedInstances(ctx context.Context) ([]string, error) {
-	st := engine.SchemaList(schemaPrefix)
+	st := schemaList(schemaPrefix)
 	rows, err := m.cfg.Pool.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ func (m *Manager) sweepGone(ctx context.Context) int {
 // forgetInstance drops what a gone instance left: its schemas, its runs'
 // roles, its row (and so its sessions' rows).
 func (m *Manager) forgetInstance(ctx context.Context, id string) (int, error) {
-	st := engine.SchemaList(schemaPrefix + id + "_")
+	st := schemaList(schemaPrefix + id + "_")
 	rows, err := m.cfg.Pool.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return 0, err
@@ -387,7 +387,7 @@ func (m *Manager) forgetInstance(ctx context.Context, id string) (int, error) {
 	}
 	dropped := 0
 	for _, n := range names {
-		d := engine.SchemaDropOne(n)
+		d := schemaDrop(n)
 		if _, err := m.cfg.Pool.Exec(ctx, d.SQL); err != nil {
 			return dropped, err
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/recording"
@@ -34,8 +33,8 @@ func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 		<-s.m.loads
 	}
 	l, err := runner.StartLoad(s.m.env, runner.LoadSpec{ID: id, Config: cfg, EmitFunc: s.emit,
-		SchemasFor: func(i int) engine.Schemas {
-			return engine.Schemas{Jobs: fmt.Sprintf("%s%d", schemas.Jobs, i), Receiver: fmt.Sprintf("%s%d", schemas.Receiver, i)}
+		SchemasFor: func(i int) lab.Schemas {
+			return lab.Schemas{Jobs: fmt.Sprintf("%s%d", schemas.Jobs, i), Receiver: fmt.Sprintf("%s%d", schemas.Receiver, i)}
 		},
 		OnEndFunc: func(l *runner.Load) {
 			release()

@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
@@ -209,7 +208,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.spares.ch = make(chan engine.Schemas, cfg.Limits.SpareRuns)
+	m.spares.ch = make(chan lab.Schemas, cfg.Limits.SpareRuns)
 	m.spares.taken = make(chan struct{}, 1)
 	conn, err := m.takeLock(ctx, true)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
@@ -206,20 +205,20 @@ func (s *Session) currentRun() *runner.Run {
 }
 
 // nextRun names the session's next run (r1, r2, …) and its schemas.
-func (s *Session) nextRun() (id string, schemas engine.Schemas, err error) { return s.next("r") }
+func (s *Session) nextRun() (id string, schemas lab.Schemas, err error) { return s.next("r") }
 
 // next names the session's next run or load lab — kind and a serial the
 // two share — and its schemas.
-func (s *Session) next(kind string) (id string, schemas engine.Schemas, err error) {
+func (s *Session) next(kind string) (id string, schemas lab.Schemas, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", engine.Schemas{}, fault.Errorf(fault.NotFound, "the session has ended")
+		return "", lab.Schemas{}, fault.Errorf(fault.NotFound, "the session has ended")
 	}
 	s.runSerial++
 	n := strconv.FormatInt(s.runSerial, 36)
 	base := schemaPrefix + s.m.instance + "_" + s.serial + "_" + n
-	return kind + n, engine.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
+	return kind + n, lab.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
 }
 
 // startRun ends the current run and starts a new one. The caller holds

@@ -65,7 +65,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("fencelab worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "Postgres connection string (default $DATABASE_URL)")
-	fs.StringVar(&c.Schema, "schema", engine.DefaultJobsSchema, "the jobs schema")
+	fs.StringVar(&c.Schema, "schema", lab.DefaultJobsSchema, "the jobs schema")
 	fs.StringVar(&c.ReceiverURL, "receiver", getenv(EnvReceiverURL), "the receiver's deliveries URL, e.g. http://127.0.0.1:8081/deliveries (default $"+EnvReceiverURL+")")
 	c.ReceiverCredential = getenv(EnvReceiverCredential)
 	fs.StringVar(&c.Name, "name", "", "the owner identity this worker claims under (default worker-<pid>)")

@@ -80,8 +80,8 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	s := engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := engine.Setup(ctx, pool, s); err != nil {
+	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})

@@ -1,0 +1,77 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+)
+
+// HistoryRecord is one change to a job as Postgres itself recorded it: the
+// job_history trigger (sql/history.sql) writes one for every insert and
+// update of a job row, with the database time and the application_name of
+// the connection that made it. It is the queue's own account of what
+// happened, independent of what any worker believes.
+type HistoryRecord struct {
+	Seq           int64           `json:"seq"`
+	JobID         int64           `json:"job_id"`
+	Op            string          `json:"op"` // a RowOp: insert, claim, renew, complete, fail, expire, retry, update
+	At            time.Time       `json:"at"`
+	OldStatus     *string         `json:"old_status"`
+	NewStatus     string          `json:"new_status"`
+	OldOwner      *string         `json:"old_owner"`
+	NewOwner      *string         `json:"new_owner"`
+	OldEpoch      *int64          `json:"old_epoch"`
+	NewEpoch      int64           `json:"new_epoch"`
+	OldLeaseUntil *time.Time      `json:"old_lease_until"`
+	NewLeaseUntil *time.Time      `json:"new_lease_until"`
+	Attempts      int             `json:"attempts"`
+	Result        json.RawMessage `json:"result"`
+	App           string          `json:"app"` // the writer's application_name
+}
+
+// History reads a job's recorded changes in a lab queue's schema (made by
+// Setup, which adds the history), oldest first.
+func History(ctx context.Context, db engine.DB, schema string, jobID int64) ([]HistoryRecord, error) {
+	if err := engine.ValidateSchemaName(schema); err != nil {
+		return nil, fmt.Errorf("job history: %w", err)
+	}
+	if jobID <= 0 {
+		return nil, fmt.Errorf("job history: %w", engine.Invalidf("job id %d is not positive", jobID))
+	}
+	return history(ctx, db, fmt.Sprintf("history of job %d", jobID), jobHistoryList(schema, jobID))
+}
+
+// HistoryAfter reads every job's recorded changes numbered after seq,
+// oldest first, at most limit (1 to 10,000) of them.
+func HistoryAfter(ctx context.Context, db engine.DB, schema string, seq int64, limit int) ([]HistoryRecord, error) {
+	if err := engine.ValidateSchemaName(schema); err != nil {
+		return nil, fmt.Errorf("history after %d: %w", seq, err)
+	}
+	if seq < 0 || limit < 1 || limit > 10_000 {
+		return nil, engine.Invalidf("history after %d, at most %d: the seq must be at least 0 and the limit 1 to 10000", seq, limit)
+	}
+	return history(ctx, db, fmt.Sprintf("history after %d", seq), jobHistoryAfter(schema, seq, limit))
+}
+
+func history(ctx context.Context, db engine.DB, op string, st engine.Statement) ([]HistoryRecord, error) {
+	rows, err := db.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, dbErr(op, err)
+	}
+	defer rows.Close()
+	var out []HistoryRecord
+	for rows.Next() {
+		var h HistoryRecord
+		var result []byte
+		if err := rows.Scan(&h.Seq, &h.JobID, &h.Op, &h.At, &h.OldStatus, &h.NewStatus, &h.OldOwner, &h.NewOwner,
+			&h.OldEpoch, &h.NewEpoch, &h.OldLeaseUntil, &h.NewLeaseUntil, &h.Attempts, &result, &h.App); err != nil {
+			return nil, dbErr(op, err)
+		}
+		h.Result = result
+		out = append(out, h)
+	}
+	return out, dbErr(op, rows.Err())
+}

@@ -1,0 +1,190 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// This file holds every SQL statement the lab runs itself, and nothing
+// else in the lab does: the set-up of its schemas beside the engine's
+// (setup.go, sql/history.sql), the reads of the history its verdicts are
+// made from, the load lab's fills and tallies. Names are Noun+Verb, as the
+// engine's are. The queue's own statements are the engine's, run through
+// engine.Queue and engine.Receiver.
+
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// schemaLockKey is the advisory lock key of one schema's set-up. It is the
+// key engine.SetupQueue takes for the same schema, so that a lab setup and
+// the engine's own never meet halfway either.
+func schemaLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fencelab schema " + schema))
+	return int64(h.Sum64())
+}
+
+// schemaLock serializes the set-up and tear-down of the named schemas
+// across sessions, until the transaction ends. The keys are taken in one
+// order, so two setups that share a schema cannot deadlock.
+func schemaLock(schemas ...string) engine.Statement {
+	keys := make([]int64, 0, len(schemas))
+	for _, s := range schemas {
+		keys = append(keys, schemaLockKey(s))
+	}
+	slices.Sort(keys)
+	return engine.Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
+}
+
+// schemaDrop drops both schemas of a run.
+func schemaDrop(s Schemas) engine.Statement {
+	return engine.Statement{Name: "SchemaDrop", SQL: fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", ident(s.Jobs), ident(s.Receiver))}
+}
+
+// historyColumns are a history record's columns, in HistoryRecord's order.
+const historyColumns = "seq, job_id, op, at, old_status, new_status, old_owner, new_owner,\n" +
+	"       old_epoch, new_epoch, old_lease_until, new_lease_until, attempts, result, app"
+
+// jobHistoryList reads a job's history as the trigger recorded it.
+func jobHistoryList(schema string, jobID int64) engine.Statement {
+	return engine.Statement{Name: "JobHistoryList", SQL: "SELECT " + historyColumns + "\n  FROM " + ident(schema) + ".job_history\n WHERE job_id = $1\n ORDER BY seq",
+		Args: []any{jobID}}
+}
+
+// jobHistoryAfter reads the history records numbered after seq, every
+// job's, oldest first, at most limit of them: what a listener that lost
+// its connection missed.
+func jobHistoryAfter(schema string, seq int64, limit int) engine.Statement {
+	return engine.Statement{Name: "JobHistoryAfter", SQL: "SELECT " + historyColumns + "\n  FROM " + ident(schema) + ".job_history\n WHERE seq > $1\n ORDER BY seq\n LIMIT $2",
+		Args: []any{seq, limit}}
+}
+
+// JobsFill empties a jobs table and inserts n pending jobs in one go, for
+// the load lab and the benchmarks: three statements, run in order.
+func JobsFill(schema string, n int) []engine.Statement { return JobsFillFinished(schema, 0, n) }
+
+// JobsFillFinished empties the jobs table, then inserts finished jobs
+// (done, at epoch 1, as a long-lived queue's table holds them) and pending
+// ones, and analyzes the table: the set-up of a benchmark. Every job may
+// be tried engine.MaxAttemptsCap times: the load lab's stalls take a job
+// over again and again, and a job must not end failed for its attempts
+// running out, which is a queue's policy and not what the lab measures.
+func JobsFillFinished(schema string, finished, pending int) []engine.Statement {
+	t := ident(schema) + ".jobs"
+	sts := []engine.Statement{{Name: "JobsTruncate", SQL: "TRUNCATE " + t}}
+	if finished > 0 {
+		sts = append(sts, engine.Statement{Name: "JobInsertFinished", SQL: "INSERT INTO " + t +
+			" (payload, status, owner, epoch, attempts, max_attempts, result) SELECT jsonb_build_object('n', i), 'done', 'earlier', 1, 1, $2, '{}' FROM generate_series(1, $1) i",
+			Args: []any{finished, engine.MaxAttemptsCap}})
+	}
+	return append(sts,
+		engine.Statement{Name: "JobInsertSeries", SQL: "INSERT INTO " + t + " (payload, max_attempts) SELECT jsonb_build_object('n', i), $2 FROM generate_series(1, $1) i",
+			Args: []any{pending, engine.MaxAttemptsCap}},
+		engine.Statement{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
+	)
+}
+
+// ---- tallies: the load lab's live counts --------------------------------------
+//
+// Counted from what Postgres recorded, never from what workers say, while
+// the workers run; the lab's invariant checker reads the same records job
+// by job at the end, and the two must agree.
+
+// jobsTally counts a queue's jobs by how they ended: done, failed, and
+// all of them.
+func jobsTally(schema string) engine.Statement {
+	return engine.Statement{Name: "JobsTally", SQL: "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), count(*) FROM " +
+		ident(schema) + ".jobs"}
+}
+
+// historyLateWrites counts the completions and failure reports that landed
+// on a job after another connection had claimed it: zombie writes that got
+// into the row. (A lab queue's history names each write's connection.) A
+// connection's late writes of one kind to one job count once: a zombie's
+// renewal of a finished row, with the status check off, is recorded as a
+// completion too. An expiry is no write of the zombie's: the claim that
+// found its lease run out on its last attempt ended the job.
+func historyLateWrites(schema string) engine.Statement {
+	h := ident(schema) + ".job_history"
+	return engine.Statement{Name: "HistoryLateWrites", SQL: "SELECT count(DISTINCT (w.job_id, w.app, w.op)) FROM " + h + " w" +
+		" WHERE w.op IN ('complete', 'fail', 'retry')" +
+		" AND (SELECT c.app FROM " + h + " c WHERE c.job_id = w.job_id AND c.op = 'claim' AND c.seq < w.seq ORDER BY c.seq DESC LIMIT 1) <> w.app"}
+}
+
+// decisionsOlderAccepted counts the deliveries a receiver took although it
+// held a newer epoch for the job: zombie writes that got to the receiver,
+// each sender's once per job.
+func decisionsOlderAccepted(schema string) engine.Statement {
+	return engine.Statement{Name: "DecisionsOlderAccepted", SQL: "SELECT count(DISTINCT (job_id, owner)) FROM " + ident(schema) + ".decisions WHERE decision = 'accepted-older'"}
+}
+
+// historySpan reads how long a queue took over its jobs on the database
+// clock: from the first claim to the moment the last job first ended
+// (done, or failed: by a failure report or by an expiry on its last
+// attempt), whatever zombies wrote after.
+func historySpan(schema string) engine.Statement {
+	h := ident(schema) + ".job_history"
+	return engine.Statement{Name: "HistorySpan", SQL: "SELECT (SELECT min(at) FROM " + h + " WHERE op = 'claim'), max(first_end) FROM" +
+		" (SELECT min(at) AS first_end FROM " + h + " WHERE op IN ('complete', 'fail', 'expire') GROUP BY job_id) e"}
+}
+
+// dbErr wraps the error of one of the lab's own statements with op. A
+// database that cannot be reached or stopped answering (a restart, an
+// outage, a lock it could not get) is engine.ErrUnavailable, as the
+// engine's statements say it, so that a caller waits and tries again, or
+// answers 503, alike for both. Its message leaves the cause out, since a
+// connection's error may name where the database is.
+func dbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg, ok := unavailable(err); ok {
+		return &unavailableError{op: op, msg: msg, cause: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// unavailable reports whether err says the database is out of reach for
+// now, and the words for it: by SQLSTATE class (08 connection, 53
+// resources, 57 operator intervention, 55P03 lock not available), or by
+// the connection failing under the statement.
+func unavailable(err error) (string, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57"), pe.Code == "55P03":
+			return fmt.Sprintf("%v (SQLSTATE %s)", engine.ErrUnavailable, pe.Code), true
+		}
+		return "", false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), strings.Contains(err.Error(), "conn closed"):
+		return engine.ErrUnavailable.Error(), true
+	}
+	return "", false
+}
+
+// unavailableError is a lab statement's error when the database was out
+// of reach: errors.Is(err, engine.ErrUnavailable) holds, and the cause is
+// kept for errors.As.
+type unavailableError struct {
+	op, msg string
+	cause   error
+}
+
+func (e *unavailableError) Error() string   { return e.op + ": " + e.msg }
+func (e *unavailableError) Unwrap() []error { return []error{engine.ErrUnavailable, e.cause} }

@@ -1,0 +1,156 @@
+package lab_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// setup makes a lab run's two schemas, which pgtest drops when the test
+// ends (or keeps, when it failed).
+func setup(t *testing.T) (*pgxpool.Pool, lab.Schemas) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := lab.Setup(context.Background(), pool, s); err != nil {
+		t.Fatal(err)
+	}
+	return pool, s
+}
+
+// ops lists a job's history ops as the trigger recorded them.
+func ops(t *testing.T, db engine.DB, schema string, jobID int64) []string {
+	t.Helper()
+	hs, err := lab.History(context.Background(), db, schema, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Op)
+	}
+	return out
+}
+
+// TestHistory_AnExpiryIsItsOwnOp checks, on a real Postgres, how the
+// history trigger tells the two ways a running job ends failed: a claim
+// that found the lease run out on the job's last attempt bumps the epoch
+// (the engine's poison-job rule), and is recorded as an expire, which the
+// lab counts as no claim and no late write, but as the job's end; a
+// worker's own failure report keeps the epoch, and is a fail.
+func TestHistory_AnExpiryIsItsOwnOp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := setup(t)
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(owner string, maxAttempts int) engine.Claim {
+		t.Helper()
+		if _, err := q.Insert(ctx, []byte(`{}`), maxAttempts); err != nil {
+			t.Fatal(err)
+		}
+		c, err := q.Claim(ctx, owner, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// A failure report on the last attempt, by the engine itself.
+	failed := claim("worker-a", 1)
+	if st, err := q.Fail(ctx, failed, "on purpose"); err != nil || st != engine.StatusFailed {
+		t.Fatalf("fail on the last attempt: %v, %v", st, err)
+	}
+	if got, want := ops(t, pool, s.Jobs, failed.JobID), []string{"insert", "claim", "fail"}; !slices.Equal(got, want) {
+		t.Errorf("a failure report on the last attempt is recorded as %v, want %v", got, want)
+	}
+
+	// The poison rule's end, written as the engine's claim writes it: the
+	// holder's row, failed, at the next epoch, by another connection.
+	expired := claim("worker-a", 1)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET application_name = "+pgx.Identifier{lab.AppName(lab.NewOwner)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE "+pgx.Identifier{s.Jobs, "jobs"}.Sanitize()+
+		" SET status = 'failed', epoch = epoch + 1, lease_until = NULL, updated_at = now() WHERE id = $1", expired.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ops(t, pool, s.Jobs, expired.JobID), []string{"insert", "claim", "expire"}; !slices.Equal(got, want) {
+		t.Errorf("a running job failed at the next epoch is recorded as %v, want %v", got, want)
+	}
+
+	// What the lab reads from it: the expiry ended its job, failed; it is
+	// neither a claim nor a zombie's write.
+	hs, err := lab.History(ctx, pool, s.Jobs, expired.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs := lab.Check(hs, nil, nil); len(vs) != 0 {
+		t.Errorf("an expiry breaks %v", vs)
+	}
+	tally, err := lab.Tally(ctx, pool, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tally.Failed != 2 || tally.LateRow != 0 {
+		t.Errorf("the tally counts %d failed and %d late writes, want 2 and 0", tally.Failed, tally.LateRow)
+	}
+	all, err := lab.HistoryAfter(ctx, pool, s.Jobs, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span, err := lab.Span(ctx, pool, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first claim is failed's, and the last end is expired's expiry:
+	// counted as the end of its job, it ends the span.
+	if want := all[len(all)-1].At.Sub(all[1].At); span != want {
+		t.Errorf("the span is %v, want %v (from the first claim to the last end)", span, want)
+	}
+}
+
+// TestHistory_ALostConnectionIsUnavailable checks that the lab's own
+// statements say a connection the server ended as engine.ErrUnavailable,
+// as the engine's do: the runner drops a run's schemas again after an
+// outage only for that error, and the load lab tells a restart from its
+// own failure by it.
+func TestHistory_ALostConnectionIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := setup(t)
+	for name, read := range map[string]func(db engine.DB) error{
+		"history": func(db engine.DB) error { _, err := lab.History(ctx, db, s.Jobs, 1); return err },
+		"tally":   func(db engine.DB) error { _, err := lab.Tally(ctx, db, s); return err },
+	} {
+		conn, err := pgx.Connect(ctx, pgtest.DSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", conn.PgConn().PID()); err != nil {
+			t.Fatal(err)
+		}
+		err = read(conn)
+		if !errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("a %s read on a connection the server ended: %v, want engine.ErrUnavailable", name, err)
+		}
+		_ = conn.Close(ctx)
+	}
+}
