@@ -62,7 +62,7 @@ func (q *Queue) ClaimBatch(ctx context.Context, owner string, n int, lease time.
 	if n < 1 || n > MaxBatch {
 		return nil, fmt.Errorf("claim a batch: %w", invalidf("a batch of %d jobs: want 1 to %d", n, MaxBatch))
 	}
-	st := JobClaimBatch(q.cfg.Schema, q.guard, owner, n, lease, q.cfg.NowFunc())
+	st := jobClaimBatch(q.cfg.Schema, q.guard, owner, n, lease, q.cfg.NowFunc())
 	start := time.Now()
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -143,7 +143,7 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", claims, JobCompleteBatch(q.cfg.Schema, q.guard, ids, owners, epochs, results), nil)
+	return q.casBatch(ctx, "complete", claims, jobCompleteBatch(q.cfg.Schema, q.guard, ids, owners, epochs, results), nil)
 }
 
 // FailBatch records many failures in one statement, each by compare-and-set
@@ -172,7 +172,7 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 	for i, f := range fs {
 		delays[i] = q.delay(f.Claim.Attempt)
 	}
-	return q.casBatch(ctx, "fail", claims, JobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "fail", claims, jobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
 		r.Status = Status(v.(string))
 	})
 }
@@ -188,7 +188,7 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "renew", cs, LeaseRenewBatch(q.cfg.Schema, q.guard, ids, owners, epochs, lease, q.cfg.NowFunc()), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "renew", cs, leaseRenewBatch(q.cfg.Schema, q.guard, ids, owners, epochs, lease, q.cfg.NowFunc()), func(r *BatchResult, v any) {
 		r.LeaseUntil = v.(time.Time)
 	})
 }
@@ -204,7 +204,7 @@ func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", cs, JobLockBatch(q.cfg.Schema, q.guard, ids, owners, epochs), nil)
+	return q.casBatch(ctx, "complete", cs, jobLockBatch(q.cfg.Schema, q.guard, ids, owners, epochs), nil)
 }
 
 // on returns a copy of q that runs its statements on db, such as a

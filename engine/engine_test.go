@@ -28,14 +28,14 @@ type env struct {
 	t       *testing.T
 	ctx     context.Context
 	pool    *pgxpool.Pool
-	schemas engine.Schemas
+	schemas lab.Schemas
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), pool: pgtest.Pool(t),
-		schemas: engine.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
-	if err := engine.Setup(e.ctx, e.pool, e.schemas); err != nil {
+		schemas: lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
+	if err := lab.Setup(e.ctx, e.pool, e.schemas); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -121,34 +121,6 @@ func result(worker string) []byte {
 
 const shortLease = 60 * time.Millisecond
 
-func TestSetup_IsIdempotentAndSafeConcurrently(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	errs := make(chan error, 6)
-	for range 6 {
-		go func() { errs <- engine.Setup(e.ctx, e.pool, e.schemas) }()
-	}
-	for range 6 {
-		if err := <-errs; err != nil {
-			t.Fatalf("concurrent setup: %v", err)
-		}
-	}
-	q := e.queue(0)
-	e.insert(q, 1)
-	if err := engine.Setup(e.ctx, e.pool, e.schemas); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(e.schemas.Jobs, "jobs"); n != 1 {
-		t.Fatalf("setup on a live schema lost data: %d jobs, want 1", n)
-	}
-	if err := engine.Reset(e.ctx, e.pool, e.schemas); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(e.schemas.Jobs, "jobs"); n != 0 {
-		t.Fatalf("reset left %d jobs", n)
-	}
-}
-
 func TestSchemaName_BadNamesAreRefusedAndCreateNothing(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -156,20 +128,24 @@ func TestSchemaName_BadNamesAreRefusedAndCreateNothing(t *testing.T) {
 	bad := []string{"", "Fencing", "1abc", "a-b", "a b", `x";drop schema public;--`, "pg_catalog", "public",
 		strings.Repeat("a", 49), "fencing.demo", "ünï"}
 	for _, name := range bad {
-		s := engine.Schemas{Jobs: name, Receiver: "fine_receiver_x"}
-		err := engine.Setup(ctx, pool, s)
-		if !errors.Is(err, engine.ErrInvalidInput) {
-			t.Errorf("Setup(%q) = %v, want ErrInvalidInput", name, err)
+		for what, err := range map[string]error{
+			"SetupQueue":    engine.SetupQueue(ctx, pool, name),
+			"SetupReceiver": engine.SetupReceiver(ctx, pool, name),
+			"DropQueue":     engine.DropQueue(ctx, pool, name),
+		} {
+			if !errors.Is(err, engine.ErrInvalidInput) {
+				t.Errorf("%s(%q) = %v, want ErrInvalidInput", what, name, err)
+			}
+		}
+		if _, err := engine.MigrateQueue(ctx, pool, name, 1); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("MigrateQueue(%q) = %v, want ErrInvalidInput", name, err)
 		}
 		if _, err := engine.NewQueue(pool, engine.QueueConfig{Schema: name}); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("NewQueue(%q) = %v, want ErrInvalidInput", name, err)
 		}
 	}
-	if err := engine.Setup(ctx, pool, engine.Schemas{Jobs: "same_x", Receiver: "same_x"}); !errors.Is(err, engine.ErrInvalidInput) {
-		t.Errorf("identical schemas: %v, want ErrInvalidInput", err)
-	}
 	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname IN ('fine_receiver_x', 'same_x')").Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'fencing%' OR nspname LIKE 'x%' OR nspname LIKE 'a%'").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -524,78 +500,6 @@ func TestReceiver_ConcurrentMixedEpochsEndAtTheNewestAndNeverGoBack(t *testing.T
 	}
 }
 
-// TestGuards_EachIsExactlyOneClause shows that turning a guard off changes
-// one visible clause of one statement, and leaves a comment in its place.
-func TestGuards_EachIsExactlyOneClause(t *testing.T) {
-	t.Parallel()
-	now := time.Now()
-	d := engine.Delivery{JobID: 1, Epoch: 2, Owner: "o", Payload: []byte(`{}`)}
-	statements := func(gs engine.Guards) []engine.Statement {
-		return []engine.Statement{
-			engine.JobClaim("s", gs, "o", time.Second, now),
-			engine.LeaseRenew("s", gs, 1, "o", 2, time.Second, now),
-			engine.JobComplete("s", gs, 1, "o", 2, []byte(`{}`)),
-			engine.JobFail("s", gs, 1, "o", 2, "why", 0),
-			engine.JobCompleteOutbox("s", gs, 1, "o", 2, []byte(`{}`), d),
-			engine.ReceiverDeliver("r", gs, d),
-		}
-	}
-	clause := map[engine.Guard]string{
-		engine.StatusCheck:    "AND status = 'running'",
-		engine.OwnerCheck:     "AND owner = $",
-		engine.EpochCheck:     "AND epoch = $",
-		engine.EpochIncrement: "epoch = epoch + 1,",
-		engine.ReceiverCheck:  "WHERE held.epoch <= EXCLUDED.epoch",
-		engine.DBClock:        "lease_until = now() + ",
-		engine.SkipLocked:     "SKIP LOCKED",
-	}
-	on := statements(0)
-	for _, g := range engine.AllGuards() {
-		off := statements(engine.Guards(0).Break(g))
-		changed := 0
-		for i := range on {
-			if on[i].SQL == off[i].SQL {
-				continue
-			}
-			changed++
-			if !strings.Contains(on[i].SQL, clause[g]) {
-				t.Errorf("%s on: %s lacks %q", g, on[i].Name, clause[g])
-			}
-			// Breaking g takes out exactly one clause: the statement keeps
-			// any other use of the same words (the claim's end of spent jobs
-			// passes over locked rows whatever skip-locked says).
-			if n, m := liveCount(on[i].SQL, clause[g]), liveCount(off[i].SQL, clause[g]); m != n-1 {
-				t.Errorf("%s off: %s has %q %d times, and %d with the guard on; want one fewer:\n%s", g, off[i].Name, clause[g], m, n, off[i].SQL)
-			}
-			if !strings.Contains(off[i].SQL, "("+g.String()+" off)") {
-				t.Errorf("%s off: %s does not say the guard is off:\n%s", g, off[i].Name, off[i].SQL)
-			}
-		}
-		want := 1
-		if g == engine.StatusCheck || g == engine.OwnerCheck || g == engine.EpochCheck {
-			want = 4 // renew, complete, fail and the outbox's complete share the compare-and-set
-		}
-		if g == engine.DBClock {
-			want = 2 // the claim and the renewal read the clock
-		}
-		if changed != want {
-			t.Errorf("%s changes %d statements, want %d", g, changed, want)
-		}
-	}
-}
-
-// liveCount counts the lines of sql that hold s outside a comment.
-func liveCount(sql, s string) int {
-	n := 0
-	for _, line := range strings.Split(sql, "\n") {
-		code, _, _ := strings.Cut(line, "--")
-		if strings.Contains(code, s) {
-			n++
-		}
-	}
-	return n
-}
-
 func TestGuards_OwnerAndEpochChecks(t *testing.T) {
 	t.Parallel()
 	// With only the epoch check off, the owner check still stops a zombie
@@ -750,7 +654,7 @@ func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 		if _, err := e.pool.Exec(e.ctx, "ANALYZE "+tbl); err != nil {
 			t.Fatal(err)
 		}
-		st := engine.JobClaim(e.schemas.Jobs, 0, "w", time.Minute, time.Now())
+		st := engine.ClaimStatement(e.schemas.Jobs)
 		tx, err := e.pool.Begin(e.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -880,7 +784,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 		if j.Attempts > 1 {
 			reclaimed++
 		}
-		h, _ := q.History(e.ctx, j.ID)
+		h, _ := lab.History(e.ctx, e.pool, e.schemas.Jobs, j.ID)
 		ds, _ := r.Decisions(e.ctx, j.ID)
 		held, err := r.Get(e.ctx, j.ID)
 		if err != nil {
@@ -1086,44 +990,6 @@ func TestReceiver_KeyedAppliesTheFirstAndDeduplicates(t *testing.T) {
 	ds, _ := r.Decisions(e.ctx, 9)
 	if len(ds) != 2 || ds[1].Decision != engine.Duplicate {
 		t.Fatalf("decisions %+v", ds)
-	}
-}
-
-// TestHistoryAfter_ReadsWhatAListenerMissed: every job's changes after a
-// history seq, in order, a page at a time; bad bounds are bad input.
-func TestHistoryAfter_ReadsWhatAListenerMissed(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	q := e.queue(0)
-	_, a, b := e.zombieAndOwner(q)
-	if _, err := q.Complete(e.ctx, b, result("B")); err != nil {
-		t.Fatal(err)
-	}
-	all, err := q.HistoryAfter(e.ctx, 0, 10_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ops []string
-	for i, h := range all {
-		if h.Seq != int64(i+1) {
-			t.Fatalf("history seqs %v: not 1, 2, 3…", all)
-		}
-		ops = append(ops, h.Op)
-	}
-	if got := strings.Join(ops, ","); got != "insert,claim,claim,complete" {
-		t.Fatalf("history after 0 is %s", got)
-	}
-	if a.Epoch != 1 || all[2].NewEpoch != 2 || all[3].App == "" && all[3].NewStatus != "done" {
-		t.Fatalf("history: %+v", all)
-	}
-	page, err := q.HistoryAfter(e.ctx, 2, 1)
-	if err != nil || len(page) != 1 || page[0].Seq != 3 {
-		t.Fatalf("history after 2, one record: %+v, %v", page, err)
-	}
-	for _, bad := range [][2]int64{{-1, 10}, {0, 0}, {0, 10_001}} {
-		if _, err := q.HistoryAfter(e.ctx, bad[0], int(bad[1])); !errors.Is(err, engine.ErrInvalidInput) {
-			t.Errorf("history after %d, limit %d: %v, want ErrInvalidInput", bad[0], bad[1], err)
-		}
 	}
 }
 

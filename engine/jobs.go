@@ -207,7 +207,7 @@ func (q *Queue) Insert(ctx context.Context, payload []byte, maxAttempts int) (in
 	if maxAttempts == 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
-	st := JobInsert(q.cfg.Schema, payload, maxAttempts, pgtype.Timestamptz{})
+	st := jobInsert(q.cfg.Schema, payload, maxAttempts, pgtype.Timestamptz{})
 	start := time.Now()
 	var id int64
 	var at time.Time
@@ -277,7 +277,7 @@ func (q *Queue) insertMany(ctx context.Context, db DB, jobs []NewJob) ([]int64, 
 			runAt[i] = pgtype.Timestamptz{Time: j.RunAt, Valid: true}
 		}
 	}
-	st := JobInsertMany(q.cfg.Schema, payloads, attempts, runAt)
+	st := jobInsertMany(q.cfg.Schema, payloads, attempts, runAt)
 	start := time.Now()
 	rows, err := db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -307,7 +307,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 	if err := ValidateLease(lease); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	st := JobClaim(q.cfg.Schema, q.guard, owner, lease, q.cfg.NowFunc())
+	st := jobClaim(q.cfg.Schema, q.guard, owner, lease, q.cfg.NowFunc())
 	start := time.Now()
 	var c Claim
 	var payload []byte
@@ -328,7 +328,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 // row that another session held locked for a moment (SKIP LOCKED): trying
 // again shortly may take it.
 func (q *Queue) Claimable(ctx context.Context) (int, error) {
-	st := JobCountClaimable(q.cfg.Schema, q.guard, q.cfg.NowFunc())
+	st := jobCountClaimable(q.cfg.Schema, q.guard, q.cfg.NowFunc())
 	var n int
 	if err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
 		return 0, translate("count claimable jobs", err)
@@ -348,7 +348,7 @@ func (q *Queue) Renew(ctx context.Context, c Claim, lease time.Duration) (time.T
 		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
 	}
 	var until *time.Time
-	if _, err := q.cas(ctx, "renew", c, LeaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc()), &until); err != nil {
+	if _, err := q.cas(ctx, "renew", c, leaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc()), &until); err != nil {
 		return time.Time{}, err
 	}
 	return *until, nil
@@ -366,7 +366,7 @@ func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
 	}
 	var epoch *int64
-	return q.cas(ctx, "complete", c, JobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result), &epoch)
+	return q.cas(ctx, "complete", c, jobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result), &epoch)
 }
 
 // Fail records a failure by compare-and-set on owner and epoch. The job
@@ -384,7 +384,7 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
 	}
 	var status *Status
-	if _, err := q.cas(ctx, "fail", c, JobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
+	if _, err := q.cas(ctx, "fail", c, jobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
 		return "", err
 	}
 	return *status, nil
@@ -475,7 +475,7 @@ func (q *Queue) Get(ctx context.Context, id int64) (Job, error) {
 	if err := validateJobID(id); err != nil {
 		return Job{}, fmt.Errorf("get job: %w", err)
 	}
-	st := JobGet(q.cfg.Schema, id)
+	st := jobGet(q.cfg.Schema, id)
 	start := time.Now()
 	j, err := scanJob(q.db.QueryRow(ctx, st.SQL, st.Args...))
 	q.trace(st, rowsOf(err), j.DBTime, noRowsOK(err), start)
@@ -493,7 +493,7 @@ func (q *Queue) List(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > 10000 {
 		return nil, fmt.Errorf("list jobs: %w", invalidf("limit %d must be between 1 and 10000", limit))
 	}
-	st := JobList(q.cfg.Schema, limit)
+	st := jobList(q.cfg.Schema, limit)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, translate("list jobs", err)
@@ -558,7 +558,7 @@ func noRowsOK(err error) error {
 // Expired lists the running jobs whose lease has run out on the database
 // clock, with the database time in each Job's DBTime.
 func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
-	st := JobListExpired(q.cfg.Schema)
+	st := jobListExpired(q.cfg.Schema)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, translate("expired leases", err)

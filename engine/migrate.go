@@ -98,7 +98,7 @@ func MigrateQueue(ctx context.Context, db TxDB, schema string, version int) (fro
 		return 0, fmt.Errorf("migrate %s: %w", schema, err)
 	}
 	err = inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
+		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
 			return translate("migrate lock", err)
 		}
 		if from, err = queueVersion(ctx, tx, schema); err != nil {

@@ -38,7 +38,7 @@ func (q *Queue) CompleteOutbox(ctx context.Context, c Claim, result []byte, d De
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, invalidf("the outbox delivery is for job %d at epoch %d, not the claim's", d.JobID, d.Epoch))
 	}
 	var epoch *int64
-	return q.cas(ctx, "complete", c, JobCompleteOutbox(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result, d), &epoch)
+	return q.cas(ctx, "complete", c, jobCompleteOutbox(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result, d), &epoch)
 }
 
 // OutboxPending reads up to limit deliveries not sent yet, oldest first.
@@ -49,7 +49,7 @@ func (q *Queue) OutboxPending(ctx context.Context, limit int) ([]OutboxMessage, 
 	if limit <= 0 || limit > 10000 {
 		return nil, fmt.Errorf("outbox: %w", invalidf("limit %d must be between 1 and 10000", limit))
 	}
-	st := OutboxPending(q.cfg.Schema, limit)
+	st := outboxPending(q.cfg.Schema, limit)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, translate("outbox", err)
@@ -70,7 +70,7 @@ func (q *Queue) OutboxPending(ctx context.Context, limit int) ([]OutboxMessage, 
 
 // OutboxSent marks a delivery of the outbox sent.
 func (q *Queue) OutboxSent(ctx context.Context, id int64) error {
-	st := OutboxSent(q.cfg.Schema, id)
+	st := outboxSent(q.cfg.Schema, id)
 	start := time.Now()
 	tag, err := q.db.Exec(ctx, st.SQL, st.Args...)
 	q.trace(st, tag.RowsAffected(), time.Time{}, err, start)
@@ -88,7 +88,7 @@ func (q *Queue) Outbox(d Delivery) TxFunc {
 		if err := d.Validate(); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		st := OutboxInsert(q.cfg.Schema, d)
+		st := outboxInsert(q.cfg.Schema, d)
 		start := time.Now()
 		tag, err := tx.Exec(ctx, st.SQL, st.Args...)
 		q.trace(st, tag.RowsAffected(), time.Time{}, err, start)

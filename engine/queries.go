@@ -85,12 +85,12 @@ func clockExpr(b *builder, gs Guards, workerNow time.Time) string {
 	return b.arg(workerNow) + "::timestamptz"
 }
 
-// JobClaim takes one claimable job in a single statement (rule 1): a
+// jobClaim takes one claimable job in a single statement (rule 1): a
 // pending job whose run_at has come, or a running one whose lease has run
 // out with attempts left. It sets the owner, bumps the epoch and starts a
 // fresh lease. The same statement first ends every running job whose lease
 // ran out on its last attempt (spent): such a job is never claimed again.
-func JobClaim(schema string, gs Guards, owner string, lease time.Duration, workerNow time.Time) Statement {
+func jobClaim(schema string, gs Guards, owner string, lease time.Duration, workerNow time.Time) Statement {
 	return claimStatement("JobClaim", schema, gs, owner, 1, lease, workerNow)
 }
 
@@ -155,11 +155,11 @@ func spent(b *builder, t, clock, clockNote string) {
 	b.line(")")
 }
 
-// JobCountClaimable counts the jobs a claim would see as claimable, by the
+// jobCountClaimable counts the jobs a claim would see as claimable, by the
 // same clock, without locking them: when a claim finds none while this
 // finds some, the claim skipped rows another session had locked for a
 // moment (a heartbeat's update).
-func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement {
+func jobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement {
 	b := &builder{name: "JobCountClaimable"}
 	clock := clockExpr(b, gs, workerNow)
 	b.line("SELECT count(*) FROM %s.jobs", ident(schema))
@@ -176,12 +176,12 @@ func JobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 // many, each a compare-and-set on that job's own owner and epoch, which
 // says for every job what its row held when it was judged.
 
-// JobClaimBatch takes up to n claimable jobs in one statement, each with
+// jobClaimBatch takes up to n claimable jobs in one statement, each with
 // its epoch bumped and a fresh lease on the database clock, skipping rows
-// another claimer holds, after ending the spent jobs as JobClaim does. The
+// another claimer holds, after ending the spent jobs as jobClaim does. The
 // jobs are picked into an array and updated by their primary key, so the
 // plan does not hang on the table's statistics.
-func JobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
+func jobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
 	return claimStatement("JobClaimBatch", schema, gs, owner, n, lease, workerNow)
 }
 
@@ -240,9 +240,9 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 	b.line(" ORDER BY input.ord")
 }
 
-// JobCompleteBatch records many jobs' results, each only if its caller
+// jobCompleteBatch records many jobs' results, each only if its caller
 // still owns it at the epoch it holds.
-func JobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, results []string) Statement {
+func jobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, results []string) Statement {
 	b := &builder{name: "JobCompleteBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"result", "text[]"}}, []any{results}, []string{
 		"status = 'done',",
@@ -253,10 +253,10 @@ func JobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, ep
 	return b.build()
 }
 
-// JobFailBatch records many failures, each only if its caller still owns
+// jobFailBatch records many failures, each only if its caller still owns
 // the job: back to pending while it has attempts left, to run again after
 // its own delay, and failed after.
-func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string, delays []time.Duration) Statement {
+func jobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string, delays []time.Duration) Statement {
 	b := &builder{name: "JobFailBatch"}
 	waits := make([]pgtype.Interval, len(delays))
 	for i, d := range delays {
@@ -272,19 +272,19 @@ func JobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 	return b.build()
 }
 
-// JobLockBatch locks many jobs' rows and judges each as a compare-and-set
+// jobLockBatch locks many jobs' rows and judges each as a compare-and-set
 // would, writing nothing: returned is 1 for each job its caller still
 // holds. The transaction that ran it then writes for those jobs, knowing
 // no other claim can take them before it ends.
-func JobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64) Statement {
+func jobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64) Statement {
 	b := &builder{name: "JobLockBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, nil, "1 AS returned")
 	return b.build()
 }
 
-// LeaseRenewBatch extends many leases, each by compare-and-set like a
+// leaseRenewBatch extends many leases, each by compare-and-set like a
 // commit: a zombie's heartbeat fails exactly as its commit would.
-func LeaseRenewBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, lease time.Duration, workerNow time.Time) Statement {
+func leaseRenewBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, lease time.Duration, workerNow time.Time) Statement {
 	b := &builder{name: "LeaseRenewBatch"}
 	clock := clockExpr(b, gs, workerNow)
 	leaseArg := b.arg(interval(lease))
@@ -352,9 +352,9 @@ func casStatementThen(b *builder, schema string, gs Guards, jobID int64, owner s
 	b.line("  FROM seen LEFT JOIN done ON true")
 }
 
-// LeaseRenew extends a lease by compare-and-set, like a commit: a zombie's
+// leaseRenew extends a lease by compare-and-set, like a commit: a zombie's
 // heartbeat fails exactly as its commit would.
-func LeaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) Statement {
+func leaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) Statement {
 	b := &builder{name: "LeaseRenew"}
 	clock := clockExpr(b, gs, workerNow)
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
@@ -364,9 +364,9 @@ func LeaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64
 	return b.build()
 }
 
-// JobComplete records a job's result, only if the caller still owns it at
+// jobComplete records a job's result, only if the caller still owns it at
 // the epoch it holds.
-func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte) Statement {
+func jobComplete(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte) Statement {
 	b := &builder{name: "JobComplete"}
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = 'done',",
@@ -377,10 +377,10 @@ func JobComplete(schema string, gs Guards, jobID int64, owner string, epoch int6
 	return b.build()
 }
 
-// JobCompleteOutbox is JobComplete that also writes a delivery to the
+// jobCompleteOutbox is jobComplete that also writes a delivery to the
 // outbox, in the same statement: the delivery exists if and only if the
 // commit landed, and a relay sends it after the commit.
-func JobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte, d Delivery) Statement {
+func jobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte, d Delivery) Statement {
 	b := &builder{name: "JobCompleteOutbox"}
 	casStatementThen(b, schema, gs, jobID, owner, epoch, []string{
 		"status = 'done',",
@@ -395,17 +395,17 @@ func JobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoc
 	return b.build()
 }
 
-// OutboxInsert writes one delivery to the outbox, in the transaction of
+// outboxInsert writes one delivery to the outbox, in the transaction of
 // the completion that earns it.
-func OutboxInsert(schema string, d Delivery) Statement {
+func outboxInsert(schema string, d Delivery) Statement {
 	b := &builder{name: "OutboxInsert"}
 	b.line("INSERT INTO %s.outbox (job_id, epoch, owner, payload)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
 	return b.build()
 }
 
-// OutboxPending reads up to limit outbox deliveries not sent yet, oldest first.
-func OutboxPending(schema string, limit int) Statement {
+// outboxPending reads up to limit outbox deliveries not sent yet, oldest first.
+func outboxPending(schema string, limit int) Statement {
 	b := &builder{name: "OutboxPending"}
 	b.line("SELECT id, job_id, epoch, owner, payload, created_at")
 	b.line("  FROM %s.outbox", ident(schema))
@@ -415,18 +415,18 @@ func OutboxPending(schema string, limit int) Statement {
 	return b.build()
 }
 
-// OutboxSent marks an outbox delivery sent.
-func OutboxSent(schema string, id int64) Statement {
+// outboxSent marks an outbox delivery sent.
+func outboxSent(schema string, id int64) Statement {
 	b := &builder{name: "OutboxSent"}
 	b.line("UPDATE %s.outbox SET sent_at = now()", ident(schema))
 	b.line(" WHERE id = %s AND sent_at IS NULL", b.arg(id))
 	return b.build()
 }
 
-// JobFail records a failure, only if the caller still owns the job. The job
+// jobFail records a failure, only if the caller still owns the job. The job
 // goes back to pending for a retry after delay, or to failed once its
 // attempts are used up.
-func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string, delay time.Duration) Statement {
+func jobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string, delay time.Duration) Statement {
 	b := &builder{name: "JobFail"}
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,",
@@ -438,8 +438,8 @@ func JobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, r
 	return b.build()
 }
 
-// JobInsert adds a pending job, to run at runAt (NULL: now).
-func JobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Timestamptz) Statement {
+// jobInsert adds a pending job, to run at runAt (NULL: now).
+func jobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Timestamptz) Statement {
 	b := &builder{name: "JobInsert"}
 	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
 	b.line("VALUES (%s::jsonb, %s, coalesce(%s::timestamptz, now()))", b.arg(string(payload)), b.arg(maxAttempts), b.arg(runAt))
@@ -447,9 +447,9 @@ func JobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Time
 	return b.build()
 }
 
-// JobInsertMany adds many pending jobs in one statement, from arrays of
+// jobInsertMany adds many pending jobs in one statement, from arrays of
 // equal length (a NULL run_at: now), and returns their ids in input order.
-func JobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt []pgtype.Timestamptz) Statement {
+func jobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt []pgtype.Timestamptz) Statement {
 	b := &builder{name: "JobInsertMany"}
 	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
 	b.line("SELECT p::jsonb, m, coalesce(r, now())")
@@ -459,8 +459,8 @@ func JobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt 
 	return b.build()
 }
 
-// JobGet reads one job as it is now, with the database time.
-func JobGet(schema string, jobID int64) Statement {
+// jobGet reads one job as it is now, with the database time.
+func jobGet(schema string, jobID int64) Statement {
 	b := &builder{name: "JobGet"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
 	b.line("       run_at, result, error, created_at, updated_at, now()")
@@ -469,8 +469,8 @@ func JobGet(schema string, jobID int64) Statement {
 	return b.build()
 }
 
-// JobList reads every job, oldest first, up to limit rows.
-func JobList(schema string, limit int) Statement {
+// jobList reads every job, oldest first, up to limit rows.
+func jobList(schema string, limit int) Statement {
 	b := &builder{name: "JobList"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
 	b.line("       run_at, result, error, created_at, updated_at, now()")
@@ -480,39 +480,9 @@ func JobList(schema string, limit int) Statement {
 	return b.build()
 }
 
-// JobHistoryList reads a job's history as the trigger recorded it.
-func JobHistoryList(schema string, jobID int64) Statement {
-	b := &builder{name: "JobHistoryList"}
-	b.line("SELECT seq, job_id, op, at, old_status, new_status, old_owner, new_owner,")
-	b.line("       old_epoch, new_epoch, old_lease_until, new_lease_until, attempts, result, app")
-	b.line("  FROM %s.job_history", ident(schema))
-	b.line(" WHERE job_id = %s", b.arg(jobID))
-	b.line(" ORDER BY seq")
-	return b.build()
-}
-
-// JobHistoryAfter reads the history records numbered after seq, every
-// job's, oldest first, at most limit of them: what a listener that lost
-// its connection missed.
-func JobHistoryAfter(schema string, seq int64, limit int) Statement {
-	b := &builder{name: "JobHistoryAfter"}
-	b.line("SELECT seq, job_id, op, at, old_status, new_status, old_owner, new_owner,")
-	b.line("       old_epoch, new_epoch, old_lease_until, new_lease_until, attempts, result, app")
-	b.line("  FROM %s.job_history", ident(schema))
-	b.line(" WHERE seq > %s", b.arg(seq))
-	b.line(" ORDER BY seq")
-	b.line(" LIMIT %s", b.arg(limit))
-	return b.build()
-}
-
-// JobHistoryLastSeq reads the newest history record's number (0 for none).
-func JobHistoryLastSeq(schema string) Statement {
-	return Statement{Name: "JobHistoryLastSeq", SQL: "SELECT coalesce(max(seq), 0) FROM " + ident(schema) + ".job_history"}
-}
-
-// JobListExpired lists running jobs whose lease has run out on the
+// jobListExpired lists running jobs whose lease has run out on the
 // database clock.
-func JobListExpired(schema string) Statement {
+func jobListExpired(schema string) Statement {
 	b := &builder{name: "JobListExpired"}
 	b.line("SELECT id, owner, epoch, lease_until, now()")
 	b.line("  FROM %s.jobs", ident(schema))
@@ -521,25 +491,10 @@ func JobListExpired(schema string) Statement {
 	return b.build()
 }
 
-// ChannelListen subscribes the connection to a schema's row-change channel.
-func ChannelListen(channel string) Statement {
-	return Statement{Name: "ChannelListen", SQL: "LISTEN " + ident(channel)}
-}
-
-// ChannelUnlisten ends the connection's subscription to a channel.
-func ChannelUnlisten(channel string) Statement {
-	return Statement{Name: "ChannelUnlisten", SQL: "UNLISTEN " + ident(channel)}
-}
-
-// ClockNow reads the database clock.
-func ClockNow() Statement {
-	return Statement{Name: "ClockNow", SQL: "SELECT clock_timestamp()"}
-}
-
-// ReceiverDeliver is the receiver's rule as one atomic conditional upsert:
+// receiverDeliver is the receiver's rule as one atomic conditional upsert:
 // a newer epoch replaces what is held (and says which epoch it superseded),
 // the same epoch is accepted again, an older one matches no row.
-func ReceiverDeliver(schema string, gs Guards, d Delivery) Statement {
+func receiverDeliver(schema string, gs Guards, d Delivery) Statement {
 	b := &builder{name: "ReceiverDeliver"}
 	t := ident(schema) + ".deliveries"
 	b.line("INSERT INTO %s AS held (job_id, epoch, owner, payload)", t)
@@ -553,11 +508,11 @@ func ReceiverDeliver(schema string, gs Guards, d Delivery) Statement {
 	return b.build()
 }
 
-// ReceiverDeliverKeyed is the rule of a receiver that knows no epochs — a
+// receiverDeliverKeyed is the rule of a receiver that knows no epochs — a
 // third party — and deduplicates on a stable key, the job's id: the first
 // delivery for a key is applied, any later one matches no row and changes
 // nothing.
-func ReceiverDeliverKeyed(schema string, d Delivery) Statement {
+func receiverDeliverKeyed(schema string, d Delivery) Statement {
 	b := &builder{name: "ReceiverDeliverKeyed"}
 	b.line("INSERT INTO %s.deliveries AS held (job_id, epoch, owner, payload)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
@@ -566,8 +521,8 @@ func ReceiverDeliverKeyed(schema string, d Delivery) Statement {
 	return b.build()
 }
 
-// ReceiverGet reads what the receiver holds for a job.
-func ReceiverGet(schema string, jobID int64) Statement {
+// receiverGet reads what the receiver holds for a job.
+func receiverGet(schema string, jobID int64) Statement {
 	b := &builder{name: "ReceiverGet"}
 	b.line("SELECT job_id, epoch, owner, payload, accepted, updated_at, now()")
 	b.line("  FROM %s.deliveries", ident(schema))
@@ -575,8 +530,8 @@ func ReceiverGet(schema string, jobID int64) Statement {
 	return b.build()
 }
 
-// ReceiverDecisionInsert logs one decision of the receiver.
-func ReceiverDecisionInsert(schema string, d Delivery, decision Decision, held, prev *int64) Statement {
+// receiverDecisionInsert logs one decision of the receiver.
+func receiverDecisionInsert(schema string, d Delivery, decision Decision, held, prev *int64) Statement {
 	b := &builder{name: "ReceiverDecisionInsert"}
 	b.line("INSERT INTO %s.decisions (job_id, epoch, owner, payload, decision, held_epoch, prev_epoch)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner),
@@ -585,8 +540,8 @@ func ReceiverDecisionInsert(schema string, d Delivery, decision Decision, held, 
 	return b.build()
 }
 
-// ReceiverDecisionList reads the receiver's decisions for a job, in order.
-func ReceiverDecisionList(schema string, jobID int64) Statement {
+// receiverDecisionList reads the receiver's decisions for a job, in order.
+func receiverDecisionList(schema string, jobID int64) Statement {
 	b := &builder{name: "ReceiverDecisionList"}
 	b.line("SELECT seq, job_id, epoch, owner, payload, decision, held_epoch, prev_epoch, at")
 	b.line("  FROM %s.decisions", ident(schema))
@@ -595,11 +550,11 @@ func ReceiverDecisionList(schema string, jobID int64) Statement {
 	return b.build()
 }
 
-// SchemaLock serializes the set-up and tear-down of the named schemas
+// schemaLock serializes the set-up and tear-down of the named schemas
 // across sessions, until the transaction ends: setups of other schemas go
 // on at the same time. The keys are taken in one order, so two setups that
 // share a schema cannot deadlock.
-func SchemaLock(schemas ...string) Statement {
+func schemaLock(schemas ...string) Statement {
 	keys := make([]int64, 0, len(schemas))
 	for _, s := range schemas {
 		keys = append(keys, schemaLockKey(s))
@@ -608,109 +563,9 @@ func SchemaLock(schemas ...string) Statement {
 	return Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
 }
 
-// SchemaDrop drops both schemas of a run.
-func SchemaDrop(s Schemas) Statement {
-	return Statement{Name: "SchemaDrop", SQL: fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", ident(s.Jobs), ident(s.Receiver))}
-}
-
-// SchemaDropOne drops one schema and everything in it.
-func SchemaDropOne(name string) Statement {
+// schemaDropOne drops one schema and everything in it.
+func schemaDropOne(name string) Statement {
 	return Statement{Name: "SchemaDropOne", SQL: "DROP SCHEMA IF EXISTS " + ident(name) + " CASCADE"}
-}
-
-// JobIDRestart makes a jobs schema number its jobs from start, so job ids
-// from different schemas never meet at a shared receiver.
-func JobIDRestart(schema string, start int64) Statement {
-	return Statement{Name: "JobIDRestart", SQL: fmt.Sprintf("ALTER TABLE %s.jobs ALTER COLUMN id RESTART WITH %d", ident(schema), start)}
-}
-
-// AdvisoryLock takes a session-level advisory lock and holds it for as
-// long as the connection lives. Processes that share a database use it to
-// say "I am alive and these schemas are mine".
-func AdvisoryLock(key int64) Statement {
-	return Statement{Name: "AdvisoryLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
-}
-
-// AdvisoryTryLock takes an advisory lock if nobody holds it: a lock that
-// is free means the process that held it is gone.
-func AdvisoryTryLock(key int64) Statement {
-	return Statement{Name: "AdvisoryTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
-}
-
-// AdvisoryUnlock gives back a lock taken with AdvisoryTryLock.
-func AdvisoryUnlock(key int64) Statement {
-	return Statement{Name: "AdvisoryUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
-}
-
-// SchemaList lists the schemas whose names start with prefix.
-func SchemaList(prefix string) Statement {
-	return Statement{
-		Name: "SchemaList",
-		SQL:  "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname",
-		Args: []any{prefix},
-	}
-}
-
-// JobsFill empties a jobs table and inserts $1 pending jobs in one go, for
-// benchmarks: three statements, run in order.
-func JobsFill(schema string, n int) []Statement { return JobsFillFinished(schema, 0, n) }
-
-// JobsFillFinished empties the jobs table, then inserts finished jobs
-// (done, at epoch 1, as a long-lived queue's table holds them) and pending
-// ones, and analyzes the table: the set-up of a benchmark.
-func JobsFillFinished(schema string, finished, pending int) []Statement {
-	t := ident(schema) + ".jobs"
-	sts := []Statement{{Name: "JobsTruncate", SQL: "TRUNCATE " + t}}
-	if finished > 0 {
-		sts = append(sts, Statement{Name: "JobInsertFinished", SQL: "INSERT INTO " + t +
-			" (payload, status, owner, epoch, attempts, result) SELECT jsonb_build_object('n', i), 'done', 'earlier', 1, 1, '{}' FROM generate_series(1, $1) i", Args: []any{finished}})
-	}
-	return append(sts,
-		Statement{Name: "JobInsertSeries", SQL: "INSERT INTO " + t + " (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $1) i", Args: []any{pending}},
-		Statement{Name: "JobsAnalyze", SQL: "ANALYZE " + t},
-	)
-}
-
-// ---- tallies: the load lab's live counts --------------------------------------
-//
-// Counted from what Postgres recorded, never from what workers say, while
-// the workers run; the lab's invariant checker reads the same records job
-// by job at the end, and the two must agree.
-
-// JobsTally counts a queue's jobs by how they ended: done, failed, and
-// all of them.
-func JobsTally(schema string) Statement {
-	return Statement{Name: "JobsTally", SQL: "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), count(*) FROM " +
-		ident(schema) + ".jobs"}
-}
-
-// HistoryLateWrites counts the completions and failure reports that landed
-// on a job after another connection had claimed it: zombie writes that got
-// into the row. (A lab queue's history names each write's connection.) A
-// connection's late writes of one kind to one job count once: a zombie's
-// renewal of a finished row, with the status check off, is recorded as a
-// completion too.
-func HistoryLateWrites(schema string) Statement {
-	h := ident(schema) + ".job_history"
-	return Statement{Name: "HistoryLateWrites", SQL: "SELECT count(DISTINCT (w.job_id, w.app, w.op)) FROM " + h + " w" +
-		" WHERE w.op IN ('complete', 'fail', 'retry')" +
-		" AND (SELECT c.app FROM " + h + " c WHERE c.job_id = w.job_id AND c.op = 'claim' AND c.seq < w.seq ORDER BY c.seq DESC LIMIT 1) <> w.app"}
-}
-
-// DecisionsOlderAccepted counts the deliveries a receiver took although it
-// held a newer epoch for the job: zombie writes that got to the receiver,
-// each sender's once per job.
-func DecisionsOlderAccepted(schema string) Statement {
-	return Statement{Name: "DecisionsOlderAccepted", SQL: "SELECT count(DISTINCT (job_id, owner)) FROM " + ident(schema) + ".decisions WHERE decision = 'accepted-older'"}
-}
-
-// HistorySpan reads how long a queue took over its jobs on the database
-// clock: from the first claim to the moment the last job first ended (done
-// or failed), whatever zombies wrote after.
-func HistorySpan(schema string) Statement {
-	h := ident(schema) + ".job_history"
-	return Statement{Name: "HistorySpan", SQL: "SELECT (SELECT min(at) FROM " + h + " WHERE op = 'claim'), max(first_end) FROM" +
-		" (SELECT min(at) AS first_end FROM " + h + " WHERE op IN ('complete', 'fail') GROUP BY job_id) e"}
 }
 
 // ---- the schema's version ------------------------------------------------------

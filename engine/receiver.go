@@ -104,7 +104,7 @@ type Receiver struct {
 }
 
 // Rule is a receiver rule of the caller's own, in place of the engine's
-// conditional upsert (ReceiverDeliver): it applies one delivery to the
+// conditional upsert (receiverDeliver): it applies one delivery to the
 // receiver's deliveries table, in a session of its own, and says whether
 // it took it. The playground runs a reader's own statement this way.
 type Rule func(ctx context.Context, d Delivery) (taken bool, st Statement, err error)
@@ -115,7 +115,7 @@ type ReceiverConfig struct {
 	Guards Guards // only receiver-check matters here
 	// Keyed makes the receiver a third party that knows no epochs: it
 	// applies the first delivery for each job and answers every later one
-	// as a Duplicate (ReceiverDeliverKeyed). The receiver-check guard does
+	// as a Duplicate (receiverDeliverKeyed). The receiver-check guard does
 	// not apply.
 	Keyed bool
 	// Rule, if set, decides each delivery instead of the engine's upsert
@@ -182,7 +182,7 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 			rc.HeldEpoch, rc.Accepted, rc.DBTime = held.Epoch, held.Accepted, held.DBTime
 		}
 		held := rc.HeldEpoch
-		lst := ReceiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
+		lst := receiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
 		start := time.Now()
 		var at time.Time
 		err = tx.QueryRow(ctx, lst.SQL, lst.Args...).Scan(&rc.DecisionSeq, &at)
@@ -202,7 +202,7 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 // an older one, take the same one again. It fills rc's decision and reports
 // whether the delivery changed nothing (the caller then reads what is held).
 func (r *Receiver) decideEpoch(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
-	st := ReceiverDeliver(r.schema, r.guards, d)
+	st := receiverDeliver(r.schema, r.guards, d)
 	start := time.Now()
 	var prevOwner *string
 	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
@@ -234,7 +234,7 @@ func (r *Receiver) decideEpoch(ctx context.Context, tx pgx.Tx, d Delivery, rc *R
 // decideKeyed is a keyed receiver's rule: the first delivery for a job is
 // applied, a later one is a Duplicate that changes nothing.
 func (r *Receiver) decideKeyed(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
-	st := ReceiverDeliverKeyed(r.schema, d)
+	st := receiverDeliverKeyed(r.schema, d)
 	start := time.Now()
 	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.DBTime)
 	r.trace(st, rowsOf(err), rc.DBTime, noRowsOK(err), start)
@@ -258,7 +258,7 @@ func (r *Receiver) Get(ctx context.Context, jobID int64) (Held, error) {
 }
 
 func (r *Receiver) get(ctx context.Context, db DB, jobID int64) (Held, error) {
-	st := ReceiverGet(r.schema, jobID)
+	st := receiverGet(r.schema, jobID)
 	start := time.Now()
 	var h Held
 	var payload []byte
@@ -279,7 +279,7 @@ func (r *Receiver) Decisions(ctx context.Context, jobID int64) ([]DecisionRecord
 	if err := validateJobID(jobID); err != nil {
 		return nil, fmt.Errorf("receiver decisions: %w", err)
 	}
-	st := ReceiverDecisionList(r.schema, jobID)
+	st := receiverDecisionList(r.schema, jobID)
 	op := fmt.Sprintf("receiver decisions for job %d", jobID)
 	rows, err := r.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -340,7 +340,7 @@ func (r *Receiver) deliverByRule(ctx context.Context, d Delivery) (Receipt, erro
 		}
 	}
 	held := rc.HeldEpoch
-	lst := ReceiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
+	lst := receiverDecisionInsert(r.schema, d, rc.Decision, &held, rc.Superseded)
 	start = time.Now()
 	var at time.Time
 	err = r.db.QueryRow(ctx, lst.SQL, lst.Args...).Scan(&rc.DecisionSeq, &at)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"embed"
-	"fmt"
 	"hash/fnv"
 	"regexp"
 	"strings"
@@ -29,29 +28,11 @@ type TxDB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Default schema names, used by the CLI and the tests.
-const (
-	DefaultJobsSchema     = "fencing_demo"
-	DefaultReceiverSchema = "fencing_receiver"
-)
-
-// maxSchemaLen leaves room for the "_events" NOTIFY channel suffix inside
-// Postgres's 63-byte identifier limit.
+// maxSchemaLen leaves room for a suffix of up to 15 bytes (the lab's
+// NOTIFY channel, "_events") inside Postgres's 63-byte identifier limit.
 const maxSchemaLen = 48
 
 var schemaNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-// Schemas names the two Postgres schemas a run uses: the job queue's and
-// the receiver's. The receiver is another system, so it gets its own.
-type Schemas struct {
-	Jobs     string `json:"jobs"`
-	Receiver string `json:"receiver"`
-}
-
-// DefaultSchemas returns fencing_demo and fencing_receiver.
-func DefaultSchemas() Schemas {
-	return Schemas{Jobs: DefaultJobsSchema, Receiver: DefaultReceiverSchema}
-}
 
 // ValidateSchemaName checks that name is a plain lowercase identifier that
 // Postgres would not fold or reject, and not one of its own schemas.
@@ -69,34 +50,14 @@ func ValidateSchemaName(name string) error {
 	return nil
 }
 
-// Validate checks both names and that they differ.
-func (s Schemas) Validate() error {
-	if err := ValidateSchemaName(s.Jobs); err != nil {
-		return fmt.Errorf("jobs %w", err)
-	}
-	if err := ValidateSchemaName(s.Receiver); err != nil {
-		return fmt.Errorf("receiver %w", err)
-	}
-	if s.Jobs == s.Receiver {
-		return invalidf("the jobs and receiver schemas must differ (both are %q)", s.Jobs)
-	}
-	return nil
-}
-
-// Channel returns the NOTIFY channel on which the jobs schema reports each
-// row change.
-func (s Schemas) Channel() string { return s.Jobs + "_events" }
-
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-func schemaSQL(file, schema, channel string) (string, error) {
+func schemaSQL(file, schema string) (string, error) {
 	b, err := sqlFS.ReadFile("sql/" + file)
 	if err != nil {
 		return "", err
 	}
-	return strings.NewReplacer("{{schema}}", ident(schema), "{{channel}}", literal(channel)).Replace(string(b)), nil
+	return strings.NewReplacer("{{schema}}", ident(schema)).Replace(string(b)), nil
 }
 
 // schemaLockKey is the advisory lock that serializes setups of one schema:
@@ -106,37 +67,6 @@ func schemaLockKey(schema string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("fencelab schema " + schema))
 	return int64(h.Sum64())
-}
-
-// Setup creates the lab's two schemas, if they do not exist yet: the jobs
-// with their claimable-rows index and outbox, the history trigger that
-// records (and NOTIFYs) every change to a job, and the receiver. It is
-// idempotent and safe to call from several processes at once. A queue that
-// needs no history uses SetupQueue.
-func Setup(ctx context.Context, db TxDB, s Schemas) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
-			return translate("setup lock", err)
-		}
-		if _, err := MigrateQueue(ctx, tx, s.Jobs, LatestVersion); err != nil {
-			return err
-		}
-		for _, part := range []struct{ file, schema, channel string }{
-			{"history.sql", s.Jobs, s.Channel()}, {"receiver.sql", s.Receiver, ""},
-		} {
-			sql, err := schemaSQL(part.file, part.schema, part.channel)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, sql); err != nil {
-				return translate("setup schema "+part.schema, err)
-			}
-		}
-		return nil
-	})
 }
 
 // SetupQueue creates a queue's schema, or migrates it to LatestVersion:
@@ -155,10 +85,10 @@ func DropQueue(ctx context.Context, db TxDB, schema string) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
+		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
 			return translate("drop lock", err)
 		}
-		return translate("drop schema "+schema, execStatement(ctx, tx, SchemaDropOne(schema)))
+		return translate("drop schema "+schema, execStatement(ctx, tx, schemaDropOne(schema)))
 	})
 }
 
@@ -169,10 +99,10 @@ func SetupReceiver(ctx context.Context, db TxDB, schema string) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(schema)); err != nil {
+		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
 			return translate("setup lock", err)
 		}
-		recv, err := schemaSQL("receiver.sql", schema, "")
+		recv, err := schemaSQL("receiver.sql", schema)
 		if err != nil {
 			return err
 		}
@@ -188,34 +118,10 @@ func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
 	if err := ValidateSchemaName(schema); err != nil {
 		return err
 	}
-	if err := execStatement(ctx, db, SchemaDropOne(schema)); err != nil {
+	if err := execStatement(ctx, db, schemaDropOne(schema)); err != nil {
 		return translate("drop schema "+schema, err)
 	}
 	return SetupReceiver(ctx, db, schema)
-}
-
-// Drop removes both schemas and everything in them.
-func Drop(ctx context.Context, db TxDB, s Schemas) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, SchemaLock(s.Jobs, s.Receiver)); err != nil {
-			return translate("drop lock", err)
-		}
-		if err := execStatement(ctx, tx, SchemaDrop(s)); err != nil {
-			return translate("drop schemas "+s.Jobs+", "+s.Receiver, err)
-		}
-		return nil
-	})
-}
-
-// Reset drops both schemas and creates them again, empty.
-func Reset(ctx context.Context, db TxDB, s Schemas) error {
-	if err := Drop(ctx, db, s); err != nil {
-		return err
-	}
-	return Setup(ctx, db, s)
 }
 
 func inTx(ctx context.Context, db TxDB, fn func(pgx.Tx) error) error {

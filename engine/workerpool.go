@@ -71,8 +71,8 @@ type Handler func(ctx context.Context, job Claim) (result []byte, err error)
 // that records the job's completion, after the job's row is locked and
 // its owner and epoch checked, so the writes commit with the completion,
 // and never happen for a job another claim took. An error from the TxFunc
-// rolls back its writes alone (a savepoint per job) and becomes the job's
-// failure; the rest of the batch commits.
+// undoes its writes alone and becomes the job's failure; the rest of the
+// batch commits (the batch is then run again with a savepoint per job).
 type TxHandler func(ctx context.Context, job Claim) (result []byte, write TxFunc, err error)
 
 // TxFunc writes a job's effects in the transaction tx, which the pool
@@ -105,6 +105,11 @@ type WorkerPoolConfig struct {
 	Completers int
 	// Lease is each claim's lease. Default 30s. Heartbeat is how often the
 	// leases of the jobs in flight are renewed; default a third of Lease.
+	// The renewals take connections from the Queue's DB like everything
+	// else: with a short lease, size a pgxpool so that they never wait for
+	// one for long (handlers that use the same pool count; MinConns saves
+	// the first renewals from waiting on new connections), or leases are
+	// lost with no stall at all.
 	Lease     time.Duration
 	Heartbeat time.Duration
 	// PollInterval is how long the pool waits when it found no job.
@@ -391,12 +396,17 @@ const (
 // unsettled and the lease of one of them still holds.
 func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
 	wait := retryFirst
+	savepoints := false
 	for try := 1; ; try++ {
 		p.setRecording(batch, true)
-		err := p.record(db, batch)
+		err := p.record(db, batch, savepoints)
 		p.setRecording(batch, false)
 		if err == nil {
 			return
+		}
+		if errors.Is(err, errWriteFailed) && !savepoints {
+			savepoints = true // the batch again at once, each write in a savepoint
+			continue
 		}
 		left := unsettled(batch)
 		if errors.Is(err, ErrInvalidInput) && len(left) > 1 {
@@ -462,13 +472,13 @@ func (p *WorkerPool) setRecording(batch []*finished, on bool) {
 
 // record makes one try at recording the batch's unsettled jobs, and marks
 // each it settles.
-func (p *WorkerPool) record(db context.Context, batch []*finished) error {
+func (p *WorkerPool) record(db context.Context, batch []*finished, savepoints bool) error {
 	left := unsettled(batch)
 	if len(left) == 0 {
 		return nil
 	}
 	if p.cfg.HandlerTx != nil {
-		return p.recordTx(db, left)
+		return p.recordTx(db, left, savepoints)
 	}
 	var cs, fs []*finished
 	for _, f := range left {
@@ -545,12 +555,20 @@ func (p *WorkerPool) settle(part []*finished, rs []BatchResult) {
 	}
 }
 
+// errWriteFailed is recordTx's answer when a TxFunc failed in a batch
+// whose writes ran without savepoints: the transaction is lost, and the
+// batch must go again with a savepoint per write.
+var errWriteFailed = errors.New("a write failed outside a savepoint")
+
 // recordTx records a batch of a HandlerTx in one transaction: it locks
 // the jobs' rows and checks each job is still the pool's (the same guards
-// as the compare-and-set), runs the TxFunc of each that is, in a savepoint
-// of its own, then records the completions and the failures by
-// compare-and-set, and commits. A job another claim took runs no write.
-func (p *WorkerPool) recordTx(ctx context.Context, left []*finished) error {
+// as the compare-and-set), runs the TxFunc of each that is, then records
+// the completions and the failures by compare-and-set, and commits. A job
+// another claim took runs no write. A batch is first tried with its writes
+// straight in the transaction, which costs two round trips a job less;
+// only when one of them fails does it go again with a savepoint per write,
+// so that the failed write alone is undone and becomes its job's failure.
+func (p *WorkerPool) recordTx(ctx context.Context, left []*finished, savepoints bool) error {
 	q := p.cfg.Queue
 	tx, err := q.db.(TxDB).Begin(ctx)
 	if err != nil {
@@ -575,7 +593,14 @@ func (p *WorkerPool) recordTx(ctx context.Context, left []*finished) error {
 			continue
 		}
 		if f.err == nil && f.write != nil {
-			if werr := runWrite(ctx, tx, f.write); werr != nil {
+			if !savepoints {
+				if werr := runWriteBare(ctx, tx, f.write); werr != nil {
+					if errors.Is(werr, ErrUnavailable) {
+						return werr
+					}
+					return errWriteFailed
+				}
+			} else if werr := runWrite(ctx, tx, f.write); werr != nil {
 				if errors.Is(werr, ErrUnavailable) {
 					return werr // the transaction is gone: the whole batch again
 				}
@@ -612,6 +637,22 @@ func (p *WorkerPool) recordTx(ctx context.Context, left []*finished) error {
 		}
 	}
 	return nil
+}
+
+// runWriteBare runs a job's TxFunc straight in tx, a panic too becoming
+// its error.
+func runWriteBare(ctx context.Context, tx pgx.Tx, write TxFunc) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the write panicked: %v", r)
+		}
+	}()
+	if err = write(ctx, tx); err != nil {
+		if terr := translate("write", err); errors.Is(terr, ErrUnavailable) {
+			return terr
+		}
+	}
+	return err
 }
 
 // runWrite runs a job's TxFunc in a savepoint of tx: its writes are kept

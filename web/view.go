@@ -90,14 +90,14 @@ var editorLabels = map[sandbox.Kind]string{
 }
 
 // tables are the columns of the tables the reader's statements work on,
-// as engine/sql/jobs.sql and receiver.sql create them (a test holds them
-// to those files).
+// in order, as a run's schemas hold them once set up (a test holds them to
+// a real setup's catalog).
 var tables = []templates.Table{
 	{Name: "jobs", Columns: []templates.TableColumn{
 		{Name: "id", Type: "bigint"}, {Name: "payload", Type: "jsonb"}, {Name: "status", Type: "text"}, {Name: "owner", Type: "text"},
 		{Name: "epoch", Type: "bigint"}, {Name: "lease_until", Type: "timestamptz"}, {Name: "attempts", Type: "integer"},
 		{Name: "max_attempts", Type: "integer"}, {Name: "result", Type: "jsonb"}, {Name: "error", Type: "text"},
-		{Name: "created_at", Type: "timestamptz"}, {Name: "updated_at", Type: "timestamptz"}}},
+		{Name: "created_at", Type: "timestamptz"}, {Name: "updated_at", Type: "timestamptz"}, {Name: "run_at", Type: "timestamptz"}}},
 	{Name: "deliveries", Columns: []templates.TableColumn{
 		{Name: "job_id", Type: "bigint"}, {Name: "epoch", Type: "bigint"}, {Name: "owner", Type: "text"}, {Name: "payload", Type: "jsonb"},
 		{Name: "prev_epoch", Type: "bigint"}, {Name: "prev_owner", Type: "text"}, {Name: "accepted", Type: "integer"},

@@ -154,3 +154,121 @@ func TestHistory_ALostConnectionIsUnavailable(t *testing.T) {
 		_ = conn.Close(ctx)
 	}
 }
+
+// count returns how many rows a table of a schema has.
+func count(t *testing.T, db engine.DB, schema, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema, table}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSetup_IsIdempotentAndSafeConcurrently: six setups of one run's
+// schemas at once, a setup on a live schema keeps its jobs, and a reset
+// empties them.
+func TestSetup_IsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	pool, s := setup(t)
+	ctx := context.Background()
+	errs := make(chan error, 6)
+	for range 6 {
+		go func() { errs <- lab.Setup(ctx, pool, s) }()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent setup: %v", err)
+		}
+	}
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Insert(ctx, []byte(`{}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.Setup(ctx, pool, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, s.Jobs, "jobs"); n != 1 {
+		t.Fatalf("setup on a live schema lost data: %d jobs, want 1", n)
+	}
+	if err := lab.Reset(ctx, pool, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, s.Jobs, "jobs"); n != 0 {
+		t.Fatalf("reset left %d jobs", n)
+	}
+}
+
+// TestSetup_BadNamesAreRefusedAndCreateNothing.
+func TestSetup_BadNamesAreRefusedAndCreateNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	for _, name := range []string{"", "Fencing", "1abc", "a-b", `x";drop schema public;--`, "pg_catalog", "public", "fencing.demo", "ünï"} {
+		if err := lab.Setup(ctx, pool, lab.Schemas{Jobs: name, Receiver: "fine_receiver_x"}); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("Setup(%q) = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if err := lab.Setup(ctx, pool, lab.Schemas{Jobs: "same_x", Receiver: "same_x"}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("identical schemas: %v, want ErrInvalidInput", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname IN ('fine_receiver_x', 'same_x')").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("a refused setup created %d schemas", n)
+	}
+}
+
+// TestHistoryAfter_ReadsWhatAListenerMissed: every job's changes after a
+// history seq, in order, a page at a time; bad bounds are bad input.
+func TestHistoryAfter_ReadsWhatAListenerMissed(t *testing.T) {
+	t.Parallel()
+	pool, s := setup(t)
+	ctx := context.Background()
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Insert(ctx, []byte(`{}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Claim(ctx, "worker-a", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	b, err := q.Claim(ctx, "worker-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Complete(ctx, b, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := lab.HistoryAfter(ctx, pool, s.Jobs, 0, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, h := range all {
+		if h.Seq != int64(i+1) {
+			t.Fatalf("history seqs %v: not 1, 2, 3…", all)
+		}
+		got = append(got, h.Op)
+	}
+	if !slices.Equal(got, []string{"insert", "claim", "claim", "complete"}) || all[2].NewEpoch != 2 {
+		t.Fatalf("history after 0 is %v: %+v", got, all)
+	}
+	page, err := lab.HistoryAfter(ctx, pool, s.Jobs, 2, 1)
+	if err != nil || len(page) != 1 || page[0].Seq != 3 {
+		t.Fatalf("history after 2, one record: %+v, %v", page, err)
+	}
+	for _, bad := range [][2]int64{{-1, 10}, {0, 0}, {0, 10_001}} {
+		if _, err := lab.HistoryAfter(ctx, pool, s.Jobs, bad[0], int(bad[1])); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("history after %d, limit %d: %v, want ErrInvalidInput", bad[0], bad[1], err)
+		}
+	}
+}

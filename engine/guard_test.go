@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGuards_EachIsExactlyOneClause shows that turning a guard off changes
+// one visible clause of one statement, and leaves a comment in its place.
+func TestGuards_EachIsExactlyOneClause(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	d := Delivery{JobID: 1, Epoch: 2, Owner: "o", Payload: []byte(`{}`)}
+	statements := func(gs Guards) []Statement {
+		return []Statement{
+			jobClaim("s", gs, "o", time.Second, now),
+			leaseRenew("s", gs, 1, "o", 2, time.Second, now),
+			jobComplete("s", gs, 1, "o", 2, []byte(`{}`)),
+			jobFail("s", gs, 1, "o", 2, "why", 0),
+			jobCompleteOutbox("s", gs, 1, "o", 2, []byte(`{}`), d),
+			receiverDeliver("r", gs, d),
+		}
+	}
+	clause := map[Guard]string{
+		StatusCheck:    "AND status = 'running'",
+		OwnerCheck:     "AND owner = $",
+		EpochCheck:     "AND epoch = $",
+		EpochIncrement: "epoch = epoch + 1,",
+		ReceiverCheck:  "WHERE held.epoch <= EXCLUDED.epoch",
+		DBClock:        "lease_until = now() + ",
+		SkipLocked:     "SKIP LOCKED",
+	}
+	on := statements(0)
+	for _, g := range AllGuards() {
+		off := statements(Guards(0).Break(g))
+		changed := 0
+		for i := range on {
+			if on[i].SQL == off[i].SQL {
+				continue
+			}
+			changed++
+			if !strings.Contains(on[i].SQL, clause[g]) {
+				t.Errorf("%s on: %s lacks %q", g, on[i].Name, clause[g])
+			}
+			// Breaking g takes out exactly one clause: the statement keeps
+			// any other use of the same words (the claim's end of spent jobs
+			// passes over locked rows whatever skip-locked says).
+			if n, m := liveCount(on[i].SQL, clause[g]), liveCount(off[i].SQL, clause[g]); m != n-1 {
+				t.Errorf("%s off: %s has %q %d times, and %d with the guard on; want one fewer:\n%s", g, off[i].Name, clause[g], m, n, off[i].SQL)
+			}
+			if !strings.Contains(off[i].SQL, "("+g.String()+" off)") {
+				t.Errorf("%s off: %s does not say the guard is off:\n%s", g, off[i].Name, off[i].SQL)
+			}
+		}
+		want := 1
+		if g == StatusCheck || g == OwnerCheck || g == EpochCheck {
+			want = 4 // renew, complete, fail and the outbox's complete share the compare-and-set
+		}
+		if g == DBClock {
+			want = 2 // the claim and the renewal read the clock
+		}
+		if changed != want {
+			t.Errorf("%s changes %d statements, want %d", g, changed, want)
+		}
+	}
+}
+
+// liveCount counts the lines of sql that hold s outside a comment.
+func liveCount(sql, s string) int {
+	n := 0
+	for _, line := range strings.Split(sql, "\n") {
+		code, _, _ := strings.Cut(line, "--")
+		if strings.Contains(code, s) {
+			n++
+		}
+	}
+	return n
+}
