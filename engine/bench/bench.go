@@ -7,6 +7,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -286,33 +287,50 @@ func PGBench(ctx context.Context, pool *pgxpool.Pool, pgbench, dsn, schema strin
 	if err != nil {
 		return Result{}, err
 	}
-	dir, err := os.MkdirTemp("", "fencelab-bench-*")
+	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
 	if err != nil {
 		return Result{}, err
 	}
+	return Result{Name: "pgbench, same statements", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+}
+
+// RunScript runs a pgbench script (its text) with clients connections and
+// prepared statements, perClient transactions each, and returns how long
+// they took: pgbench's own figure, which leaves out its connection set-up,
+// when it gives one. A failed transaction fails the run. run, if set,
+// starts and waits for the command (default: cmd.Run).
+func RunScript(ctx context.Context, pgbench, dsn, text string, clients, perClient int, run func(*exec.Cmd) error) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "fencelab-bench-*")
+	if err != nil {
+		return 0, err
+	}
 	defer os.RemoveAll(dir)
-	script := filepath.Join(dir, "cycle.sql")
+	script := filepath.Join(dir, "script.sql")
 	if err := os.WriteFile(script, []byte(text), 0o644); err != nil {
-		return Result{}, err
+		return 0, err
 	}
 	cmd := exec.CommandContext(ctx, pgbench, "--no-vacuum", "--protocol=prepared",
 		"--client", strconv.Itoa(clients), "--jobs", strconv.Itoa(clients),
 		"--transactions", strconv.Itoa(perClient), "--file", script, dsn)
 	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if run == nil {
+		run = (*exec.Cmd).Run
+	}
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	err = run(cmd)
 	elapsed := time.Since(start)
 	if err != nil {
-		return Result{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+		return 0, fmt.Errorf("pgbench: %v\n%s", err, out.Bytes())
 	}
-	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil && string(m[1]) != "0" {
-		return Result{}, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out)
+	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out.Bytes()); m != nil && string(m[1]) != "0" {
+		return 0, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out.Bytes())
 	}
-	// pgbench's own figure excludes its connection set-up; use it when present.
-	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
+	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out.Bytes()); m != nil {
 		if tps, err := strconv.ParseFloat(string(m[1]), 64); err == nil && tps > 0 {
 			elapsed = time.Duration(float64(clients*perClient) / tps * float64(time.Second))
 		}
 	}
-	return Result{Name: "pgbench, same statements", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+	return elapsed, nil
 }

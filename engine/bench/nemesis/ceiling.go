@@ -1,13 +1,9 @@
 package nemesis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -213,35 +209,8 @@ func Ceiling(ctx context.Context, db engine.TxDB, dsn, schema string, clients, b
 	if err := Insert(ctx, db, schema, r.Jobs, 25); err != nil {
 		return CeilingResult{}, err
 	}
-	dir, err := os.MkdirTemp("", "fencelab-ceiling-*")
-	if err != nil {
+	if r.Elapsed, err = bench.RunScript(ctx, pgbench, dsn, script, clients, perClient, runLocked); err != nil { // it dies with us
 		return CeilingResult{}, err
-	}
-	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "batch.sql")
-	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
-		return CeilingResult{}, err
-	}
-	cmd := exec.CommandContext(ctx, pgbench, "--no-vacuum", "--protocol=prepared",
-		"--client", strconv.Itoa(clients), "--jobs", strconv.Itoa(clients),
-		"--transactions", strconv.Itoa(perClient), "--file", file, dsn)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err = runLocked(cmd) // it dies with us
-	r.Elapsed = time.Since(start)
-	if err != nil {
-		return CeilingResult{}, fmt.Errorf("pgbench: %v\n%s", err, out.Bytes())
-	}
-	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out.Bytes()); m != nil && string(m[1]) != "0" {
-		return CeilingResult{}, fmt.Errorf("pgbench: %s transactions failed\n%s", m[1], out.Bytes())
-	}
-	// pgbench's own figure leaves out its connection set-up; use it.
-	if m := regexp.MustCompile(`tps = ([\d.]+) \(without initial connection time\)`).FindSubmatch(out.Bytes()); m != nil {
-		if tps, err := strconv.ParseFloat(string(m[1]), 64); err == nil && tps > 0 {
-			r.Elapsed = time.Duration(float64(clients*perClient) / tps * float64(time.Second))
-		}
 	}
 	if r.Done, err = countDone(ctx, db, schema); err != nil {
 		return CeilingResult{}, err
