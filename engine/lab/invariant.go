@@ -54,7 +54,7 @@ func Check(history []HistoryRecord, decisions []engine.DecisionRecord, held *eng
 			out = append(out, v)
 		}
 	}
-	var last *HistoryRecord
+	var last, ended *HistoryRecord
 	for i := range history {
 		h := &history[i]
 		w := WriterOf(*h)
@@ -79,8 +79,17 @@ func Check(history []HistoryRecord, decisions []engine.DecisionRecord, held *eng
 		case "expire":
 			// The claim that found the lease run out on the job's last
 			// attempt ended it: its writer never held the job, and it is no
-			// write of the holder's. The job ends failed.
+			// write of the holder's. The job ends failed, taken from its
+			// holder as a claim takes it: a write of the holder's after it
+			// is as late as a zombie's.
+			ended = h
 		case "renew", "complete", "fail", "retry":
+			if last != nil && ended != nil && ended.Seq > last.Seq && h.Seq > ended.Seq {
+				add("ended:"+h.App+":"+h.Op, Violation{Invariant: InvStaleWrite, JobID: h.JobID, Worker: w, Op: h.Op, Guards: fenceGuards,
+					Text: fmt.Sprintf("%s's late %s landed after job %d had been ended for good: its lease had run out on the last attempt, and a claim had failed it at epoch %d.",
+						upperFirst(who(w)), opWords(h.Op), h.JobID, ended.NewEpoch)})
+				continue
+			}
 			if last != nil && h.App != last.App {
 				add("stale:"+h.App+":"+h.Op, Violation{Invariant: InvStaleWrite, JobID: h.JobID, Worker: w, Op: h.Op, Guards: fenceGuards,
 					Text: fmt.Sprintf("%s's late %s landed after %s had claimed job %d at epoch %d: a write from a lost lease got through.",

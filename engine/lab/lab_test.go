@@ -111,6 +111,13 @@ func TestCheck_EachInvariant(t *testing.T) {
 			h.complete(1200, "A")
 			return h.recs, nil, nil
 		}, []lab.Invariant{lab.InvStaleWrite, lab.InvRowLastOwner}, engine.EpochCheck},
+		{"a holder's late commit lands after its job was ended", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
+			h := newHistory()
+			h.claim(10, "A", 1, 1000)
+			h.change("expire", 1100, "B", "failed", 2, nil, nil) // B's claim found A's last attempt spent
+			h.complete(1200, "A")                                // status and epoch checks broken: it lands
+			return h.recs, nil, nil
+		}, []lab.Invariant{lab.InvStaleWrite}, engine.StatusCheck},
 		{"a late heartbeat lands", func() ([]lab.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
 			h := newHistory()
 			h.claim(10, "A", 1, 1000)
