@@ -3,8 +3,9 @@
 // external receiver's rule. It is small enough to read in one sitting, and
 // each of its guards can be broken on purpose to show what it protects
 // (fencelab's playground does; its scenarios, events and verdicts live in
-// engine/lab). Any Go program can import it: ExampleWorkerPool is the
-// program to copy.
+// engine/lab). Any Go program can import it: ExampleWorkerPool
+// (engine/example_workerpool_test.go, and on pkg.go.dev) is the program to
+// copy.
 //
 // # Overview
 //

@@ -288,6 +288,9 @@ func TestJobFail_RetriesAfterItsDelayThenFails(t *testing.T) {
 	if st, err := q.Fail(e.ctx, c, "second try failed"); err != nil || st != engine.StatusFailed {
 		t.Fatalf("second fail = %v, %v; want failed", st, err)
 	}
+	if j, _ := q.Get(e.ctx, id); j.RunAt.After(j.DBTime) {
+		t.Fatalf("a failed job waits for a retry that will never come: run_at %v is after now %v", j.RunAt, j.DBTime)
+	}
 	if _, err := q.Claim(e.ctx, "w", time.Minute); !errors.Is(err, engine.ErrNoJob) {
 		t.Fatalf("a failed job was claimable: %v", err)
 	}
@@ -928,6 +931,32 @@ func TestErrors_DatabaseDownIsUnavailableAndSaysNoSecret(t *testing.T) {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
 		t.Errorf("the driver's error is not kept underneath: %T", err)
+	}
+
+	// A live server that refuses the role: its FATAL names the role and the
+	// driver's text the database and the socket; none of it shows.
+	rcfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg.ConnConfig.User, rcfg.ConnConfig.Database = "nosuch_secretuser", "secretdb"
+	refused, err := pgxpool.NewWithConfig(ctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	rq, err := engine.NewQueue(refused, engine.QueueConfig{Schema: "nowhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rq.Claim(ctx, "worker-a", time.Second)
+	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "SQLSTATE 28000") {
+		t.Fatalf("claim as an unknown role = %v, want ErrUnavailable with its SQLSTATE", err)
+	}
+	for _, secret := range []string{"secretuser", "secretdb", rcfg.ConnConfig.Host} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error %q shows %q", err, secret)
+		}
 	}
 }
 

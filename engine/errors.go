@@ -161,10 +161,11 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 //   - class 22 (data exception: a NUL in JSON, a lone surrogate, a number
 //     out of range) and class 23 (a check constraint) are the caller's
 //     input: ErrInvalidInput.
-//   - class 08 (connection), 53 (insufficient resources: too many
-//     connections), 57 (operator intervention: shutdown, cancel), 55P03 (a
-//     lock timeout), a failed connect, a network error and a deadline are
-//     ErrUnavailable.
+//   - a connection that could not be made, whatever the server said (an
+//     unknown role, a wrong password), class 08 (connection), 53
+//     (insufficient resources: too many connections), 57 (operator
+//     intervention: shutdown, cancel), 55P03 (a lock timeout), a network
+//     error and a deadline are ErrUnavailable.
 //
 // isConnClosed is pgx's error for a statement sent on a connection it had
 // closed already (after the server ended it).
@@ -175,6 +176,18 @@ func translate(op string, err error) error {
 		return nil
 	}
 	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		// A connection that could not be made: the server said why (a role
+		// that does not exist, a wrong password, too many connections) or
+		// nothing answered. Its text names the user, the database and the
+		// host, so only the SQLSTATE is kept.
+		msg := ErrUnavailable.Error() + ": cannot connect"
+		if errors.As(err, &pe) {
+			msg += fmt.Sprintf(" (SQLSTATE %s)", pe.Code)
+		}
+		return &dbError{op, ErrUnavailable, msg, err}
+	}
 	if errors.As(err, &pe) {
 		switch {
 		case strings.HasPrefix(pe.Code, "22"):
@@ -187,10 +200,9 @@ func translate(op string, err error) error {
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	var ce *pgconn.ConnectError
 	var ne net.Error
 	switch {
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded),
+	case errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded),
 		// A connection the server ended (a restart): its next read is an
 		// unexpected EOF, and pgx has closed it.
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), isConnClosed(err):
@@ -209,7 +221,7 @@ func dataMessage(pe *pgconn.PgError) string {
 	case "22003":
 		return "a number is out of range (SQLSTATE 22003)"
 	case "22021":
-		return "the input is not valid UTF-8 (SQLSTATE 22021)"
+		return "the input has a NUL or bytes that are not UTF-8, which Postgres cannot store as text (SQLSTATE 22021)"
 	}
 	return fmt.Sprintf("the database refused the input (SQLSTATE %s)", pe.Code)
 }

@@ -8,10 +8,11 @@ import (
 // Guard names one of the protections the engine keeps. Every guard is on by
 // default; a run may break any of them on purpose to show what it protects.
 // Turning a guard off removes exactly one clause of SQL or one comparison,
-// never a copy of the engine: see the builders in queries.go.
+// never a copy of the engine: the statement a Trace shows is the one that ran,
+// with a comment in the broken clause's place.
 type Guard uint8
 
-// The seven guards, in the order DESIGN.md lists them.
+// The seven guards.
 const (
 	// StatusCheck: complete, fail and renew only touch a job that is still running.
 	StatusCheck Guard = iota

@@ -82,7 +82,8 @@ type Trace struct {
 // QueueConfig configures a Queue. The zero value of every field but Schema
 // is usable.
 type QueueConfig struct {
-	// Schema is the jobs schema; it must have been set up with Setup.
+	// Schema is the jobs schema; it must have been set up with SetupQueue
+	// (or migrated to LatestVersion).
 	Schema string
 	// Guards lists the guards broken on purpose; zero keeps them all.
 	Guards Guards
@@ -97,7 +98,9 @@ type QueueConfig struct {
 	// claimed again, given the attempt that failed (1 for the first).
 	// Default: exponential backoff with jitter, 1s × 2^(attempt-1), capped
 	// at an hour, each delay drawn from ±25% of it so that jobs that failed
-	// together do not all come back together. Return 0 to retry at once.
+	// together do not all come back together. Return 0 to retry at once; a
+	// negative delay counts as 0, and one over MaxRetryDelay as
+	// MaxRetryDelay.
 	RetryDelayFunc func(attempt int) time.Duration
 }
 
@@ -130,6 +133,9 @@ type Queue struct {
 
 // NewQueue validates cfg and returns a Queue over db.
 func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
+	if db == nil {
+		return nil, invalidf("a queue needs a DB")
+	}
 	if err := ValidateSchemaName(cfg.Schema); err != nil {
 		return nil, err
 	}
@@ -299,7 +305,10 @@ func (q *Queue) insertMany(ctx context.Context, db DB, jobs []NewJob) ([]int64, 
 // in one statement (rule 1). The lease is judged on the database clock
 // (rule 2) unless the db-clock guard is off. Every claim bumps the epoch
 // unless the epoch-increment guard is off. When nothing is claimable it
-// returns ErrNoJob.
+// returns ErrNoJob. The same statement first ends, as failed, every job
+// whose lease ran out on its last attempt (see the package doc's state
+// model): until some claim runs, such a job stays running with its lease
+// run out (Expired lists it; Claimable does not count it).
 func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (Claim, error) {
 	if err := ValidateOwner(owner); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)

@@ -79,7 +79,8 @@ func queueVersion(ctx context.Context, db DB, schema string) (int, error) {
 }
 
 // MigrateQueue takes a queue's schema up or down to version (0 to
-// LatestVersion; 0 removes the queue's tables and every job in them), one
+// LatestVersion; 0 removes the queue's tables and every job in them, but
+// leaves the schema and its version table: DropQueue removes those), one
 // migration at a time, all in one transaction: a failure leaves the schema
 // at the version it was. It returns the version the schema was at before.
 // The versions applied are kept in the schema's own schema_migrations

@@ -171,7 +171,7 @@ func TestWorkerPool_ACompletionIsRetriedThroughALockTimeout(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if !strings.Contains(strings.Join(errs, "\n"), "records 1 jobs again") {
+			if !strings.Contains(strings.Join(errs, "\n"), "records 1 job again") {
 				t.Fatalf("OnError was not told of a retry: %q", errs)
 			}
 		})
@@ -343,5 +343,131 @@ func TestWorkerPool_RetriesWaitTheirBackoff(t *testing.T) {
 	}
 	if d1, d2 := at[1].Sub(at[0]), at[2].Sub(at[1]); d1 < 700*time.Millisecond || d2 < 1400*time.Millisecond || d2 < d1 || d2 > 6*time.Second {
 		t.Fatalf("the retries came after %v and %v; want at least 0.75s and 1.5s (about 1s and 2s, ±25%%), the second longer", d1, d2)
+	}
+}
+
+// TestWorkerPool_ItsOwnSecondClaimOfAJobIsLeftAlone: a run that lost its
+// lease returns after the same pool claimed the job again. The old run's
+// fenced result must not cancel the new run, nor forget it: the pool told
+// the two apart by job id alone (an outsider's program saw the newer run
+// cancelled and an attempt burnt).
+func TestWorkerPool_ItsOwnSecondClaimOfAJobIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	id := e.insert(q, 1)[0]
+	first, second := make(chan struct{}), make(chan context.Context, 1)
+	releaseFirst, releaseSecond := make(chan struct{}), make(chan struct{})
+	var fenced atomic.Int64
+	p, err := engine.NewWorkerPool(engine.WorkerPoolConfig{Queue: q, Owner: engine.UniqueOwner("pool"), Concurrency: 4,
+		Lease: 5 * time.Second, Heartbeat: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+		OnFenced: func(*engine.FencedError) { fenced.Add(1) },
+		Handler: func(ctx context.Context, c engine.Claim) ([]byte, error) {
+			if c.Epoch == 1 {
+				close(first)
+				<-releaseFirst // stalled, ignoring its context: a zombie within the pool
+			} else {
+				second <- ctx
+				<-releaseSecond
+			}
+			return json.Marshal(map[string]int64{"epoch": c.Epoch})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errc := runPool(t, p, stop)
+	<-first
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %q.jobs SET lease_until = now() - interval '1 second' WHERE id = $1", e.schemas.Jobs), id); err != nil {
+		t.Fatal(err)
+	}
+	ctx2 := <-second // the pool claimed its own job again, at epoch 2
+	close(releaseFirst)
+	waitUntil(t, "the old run's result fenced", 5*time.Second, func() bool { return fenced.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond) // heartbeats go on
+	if err := context.Cause(ctx2); err != nil {
+		t.Fatalf("the new run's context ended: %v", err)
+	}
+	if n := p.InFlight(); n != 1 {
+		t.Fatalf("%d jobs in flight, want the new run's 1", n)
+	}
+	close(releaseSecond)
+	waitUntil(t, "the job done", 5*time.Second, func() bool { return e.countStatus(e.schemas.Jobs, engine.StatusDone) == 1 })
+	close(stop)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := q.Get(e.ctx, id); j.Epoch != 2 || j.Attempts != 2 || string(j.Result) != `{"epoch": 2}` {
+		t.Fatalf("the job ended %+v", j)
+	}
+}
+
+// TestWorkerPool_AFailureWhoseWordsPostgresCannotStoreIsRecorded: a
+// handler's error with a NUL and bytes that are not UTF-8 was refused by
+// the database, and the failure was lost to the lease; its words are now
+// made storable.
+func TestWorkerPool_AFailureWhoseWordsPostgresCannotStoreIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, RetryDelayFunc: func(int) time.Duration { return time.Hour }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.insert(q, 1)[0]
+	p, err := engine.NewWorkerPool(engine.WorkerPoolConfig{Queue: q, Owner: engine.UniqueOwner("pool"), Lease: 10 * time.Second,
+		Handler: func(ctx context.Context, c engine.Claim) ([]byte, error) {
+			return nil, errors.New("bad \x00 bytes \xff\xfe here")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errc := runPool(t, p, stop)
+	waitUntil(t, "the failure recorded", 5*time.Second, func() bool {
+		j, _ := q.Get(e.ctx, id)
+		return j.Status == engine.StatusPending && j.Error != ""
+	})
+	close(stop)
+	<-errc
+	if j, _ := q.Get(e.ctx, id); j.Error != "bad \uFFFD bytes \uFFFD here" || j.Attempts != 1 {
+		t.Fatalf("the failure reads %q after %d attempts", j.Error, j.Attempts)
+	}
+}
+
+// TestWorkerPool_RefusesWhatCannotWork: a Queue over one connection, and
+// a schema at an older version.
+func TestWorkerPool_RefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h := func(context.Context, engine.Claim) ([]byte, error) { return nil, nil }
+	conn, err := pgx.Connect(e.ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	cq, err := engine.NewQueue(conn, engine.QueueConfig{Schema: e.schemas.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.NewWorkerPool(engine.WorkerPoolConfig{Queue: cq, Owner: "p", Handler: h}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(err.Error(), "pgxpool.Pool") {
+		t.Fatalf("a pool over one *pgx.Conn: %v", err)
+	}
+	if _, err := engine.NewQueue(nil, engine.QueueConfig{Schema: e.schemas.Jobs}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a queue over no DB: %v", err)
+	}
+	old := pgtest.Schema(t)
+	if _, err := engine.MigrateQueue(e.ctx, e.pool, old, 1); err != nil {
+		t.Fatal(err)
+	}
+	oq, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.NewWorkerPool(engine.WorkerPoolConfig{Queue: oq, Owner: "p", Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(e.ctx); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("a pool on a schema at version 1: %v", err)
 	}
 }

@@ -265,7 +265,7 @@ func jobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"reason", "text[]"}, {"delay", "interval[]"}}, []any{reasons, waits}, []string{
 		"status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,",
 		"error = seen.reason,",
-		"run_at = now() + seen.delay,",
+		"run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() + seen.delay END,",
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "j.status AS returned")
@@ -431,7 +431,7 @@ func jobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, r
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,",
 		fmt.Sprintf("error = %s,", b.arg(reason)),
-		fmt.Sprintf("run_at = now() + %s::interval,", b.arg(interval(delay))),
+		fmt.Sprintf("run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() + %s::interval END,", b.arg(interval(delay))),
 		"lease_until = NULL,",
 		"updated_at = now()",
 	}, "status AS new_status")

@@ -104,7 +104,7 @@ type Receiver struct {
 }
 
 // Rule is a receiver rule of the caller's own, in place of the engine's
-// conditional upsert (receiverDeliver): it applies one delivery to the
+// conditional upsert: it applies one delivery to the
 // receiver's deliveries table, in a session of its own, and says whether
 // it took it. The playground runs a reader's own statement this way.
 type Rule func(ctx context.Context, d Delivery) (taken bool, st Statement, err error)
@@ -115,7 +115,7 @@ type ReceiverConfig struct {
 	Guards Guards // only receiver-check matters here
 	// Keyed makes the receiver a third party that knows no epochs: it
 	// applies the first delivery for each job and answers every later one
-	// as a Duplicate (receiverDeliverKeyed). The receiver-check guard does
+	// as a Duplicate. The receiver-check guard does
 	// not apply.
 	Keyed bool
 	// Rule, if set, decides each delivery instead of the engine's upsert

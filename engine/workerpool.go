@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,9 +51,17 @@ import (
 type WorkerPool struct {
 	cfg WorkerPoolConfig
 
-	mu       sync.Mutex
-	inFlight map[int64]*running
+	mu sync.Mutex
+	// inFlight holds the claims being worked, by job and epoch: after its
+	// lease ran out, the pool may claim a job again while its earlier
+	// run has not yet returned, and the two runs must not be confused.
+	inFlight map[claimKey]*running
 }
+
+// claimKey names one claim of a job: its id and the epoch it holds.
+type claimKey struct{ job, epoch int64 }
+
+func heldOf(c Claim) claimKey { return claimKey{c.JobID, c.Epoch} }
 
 // ErrLeaseLost is the cause (context.Cause) of a handler's context that
 // the pool cancelled because the job's lease ran out before a renewal
@@ -104,7 +113,8 @@ type WorkerPoolConfig struct {
 	// once. Default 2.
 	Completers int
 	// Lease is each claim's lease. Default 30s. Heartbeat is how often the
-	// leases of the jobs in flight are renewed; default a third of Lease.
+	// leases of the jobs in flight are renewed: shorter than Lease, and by
+	// default a third of it.
 	// The renewals take connections from the Queue's DB like everything
 	// else: with a short lease, size a pgxpool so that they never wait for
 	// one for long (handlers that use the same pool count; MinConns saves
@@ -116,7 +126,11 @@ type WorkerPoolConfig struct {
 	// Default 100ms.
 	PollInterval time.Duration
 	// StopTimeout is how long Run, once its context ends, lets the
-	// handlers in flight finish before it cancels theirs. Default 10s.
+	// handlers in flight finish before it cancels theirs. Default 10s. Run
+	// then still waits for every handler to return: one that ignores its
+	// context holds Run up. A job whose handler a stop cancelled counts the
+	// attempt it was on (its error is recorded as a failure and retried
+	// after its delay, or its lease runs out).
 	StopTimeout time.Duration
 	// OnFenced, if set, is told of each write of the pool's — a renewal or
 	// a completion — that the fence refused because another claim took the
@@ -179,6 +193,9 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 	case cfg.Handler != nil && cfg.HandlerTx != nil:
 		return nil, invalidf("a worker pool takes a Handler or a HandlerTx, not both")
 	}
+	if _, ok := cfg.Queue.db.(*pgx.Conn); ok {
+		return nil, invalidf("a worker pool runs its statements at once from many goroutines, which one *pgx.Conn cannot take: give its Queue a pgxpool.Pool")
+	}
 	if _, ok := cfg.Queue.db.(TxDB); cfg.HandlerTx != nil && !ok {
 		return nil, invalidf("a worker pool with a HandlerTx needs a Queue over a DB that can begin transactions, such as a pgxpool.Pool")
 	}
@@ -217,15 +234,22 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 	if err := ValidateLease(cfg.Lease); err != nil {
 		return nil, fmt.Errorf("worker pool: %w", err)
 	}
-	return &WorkerPool{cfg: cfg, inFlight: map[int64]*running{}}, nil
+	return &WorkerPool{cfg: cfg, inFlight: map[claimKey]*running{}}, nil
 }
 
 // Run works jobs until ctx ends, then stops: it claims no more, lets the
 // handlers in flight finish (for StopTimeout at most, then cancels them),
 // records their results and returns. It returns nil after a stop, and an
-// error only for a pool that could not work at all.
+// error only for a pool that could not work at all: a queue whose schema
+// is not at LatestVersion.
 func (p *WorkerPool) Run(ctx context.Context) error {
 	cfg := p.cfg
+	// A queue whose schema is not at this engine's version cannot work: its
+	// statements would fail on every turn. (A database that does not answer
+	// yet is no reason to stop: the pool tries again, as it always does.)
+	if v, err := QueueVersion(ctx, cfg.Queue.db, cfg.Queue.cfg.Schema); err == nil && v != LatestVersion {
+		return fmt.Errorf("worker pool: %w", invalidf("the queue's schema %s is at version %d, and this engine needs %d: run SetupQueue or fencelab migrate", cfg.Queue.cfg.Schema, v, LatestVersion))
+	}
 	// The handlers' contexts outlive ctx by StopTimeout.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
@@ -315,7 +339,7 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 			run := &running{claim: c, cancel: cancel, deadline: now.Add(c.LeaseUntil.Sub(c.DBTime))}
 			run.expire = time.AfterFunc(run.deadline.Sub(now), func() { cancel(ErrLeaseLost) })
 			p.mu.Lock()
-			p.inFlight[c.JobID] = run
+			p.inFlight[heldOf(c)] = run
 			p.mu.Unlock()
 			handlers.Add(1)
 			go func() {
@@ -344,8 +368,10 @@ func (p *WorkerPool) call(ctx context.Context, c Claim) (f *finished) {
 		f.write = nil
 	case len(f.result) == 0:
 		f.result = []byte("{}") // a job with nothing to say
-	case ValidatePayload("result", f.result) != nil:
-		f.err, f.write = errors.New("the handler's result is not a JSON document"), nil
+	default:
+		if err := ValidatePayload("the handler's result", f.result); err != nil {
+			f.err, f.write = err, nil
+		}
 	}
 	return f
 }
@@ -371,10 +397,10 @@ func (p *WorkerPool) complete(db context.Context, done <-chan *finished, slots <
 		p.recordWithRetries(db, batch)
 		p.mu.Lock()
 		for _, f := range batch {
-			if r := p.inFlight[f.claim.JobID]; r != nil {
+			if r := p.inFlight[heldOf(f.claim)]; r != nil {
 				r.expire.Stop()
 				r.cancel(context.Canceled)
-				delete(p.inFlight, f.claim.JobID)
+				delete(p.inFlight, heldOf(f.claim))
 			}
 		}
 		p.mu.Unlock()
@@ -424,16 +450,24 @@ func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
 		}
 		holds := p.leaseHolds(left)
 		if !errors.Is(err, ErrUnavailable) || !holds || db.Err() != nil {
-			p.onError(fmt.Errorf("%w: the pool gives up recording %d jobs after %d tries; their leases run out and other claims take them", err, len(left), try))
+			p.onError(fmt.Errorf("%w: the pool gives up recording %s after %d tries; their leases run out and other claims take them", err, jobs(len(left)), try))
 			return
 		}
-		p.onError(fmt.Errorf("%w (the pool records %d jobs again in %v, try %d)", err, len(left), wait, try+1))
+		p.onError(fmt.Errorf("%w (the pool records %s again in %v, try %d)", err, jobs(len(left)), wait, try+1))
 		select {
 		case <-time.After(wait/2 + mrand.N(wait/2+1)):
 		case <-db.Done():
 		}
 		wait = min(2*wait, retryMost)
 	}
+}
+
+// jobs says "1 job" or "n jobs".
+func jobs(n int) string {
+	if n == 1 {
+		return "1 job"
+	}
+	return fmt.Sprintf("%d jobs", n)
 }
 
 func unsettled(batch []*finished) []*finished {
@@ -453,7 +487,7 @@ func (p *WorkerPool) leaseHolds(fs []*finished) bool {
 	defer p.mu.Unlock()
 	now := time.Now()
 	for _, f := range fs {
-		if r := p.inFlight[f.claim.JobID]; r != nil && now.Before(r.deadline) {
+		if r := p.inFlight[heldOf(f.claim)]; r != nil && now.Before(r.deadline) {
 			return true
 		}
 	}
@@ -464,7 +498,7 @@ func (p *WorkerPool) setRecording(batch []*finished, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range batch {
-		if r := p.inFlight[f.claim.JobID]; r != nil {
+		if r := p.inFlight[heldOf(f.claim)]; r != nil {
 			r.recording = on
 		}
 	}
@@ -520,9 +554,11 @@ func (p *WorkerPool) write(ctx context.Context, q *Queue, part []*finished) ([]B
 
 // reasonOf is a handler's error as a failure's reason, within MaxReasonLen.
 func reasonOf(err error) string {
-	reason := err.Error()
+	// Postgres stores no NUL and no bytes that are not UTF-8 in text: the
+	// reason must not be what keeps the failure from being recorded.
+	reason := strings.ToValidUTF8(strings.ReplaceAll(err.Error(), "\x00", "\uFFFD"), "\uFFFD")
 	if len(reason) > MaxReasonLen {
-		reason = reason[:MaxReasonLen]
+		reason = strings.ToValidUTF8(reason[:MaxReasonLen], "")
 	}
 	if reason == "" {
 		reason = "the handler failed"
@@ -695,18 +731,25 @@ func (p *WorkerPool) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// Each job's newest claim: an older one of the same job has lost
+		// its lease already, and a batch names a job once.
 		p.mu.Lock()
-		claims := make([]Claim, 0, len(p.inFlight))
+		newest := make(map[int64]Claim, len(p.inFlight))
 		for _, r := range p.inFlight {
-			if !r.recording {
-				claims = append(claims, r.claim)
+			if c, ok := newest[r.claim.JobID]; !r.recording && (!ok || r.claim.Epoch > c.Epoch) {
+				newest[r.claim.JobID] = r.claim
 			}
 		}
 		p.mu.Unlock()
+		claims := make([]Claim, 0, len(newest))
+		for _, c := range newest {
+			claims = append(claims, c)
+		}
 		for len(claims) > 0 {
 			n := min(len(claims), cfg.BatchSize)
 			sent := time.Now()
-			rs, err := cfg.Queue.RenewBatch(ctx, claims[:n], cfg.Lease)
+			sentClaims := claims[:n]
+			rs, err := cfg.Queue.RenewBatch(ctx, sentClaims, cfg.Lease)
 			claims = claims[n:]
 			if err != nil {
 				p.onError(fmt.Errorf("%w (the pool renews again in %v)", err, cfg.Heartbeat))
@@ -715,8 +758,8 @@ func (p *WorkerPool) heartbeat(ctx context.Context) {
 			var lost []*FencedError
 			var errs []error
 			p.mu.Lock()
-			for _, r := range rs {
-				run := p.inFlight[r.JobID]
+			for i, r := range rs {
+				run := p.inFlight[heldOf(sentClaims[i])]
 				var fe *FencedError
 				switch {
 				case run == nil:
