@@ -701,9 +701,19 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 	r := e.receiver(0)
 	const jobs, claimers = 120, 8
 	const lease = 40 * time.Millisecond
-	e.insert(q, jobs)
+	// Stalls and a loaded machine's late renewals may take a job from its
+	// claimers many times: its attempts must not run out, which would end
+	// it failed (the poison rule) where this test wants every job done.
+	many := make([]engine.NewJob, jobs)
+	for i := range many {
+		many[i] = engine.NewJob{Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), MaxAttempts: engine.MaxAttemptsCap}
+	}
+	if _, err := q.InsertMany(e.ctx, many); err != nil {
+		t.Fatal(err)
+	}
 	var fenced, stale atomicCount
 	errs := make(chan error, claimers)
+	deadline := time.Now().Add(time.Minute)
 	for i := range claimers {
 		owner := fmt.Sprint("w", i)
 		// Each claimer has its own connection, named as a worker's is, so
@@ -722,15 +732,20 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 			for {
 				c, err := q.Claim(e.ctx, owner, lease)
 				if errors.Is(err, engine.ErrNoJob) {
-					// Nothing claimable: done only if every job is finished.
+					// Nothing claimable: done only if every job is finished
+					// (a failed one fails the test below, rather than hang it).
 					var left int
-					if err := e.pool.QueryRow(e.ctx, fmt.Sprintf("SELECT count(*) FROM %s.jobs WHERE status <> 'done'",
+					if err := e.pool.QueryRow(e.ctx, fmt.Sprintf("SELECT count(*) FROM %s.jobs WHERE status NOT IN ('done', 'failed')",
 						pgx.Identifier{e.schemas.Jobs}.Sanitize())).Scan(&left); err != nil {
 						errs <- err
 						return
 					}
 					if left == 0 {
 						errs <- nil
+						return
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("%d jobs still unfinished after a minute", left)
 						return
 					}
 					time.Sleep(5 * time.Millisecond)

@@ -228,13 +228,16 @@ func TestWorkerPool_HandlerTxWritesCommitExactlyWithTheCompletion(t *testing.T) 
 		t.Fatal(err)
 	}
 	var b engine.Claim
-	for {
+	for giveUp := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(giveUp) {
+			t.Fatal("B could not claim the job whose lease ran out")
+		}
 		cs, err := q.ClaimBatch(e.ctx, "worker-b", 1, time.Minute)
 		if err == nil && cs[0].JobID == zombie {
 			b = cs[0]
 			break
 		}
-		if err == nil { // another job, due for a retry: give it back
+		if err == nil { // another job: none should be claimable but the zombie's
 			t.Fatalf("B claimed job %d", cs[0].JobID)
 		}
 		time.Sleep(10 * time.Millisecond)
