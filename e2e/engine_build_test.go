@@ -74,6 +74,10 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 		t.Fatalf("after typing \" WHERE\" the claim is\n%s\nwant\n%s", claim, want)
 	}
 	tab.Click("build-check")
+	// The refusal, waited for on the page's state, so that a wait that
+	// fails says where the check stood (its phase, the progress line, the
+	// role), not only that no sentence came.
+	tab.PollState(`s.build && s.build.phase === "refused" && s.build.refusal && s.build.refusal.kind === "claim"`, defaultTimeout)
 	tab.WaitVisible("build-claim-error")
 	where := fmt.Sprintf("line %d, column 8", strings.Count(start.Claim[:line], "\n")+1)
 	if msg := tab.Text("build-claim-error"); !strings.Contains(msg, where) || !strings.Contains(msg, "syntax") {
