@@ -171,6 +171,13 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 // closed already (after the server ended it).
 func isConnClosed(err error) bool { return err != nil && strings.Contains(err.Error(), "conn closed") }
 
+// Translate is the engine's translation of a Postgres or driver error, for
+// statements of the caller's own run beside the engine's (in a TxFunc, or
+// on a queue's schema): ErrInvalidInput for the caller's data,
+// ErrUnavailable for a database out of reach for now, and otherwise err
+// wrapped with op. Its message never carries the connection string.
+func Translate(op string, err error) error { return translate(op, err) }
+
 func translate(op string, err error) error {
 	if err == nil {
 		return nil

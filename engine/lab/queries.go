@@ -1,18 +1,11 @@
 package lab
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
-	"net"
-	"slices"
 	"strings"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // This file holds every SQL statement the lab runs itself, and nothing
@@ -25,27 +18,6 @@ import (
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// schemaLockKey is the advisory lock key of one schema's set-up. It is the
-// key engine.SetupQueue takes for the same schema, so that a lab setup and
-// the engine's own never meet halfway either.
-func schemaLockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("fencelab schema " + schema))
-	return int64(h.Sum64())
-}
-
-// schemaLock serializes the set-up and tear-down of the named schemas
-// across sessions, until the transaction ends. The keys are taken in one
-// order, so two setups that share a schema cannot deadlock.
-func schemaLock(schemas ...string) engine.Statement {
-	keys := make([]int64, 0, len(schemas))
-	for _, s := range schemas {
-		keys = append(keys, schemaLockKey(s))
-	}
-	slices.Sort(keys)
-	return engine.Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
-}
 
 // schemaDrop drops both schemas of a run.
 func schemaDrop(s Schemas) engine.Statement {
@@ -139,52 +111,6 @@ func historySpan(schema string) engine.Statement {
 		" (SELECT min(at) AS first_end FROM " + h + " WHERE op IN ('complete', 'fail', 'expire') GROUP BY job_id) e"}
 }
 
-// dbErr wraps the error of one of the lab's own statements with op. A
-// database that cannot be reached or stopped answering (a restart, an
-// outage, a lock it could not get) is engine.ErrUnavailable, as the
-// engine's statements say it, so that a caller waits and tries again, or
-// answers 503, alike for both. Its message leaves the cause out, since a
-// connection's error may name where the database is.
-func dbErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if msg, ok := unavailable(err); ok {
-		return &unavailableError{op: op, msg: msg, cause: err}
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
-// unavailable reports whether err says the database is out of reach for
-// now, and the words for it: by SQLSTATE class (08 connection, 53
-// resources, 57 operator intervention, 55P03 lock not available), or by
-// the connection failing under the statement.
-func unavailable(err error) (string, bool) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57"), pe.Code == "55P03":
-			return fmt.Sprintf("%v (SQLSTATE %s)", engine.ErrUnavailable, pe.Code), true
-		}
-		return "", false
-	}
-	var ce *pgconn.ConnectError
-	var ne net.Error
-	switch {
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), strings.Contains(err.Error(), "conn closed"):
-		return engine.ErrUnavailable.Error(), true
-	}
-	return "", false
-}
-
-// unavailableError is a lab statement's error when the database was out
-// of reach: errors.Is(err, engine.ErrUnavailable) holds, and the cause is
-// kept for errors.As.
-type unavailableError struct {
-	op, msg string
-	cause   error
-}
-
-func (e *unavailableError) Error() string   { return e.op + ": " + e.msg }
-func (e *unavailableError) Unwrap() []error { return []error{engine.ErrUnavailable, e.cause} }
+// dbErr is the engine's own translation of a lab statement's error, so
+// that a database out of reach is engine.ErrUnavailable for both alike.
+func dbErr(op string, err error) error { return engine.Translate(op, err) }

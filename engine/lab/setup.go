@@ -59,14 +59,14 @@ func (s Schemas) Channel() string { return s.Jobs + "_events" }
 // transaction: the queue (engine.SetupQueue), the history trigger that
 // records (and NOTIFYs) every change to a job, and the receiver
 // (engine.SetupReceiver). It is idempotent and safe to call from several
-// processes at once: LockSchemas serializes setups of the same schemas.
+// processes at once: engine.LockSchemas serializes setups of the same schemas.
 func Setup(ctx context.Context, db engine.TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
-			return dbErr("setup lock", err)
+		if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+			return err
 		}
 		// A pgx.Tx begins a savepoint: the engine's setups are parts of
 		// this one transaction.
@@ -91,8 +91,8 @@ func Drop(ctx context.Context, db engine.TxDB, s Schemas) error {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
-			return dbErr("drop lock", err)
+		if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+			return err
 		}
 		st := schemaDrop(s)
 		if _, err := tx.Exec(ctx, st.SQL); err != nil {
@@ -108,19 +108,6 @@ func Reset(ctx context.Context, db engine.TxDB, s Schemas) error {
 		return err
 	}
 	return Setup(ctx, db, s)
-}
-
-// LockSchemas takes the advisory lock that serializes the set-up and
-// tear-down of the named schemas across sessions, until db's transaction
-// ends: CREATE ... IF NOT EXISTS is not safe against itself running at the
-// same moment in another session. Setups of other schemas go on at the
-// same time. db must be in a transaction. Anything else that changes a
-// lab schema's objects (a sandbox role's grants) takes it too, so it never
-// meets a setup or a drop halfway.
-func LockSchemas(ctx context.Context, db engine.DB, schemas ...string) error {
-	st := schemaLock(schemas...)
-	_, err := db.Exec(ctx, st.SQL, st.Args...)
-	return err
 }
 
 // inTx runs fn in a transaction of db's and commits it if fn returns nil.

@@ -84,7 +84,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 		return fmt.Errorf("harden: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := lab.LockSchemas(ctx, tx, hardenLock); err != nil {
+	if err := engine.LockSchemas(ctx, tx, hardenLock); err != nil {
 		return fmt.Errorf("harden: lock: %w", err)
 	}
 	var dbName string
@@ -203,7 +203,7 @@ func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error
 		return nil, fmt.Errorf("make %s: %w", r, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := lab.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+	if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
 		return nil, fmt.Errorf("make %s: lock: %w", r, err)
 	}
 	var dbName string

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -53,7 +52,7 @@ CREATE INDEX IF NOT EXISTS sessions_instance ON fencelab_peers.sessions (instanc
 // tell it is alive (identity.go). The caller holds the instance lock.
 func (m *Manager) joinPeers(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
-		if err := lab.LockSchemas(ctx, tx, peersSchema); err != nil {
+		if err := engine.LockSchemas(ctx, tx, peersSchema); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, peersSetupSQL); err != nil {
