@@ -186,7 +186,13 @@ func TestWorkerPool_ACompletionIsRetriedThroughALockTimeout(t *testing.T) {
 func TestWorkerPool_HandlerTxWritesCommitExactlyWithTheCompletion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q := e.queue(0)
+	// The job whose write fails waits an hour for its retry: no claim of
+	// B's below may find it due (with the default delay, about a second,
+	// a loaded machine's B once did).
+	q, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, RetryDelayFunc: func(int) time.Duration { return time.Hour }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	effects := pgx.Identifier{e.schemas.Jobs, "effects"}.Sanitize()
 	if _, err := e.pool.Exec(e.ctx, "CREATE TABLE "+effects+" (job_id bigint PRIMARY KEY, epoch bigint NOT NULL)"); err != nil {
 		t.Fatal(err)
