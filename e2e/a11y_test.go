@@ -67,6 +67,7 @@ func reportAxe(t *testing.T, where string, vs []axeViolation) {
 // TestA11y_NoSeriousFindings checks the main page after a run, the embed
 // and the projector view, light and dark, with axe-core.
 func TestA11y_NoSeriousFindings(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, tc := range []struct{ name, query string }{
 		{"main", "ordering=zombie-first&mode=auto&lease=300&pace=0"},
@@ -75,6 +76,7 @@ func TestA11y_NoSeriousFindings(t *testing.T) {
 	} {
 		for _, scheme := range []string{"light", "dark"} {
 			t.Run(tc.name+"/"+scheme, func(t *testing.T) {
+				t.Parallel()
 				tab := newTab(t, 1280, 900)
 				tab.EmulateMedia(map[string]string{"prefers-color-scheme": scheme})
 				openLive(tab, srv.WithT(t).URL+"/?"+tc.query)
@@ -91,10 +93,12 @@ func TestA11y_NoSeriousFindings(t *testing.T) {
 // 320, 375, 1280 and 1920 px, light and dark, for people to look at; the
 // page never scrolls sideways.
 func TestScreenshots_LightAndDark(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, w := range []int{320, 375, 1280, 1920} {
 		for _, scheme := range []string{"light", "dark"} {
 			t.Run(strconv.Itoa(w)+"-"+scheme, func(t *testing.T) {
+				t.Parallel()
 				tab := newTab(t, w, 1000)
 				tab.EmulateMedia(map[string]string{"prefers-color-scheme": scheme})
 				runFromPage(t, srv.WithT(t), tab, "ordering=zombie-first&mode=auto&lease=300&pace=0&break=epoch-check&same=1")

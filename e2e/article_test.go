@@ -16,6 +16,7 @@ import (
 // pick and a wrong one apart, with what the database recorded; then runs
 // the same thing fenced beside it.
 func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, tc := range []struct{ pick, says string }{
 		{"succeeds", "✓ Right."},
@@ -77,6 +78,7 @@ func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 // and the same-name one between them, from the page; each runs both
 // orderings for real and ends in a sentence.
 func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, tc := range []struct {
 		batch string
@@ -137,6 +139,7 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 // outbox (it never happens), from the buttons under "What fencing does not
 // do".
 func TestLimits_TheOutboxMeansTheZombieIsNeverHeard(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/")

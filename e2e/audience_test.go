@@ -28,6 +28,7 @@ func hostServer(t *testing.T, html string) string {
 // page; it posts ready, its height and the verdict; the blog starts a run
 // by message; a message from an origin that is not allowed is ignored.
 func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
+	t.Parallel()
 	// The evil frame sits on the blog's page but has an origin of its own.
 	evil := hostServer(t, `<!doctype html><title>evil</title><script>
 	  window.addEventListener("message", (e) => {
@@ -119,6 +120,7 @@ func secretKey(v any) string {
 
 // TestCSP_NoViolationDuringAFullRun: the page's strict policy holds.
 func TestCSP_NoViolationDuringAFullRun(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	runFromPage(t, srv, tab, "ordering=zombie-first&mode=auto&lease=300&pace=0")
@@ -133,6 +135,7 @@ func TestCSP_NoViolationDuringAFullRun(t *testing.T) {
 // TestPresent_StepsByPageDown: the projector view, run and stepped with a
 // presenter's remote.
 func TestPresent_StepsByPageDown(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?present=1&ordering=new-owner-first&mode=step&lease=300")
@@ -161,6 +164,7 @@ func TestPresent_StepsByPageDown(t *testing.T) {
 // lease step it waits — PageDown does nothing — until the lease has really
 // run out on the database clock, and goes on only then.
 func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=build-up&present=1")
@@ -173,11 +177,11 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	tab.Press("PageDown") // "the lease runs out"
 	tab.PollState(`s.lesson.index === 3 && s.lesson.waiting !== ""`, 5*time.Second)
 	pressedAt := time.Now()
-	tab.Screenshot("lesson-waiting-1920")
-	tab.Press("PageDown") // ignored while waiting
+	tab.Press("PageDown") // ignored while waiting (the lease has ~3 s to run)
 	if st := tab.State()["lesson"].(map[string]any); st["index"].(float64) != 3 {
 		t.Fatalf("the lesson moved on while waiting for the lease: %v", st)
 	}
+	tab.Screenshot("lesson-waiting-1920")
 	tab.PollState(`s.lesson.ready`, 30*time.Second)
 	waited := time.Since(pressedAt)
 	st := tab.State()
@@ -199,6 +203,7 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 // TestClassroom_StudentWatchesLive: the teacher drives; a student opens the
 // watch link, sees the same run live, and has no control that works.
 func TestClassroom_StudentWatchesLive(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	teacher := newTab(t, 1920, 1080)
 	openLive(teacher, srv.URL+"/?ordering=zombie-first&mode=step&lease=300")
@@ -237,6 +242,7 @@ func TestClassroom_StudentWatchesLive(t *testing.T) {
 
 // TestPermalink_ReproducesTheSetup opens a permalink and runs it.
 func TestPermalink_ReproducesTheSetup(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?ordering=clock-skew&mode=step&break=db-clock,receiver-check&same=1&lease=700&pace=200&skew=3000")
@@ -272,6 +278,7 @@ func TestPermalink_ReproducesTheSetup(t *testing.T) {
 // as an SQL transcript and as one HTML file; stops the server; opens the
 // HTML file from disk; it replays the run and shows the same verdict.
 func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	// This tab stays open while the server is stopped: its socket's tries
 	// to reconnect are refused, as they should be.
@@ -335,6 +342,7 @@ func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
 // TestBusy_ARecordedRunInstead: when the server is too busy to start a run
 // (or even a session), the reader gets a recorded run, not an error.
 func TestBusy_ARecordedRunInstead(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, "--max-runs", "1", "--max-sessions", "3")
 	id, token := srv.NewSession()
 	srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":30000}`) // holds the only run slot
@@ -372,6 +380,7 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 // reader opens a session's drive link on the instance that did not make
 // it, and drives a whole run from there.
 func TestPeers_TheDriveLinkWorksOnTheOtherInstance(t *testing.T) {
+	t.Parallel()
 	owner := startServer(t)
 	other := startServer(t)
 	id, token := owner.NewSession()

@@ -72,9 +72,11 @@ func buildShot(tab *Tab, testid, name string) {
 // parameters it may use; the tables' columns are there, and the
 // presenter's keys do nothing while the reader types.
 func TestBuild_StartsFromLeasesAlone(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, w := range []int{375, 1280} {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			t.Parallel()
 			tab := newTab(t, w, 900)
 			openBuild(tab, srv.WithT(t).URL+"/")
 			start := sandbox.Start()
@@ -148,6 +150,7 @@ func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 // in code points as the server counts them (a character past U+FFFF
 // before it takes two UTF-16 units in the editor).
 func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900, AllowErrors("400"))
 	openBuild(tab, srv.URL+"/")
@@ -202,6 +205,7 @@ func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 // raised again the same statements pass, and ours are shown beside them.
 // Each case opens its run on the stage.
 func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, w := range []int{1280, 375} {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
@@ -322,6 +326,7 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 // starts from them. A link whose solution cannot be read is ignored with
 // a note, and the editors start from the start.
 func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openBuild(tab, srv.URL+"/")
@@ -372,6 +377,7 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 // waits folded, in half a row, and on a phone, where the embed has no room
 // to spare, it is the full page's.
 func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	t.Run("present", func(t *testing.T) {
 		tab := newTab(t, 1920, 1080)
@@ -422,6 +428,7 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 // the server says so in Build it, whose Check button is disabled; the
 // editors stay, to write and share.
 func TestBuild_AServerThatRunsNoReadersSQL(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, "--no-custom-sql")
 	tab := newTab(t, 375, 800)
 	openBuild(tab, srv.URL+"/")
@@ -462,6 +469,7 @@ func checkShown(t *testing.T, tab *Tab) {
 // progress while it runs, then its report, read back from the session's
 // log. A watcher sees it with Check it disabled, and why, on one line.
 func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	t.Run("after", func(t *testing.T) {
 		tab := newTab(t, 1280, 900)
@@ -557,6 +565,7 @@ func smallTextJS(testid string, px float64) string {
 // never scrolls sideways, and the case table's cells are not squeezed
 // into a word a line. The pictures are for people to look at.
 func TestBuild_TheResultOnEveryScreen(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openBuild(tab, srv.URL+"/")

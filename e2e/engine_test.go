@@ -116,8 +116,10 @@ func skipOrFail(t *testing.T, msg string) {
 // pasted in a blog on another origin at 375 px, present mode, and Build
 // it: a refusal, then a check (engine_build_test.go).
 func TestEngines(t *testing.T) {
+	t.Parallel()
 	for _, eng := range engines {
 		t.Run(eng.name, func(t *testing.T) {
+			t.Parallel() // each engine has its browser and its server
 			t0 := time.Now()
 			open := eng.start(t)
 			t.Logf("e2e: %s started in %v", eng.name, time.Since(t0).Round(time.Millisecond))
@@ -454,7 +456,10 @@ func (tab *engineTab) PollState(jsExpr string, timeout time.Duration) {
 		if (!f || f.ready !== true || typeof f.state !== "function") { window.__e2ePollError = "window.fencelab is not ready"; return false; }
 		let s;
 		try { s = f.state(); } catch (e) { window.__e2ePollError = "window.fencelab.state() threw: " + e; return false; }
-		try { return !!(` + jsExpr + `); } catch (e) { window.__e2ePollError = String(e); return false; }
+		try { if (!(` + jsExpr + `)) return false; } catch (e) { window.__e2ePollError = String(e); return false; }
+		// What the state holds is on the page only once a frame has drawn it.
+		if (s.drawn === false) { window.__e2ePollError = "the page has not drawn this state yet"; return false; }
+		return true;
 	})()`
 	if !tab.poll(expr, timeout) {
 		tab.t.Fatalf("e2e (%s): PollState(%s): not true within %v\n  last exception: %s\n  last state: %s", tab.engine, jsExpr, timeout,

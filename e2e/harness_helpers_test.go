@@ -125,7 +125,10 @@ func (tab *Tab) PollState(jsExpr string, timeout time.Duration) {
 		if (!f || f.ready !== true || typeof f.state !== "function") { window.__e2ePollError = "window.fencelab is not ready"; return false; }
 		let s;
 		try { s = f.state(); } catch (e) { window.__e2ePollError = "window.fencelab.state() threw: " + e; return false; }
-		try { return !!(` + jsExpr + `); } catch (e) { window.__e2ePollError = String(e); return false; }
+		try { if (!(` + jsExpr + `)) return false; } catch (e) { window.__e2ePollError = String(e); return false; }
+		// What the state holds is on the page only once a frame has drawn it.
+		if (s.drawn === false) { window.__e2ePollError = "the page has not drawn this state yet"; return false; }
+		return true;
 	})()`
 	if !tab.poll(expr, timeout) {
 		tab.t.Fatalf("e2e: PollState(%s): not true within %v\n  last exception: %s\n  last state: %s", jsExpr, timeout,

@@ -39,6 +39,7 @@ func inFrame(tab *Tab, frame *chromedp.Node, what string, act chromedp.Action[ch
 // the frame stays within about one and a half screens; it shrinks as well
 // as grows.
 func TestEmbed_WorksAsPasted(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	src := newTab(t, 1280, 900)
 	openLive(src, srv.URL+"/?ordering=zombie-first&lease=300&pace=0")
@@ -56,6 +57,7 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 
 	for _, sz := range []struct{ w, h int }{{320, 568}, {375, 667}, {720, 1024}} {
 		t.Run(strconv.Itoa(sz.w), func(t *testing.T) {
+			t.Parallel()
 			tab := newTab(t, sz.w, sz.h)
 			tab.Navigate(blog + "/")
 			tab.PollJS(`window.msgs && window.msgs.some(m => m.type === "ready") && window.msgs.some(m => m.type === "height")`, 30*time.Second)
@@ -119,6 +121,7 @@ func rectOf(tab *Tab, testid string) (top, bottom float64) {
 // TestLayout_PredictFirstThenTheVerdict: at 1280×800 the question and its
 // button are in the first screen, and after a run the verdict is too.
 func TestLayout_PredictFirstThenTheVerdict(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, sz := range []struct{ w, h int }{{1280, 800}, {1440, 900}} {
 		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
@@ -147,6 +150,7 @@ func TestLayout_PredictFirstThenTheVerdict(t *testing.T) {
 // TestPresent_ReadableFromTheBackOfTheRoom: in present mode at 1920×1080,
 // after a run, no visible text is set under 20 px.
 func TestPresent_ReadableFromTheBackOfTheRoom(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?present=1&ordering=zombie-first&lease=300&pace=0")

@@ -16,6 +16,7 @@ import (
 // with the server's one load lab taken, a reader at 375 px asks for one
 // and is shown the lab just recorded, replayed, with the same verdict.
 func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 1000)
 	openLive(tab, srv.URL+"/")

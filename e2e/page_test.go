@@ -32,6 +32,7 @@ func runFromPage(t *testing.T, srv *Server, tab *Tab, query string) map[string]a
 // step mode, and checks the outcome panel shows the article's table, every
 // cell marked as a correct build's.
 func TestPage_TheArticlesTable(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, tc := range []struct{ ordering, call string }{
 		{"new-owner-first", "rejected"},
@@ -67,6 +68,7 @@ func TestPage_TheArticlesTable(t *testing.T) {
 // TestPage_StepModeAndScrubbing steps a run from the page, then goes back
 // through its events and forward again.
 func TestPage_StepModeAndScrubbing(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?ordering=new-owner-first&mode=step&lease=300")
@@ -120,6 +122,7 @@ var expectedUnsafeSameName = map[string]bool{
 // where it matters, and checks the page's verdict; then runs the whole
 // matrix from its button and checks every cell.
 func TestPage_BreakEachGuard(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, tc := range []struct{ guard, ordering string }{
 		{"status-check", "zombie-first"},
@@ -173,6 +176,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 // with one, 80 real runs; every cell must say what the engine says, and a
 // cell opens its run.
 func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	openLive(tab, srv.URL+"/")
@@ -222,6 +226,7 @@ func procState(pid int) string {
 // TestPage_PauseReallyStopsTheWorker pauses a worker from the page and reads
 // /proc: the process is stopped (T); resuming it continues it.
 func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?ordering=free-play&lease=2000")
@@ -254,6 +259,7 @@ func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
 // a run; it reconnects, says how many events it caught up, and holds every
 // event once, in order.
 func TestPage_DroppedSocketCatchesUp(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?ordering=zombie-first&mode=auto&lease=400&pace=400")
@@ -292,6 +298,7 @@ func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 // setup, choose the scenario and the mode with the keyboard, run, step, go
 // back, open the help, reset.
 func TestPage_KeyboardAlone(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 900)
 	openLive(tab, srv.URL+"/?lease=300")
@@ -357,9 +364,12 @@ func TestPage_KeyboardAlone(t *testing.T) {
 
 // TestPage_Screenshots keeps pictures of a live run at the three widths.
 func TestPage_Screenshots(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, w := range []int{320, 1280, 1920} {
 		t.Run(strconv.Itoa(w), func(t *testing.T) {
+			t.Parallel()
+			srv := srv.WithT(t)
 			id, token := srv.NewSession()
 			srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":20000}`)
 			for range 4 {

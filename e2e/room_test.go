@@ -89,6 +89,7 @@ func checkStageInView(t *testing.T, tab *Tab, where string) {
 // one sentence, and the stage — the lanes, the newest event and, when a
 // run has ended, the verdict — is inside the first screen at every step.
 func TestLesson_PlaysToItsLastChapter(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=predict&present=1")
@@ -176,6 +177,7 @@ func sentences(s string) int {
 // at a time, each batch's end goes on at once (it no longer hangs) and puts
 // its telling run on the stage, in view.
 func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=break-a-guard&present=1")
@@ -201,6 +203,7 @@ func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
 // Predict (1) before Run it (2) before What happened (3): each starts below
 // the one before it, or on the same row to its right.
 func TestOrder_PredictComesFirst(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	for _, size := range [][2]int{{1280, 800}, {375, 667}, {1920, 1080}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
@@ -224,6 +227,7 @@ func TestOrder_PredictComesFirst(t *testing.T) {
 // brings the stage into view, so the reader watches the run, not a line
 // that says it is running.
 func TestPredict_TheRunComesIntoView(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 375, 667)
 	openLive(tab, srv.URL+"/")
@@ -237,6 +241,7 @@ func TestPredict_TheRunComesIntoView(t *testing.T) {
 // TestRunLabel_SaysWhatRunRunsNext: the words beside Run name the run that
 // Run will start, not the last one.
 func TestRunLabel_SaysWhatRunRunsNext(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 800)
 	runFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0")
@@ -324,6 +329,7 @@ func serveOn(t *testing.T, ln net.Listener, html string) {
 // host its height seldom: at most once a frame, only for a change of 8 px
 // or more, fewer than 10 times in a run.
 func TestEmbed_SmallAndSteady(t *testing.T) {
+	t.Parallel()
 	blogLn := listenLocal(t)
 	blog := "http://" + blogLn.Addr().String()
 	srv := startServer(t, "--allow-origin", blog)
@@ -362,6 +368,7 @@ func TestEmbed_SmallAndSteady(t *testing.T) {
 // 1,000 px with the verdict and the Predict result inside, and the question
 // can still be answered.
 func TestEmbed_PredictInsideAfterItsRun(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 375, 667)
 	openLive(tab, srv.URL+"/?embed=1&ordering=new-owner-first&lease=300&pace=0")
@@ -426,6 +433,7 @@ func viewShot(tab *Tab, name string) {
 // a laptop on a Wi-Fi and a VPN would have, since a test machine has one.
 // Which addresses the server lists and accepts is web's tests' business.
 func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 800, AllowErrors("qr.svg", "400"))
 	script := `document.addEventListener("readystatechange", () => {

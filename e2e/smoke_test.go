@@ -25,6 +25,7 @@ import (
 // so it does not fail the test. (Chromium asks for /favicon.ico, which the
 // server does not have: the 404 is a browser-log error, allowed here too.)
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	tab := newTab(t, 1280, 800, AllowErrors("boom", "/favicon.ico"))
 
@@ -59,6 +60,7 @@ func TestSmoke(t *testing.T) {
 // recorded as an error the test would fail on. ExpectErrors keeps it from
 // failing this test, so the test can look at it.
 func TestConsoleErrorIsReported(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, 800, 600, ExpectErrors())
 	tab.Navigate("about:blank")
 	tab.Eval(`console.error("kaboom", 42, {a: 1})`, nil)
@@ -82,6 +84,7 @@ const helperEnv = "FENCELAB_E2E_FAILING_HELPER"
 // TestFailingTabHelper is the child of TestFailureIsReported; it does
 // nothing in a normal run.
 func TestFailingTabHelper(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(helperEnv) != "1" {
 		t.Skip("runs only as the child of TestFailureIsReported")
 	}
@@ -95,6 +98,7 @@ func TestFailingTabHelper(t *testing.T) {
 // and checks, from outside, that a console.error without an allow-list
 // fails the test at cleanup and leaves a screenshot.
 func TestFailureIsReported(t *testing.T) {
+	t.Parallel()
 	if findChromium() == "" {
 		requireBrowser(t) // skips, or fails on CI
 	}
@@ -177,6 +181,7 @@ const fakePage = `<!doctype html>
 
 // TestTabHelpers drives every Tab helper against fakePage.
 func TestTabHelpers(t *testing.T) {
+	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -826,6 +826,9 @@ window.fencelab = {
   state() {
     const r = page.live;
     return {
+      // false until the next frame has drawn what this state holds: a
+      // test that waits on the state reads a page that shows it.
+      drawn: !page.dirty,
       sessionId, role: page.role, lastSeq: stream.last, connection: page.conn.state, caughtUp: page.conn.caughtUp, reconnects: page.conn.reconnects,
       run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, phase: r.phase, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,
       outcome: r.outcome, report: r.report, verdict: verdictWords(r) || null,
