@@ -20,6 +20,11 @@
 //
 //	go test ./e2e/ -count=1 -v
 //
+// Every test calls t.Parallel: each has its own servers, tabs and browser
+// profiles (the one Chromium is shared), and four run at once unless
+// -parallel says otherwise (TestMain), since they mostly wait on real
+// leases and pages. A new test does the same, or says why it cannot.
+//
 // They need Chromium (apt-get install chromium chromium-driver) and the
 // PostgreSQL server binaries, or DATABASE_URL. TestEngines runs the core
 // cases in WebKit (WebKitWebDriver, on an Xvfb the test starts) and Firefox

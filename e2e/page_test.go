@@ -371,7 +371,7 @@ func TestPage_Screenshots(t *testing.T) {
 			t.Parallel()
 			srv := srv.WithT(t)
 			id, token := srv.NewSession()
-			srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":20000}`)
+			srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":3000}`)
 			for range 4 {
 				srv.Command(id, token, `{"action":"step"}`)
 			}
