@@ -447,3 +447,33 @@ func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
 		t.Fatalf("a refused unknown epoch: %v", vs)
 	}
 }
+
+// TestBatchRuns_TheMatrixsClockSkewCellsHoldALeaseThatLasts: the matrix
+// runs every cell with the lease it is given, but its clock-skew cells
+// with at least MinSkewLease, whose meaning hangs on worker A's lease being
+// live when B claims.
+func TestBatchRuns_TheMatrixsClockSkewCellsHoldALeaseThatLasts(t *testing.T) {
+	for _, lease := range []time.Duration{300 * time.Millisecond, 5 * time.Second} {
+		rcs, err := lab.BatchRuns(lab.BatchMatrix, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skew := 0
+		for _, rc := range rcs {
+			want := lease
+			if rc.Ordering == lab.ClockSkew {
+				skew++
+				want = max(lease, lab.MinSkewLease)
+				if rc.Skew != 2*want {
+					t.Errorf("lease %v: a clock-skew cell's skew is %v, want %v", lease, rc.Skew, 2*want)
+				}
+			}
+			if rc.Lease != want {
+				t.Errorf("lease %v: the %s cell (broken %v, same %v) holds %v, want %v", lease, rc.Ordering, rc.Broken.Names(), rc.SameIdentity, rc.Lease, want)
+			}
+		}
+		if skew != 16 {
+			t.Errorf("lease %v: %d clock-skew cells, want 16", lease, skew)
+		}
+	}
+}
