@@ -40,6 +40,42 @@ func (e *env) queueWith(settings map[string]string) (*engine.Queue, *pgxpool.Poo
 	return q, pool
 }
 
+// expireLease runs job id's lease out on the database clock, if the job is
+// still at epoch.
+func (e *env) expireLease(id, epoch int64) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %q.jobs SET lease_until = now() - interval '1 second' WHERE id = $1 AND epoch = $2", e.schemas.Jobs), id, epoch); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// takeOver runs job id's lease out and claims it as owner, in one
+// transaction, so that nothing else can claim or renew it in between, and
+// fails the test unless that claim took job id.
+func (e *env) takeOver(id int64, owner string, lease time.Duration) engine.Claim {
+	e.t.Helper()
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx)
+	if _, err := tx.Exec(e.ctx, fmt.Sprintf("UPDATE %q.jobs SET lease_until = now() - interval '1 second' WHERE id = $1", e.schemas.Jobs), id); err != nil {
+		e.t.Fatal(err)
+	}
+	q, err := engine.NewQueue(tx, engine.QueueConfig{Schema: e.schemas.Jobs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cs, err := q.ClaimBatch(e.ctx, owner, 1, lease)
+	if err != nil || cs[0].JobID != id {
+		e.t.Fatalf("%s could not take job %d over once its lease ran out: %v %v", owner, id, cs, err)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return cs[0]
+}
+
 // holdTable locks the jobs table against every write for d, from another
 // session, as a migration or a VACUUM FULL would.
 func (e *env) holdTable(d time.Duration) {
@@ -230,24 +266,14 @@ func TestWorkerPool_HandlerTxWritesCommitExactlyWithTheCompletion(t *testing.T) 
 	stop := make(chan struct{})
 	errc := runPool(t, p, stop)
 	<-inZombie
-	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %q.jobs SET lease_until = now() - interval '1 second' WHERE id = $1", e.schemas.Jobs), zombie); err != nil {
-		t.Fatal(err)
-	}
-	var b engine.Claim
-	for giveUp := time.Now().Add(10 * time.Second); ; {
-		if time.Now().After(giveUp) {
-			t.Fatal("B could not claim the job whose lease ran out")
-		}
-		cs, err := q.ClaimBatch(e.ctx, "worker-b", 1, time.Minute)
-		if err == nil && cs[0].JobID == zombie {
-			b = cs[0]
-			break
-		}
-		if err == nil { // another job: none should be claimable but the zombie's
-			t.Fatalf("B claimed job %d", cs[0].JobID)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// B takes the job over in one transaction that first runs its lease
+	// out: the row stays locked until B holds it, so neither the pool's
+	// heartbeat (a renewal is a compare-and-set on owner and epoch, and
+	// would revive a lease that ran out) nor the pool's own next claim
+	// (which skips locked rows) can come between, however busy the
+	// machine (both did, 2 runs in 15, when the lease was run out first
+	// and claimed after).
+	b := e.takeOver(zombie, "worker-b", time.Minute)
 	close(takenOver)
 	waitUntil(t, "18 done", 10*time.Second, func() bool { return e.countStatus(e.schemas.Jobs, engine.StatusDone) == 18 })
 	close(stop)
@@ -387,10 +413,20 @@ func TestWorkerPool_ItsOwnSecondClaimOfAJobIsLeftAlone(t *testing.T) {
 	stop := make(chan struct{})
 	errc := runPool(t, p, stop)
 	<-first
-	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %q.jobs SET lease_until = now() - interval '1 second' WHERE id = $1", e.schemas.Jobs), id); err != nil {
-		t.Fatal(err)
+	// The pool claims its own job again, at epoch 2, once its lease has run
+	// out; its own heartbeat renews the lease until a claim takes it, so
+	// the lease is run out again until one does.
+	var ctx2 context.Context
+	for giveUp := time.Now().Add(10 * time.Second); ctx2 == nil; {
+		if time.Now().After(giveUp) {
+			t.Fatal("the pool did not claim its own job again after its lease ran out")
+		}
+		e.expireLease(id, 1) // not the new claim's
+		select {
+		case ctx2 = <-second:
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	ctx2 := <-second // the pool claimed its own job again, at epoch 2
 	close(releaseFirst)
 	waitUntil(t, "the old run's result fenced", 5*time.Second, func() bool { return fenced.Load() >= 1 })
 	time.Sleep(200 * time.Millisecond) // heartbeats go on
