@@ -7,6 +7,7 @@ package e2e
 // solution travels in a link.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -521,9 +522,22 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		buildShot(viewer, "build-root", "build-watcher-375")
 	})
 	t.Run("during", func(t *testing.T) {
+		srv := srv.WithT(t)
 		tab := newTab(t, 1280, 900)
-		openBuild(tab, srv.WithT(t).URL+"/")
-		tab.Click("build-check")
+		openBuild(tab, srv.URL+"/")
+		// The page's check, sent with a 4 s lease rather than the default
+		// 1 s: each case waits for its lease to run out once, so the check
+		// outlasts a reload however busy the machine (a loaded CI machine's
+		// reload once outlasted the default check).
+		id := tab.State()["sessionId"].(string)
+		var token string
+		tab.Eval(`window.fencelab.api.token`, &token)
+		sol := map[string]string{}
+		for _, k := range []string{"claim", "complete", "fail", "receiver"} {
+			sol[k] = editorText(tab, k)
+		}
+		body, _ := json.Marshal(map[string]any{"action": "check", "solution": sol, "lease_ms": 4000})
+		srv.Command(id, token, string(body))
 		tab.PollState(`s.build.phase === "running"`, 60*time.Second)
 		var here string
 		tab.Eval(`location.href`, &here)

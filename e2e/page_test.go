@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,7 +204,7 @@ func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 			unsafe++
 		}
 		if v != want {
-			t.Errorf("matrix %s: %v, want %s", cell, v, want)
+			t.Errorf("matrix %s: %v, want %s; its run says: %s", cell, v, want, matrixRunSays(srv, tab, parts))
 		}
 		if got := tab.Attr("matrix-"+strings.Join(parts, "-"), "data-state"); got != want {
 			t.Errorf("the grid's cell %s shows %q", cell, got)
@@ -220,6 +222,35 @@ func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 	tab.Screenshot("matrix-cell-opened-1920")
 	tab.Click("back-live")
 	tab.PollState(`s.view.replay === false`, 10*time.Second)
+}
+
+// matrixRunSays finds the run of a matrix cell (ordering, guard, "same"
+// or "distinct") in the tab's session and returns its verdict and the
+// invariants it broke, for a failure message.
+func matrixRunSays(srv *Server, tab *Tab, cell []string) string {
+	id, _ := tab.State()["sessionId"].(string)
+	var runs []any
+	if _, body := srv.Request(http.MethodGet, "/api/sessions/"+id+"/runs", "", ""); json.Unmarshal(body, &runs) != nil {
+		return "(its runs could not be read)"
+	}
+	for _, r := range runs {
+		o, _ := r.(map[string]any)["outcome"].(map[string]any)
+		if o == nil || o["ordering"] != cell[0] || o["same_identity"] != (cell[2] == "same") {
+			continue
+		}
+		broken, _ := o["broken"].([]any)
+		if (cell[1] == "" && len(broken) != 0) || (cell[1] != "" && (len(broken) != 1 || broken[0] != cell[1])) {
+			continue
+		}
+		var inv []string
+		vs, _ := o["violations"].([]any)
+		for _, v := range vs {
+			inv = append(inv, fmt.Sprint(v.(map[string]any)["invariant"]))
+		}
+		b, _ := json.Marshal(o["effects"])
+		return fmt.Sprintf("%v (invariants %v; receiver effects %s)", o["verdict"], inv, b)
+	}
+	return "(no run of this cell in the session)"
 }
 
 // procState reads a process's state letter from /proc ("" when gone).
