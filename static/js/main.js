@@ -45,7 +45,8 @@ const page = {
   conn: { state: "connecting", behind: 0, caughtUp: 0, reconnects: 0 },
   errors: [],
   offset: 0, // database clock minus this one, from live events
-  dirty: true,
+  dirty: true, // the whole stage is to be drawn again at the next frame
+  sideDirty: false, // the lanes, verdict and controls are (drawSide)
   csp: [],
   ignoredMessages: 0,
   recording: null, // the recording being played, when the live demo is busy
@@ -120,6 +121,7 @@ function runInfo(run) {
 
 function drawAll() {
   page.dirty = false;
+  page.sideDirty = false;
   const run = shownRun();
   timeline.setLanes(lanes(page.view.run));
   timeline.showHeartbeats = byTest("show-heartbeats").checked;
@@ -299,7 +301,10 @@ function onEvent(e, catchingUp) {
       if (known.length !== timeline.lanes.length) page.dirty = true;
       else {
         timeline.append(e, info, page.live.events.length - 1);
-        drawSide(page.live);
+        // The lanes, the verdict and the controls are drawn once a frame,
+        // however many events arrived in it (a run's heartbeats come ten
+        // a second), not once an event.
+        page.sideDirty = true;
         if (!catchingUp) maybeScroll();
       }
     } else page.dirty = true;
@@ -335,6 +340,10 @@ function maybeScroll(force) {
 function frame() {
   if (!document.hidden) {
     if (page.dirty) drawAll();
+    else if (page.sideDirty) {
+      page.sideDirty = false;
+      drawSide(page.view.run);
+    }
     tickLeases(byTest("lanes"), dbNow);
     fitStage(); // a lane that grew with its lease's words moves the timeline
   }
@@ -828,7 +837,7 @@ window.fencelab = {
     return {
       // false until the next frame has drawn what this state holds: a
       // test that waits on the state reads a page that shows it.
-      drawn: !page.dirty,
+      drawn: !page.dirty && !page.sideDirty,
       sessionId, role: page.role, lastSeq: stream.last, connection: page.conn.state, caughtUp: page.conn.caughtUp, reconnects: page.conn.reconnects,
       run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, phase: r.phase, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,
       outcome: r.outcome, report: r.report, verdict: verdictWords(r) || null,
