@@ -45,8 +45,8 @@ const page = {
   conn: { state: "connecting", behind: 0, caughtUp: 0, reconnects: 0 },
   errors: [],
   offset: 0, // database clock minus this one, from live events
-  dirty: true, // the whole stage is to be drawn again at the next frame
-  sideDirty: false, // the lanes, verdict and controls are (drawSide)
+  dirty: true,
+  sideDirty: false,
   csp: [],
   ignoredMessages: 0,
   recording: null, // the recording being played, when the live demo is busy
@@ -301,9 +301,6 @@ function onEvent(e, catchingUp) {
       if (known.length !== timeline.lanes.length) page.dirty = true;
       else {
         timeline.append(e, info, page.live.events.length - 1);
-        // The lanes, the verdict and the controls are drawn once a frame,
-        // however many events arrived in it (a run's heartbeats come ten
-        // a second), not once an event.
         page.sideDirty = true;
         if (!catchingUp) maybeScroll();
       }
@@ -835,8 +832,6 @@ window.fencelab = {
   state() {
     const r = page.live;
     return {
-      // false until the next frame has drawn what this state holds: a
-      // test that waits on the state reads a page that shows it.
       drawn: !page.dirty && !page.sideDirty,
       sessionId, role: page.role, lastSeq: stream.last, connection: page.conn.state, caughtUp: page.conn.caughtUp, reconnects: page.conn.reconnects,
       run: r.id ? { id: r.id, ordering: r.ordering, mode: r.mode, phase: r.phase, ended: r.ended, paused: r.paused, stepIndex: r.stepIndex, steps: r.steps.length } : null,

@@ -205,22 +205,12 @@ function receiverCard(run) {
 
 /** Run the lease bars down on the database clock. */
 export function tickLeases(root, dbNow) {
-  // It runs every frame: it writes only what changed, so that a lease that
-  // has run out (or a page with none) costs the browser no layout and no
-  // paint at all, frame after frame.
+  const set = (o, k, v) => { if (o[k] !== v) o[k] = v; };
   for (const el of root.querySelectorAll(".lease[data-until]")) {
-    const until = Date.parse(el.dataset.until);
-    const total = Number(el.dataset.leaseMs) || 1000;
-    const now = dbNow() + (Number(el.dataset.skewMs) || 0);
-    const left = until - now;
-    const frac = Math.max(0, Math.min(1, left / total));
-    const fill = el.querySelector(".fill");
-    const scale = `scaleX(${frac.toFixed(3)})`;
-    if (fill.style.transform !== scale) fill.style.transform = scale;
+    const left = Date.parse(el.dataset.until) - dbNow() - (Number(el.dataset.skewMs) || 0);
+    set(el.querySelector(".fill").style, "transform", `scaleX(${Math.max(0, Math.min(1, left / (Number(el.dataset.leaseMs) || 1000))).toFixed(3)})`);
     if (el.classList.contains("gone") !== left <= 0) el.classList.toggle("gone", left <= 0);
-    const words = left > 0 ? `${(left / 1000).toFixed(1)} s left` : "expired";
-    const say = el.querySelector(".left");
-    if (say.textContent !== words) say.textContent = words;
+    set(el.querySelector(".left"), "textContent", left > 0 ? `${(left / 1000).toFixed(1)} s left` : "expired");
   }
 }
 
