@@ -19,7 +19,10 @@ func TestBatch_AZombieInsideABatchIsRefusedTheRestLand(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(0)
 	ids := e.insert(q, 3)
-	as, err := q.ClaimBatch(e.ctx, "worker-a", 10, shortLease)
+	// A lease a loaded machine cannot outlast between this claim and the
+	// next line's (60 ms once ran out in between on CI); awaitExpiry
+	// waits it out below.
+	as, err := q.ClaimBatch(e.ctx, "worker-a", 10, 2*time.Second)
 	if err != nil || len(as) != 3 {
 		t.Fatalf("A's batch claim: %v, %v", as, err)
 	}
