@@ -125,6 +125,8 @@ type CheckCaseResult struct {
 	Error   *Failure `json:"error,omitempty"`
 	// Broken are the requirements this case's run showed broken.
 	Broken []CheckBroken `json:"broken"`
+	// Notes are CheckInput's: reported, never judged.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // CheckReport is a whole check: it passes when every case's cells are the
@@ -146,6 +148,9 @@ type CheckInput struct {
 	Run     string
 	Outcome *Outcome
 	Err     *Failure
+	// Notes are facts of the run reported beside its verdict and never
+	// judged: how each worker program exited, say.
+	Notes []string
 }
 
 // JudgeCheck reads what each case's run came to and says what the
@@ -154,7 +159,7 @@ func JudgeCheck(in []CheckInput) CheckReport {
 	rep := CheckReport{Pass: len(in) > 0, Cases: []CheckCaseResult{}, Broken: []CheckBroken{}}
 	seen := map[Requirement]bool{}
 	for _, ci := range in {
-		cr := CheckCaseResult{Case: ci.Case, Title: ci.Case.Title(), Run: ci.Run, Table: []Cell{}, Broken: []CheckBroken{}}
+		cr := CheckCaseResult{Case: ci.Case, Title: ci.Case.Title(), Run: ci.Run, Table: []Cell{}, Broken: []CheckBroken{}, Notes: ci.Notes}
 		switch {
 		case ci.Outcome == nil:
 			cr.Error = ci.Err

@@ -114,3 +114,17 @@ func historySpan(schema string) engine.Statement {
 // dbErr is the engine's own translation of a lab statement's error, so
 // that a database out of reach is engine.ErrUnavailable for both alike.
 func dbErr(op string, err error) error { return engine.Translate(op, err) }
+
+// jobWritesList reads every UPDATE statement on jobs the job_writes
+// trigger recorded, oldest first.
+func jobWritesList(schema string) engine.Statement {
+	return engine.Statement{Name: "JobWritesList", SQL: "SELECT seq, at, app, matched, job_ids\n  FROM " + ident(schema) + ".job_writes\n ORDER BY seq"}
+}
+
+// jobWritesSent reads how many UPDATE statements on jobs worker A and
+// worker B have sent, rolled back or not (the job_writes_sent_ sequences).
+func jobWritesSent(schema string) engine.Statement {
+	s := ident(schema)
+	return engine.Statement{Name: "JobWritesSent", SQL: "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " + s + ".job_writes_sent_a),\n" +
+		"       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " + s + ".job_writes_sent_b)"}
+}

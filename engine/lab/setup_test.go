@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -270,5 +271,76 @@ func TestHistoryAfter_ReadsWhatAListenerMissed(t *testing.T) {
 		if _, err := lab.HistoryAfter(ctx, pool, s.Jobs, bad[0], int(bad[1])); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("history after %d, limit %d: %v, want ErrInvalidInput", bad[0], bad[1], err)
 		}
+	}
+}
+
+// TestWrites_EveryUpdateIsRecordedWhatItMatchedAndARolledBackOneIsCounted
+// holds the statement-level record to what the check judges from: a
+// committed UPDATE is in Writes with the rows it matched, 0 included; one
+// whose transaction is rolled back (a worker that raises when its fenced
+// commit matched nothing) is in no table, but its worker's count of
+// statements sent still went up; another connection's statements count
+// for no worker.
+func TestWrites_EveryUpdateIsRecordedWhatItMatchedAndARolledBackOneIsCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := setup(t)
+	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := q.Insert(ctx, []byte(`{}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = lab.AppName(lab.Zombie)
+	cfg.RuntimeParams["search_path"] = s.Jobs
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE jobs SET attempts = attempts + 1 WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE jobs SET status = 'done' WHERE id = $1 AND epoch = 99", id); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE jobs SET status = 'done' WHERE id = $1 AND epoch = 98", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+pgx.Identifier{s.Jobs}.Sanitize()+".jobs SET attempts = attempts WHERE true"); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := lab.Writes(ctx, pool, s.Jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		got = append(got, fmt.Sprintf("%s:%d:%v", w.App, w.Matched, w.JobIDs))
+	}
+	want := []string{
+		fmt.Sprintf("fencelab worker A:1:[%d]", id),
+		"fencelab worker A:0:[]",
+		fmt.Sprintf("%s:1:[%d]", pool.Config().ConnConfig.RuntimeParams["application_name"], id),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("writes:\n got %q\nwant %q", got, want)
+	}
+	sent, err := lab.WritesSent(ctx, pool, s.Jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent != (lab.Sent{A: 3, B: 0}) {
+		t.Fatalf("sent = %+v, want A 3 (the rolled-back one too), B 0", sent)
 	}
 }

@@ -12,6 +12,8 @@ import (
 // WriteText prints a report for a terminal: the article's table for the
 // solution, case by case and cell by cell against the article's, then the
 // requirements the runs showed broken, then the result in one sentence.
+// A case's notes (how each worker program exited) follow its table in
+// parentheses: reported, never judged.
 func WriteText(w io.Writer, rep lab.CheckReport) error {
 	var b strings.Builder
 	width := 0
@@ -29,6 +31,9 @@ func WriteText(w io.Writer, rep lab.CheckReport) error {
 				fmt.Fprintf(&b, "   (the article: %s)", cell.Expected)
 			}
 			b.WriteString("\n")
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(&b, "    (%s)\n", n)
 		}
 	}
 	if len(rep.Broken) > 0 {

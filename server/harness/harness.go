@@ -136,7 +136,7 @@ const (
 	CodeStart      = "worker-start"       // the command could not be started
 	CodeNoClaim    = "worker-no-claim"    // it never claimed the job
 	CodeNoDelivery = "worker-no-delivery" // it claimed, but never called the receiver
-	CodeExit       = "worker-exit"        // it exited early, or not with status 0
+	CodeExit       = "worker-exit"        // it exited before it called the receiver
 	CodeNoExit     = "worker-no-exit"     // it did not exit after the receiver's answer
 	CodeContract   = "worker-contract"    // its call to the receiver broke the contract
 	CodeLease      = "lease"              // the lease did not run out on the database clock in time
@@ -190,6 +190,7 @@ type caseRun struct {
 	sp      *spawner
 	sink    *lineSink
 	workers map[string]*proc
+	notes   []string // how each worker ended, in order: reported, not judged
 }
 
 func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
@@ -313,6 +314,7 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 	}
 	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
 	in.Outcome = &o
+	in.Notes = c.notes
 	return in, nil
 }
 

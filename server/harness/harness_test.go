@@ -148,6 +148,60 @@ func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
 	checkTable(t, "leases_alone.py", w)
 }
 
+// The article: "When no row matches, raise and drop the result." A worker
+// that does so exits 1 from its fenced commit, and passes: the check reads
+// its commit from the database (job_writes_sent counts a statement rolled
+// back), and reports the exit status beside the verdict.
+func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, "exec "+shellQuote(pythonWithPsycopg(t))+" "+shellQuote(example(t, "raises_when_fenced.py")))
+	ins, err := harness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rep := lab.JudgeCheck(ins)
+	for _, cr := range rep.Cases {
+		t.Logf("%-20s ok=%-5v notes=%q broken=%+v error=%+v", cr.Case, cr.OK, cr.Notes, cr.Broken, cr.Error)
+	}
+	if !rep.Pass {
+		t.Fatalf("the check fails it: %s", rep.Words)
+	}
+	for _, cr := range rep.Cases {
+		if cr.Case != lab.CaseZombieFirst && cr.Case != lab.CaseNewOwnerFirst && cr.Case != lab.CaseSameName {
+			continue
+		}
+		if got := strings.Join(cr.Notes, "; "); !strings.Contains(got, "worker A exited with status 1 after the receiver answered it") {
+			t.Errorf("%s: notes %q: want worker A's exit status 1 reported", cr.Case, got)
+		}
+		if cr.Table[1].Got != string(lab.CallRejected) {
+			t.Errorf("%s: the zombie's commit is %+v, want %s: it was sent, and refused", cr.Case, cr.Table[1], lab.CallRejected)
+		}
+	}
+}
+
+// A worker that raises when the receiver refuses its call (409) exits 1
+// and never sends its commit: the case is judged all the same, from the
+// database, which shows no commit of the zombie's.
+func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, variant(t, `if e.code != 409:`, `if True:`))
+	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
+	ins, err := harness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	in := ins[0]
+	if in.Err != nil || in.Outcome == nil {
+		t.Fatalf("got %+v: want an outcome", in.Err)
+	}
+	if in.Outcome.ZombieCommit != lab.CallNotAttempted {
+		t.Errorf("the zombie's commit is %s, want %s", in.Outcome.ZombieCommit, lab.CallNotAttempted)
+	}
+	if got := strings.Join(in.Notes, "; "); !strings.Contains(got, "worker A exited with status 1 after the receiver answered it") {
+		t.Errorf("notes %q: want worker A's exit status reported", got)
+	}
+}
+
 func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
 	t.Parallel()
 	w := allOK()
@@ -285,8 +339,6 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 	}{
 		{name: "payload without worker", old: `"payload": {"worker": worker,`, new: `"payload": {"who": worker,`,
 			code: harness.CodeContract, says: `worker A called the receiver with a delivery it refused: the delivery's payload names worker "" where the contract wants FENCELAB_WORKER, "A"`},
-		{name: "exits non-zero on a refusal", old: `if e.code != 409:`, new: `if True:`,
-			code: harness.CodeExit, says: "worker A exited with status 1 after the receiver answered it"},
 		{name: "claim that never takes an expired lease", old: `OR (status = 'running' AND lease_until < now())`, new: ``,
 			code: harness.CodeNoClaim, says: "worker B did not call the receiver within 3s: it never claimed the job after worker A's lease ran out on the database clock"},
 	} {

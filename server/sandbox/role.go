@@ -180,9 +180,9 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 //   - starts every session with Settings and its search_path set to the
 //     run's schemas, for this database only.
 //
-// The history trigger's function is made SECURITY DEFINER (with a fixed
-// search_path), so the role's updates of jobs are recorded in a table it
-// cannot write. NewRole refuses (ErrNotHardened) while PUBLIC holds what
+// The history triggers' functions are made SECURITY DEFINER (with a fixed
+// search_path), so the role's updates of jobs are recorded in tables it
+// cannot write (job_history, job_writes). NewRole refuses (ErrNotHardened) while PUBLIC holds what
 // Harden takes away. Drop removes the role.
 func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
 	if err := s.Validate(); err != nil {
@@ -233,7 +233,10 @@ func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error
 	}
 	stmts = append(stmts, "ALTER ROLE "+name+" IN DATABASE "+ident(dbName)+" SET search_path = "+j+", "+rc)
 	if trigger {
-		stmts = append(stmts, "ALTER FUNCTION "+j+".job_history_record() SECURITY DEFINER SET search_path = pg_catalog, pg_temp")
+		// Both of sql/history.sql's trigger functions: the row history and
+		// the statement record (job_writes, and its sequences).
+		stmts = append(stmts, "ALTER FUNCTION "+j+".job_history_record() SECURITY DEFINER SET search_path = pg_catalog, pg_temp",
+			"ALTER FUNCTION "+j+".job_writes_record() SECURITY DEFINER SET search_path = pg_catalog, pg_temp")
 	}
 	for _, st := range stmts {
 		if _, err := tx.Exec(ctx, st); err != nil {

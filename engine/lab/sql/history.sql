@@ -82,3 +82,48 @@ $$;
 DROP TRIGGER IF EXISTS job_history ON {{schema}}.jobs;
 CREATE TRIGGER job_history AFTER INSERT OR UPDATE ON {{schema}}.jobs
     FOR EACH ROW EXECUTE FUNCTION {{schema}}.job_history_record();
+
+-- job_writes is Postgres's account of every UPDATE statement on jobs,
+-- whatever it matched: a statement-level trigger with a transition table
+-- records each one with the number of rows it matched, on the database
+-- clock, and the writer's application_name. A fenced commit shows here as
+-- a statement by the zombie that matched 0 rows, where job_history, which
+-- sees only rows, shows nothing.
+CREATE TABLE IF NOT EXISTS {{schema}}.job_writes (
+    seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at          timestamptz NOT NULL,
+    app         text        NOT NULL,
+    backend_pid integer     NOT NULL,
+    matched     integer     NOT NULL,
+    job_ids     bigint[]    NOT NULL
+);
+
+-- A statement whose transaction is rolled back leaves no row in
+-- job_writes: a worker that raises when its fenced commit matched nothing
+-- (as the article says) rolls it back. A sequence does not roll back, so
+-- each of the check's two workers has one, which its every UPDATE on jobs
+-- advances: it counts the statements the worker sent, whatever became of
+-- them.
+CREATE SEQUENCE IF NOT EXISTS {{schema}}.job_writes_sent_a;
+CREATE SEQUENCE IF NOT EXISTS {{schema}}.job_writes_sent_b;
+
+CREATE OR REPLACE FUNCTION {{schema}}.job_writes_record() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    app text := coalesce(current_setting('application_name', true), '');
+BEGIN
+    IF app = 'fencelab worker A' THEN
+        PERFORM nextval(format('%I.job_writes_sent_a', TG_TABLE_SCHEMA));
+    ELSIF app = 'fencelab worker B' THEN
+        PERFORM nextval(format('%I.job_writes_sent_b', TG_TABLE_SCHEMA));
+    END IF;
+    INSERT INTO {{schema}}.job_writes (at, app, backend_pid, matched, job_ids)
+    SELECT now(), app, pg_backend_pid(), count(*), coalesce(array_agg(id ORDER BY id), '{}') FROM matched_rows;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS job_writes ON {{schema}}.jobs;
+CREATE TRIGGER job_writes AFTER UPDATE ON {{schema}}.jobs
+    REFERENCING NEW TABLE AS matched_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.job_writes_record();
