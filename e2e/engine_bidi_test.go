@@ -122,7 +122,11 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 			BrowserVersion string `json:"browserVersion"`
 		} `json:"capabilities"`
 	}
-	if err := b.callInto(defaultTimeout, "session.new", map[string]any{"capabilities": map[string]any{
+	// Firefox opens its first window while it answers session.new: on a
+	// loaded CI machine that once took more than 30 s (the renderer's
+	// "RenderCompositorSWGL failed mapping default framebuffer" was the
+	// last thing it said). A passing run pays nothing for the wait.
+	if err := b.callInto(3*defaultTimeout, "session.new", map[string]any{"capabilities": map[string]any{
 		"alwaysMatch": map[string]any{"unhandledPromptBehavior": map[string]any{"default": "dismiss"}},
 	}}, &sess); err != nil {
 		t.Fatalf("e2e (firefox): session.new: %v", err)

@@ -166,12 +166,14 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		return err
 	}
 	defer closeDB()
+	// The workers log in as a role of their own per case (harness), which
+	// needs a hardened database, as the reader's receiver does.
+	if err := sandbox.Harden(ctx, pool); err != nil {
+		return err
+	}
 	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
 	var probe []bool
 	if receiverText != "" {
-		if err := sandbox.Harden(ctx, pool); err != nil {
-			return err
-		}
 		var err error
 		probe, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
 		var refused *sandbox.Error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/harness"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // Check a worker program, here the reference Python worker, through every
@@ -22,6 +23,12 @@ func ExampleRun() {
 		return
 	}
 	defer pool.Close()
+	// The workers log in as a role made for each case, which needs the
+	// database hardened: only on a database that is fencelab's own.
+	if err := sandbox.Harden(ctx, pool); err != nil {
+		fmt.Println(err)
+		return
+	}
 	ins, err := harness.Run(ctx, harness.Config{
 		Command:     "python3 server/harness/examples/python/correct.py",
 		Pool:        pool,

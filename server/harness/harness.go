@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // Defaults and bounds of a Config.
@@ -55,9 +56,12 @@ type Config struct {
 	// Pool is fencelab's own connection to the database: it sets each case
 	// up, watches the job row and evaluates the case.
 	Pool *pgxpool.Pool
-	// DatabaseURL is what the workers get as DATABASE_URL: the same
-	// database as Pool's. It never appears on a command line, in an error
-	// or in the workers' relayed output.
+	// DatabaseURL is the database the workers reach, Pool's. They get it
+	// as DATABASE_URL with the user replaced by a role made for each case
+	// (sandbox.NewWorkerRole: rights on the case's jobs table alone, no
+	// superuser) and no password; the role's password comes as PGPASSWORD.
+	// Neither appears on a command line, in an error or in the workers'
+	// relayed output. The database must be hardened (sandbox.Harden).
 	DatabaseURL string
 	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
 	// default lab.DefaultRunLease. The clock-ahead case uses at least
@@ -191,6 +195,8 @@ type caseRun struct {
 	sink    *lineSink
 	workers map[string]*proc
 	notes   []string // how each worker ended, in order: reported, not judged
+	role    *sandbox.Role
+	roleURL string // DatabaseURL as the role, with no password
 }
 
 func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
@@ -236,6 +242,17 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 			log.Warn("drop the case's schemas", "err", err)
 		}
 	})
+	if c.role, err = sandbox.NewWorkerRole(ctx, cfg.Pool, c.s); err != nil {
+		return in, fmt.Errorf("make the workers' role: %w", err)
+	}
+	defer cleanup(func(cctx context.Context) {
+		if err := c.role.Drop(cctx, cfg.Pool); err != nil {
+			log.Warn("drop the workers' role", "err", err)
+		}
+	})
+	if c.roleURL, err = c.role.DatabaseURL(cfg.DatabaseURL); err != nil {
+		return in, fmt.Errorf("the workers' database URL: %w", err)
+	}
 	if c.q, err = engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: c.s.Jobs}); err != nil {
 		return in, err
 	}
@@ -322,7 +339,9 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 // would steer the worker elsewhere, plus the contract's variables.
 func (c *caseRun) env(label string) []string {
 	ours := map[string]string{
-		"DATABASE_URL":           c.cfg.DatabaseURL,
+		"DATABASE_URL":           c.roleURL,
+		"PGUSER":                 c.role.Name(),
+		"PGPASSWORD":             c.role.Password(),
 		"PGOPTIONS":              "-c search_path=" + c.s.Jobs,
 		"PGAPPNAME":              lab.AppName(label),
 		"FENCELAB_SCHEMA":        c.s.Jobs,
@@ -339,7 +358,7 @@ func (c *caseRun) env(label string) []string {
 			env = append(env, kv)
 		}
 	}
-	for _, k := range []string{"DATABASE_URL", "PGOPTIONS", "PGAPPNAME", "FENCELAB_SCHEMA", "FENCELAB_OWNER", "FENCELAB_WORKER",
+	for _, k := range []string{"DATABASE_URL", "PGUSER", "PGPASSWORD", "PGOPTIONS", "PGAPPNAME", "FENCELAB_SCHEMA", "FENCELAB_OWNER", "FENCELAB_WORKER",
 		"FENCELAB_LEASE_MS", "FENCELAB_RECEIVER_URL", "FENCELAB_CLOCK_SKEW_MS"} {
 		env = append(env, k+"="+ours[k])
 	}
@@ -348,7 +367,7 @@ func (c *caseRun) env(label string) []string {
 
 // start starts a worker.
 func (c *caseRun) start(label string) (*proc, error) {
-	redact := []string{c.cfg.DatabaseURL, c.gate.url(c.addr, lab.Zombie), c.gate.url(c.addr, lab.NewOwner)}
+	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, lab.Zombie), c.gate.url(c.addr, lab.NewOwner)}
 	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
 	if err != nil {
 		return nil, &caseError{code: CodeStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}

@@ -21,6 +21,7 @@ import (
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/harness"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
@@ -53,6 +54,10 @@ func testPrefix(t *testing.T) string {
 }
 
 func config(t *testing.T, command string) harness.Config {
+	// The workers' roles need a hardened database; pgtest's is ours.
+	if err := sandbox.Harden(t.Context(), pgtest.Pool(t)); err != nil {
+		t.Fatal(err)
+	}
 	return harness.Config{
 		Command:      command,
 		Pool:         pgtest.Pool(t),
@@ -315,18 +320,65 @@ func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 // that breaks the contract in one way.
 func variant(t *testing.T, old, new string) string {
 	t.Helper()
-	b, err := os.ReadFile(example(t, "correct.py"))
+	return variantOf(t, "correct.py", old, new)
+}
+
+// variantOf writes a reference worker with one piece of text replaced.
+func variantOf(t *testing.T, script, old, new string) string {
+	t.Helper()
+	b, err := os.ReadFile(example(t, script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Count(b, []byte(old)) != 1 {
-		t.Fatalf("correct.py does not hold %q once", old)
+		t.Fatalf("%s does not hold %q once", script, old)
 	}
 	p := filepath.Join(t.TempDir(), "variant.py")
 	if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return "exec " + shellQuote(pythonWithPsycopg(t)) + " " + shellQuote(p)
+}
+
+// A worker has no more power than a reader's SQL: it logs in as a role
+// made for the case, with rights on the case's jobs table alone. A zombie
+// that tries to hide its unfenced commit from the history (turning the
+// triggers off with session_replication_role, a superuser's setting), or
+// to write the history itself, is refused, and its commit is recorded and
+// judged: leases_alone.py with either trick still fails, naming its
+// complete. The refusals are Postgres's own, in the worker's output.
+func TestCheck_AZombieCannotForgeTheHistory(t *testing.T) {
+	t.Parallel()
+	const commit = `        cur = conn.execute(COMPLETE, {"result": result, "id": job_id, "owner": owner, "epoch": epoch})`
+	for _, tc := range []struct{ name, trick, refusal string }{
+		{name: "session_replication_role", trick: `conn.execute("SET session_replication_role = replica")`,
+			refusal: "permission denied to set parameter \"session_replication_role\""},
+		{name: "writes job_history", trick: `conn.execute("DELETE FROM job_history; DELETE FROM job_writes")`,
+			refusal: "permission denied for table job_"},
+		{name: "becomes the server", trick: `conn.execute("SET ROLE fencelab")`,
+			refusal: "permission denied to set role"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			trick := "        try:\n            " + tc.trick + "\n            log('the trick worked')\n" +
+				"        except psycopg.Error as e:\n            log('refused:', e)\n" + commit
+			var out strings.Builder
+			cfg := config(t, variantOf(t, "leases_alone.py", commit, trick))
+			cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
+			cfg.Stderr = io.MultiWriter(t.Output(), &out) // lineSink writes a line at a time, under its lock
+			ins, err := harness.Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			rep := lab.JudgeCheck(ins)
+			if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != lab.ReqCompleteFence {
+				t.Fatalf("judged %s %+v: want the zombie's commit named (complete-fence)", rep.Words, rep.Broken)
+			}
+			if got := out.String(); strings.Contains(got, "the trick worked") || !strings.Contains(got, tc.refusal) {
+				t.Fatalf("the worker's output does not show the trick refused:\n%s", got)
+			}
+		})
+	}
 }
 
 // Each way a worker can break the contract ends its case with the code

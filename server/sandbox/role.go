@@ -185,10 +185,34 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 // cannot write (job_history, job_writes). NewRole refuses (ErrNotHardened) while PUBLIC holds what
 // Harden takes away. Drop removes the role.
 func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
+	return newRole(ctx, db, s, RoleName(s), true)
+}
+
+// WorkerRoleName is the name of the role a check's worker programs log in
+// as, for a run's schemas.
+func WorkerRoleName(s lab.Schemas) string { return s.Jobs + "_worker" + RoleSuffix }
+
+// NewWorkerRole makes the role that the worker programs of a check
+// (`fencelab check --worker`) log in as: NewRole's, with fewer rights.
+// It may SELECT and UPDATE the run's jobs, and nothing else: not the
+// receiver's deliveries (the check serves the receiver itself), not the
+// history or job_writes its verdicts are read from, and as no superuser
+// it cannot turn the history's triggers off (session_replication_role).
+// Its name is WorkerRoleName; DatabaseURL and Password give it to a
+// worker.
+func NewWorkerRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
+	return newRole(ctx, db, s, WorkerRoleName(s), false)
+}
+
+// Password is the role's password, for a worker program's environment
+// (PGPASSWORD) alone: never a command line, a log or an error.
+func (r *Role) Password() string { return r.password }
+
+func newRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas, roleName string, deliveries bool) (*Role, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Role{name: RoleName(s), schemas: s, password: randomPassword()}
+	r := &Role{name: roleName, schemas: s, password: randomPassword()}
 	r.conn = db.Config().ConnConfig.Copy()
 	r.conn.User = r.name
 	r.conn.Password = r.password
@@ -220,11 +244,18 @@ func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error
 		// A CREATEROLE server must be a member to drop what the role owns.
 		stmts = append(stmts, "GRANT "+name+" TO CURRENT_USER")
 	}
-	stmts = append(stmts,
-		"GRANT USAGE ON SCHEMA "+j+", "+rc+" TO "+name,
-		"GRANT SELECT, UPDATE ON TABLE "+j+".jobs TO "+name,
-		"GRANT SELECT, INSERT, UPDATE ON TABLE "+rc+".deliveries TO "+name,
-	)
+	if deliveries {
+		stmts = append(stmts,
+			"GRANT USAGE ON SCHEMA "+j+", "+rc+" TO "+name,
+			"GRANT SELECT, UPDATE ON TABLE "+j+".jobs TO "+name,
+			"GRANT SELECT, INSERT, UPDATE ON TABLE "+rc+".deliveries TO "+name,
+		)
+	} else {
+		stmts = append(stmts,
+			"GRANT USAGE ON SCHEMA "+j+" TO "+name,
+			"GRANT SELECT, UPDATE ON TABLE "+j+".jobs TO "+name,
+		)
+	}
 	for _, st := range Settings {
 		if st.Name == "temp_file_limit" && !super {
 			continue // a superuser's setting; documented in doc.go
