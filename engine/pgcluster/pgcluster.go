@@ -7,6 +7,8 @@ package pgcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -96,7 +98,8 @@ type Cluster struct {
 }
 
 // DSN returns a keyword/value connection string for the cluster's socket,
-// accepted by pgx.ParseConfig and psql.
+// accepted by pgx.ParseConfig and psql. It holds the superuser's
+// password: a secret, for no log, error or command line.
 func (c *Cluster) DSN() string { return c.dsn }
 
 // Dir returns the cluster folder, which holds data/, sock/ and postgres.log.
@@ -170,6 +173,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		dir = abs
 	}
 	sockDir := filepath.Join(dir, "sock")
+	// The superuser logs in with a password (scram-sha-256), not on
+	// trust: a worker program a reader wrote reaches this socket with a
+	// role of its own, and on trust it could log in as anyone, this
+	// superuser too. The password is in the DSN alone.
+	password, err := randomPassword()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	c := &Cluster{
 		dir:    dir,
 		logf:   logf,
@@ -177,8 +189,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts:   opts,
 		cred:   cred,
 		exited: make(chan struct{}),
-		dsn: fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable",
-			dsnValue(sockDir), port, superuser),
+		dsn: fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=disable",
+			dsnValue(sockDir), port, superuser, password),
 	}
 	fail := func(err error) (*Cluster, error) {
 		if serr := c.Stop(); serr != nil {
@@ -198,6 +210,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(fmt.Errorf("log file: %w", err))
 	}
 	defer logFile.Close()
+	// initdb reads the superuser's password from a file, which is gone
+	// again once it has run.
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return fail(fmt.Errorf("password file: %w", err))
+	}
 	if cred != nil {
 		if err := checkReachable(dir, account, cred); err != nil {
 			return fail(err)
@@ -207,7 +225,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	if err := initdb(ctx, bin, dir, cred); err != nil {
+	err = initdb(ctx, bin, dir, pwfile, cred)
+	if rerr := os.Remove(pwfile); err == nil && rerr != nil {
+		err = fmt.Errorf("remove the password file: %w", rerr)
+	}
+	if err != nil {
 		return fail(err)
 	}
 
@@ -399,11 +421,12 @@ func (c *Cluster) ping(ctx context.Context) error {
 }
 
 // initdb creates the data folder <dir>/data.
-func initdb(ctx context.Context, bin Binaries, dir string, cred *syscall.Credential) error {
+func initdb(ctx context.Context, bin Binaries, dir, pwfile string, cred *syscall.Credential) error {
 	cmd := exec.CommandContext(ctx, bin.Initdb,
 		"-D", filepath.Join(dir, "data"),
 		"-U", superuser,
-		"-A", "trust",
+		"-A", "scram-sha-256",
+		"--pwfile", pwfile,
 		"-E", "UTF8",
 		"--no-locale",
 		"--no-sync",
@@ -531,6 +554,16 @@ func chownTree(dir string, uid, gid int) error {
 		}
 		return os.Lchown(path, uid, gid)
 	})
+}
+
+// randomPassword returns 256 random bits, hex-encoded: nothing in it
+// needs quoting in a connection string.
+func randomPassword() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("the superuser's password: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // dsnValue quotes a keyword/value connection string value when needed.

@@ -116,6 +116,20 @@ func TestStartQueryStop(t *testing.T) {
 		t.Errorf("got %d, %q; want 1, \"fencelab\"", one, user)
 	}
 	conn.Close(ctx)
+	// Nobody logs in without the password, as the superuser or as any
+	// other role: a worker program on this socket cannot be the server.
+	for _, dsn := range []string{strings.Replace(c.DSN(), "password=", "password=x", 1), withoutPassword(c.DSN()),
+		strings.Replace(withoutPassword(c.DSN()), "user=fencelab", "user=postgres", 1)} {
+		if conn, err := pgx.Connect(ctx, dsn); err == nil {
+			conn.Close(ctx)
+			t.Errorf("connected without the password: %s", withoutPassword(dsn))
+		} else if !strings.Contains(err.Error(), "password authentication failed") && !strings.Contains(err.Error(), "password") {
+			t.Errorf("without the password: %v, want a refused password", err)
+		}
+	}
+	if exists(filepath.Join(dir, "pwfile")) {
+		t.Errorf("initdb's password file is still in %s", dir)
+	}
 
 	if err := c.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -428,4 +442,15 @@ func assertEmpty(t *testing.T, dir string) {
 	for _, e := range entries {
 		t.Errorf("left behind: %s", filepath.Join(dir, e.Name()))
 	}
+}
+
+// withoutPassword drops a keyword/value DSN's password.
+func withoutPassword(dsn string) string {
+	var out []string
+	for _, kv := range strings.Fields(dsn) {
+		if !strings.HasPrefix(kv, "password=") {
+			out = append(out, kv)
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -283,7 +283,7 @@ func Schema(tb testing.TB) string {
 	name := "t_" + hex.EncodeToString(b[:])
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("kept schema %s for inspection: psql '%s'", name, d)
+			tb.Logf("kept schema %s for inspection: psql '%s'", name, withoutPassword(d))
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -299,4 +299,16 @@ func Schema(tb testing.TB) string {
 // schema and everything in it.
 func schemaDrop(name string) string {
 	return "DROP SCHEMA IF EXISTS " + pgx.Identifier{name}.Sanitize() + " CASCADE"
+}
+
+// withoutPassword is a connection string with its password's value
+// replaced, for a log: a private cluster's superuser logs in with one.
+func withoutPassword(dsn string) string {
+	f := strings.Fields(dsn)
+	for i, kv := range f {
+		if strings.HasPrefix(kv, "password=") {
+			f[i] = "password=(hidden)"
+		}
+	}
+	return strings.Join(f, " ")
 }

@@ -95,9 +95,14 @@ func TestSchemaKeptWhenTestFailed(t *testing.T) {
 	if !schemaExists(t, name) {
 		t.Errorf("schema %s dropped although the test failed", name)
 	}
-	want := fmt.Sprintf("kept schema %s for inspection: psql '%s'", name, DSN(t))
+	// The message names the schema and how to reach it, but never the
+	// private cluster's password.
+	want := fmt.Sprintf("kept schema %s for inspection: psql '%s'", name, withoutPassword(DSN(t)))
 	if len(ftb.logs) != 1 || ftb.logs[0] != want {
 		t.Errorf("logs = %q; want [%q]", ftb.logs, want)
+	}
+	if pw := passwordOf(DSN(t)); pw != "" && strings.Contains(ftb.logs[0], pw) {
+		t.Errorf("the log holds the cluster's password: %q", ftb.logs[0])
 	}
 	if _, err := Pool(t).Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatal(err)
@@ -219,4 +224,14 @@ func TestInterrupt(t *testing.T) {
 		t.Errorf("postmaster %d still exists", pid)
 	}
 	t.Logf("helper stderr:\n%s", stderr.String())
+}
+
+// passwordOf is a keyword/value DSN's password, or "".
+func passwordOf(dsn string) string {
+	for _, kv := range strings.Fields(dsn) {
+		if v, ok := strings.CutPrefix(kv, "password="); ok {
+			return v
+		}
+	}
+	return ""
 }
