@@ -24,6 +24,10 @@ const (
 	CaseCrash         CheckCase = "crash-before-commit" // a hint: a crash before the commit
 	CaseClockAhead    CheckCase = "clock-ahead"         // a hint: a worker whose clock runs ahead
 	CaseSameName      CheckCase = "same-name"           // a hint: one name for both workers
+	// CaseZombieFails is new-owner-first whose zombie's handler errors
+	// after it wakes: it runs its fail, which must be fenced as its
+	// complete is (the article's requirement 3, "complete and fail").
+	CaseZombieFails CheckCase = "zombie-fails"
 	// CaseReceiver is no run: the receiver's rule alone, sent the
 	// deliveries of ReceiverProbe one by one (Rule 4's "accepts the same
 	// epoch again", which no run's ordering sends).
@@ -32,8 +36,14 @@ const (
 
 // CheckCases lists every case, in the order a check runs them.
 func CheckCases() []CheckCase {
-	return []CheckCase{CaseNewOwnerFirst, CaseZombieFirst, CaseCrash, CaseClockAhead, CaseSameName}
+	return []CheckCase{CaseNewOwnerFirst, CaseZombieFirst, CaseCrash, CaseClockAhead, CaseSameName, CaseZombieFails}
 }
+
+// ForWorkerPrograms reports whether `fencelab check --worker` can play
+// the case with a reader's worker program: one it steers from outside
+// alone, with no way to tell it its handler errored, cannot play
+// zombie-fails.
+func (c CheckCase) ForWorkerPrograms() bool { return c != CaseZombieFails }
 
 // ParseCheckCase parses a case name.
 func ParseCheckCase(s string) (CheckCase, error) {
@@ -60,6 +70,8 @@ func (c CheckCase) Config(lease time.Duration) RunConfig {
 		rc.Ordering = ClockSkew
 	case CaseSameName:
 		rc.Ordering, rc.SameIdentity = NewOwnerFirst, true
+	case CaseZombieFails:
+		rc.Ordering, rc.ZombieFails = NewOwnerFirst, true
 	}
 	return rc
 }
@@ -77,6 +89,8 @@ func (c CheckCase) Title() string {
 		return "a worker whose clock runs ahead"
 	case CaseSameName:
 		return "one name for both workers"
+	case CaseZombieFails:
+		return "the zombie fails instead of completing"
 	case CaseReceiver:
 		return "the receiver alone"
 	}
@@ -253,7 +267,11 @@ func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
 		case InvLeaseRespected:
 			add(ReqDBClock, "worker %s claimed the job while worker %s's lease still ran on the database clock: your claim judges the lease by the worker's own clock", NewOwner, Zombie)
 		case InvStaleWrite:
-			switch v.Op {
+			op := v.Op
+			if o.ZombieFails {
+				op = "fail" // its fail may write any status: done, say
+			}
+			switch op {
 			case "fail", "retry":
 				add(ReqFailFence, "the zombie's fail matched a row at epoch %d: your fail does not compare-and-set on owner and epoch", o.Final.Epoch)
 			case "complete":
@@ -271,7 +289,11 @@ func brokenBy(c CheckCase, o *Outcome) []CheckBroken {
 		}
 	}
 	if o.ZombieCommit == CallAccepted && !shared && !has(out, ReqCompleteFence) && !has(out, ReqFailFence) && o.Ordering != ClockSkew {
-		add(ReqCompleteFence, "the zombie's commit landed: your complete does not compare-and-set on owner and epoch")
+		if o.ZombieFails {
+			add(ReqFailFence, "the zombie's fail landed: your fail does not compare-and-set on owner and epoch")
+		} else {
+			add(ReqCompleteFence, "the zombie's commit landed: your complete does not compare-and-set on owner and epoch")
+		}
 	}
 	return out
 }

@@ -66,9 +66,12 @@ type Cell struct {
 // receiver, never from what the workers believe. Its words (Table,
 // Violations, Verdict) are the ones the page shows.
 type Outcome struct {
-	Ordering           Ordering      `json:"ordering"`
-	Broken             []string      `json:"broken"`
-	SameIdentity       bool          `json:"same_identity"`
+	Ordering     Ordering `json:"ordering"`
+	Broken       []string `json:"broken"`
+	SameIdentity bool     `json:"same_identity"`
+	// ZombieFails: the zombie's late write was its fail, not its complete
+	// (RunConfig.ZombieFails), whatever status that fail wrote.
+	ZombieFails        bool          `json:"zombie_fails,omitempty"`
 	JobID              int64         `json:"job_id"`
 	ZombieReceiverCall Call          `json:"zombie_receiver_call"`
 	ZombieCommit       Call          `json:"zombie_commit"`
@@ -210,7 +213,7 @@ type EvaluateInput struct {
 // and the receiver's state and decisions, and says what happened and
 // whether it was safe.
 func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, in EvaluateInput) (Outcome, error) {
-	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity,
+	o := Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity, ZombieFails: in.Config.ZombieFails,
 		JobID: in.JobID, Violations: []Violation{}, Because: []string{}, Delivery: in.Config.Delivery,
 		ZombieFence: []engine.FenceReason{}, Reveal: []string{}, Effects: []Effect{}}
 	if o.Delivery == "" {

@@ -81,7 +81,10 @@ type Step struct {
 	Action  Action `json:"action"`
 	Worker  string `json:"worker,omitempty"`
 	Release bool   `json:"release,omitempty"`
-	Say     string `json:"say"`
+	// Fail, on a commit step: the worker's handler errored, so it reports
+	// a failure (its fail statement) instead of completing.
+	Fail bool   `json:"fail,omitempty"`
+	Say  string `json:"say"`
 }
 
 // Scenario is a script of steps for workers A and B over one job.
@@ -144,6 +147,25 @@ func Script(o Ordering) (Scenario, error) {
 	return s, nil
 }
 
+// ScriptOf returns the scenario a run plays: its ordering's script, with
+// worker A's commit a failure when the config says the zombie fails.
+func ScriptOf(c RunConfig) (Scenario, error) {
+	s, err := Script(c.Ordering)
+	if err != nil || !c.ZombieFails {
+		return s, err
+	}
+	steps := make([]Step, len(s.Steps))
+	copy(steps, s.Steps)
+	for i, st := range steps {
+		if st.Action == ActCommit && st.Worker == Zombie {
+			steps[i].Fail = true
+			steps[i].Say = "Worker A's handler errors after it wakes: it reports a failure with the epoch it still believes it holds, 1, while the row's epoch is 2."
+		}
+	}
+	s.Steps = steps
+	return s, nil
+}
+
 // Bounds on a run's settings, wider than a person needs and narrow enough
 // that a run always ends.
 const (
@@ -170,6 +192,10 @@ type RunConfig struct {
 	// statements (a check's case), not the engine's: its guards are
 	// whatever those statements keep.
 	Custom bool `json:"custom,omitempty"`
+	// ZombieFails: worker A's handler errors after it wakes, so it runs
+	// its fail, not its complete (ScriptOf). Only the orderings where A
+	// wakes after B's claim take it.
+	ZombieFails bool `json:"zombie_fails,omitempty"`
 }
 
 // Delivery is how a worker's result reaches the external receiver.
@@ -237,6 +263,10 @@ func (c *RunConfig) Validate() error {
 	if c.Ordering != ClockSkew && c.Skew != 0 {
 		return engine.Invalidf("skew applies only to the %s ordering", ClockSkew)
 	}
+	if c.ZombieFails && c.Ordering != NewOwnerFirst && c.Ordering != ZombieFirst && c.Ordering != OwnerDoneFirst {
+		return engine.Invalidf("the zombie fails only in an ordering where it wakes after the new owner's claim (%s, %s, %s), not %s",
+			NewOwnerFirst, ZombieFirst, OwnerDoneFirst, c.Ordering)
+	}
 	d, err := ParseDelivery(string(c.Delivery))
 	if err != nil {
 		return err
@@ -273,6 +303,9 @@ func (c RunConfig) String() string {
 	}
 	if c.Delivery != "" && c.Delivery != DeliverDirect {
 		s += ", delivery " + string(c.Delivery)
+	}
+	if c.ZombieFails {
+		s += ", the zombie fails"
 	}
 	if c.Custom {
 		s += ", the reader's statements"

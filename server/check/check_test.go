@@ -145,3 +145,29 @@ func TestCheck_AReceiverThatRefusesARetryIsNamed(t *testing.T) {
 		t.Fatalf("pass %v, broken %+v: want %s from the receiver alone", rep.Pass, rep.Broken, lab.ReqReceiverSame)
 	}
 }
+
+// Ours with the start's unfenced fail (… WHERE id = :id): every case that
+// completes passes, and the zombie-fails case names the fail. So does a
+// fail that touches every job and sends the epoch backwards.
+func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
+	w := world(t)
+	for _, fail := range []string{sandbox.Start().Fail,
+		"UPDATE jobs SET status = 'done', error = :error, epoch = 0 WHERE true AND :id > 0 AND :owner <> '' AND :epoch > 0"} {
+		sol := sandbox.Ours()
+		sol.Fail = fail
+		rep := run(t, w, sol)
+		ok := caseOK(rep)
+		t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
+		if rep.Pass || ok[lab.CaseZombieFails] {
+			t.Fatalf("an unfenced fail passes: %+v", ok)
+		}
+		for c, pass := range ok {
+			if c != lab.CaseZombieFails && !pass {
+				t.Errorf("%s fails with our complete: %+v", c, rep.Cases)
+			}
+		}
+		if got := brokenNames(rep); len(got) == 0 || got[0] != string(lab.ReqFailFence) {
+			t.Errorf("broken %v: want %s first", got, lab.ReqFailFence)
+		}
+	}
+}

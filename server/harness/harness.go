@@ -67,7 +67,8 @@ type Config struct {
 	// default lab.DefaultRunLease. The clock-ahead case uses at least
 	// MinClockAheadLease.
 	Lease time.Duration
-	// Cases are the cases to play, in order; default lab.CheckCases().
+	// Cases are the cases to play, in order; default every one of
+	// lab.CheckCases() that ForWorkerPrograms.
 	Cases []lab.CheckCase
 	// NewReceiverFunc, if set, makes each case's receiver (the reader's own
 	// receiver rule, through an *engine.Receiver) on the case's schemas;
@@ -102,11 +103,18 @@ func (c *Config) Validate() error {
 		return engine.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, lab.MinRunLease, lab.MaxRunLease)
 	}
 	if len(c.Cases) == 0 {
-		c.Cases = lab.CheckCases()
+		for _, cs := range lab.CheckCases() {
+			if cs.ForWorkerPrograms() {
+				c.Cases = append(c.Cases, cs)
+			}
+		}
 	}
 	for _, cs := range c.Cases {
 		if _, err := lab.ParseCheckCase(string(cs)); err != nil {
 			return err
+		}
+		if !cs.ForWorkerPrograms() {
+			return engine.Invalidf("the %s case cannot be played with a worker program: it has no way to tell the worker its handler errored", cs)
 		}
 	}
 	if c.Timeout == 0 {

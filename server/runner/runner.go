@@ -237,7 +237,7 @@ func New(env *Env, spec Spec) (*Run, error) {
 	if spec.EmitFunc == nil {
 		spec.EmitFunc = func(lab.Event) {}
 	}
-	sc, err := lab.Script(spec.Config.Ordering)
+	sc, err := lab.ScriptOf(spec.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -124,6 +124,9 @@ func (r *Run) play(ctx context.Context, st lab.Step) error {
 	case lab.ActDeliver:
 		return r.proceed(ctx, st.Worker, lab.CheckpointDeliver)
 	case lab.ActCommit:
+		if st.Fail {
+			return r.proceedWith(ctx, st.Worker, lab.CheckpointCommit, worker.CmdFail)
+		}
 		return r.proceed(ctx, st.Worker, lab.CheckpointCommit)
 	case lab.ActFreeze:
 		return r.freeze(ctx, st.Worker, st.Release)
@@ -146,6 +149,12 @@ func (r *Run) note(ctx context.Context, actor string, n lab.NoteEvent) {
 // steps; a frozen worker takes the command but cannot act on it until it
 // is thawed.
 func (r *Run) proceed(ctx context.Context, label string, checkpoint lab.Checkpoint) error {
+	return r.proceedWith(ctx, label, checkpoint, worker.CmdProceed)
+}
+
+// proceedWith is proceed with the command that lets the worker go: at the
+// commit checkpoint, worker.CmdFail makes it report a failure instead.
+func (r *Run) proceedWith(ctx context.Context, label string, checkpoint lab.Checkpoint, cmd string) error {
 	r.mu.Lock()
 	w := r.workers[label]
 	at, frozen, exited, job := w.waitingAt, w.frozen, w.exited, w.jobID
@@ -166,7 +175,7 @@ func (r *Run) proceed(ctx context.Context, label string, checkpoint lab.Checkpoi
 	w.waitingAt = ""
 	before := w.waits
 	r.mu.Unlock()
-	if err := w.proc.Send(worker.Command{Cmd: worker.CmdProceed, Checkpoint: checkpoint}); err != nil {
+	if err := w.proc.Send(worker.Command{Cmd: cmd, Checkpoint: checkpoint}); err != nil {
 		return r.gone(w, err)
 	}
 	if frozen {
