@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -547,8 +548,8 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		if st["phase"] != "running" {
 			t.Fatalf("reloaded during the check, Build it is %v, not running (the check took less than a reload?)", st["phase"])
 		}
-		if n := len(st["runs"].(map[string]any)); n != 5 {
-			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's 5", n)
+		if n := len(st["runs"].(map[string]any)); n != len(lab.CheckCases()) {
+			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's %d", n, len(lab.CheckCases()))
 		}
 		tab.PollJS(`document.querySelector(`+jsString(sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
 		checkShown(t, tab)

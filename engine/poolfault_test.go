@@ -78,7 +78,7 @@ func (e *env) takeOver(id int64, owner string, lease time.Duration) engine.Claim
 
 // holdTable locks the jobs table against every write for d, from another
 // session, as a migration or a VACUUM FULL would.
-func (e *env) holdTable(d time.Duration) {
+func (e *env) holdTable(d time.Duration, taken chan<- struct{}) {
 	e.t.Helper()
 	tx, err := e.pool.Begin(e.ctx)
 	if err != nil {
@@ -86,6 +86,9 @@ func (e *env) holdTable(d time.Duration) {
 	}
 	if _, err := tx.Exec(e.ctx, "LOCK TABLE "+pgx.Identifier{e.schemas.Jobs, "jobs"}.Sanitize()+" IN SHARE MODE"); err != nil {
 		e.t.Fatal(err)
+	}
+	if taken != nil {
+		close(taken)
 	}
 	time.Sleep(d)
 	if err := tx.Commit(e.ctx); err != nil {
@@ -187,12 +190,14 @@ func TestWorkerPool_ACompletionIsRetriedThroughALockTimeout(t *testing.T) {
 			stop := make(chan struct{})
 			errc := runPool(t, p, stop)
 			waitUntil(t, "the handler runs", 5*time.Second, func() bool { return runs.Load() == 1 })
-			held := make(chan struct{})
+			held, taken := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(held)
-				e.holdTable(450 * time.Millisecond)
+				e.holdTable(450*time.Millisecond, taken)
 			}()
-			time.Sleep(50 * time.Millisecond) // the lock is taken
+			// The completion goes out once the lock is taken (a 50 ms sleep
+			// once was not long enough on a loaded machine).
+			<-taken
 			close(release)
 			<-held
 			waitUntil(t, "the job done", 10*time.Second, func() bool { return e.countStatus(e.schemas.Jobs, engine.StatusDone) == 1 })
@@ -329,7 +334,7 @@ func TestWorkerPool_AHandlerEndsAtItsLease(t *testing.T) {
 	stop := make(chan struct{})
 	errc := runPool(t, p, stop)
 	at := <-started
-	go e.holdTable(2 * lease)
+	go e.holdTable(2*lease, nil)
 	var cause error
 	select {
 	case cause = <-ended:

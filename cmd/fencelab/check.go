@@ -172,10 +172,11 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		return err
 	}
 	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
-	var probe []bool
+	var probes lab.Probes
 	if receiverText != "" {
 		var err error
-		probe, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
+		probes, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
+		probes.Claimers = nil // ours: the worker's claim is its own
 		var refused *sandbox.Error
 		switch {
 		case errors.As(err, &refused):
@@ -190,7 +191,7 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		return err
 	}
 	rep := lab.JudgeCheck(in)
-	rep.WithProbe(probe) // the reader's receiver alone; none for ours
+	rep.WithProbe(probes.Receiver) // the reader's receiver alone; none for ours
 	return printCheck(rep, asJSON, stdout)
 }
 

@@ -28,6 +28,11 @@ const (
 	// after it wakes: it runs its fail, which must be fenced as its
 	// complete is (the article's requirement 3, "complete and fail").
 	CaseZombieFails CheckCase = "zombie-fails"
+	// CaseClaimers is no run: the reader's claim run by two claimers at
+	// once, on two pending jobs, the first one's transaction held open
+	// while the second claims (the article's requirement 1, FOR UPDATE
+	// SKIP LOCKED). Each must get its own job at once.
+	CaseClaimers CheckCase = "two-claimers"
 	// CaseReceiver is no run: the receiver's rule alone, sent the
 	// deliveries of ReceiverProbe one by one (Rule 4's "accepts the same
 	// epoch again", which no run's ordering sends).
@@ -93,6 +98,8 @@ func (c CheckCase) Title() string {
 		return "the zombie fails instead of completing"
 	case CaseReceiver:
 		return "the receiver alone"
+	case CaseClaimers:
+		return "two claimers at once"
 	}
 	return string(c)
 }
@@ -105,6 +112,7 @@ type Requirement string
 const (
 	ReqRuns          Requirement = "runs"           // each statement runs without an error
 	ReqClaimTakes    Requirement = "claim-takes"    // the claim takes a claimable job
+	ReqSkipLocked    Requirement = "skip-locked"    // two claimers at once each get their own job at once
 	ReqEpochRaised   Requirement = "epoch-raised"   // every claim raises the epoch
 	ReqDBClock       Requirement = "db-clock"       // the lease is judged on the database clock
 	ReqCompleteFence Requirement = "complete-fence" // complete matches owner and epoch, and drops a late result
@@ -369,6 +377,32 @@ func ReceiverProbe() []ProbeDelivery {
 		{JobID: 1, Epoch: 2, Owner: "worker-b", From: NewOwner, Take: true},
 		{JobID: 1, Epoch: 2, Owner: "worker-b", From: NewOwner, Take: true},
 		{JobID: 1, Epoch: 1, Owner: "worker-a", From: Zombie, Take: false},
+	}
+}
+
+// Probes are what the checks that are no run showed: what the receiver
+// took of ReceiverProbe's deliveries (nil when it was not probed), and
+// what two claimers at once found broken (CaseClaimers; nil when
+// nothing, or when it was not probed).
+type Probes struct {
+	Receiver []bool
+	Claimers *CheckBroken
+}
+
+// WithProbes adds both probes to the report (WithProbe, then the
+// claimers'): each thing they found broken is named, and the check does
+// not pass.
+func (r *CheckReport) WithProbes(p Probes) {
+	r.WithProbe(p.Receiver)
+	if p.Claimers == nil {
+		return
+	}
+	if !has(r.Broken, p.Claimers.Requirement) {
+		r.Broken = append(r.Broken, *p.Claimers)
+	}
+	if r.Pass {
+		r.Pass, r.Mark = false, cellMark(false)
+		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its claim fails two claimers at once.", len(r.Cases))
 	}
 }
 

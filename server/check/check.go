@@ -56,15 +56,16 @@ type Config struct {
 // what lets a caller refuse a solution before it starts a single run.
 //
 // It also probes the receiver's rule alone (lab.ReceiverProbe: a first
-// delivery, a newer epoch, the same epoch again, an older one) and
-// returns what it took of each, for CheckReport.WithProbe.
-func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probe []bool, err error) {
+// delivery, a newer epoch, the same epoch again, an older one) and the
+// claim with two claimers at once (probeClaimers), and returns what they
+// showed, for CheckReport.WithProbes.
+func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probes lab.Probes, err error) {
 	s := lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
 	if err := s.Validate(); err != nil {
-		return nil, err
+		return lab.Probes{}, err
 	}
 	if err := lab.Setup(ctx, pool, s); err != nil {
-		return nil, fmt.Errorf("check the statements: set up: %w", err)
+		return lab.Probes{}, fmt.Errorf("check the statements: set up: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -73,7 +74,7 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	}()
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
-		return nil, err
+		return lab.Probes{}, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -82,19 +83,111 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	}()
 	st, err := role.CheckSolution(ctx, sol)
 	if err != nil {
-		return nil, err
+		return lab.Probes{}, err
 	}
 	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
 	if err != nil {
-		return nil, err
+		return lab.Probes{}, err
 	}
 	if _, err := q.Insert(ctx, []byte(`{"task":"a trial run"}`), 1); err != nil {
-		return nil, fmt.Errorf("check the statements: %w", err)
+		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
 	}
 	if err := role.Try(ctx, st); err != nil {
+		return lab.Probes{}, err
+	}
+	if probes.Receiver, err = probeReceiver(ctx, role, st.Receiver); err != nil {
+		return lab.Probes{}, err
+	}
+	if _, err := q.Insert(ctx, []byte(`{"task":"a second job"}`), 1); err != nil {
+		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
+	}
+	if probes.Claimers, err = probeClaimers(ctx, role, st.Claim); err != nil {
+		return lab.Probes{}, err
+	}
+	return probes, nil
+}
+
+// claimersWait is how long the second of two claimers at once may take
+// to get its job: "at once", with room for a loaded machine. The role's
+// lock_timeout (1 s) ends a claim that waits on the first one's lock
+// first.
+const claimersWait = 3 * time.Second
+
+// probeClaimers runs the claim as two claimers at once on two pending
+// jobs, as the role: worker A's claim in a transaction held open, then
+// worker B's, on a connection of its own, while A's locks are held. B
+// must get a job at once, and not A's. A claim without SKIP LOCKED waits
+// on A's lock (until the role's lock_timeout ends it); one that finds
+// nothing, or A's job, is named too. The transaction is rolled back.
+func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*lab.CheckBroken, error) {
+	broken := func(format string, a ...any) *lab.CheckBroken {
+		return &lab.CheckBroken{Requirement: lab.ReqSkipLocked, Case: lab.CaseClaimers,
+			Words: lab.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}
+	}
+	connA, err := role.Connect(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return probeReceiver(ctx, role, st.Receiver)
+	defer connA.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
+	connB, err := role.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer connB.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
+	txA, err := connA.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("two claimers: %w", err)
+	}
+	defer txA.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the probe changes nothing
+	args := func(owner string) map[string]any {
+		return map[string]any{"owner": owner, "lease": DefaultLease, "now": time.Now()}
+	}
+	a, err := sandbox.Exec(ctx, connA, claim, args("worker-a"))
+	var refused *sandbox.Error
+	switch {
+	case errors.As(err, &refused):
+		return broken("worker A's claim failed: %s", refused.Message), nil
+	case err != nil:
+		return nil, err
+	}
+	idA, okA := claimedID(a)
+	if !okA {
+		return broken("worker A's claim took no job while two were pending"), nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, claimersWait)
+	defer cancel()
+	began := time.Now()
+	b, err := sandbox.Exec(bctx, connB, claim, args("worker-b"))
+	took := time.Since(began).Round(time.Millisecond)
+	switch {
+	case errors.As(err, &refused) || (err != nil && bctx.Err() != nil):
+		return broken("worker B's claim waited on worker A's lock (%v, until it gave up) while another job was pending: "+
+			"two claimers at once must each get their own job at once; your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)", took), nil
+	case err != nil:
+		return nil, err
+	}
+	idB, okB := claimedID(b)
+	switch {
+	case !okB:
+		return broken("worker B's claim took no job while worker A held one and another was pending: your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)"), nil
+	case idB == idA:
+		return broken("both claimers got job %d: your claim hands one job to two workers (lock the row it picks: FOR UPDATE SKIP LOCKED)", idA), nil
+	}
+	return nil, nil
+}
+
+// claimedID is the id of the job a claim returned.
+func claimedID(r *sandbox.Result) (int64, bool) {
+	if r == nil || len(r.Rows) == 0 {
+		return 0, false
+	}
+	for i, c := range r.Columns {
+		if c == "id" && i < len(r.Rows[0]) {
+			id, ok := r.Rows[0][i].(int64)
+			return id, ok
+		}
+	}
+	return 0, false
 }
 
 // probeReceiver sends the receiver's rule the probe's deliveries, one by
@@ -133,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	if cfg.Parallel < 1 {
 		cfg.Parallel = 1
 	}
-	probe, err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution)
+	probes, err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution)
 	if err != nil {
 		return lab.CheckReport{}, err
 	}
@@ -157,7 +250,7 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 		return lab.CheckReport{}, err
 	}
 	rep := lab.JudgeCheck(inputs)
-	rep.WithProbe(probe)
+	rep.WithProbes(probes)
 	return rep, nil
 }
 

@@ -171,3 +171,36 @@ func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// Two claimers at once: ours gives each its own job at once. A claim
+// without SKIP LOCKED waits on the first claimer's lock, and one with no
+// lock at all on the row the first one's UPDATE holds: each is named, with
+// our complete, fail and receiver, which pass every case.
+func TestCheck_AClaimWithoutSkipLockedIsNamed(t *testing.T) {
+	w := world(t)
+	for _, tc := range []struct{ name, old, new string }{
+		{"FOR UPDATE without SKIP LOCKED", "FOR UPDATE SKIP LOCKED", "FOR UPDATE"},
+		{"no lock", "FOR UPDATE SKIP LOCKED", ""},
+	} {
+		sol := sandbox.Ours()
+		sol.Claim = strings.Replace(sol.Claim, tc.old, tc.new, 1)
+		if sol.Claim == sandbox.Ours().Claim {
+			t.Fatalf("%s: the claim did not change", tc.name)
+		}
+		rep := run(t, w, sol)
+		t.Logf("%s: %s broken: %v", tc.name, rep.Words, brokenNames(rep))
+		if rep.Pass {
+			t.Errorf("%s passes", tc.name)
+			continue
+		}
+		var found *lab.CheckBroken
+		for i, b := range rep.Broken {
+			if b.Requirement == lab.ReqSkipLocked {
+				found = &rep.Broken[i]
+			}
+		}
+		if found == nil || found.Case != lab.CaseClaimers || !strings.Contains(found.Words, "SKIP LOCKED") {
+			t.Errorf("%s: broken %+v does not name %s", tc.name, rep.Broken, lab.ReqSkipLocked)
+		}
+	}
+}

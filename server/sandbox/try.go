@@ -15,7 +15,7 @@ import (
 // temporary file limit, divides by zero) is refused here, before any
 // worker runs it, with the same *Error a run would meet. Check runs
 // nothing; Try changes nothing. Each statement gets the values a worker
-// would send for the first job (id 1, epoch 1, owner "A"); put a job in
+// would send for the first job (id 1, epoch 1, owner "worker-a"); put a job in
 // the table first for the claim to find one.
 func (r *Role) Try(ctx context.Context, st *Statements) error {
 	conn, err := r.Connect(ctx)
@@ -24,11 +24,15 @@ func (r *Role) Try(ctx context.Context, st *Statements) error {
 	}
 	defer conn.Close(context.Background()) //nolint:errcheck // a connection of its own
 	result, _ := json.Marshal(map[string]any{"worker": "A", "output": "a trial run"})
+	// The owner is the one a run's worker A claims under (lab's
+	// RunConfig.Owner), not a name of the trial's own: a statement that
+	// behaves for the trial's name alone cannot pass it and fail the runs.
+	const owner = "worker-a"
 	args := map[Kind]map[string]any{
-		Claim:    {"owner": "A", "lease": time.Second, "now": time.Now()},
-		Complete: {"id": int64(1), "owner": "A", "epoch": int64(1), "result": string(result)},
-		Fail:     {"id": int64(1), "owner": "A", "epoch": int64(1), "error": "a trial run"},
-		Receiver: {"job_id": int64(1), "epoch": int64(1), "owner": "A", "body": string(result)},
+		Claim:    {"owner": owner, "lease": time.Second, "now": time.Now()},
+		Complete: {"id": int64(1), "owner": owner, "epoch": int64(1), "result": string(result)},
+		Fail:     {"id": int64(1), "owner": owner, "epoch": int64(1), "error": "a trial run"},
+		Receiver: {"job_id": int64(1), "epoch": int64(1), "owner": owner, "body": string(result)},
 	}
 	for _, k := range Kinds() {
 		c := st.Of(k)

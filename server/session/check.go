@@ -41,16 +41,16 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	}
 	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	probe, err := check.Validate(vctx, s.m.cfg.Pool, schemas.Jobs[:len(schemas.Jobs)-2], sol)
+	probes, err := check.Validate(vctx, s.m.cfg.Pool, schemas.Jobs[:len(schemas.Jobs)-2], sol)
 	if err != nil {
 		return Result{}, err
 	}
-	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, probe)
+	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &probes)
 }
 
 // finishCheck adds a check's report to its batch's finished event: what
 // each case's run came to, judged (lab.JudgeCheck).
-func finishCheck(done *lab.BatchEvent, specs []runner.Spec, outcomes []*lab.Outcome, failures []*lab.Failure, probe []bool) *lab.BatchEvent {
+func finishCheck(done *lab.BatchEvent, specs []runner.Spec, outcomes []*lab.Outcome, failures []*lab.Failure, probes lab.Probes) *lab.BatchEvent {
 	cases := lab.CheckCases()
 	in := make([]lab.CheckInput, 0, len(specs))
 	for i, spec := range specs {
@@ -60,7 +60,7 @@ func finishCheck(done *lab.BatchEvent, specs []runner.Spec, outcomes []*lab.Outc
 		in = append(in, lab.CheckInput{Case: cases[i], Run: spec.ID, Outcome: outcomes[i], Err: failures[i]})
 	}
 	rep := lab.JudgeCheck(in)
-	rep.WithProbe(probe)
+	rep.WithProbes(probes)
 	done.Check = &rep
 	done.Answer = rep.Words
 	return done

@@ -48,7 +48,7 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 
 // playBatch plays runs in the background as a batch of the name, each
 // with the reader's statements when sol is set. The caller holds s.life.
-func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, probe []bool) (Result, error) {
+func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, probes *lab.Probes) (Result, error) {
 	lim := s.m.cfg.Limits
 	s.stopBatch(lab.StopReplaced)
 	if err := s.m.takeBatch(s.client); err != nil {
@@ -116,8 +116,8 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 			return // stopped: stopBatch says so
 		}
 		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
-		if name == lab.BatchCheck {
-			done = finishCheck(done, specs, outcomes, failures, probe)
+		if name == lab.BatchCheck && probes != nil {
+			done = finishCheck(done, specs, outcomes, failures, *probes)
 		}
 		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()
