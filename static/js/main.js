@@ -1,8 +1,6 @@
-// main.js — the playground page: it starts from the state the server
-// rendered, follows the session's events over the WebSocket, and drives the
-// session through its JSON API. It reads events by their typed fields and
-// says things in the server's words (words.js). window.fencelab exposes
-// the page's state to tests and to a host page.
+// main.js — the playground page: the server's rendered state, then its
+// events over the WebSocket; the session driven through its JSON API.
+// window.fencelab exposes the page's state to tests and a host page.
 
 import { Api, Stream } from "./api.js";
 import { apply, fold, newRun, isHeartbeat, verdictWords } from "./model.js";
@@ -61,9 +59,7 @@ const timeline = new Timeline(byTest("timeline"));
 const form = byTest("setup");
 const batches = new Batches();
 const loadLab = new LoadLab();
-// Build it, the reader's own statements: its editors and build.js load
-// when it is opened, or at once when the link carries a solution (#sol=),
-// which the address keeps until then.
+// Build it loads when opened, or at once for a link's #sol=.
 let build = null;
 const solHash = new URLSearchParams(location.hash.slice(1)).has("sol") ? location.hash : "";
 let buildLoading = null;
@@ -334,18 +330,27 @@ function maybeScroll(force) {
   stick = true;
 }
 
+// Frames only while a draw is owed (which wakes the loop); else a lease
+// ticks at 10 Hz, its words' resolution, and an idle page at 4 Hz.
+let wait = 0;
 function frame() {
+  wait = 0;
+  let live = 0;
   if (!document.hidden) {
     if (page.dirty) drawAll();
     else if (page.sideDirty) {
       page.sideDirty = false;
       drawSide(page.view.run);
     }
-    tickLeases(byTest("lanes"), dbNow);
+    live = tickLeases(byTest("lanes"), dbNow);
     fitStage(); // a lane that grew with its lease's words moves the timeline
   }
-  const reduce = matchMedia("(prefers-reduced-motion: reduce)").matches;
-  if (reduce) setTimeout(frame, 500); else requestAnimationFrame(frame);
+  if (page.dirty || page.sideDirty) requestAnimationFrame(frame);
+  else wait = setTimeout(frame, matchMedia("(prefers-reduced-motion: reduce)").matches ? 500 : live ? 100 : 250);
+}
+for (const k of ["dirty", "sideDirty"]) {
+  let v = page[k];
+  Object.defineProperty(page, k, { get: () => v, set: (x) => { v = x; if (x && wait) { clearTimeout(wait); wait = 0; requestAnimationFrame(frame); } } });
 }
 
 document.addEventListener("visibilitychange", () => { if (!document.hidden) page.dirty = true; });
@@ -699,11 +704,8 @@ for (const r of boot.session.runs || []) {
 }
 batches.draw();
 
-// The watch link as a QR code, for students' phones; and a word when no
-// phone can reach this server. The server picks the address of the
-// interface its default route goes through; the presenter may pick another
-// of this machine's (a VPN's, a second network's), and the pick is kept in
-// this browser for the next lesson.
+// The watch link as a QR code for students' phones, on the address the
+// server picks or another the presenter picks (kept in this browser).
 const addrKey = "fencelab.watch-addr";
 const addresses = boot.addresses || [];
 function pickedAddress() {

@@ -1,6 +1,4 @@
-// view.js — drawing the run: the lanes (a card per worker, the job row,
-// the receiver), the timeline (a row per event, in its actor's lane, with
-// the bands of frozen workers and expired leases behind), the outcome table
+// view.js — drawing the run: the lanes, the timeline, the outcome table
 // and the guard matrix. Pure DOM; no framework.
 
 import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf } from "./model.js";
@@ -206,12 +204,15 @@ function receiverCard(run) {
 /** Run the lease bars down on the database clock. */
 export function tickLeases(root, dbNow) {
   const set = (o, k, v) => { if (o[k] !== v) o[k] = v; };
+  let live = 0;
   for (const el of root.querySelectorAll(".lease[data-until]")) {
     const left = Date.parse(el.dataset.until) - dbNow() - (Number(el.dataset.skewMs) || 0);
     set(el.querySelector(".fill").style, "transform", `scaleX(${Math.max(0, Math.min(1, left / (Number(el.dataset.leaseMs) || 1000))).toFixed(3)})`);
     if (el.classList.contains("gone") !== left <= 0) el.classList.toggle("gone", left <= 0);
     set(el.querySelector(".left"), "textContent", left > 0 ? `${(left / 1000).toFixed(1)} s left` : "expired");
+    if (left > 0) live++;
   }
+  return live;
 }
 
 // ---- outcome -------------------------------------------------------------
