@@ -108,7 +108,9 @@ func TestInsertMany_RunAtAndAllOrNone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	q := e.queue(0)
-	later := time.Now().Add(400 * time.Millisecond)
+	// Far enough ahead that the insert and the two claims below end
+	// before it even on a loaded machine (400 ms did not, on a CI run).
+	later := time.Now().Add(3 * time.Second)
 	ids, err := q.InsertMany(e.ctx, []engine.NewJob{
 		{Payload: []byte(`{"n":1}`), RunAt: later},
 		{Payload: []byte(`{"n":2}`), MaxAttempts: 7},
@@ -128,6 +130,9 @@ func TestInsertMany_RunAtAndAllOrNone(t *testing.T) {
 	}
 	if n, err := q.Claimable(e.ctx); err != nil || n != 0 {
 		t.Fatalf("claimable before run_at = %d, %v; want 0", n, err)
+	}
+	if time.Now().After(later) {
+		t.Fatalf("the claims before run_at ended after it: the test proved nothing; give it more time")
 	}
 	time.Sleep(time.Until(later) + 20*time.Millisecond)
 	if c, err := q.Claim(e.ctx, "w", time.Minute); err != nil || c.JobID != ids[0] {
