@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // TestPredict_TheRevealComesFromARealLeasesAloneRun asks the article's
@@ -17,15 +19,15 @@ import (
 // the same thing fenced beside it.
 func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, tc := range []struct{ pick, says string }{
 		{"succeeds", "✓ Right."},
 		{"rejected", "✗ Not this time."},
 	} {
 		t.Run(tc.pick, func(t *testing.T) {
 			t.Parallel()
-			tab := newTab(t, 1280, 800)
-			openLive(tab, srv.WithT(t).URL+"/")
+			tab := e2etest.NewTab(t, 1280, 800)
+			e2etest.OpenLive(tab, srv.WithT(t).URL+"/")
 			if got := tab.Text("question"); !strings.Contains(got, "is still working when A wakes up. With leases alone, what happens to A's commit?") {
 				t.Fatalf("the question is %q", got)
 			}
@@ -79,7 +81,7 @@ func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 // orderings for real and ends in a sentence.
 func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, tc := range []struct {
 		batch string
 		says  []string
@@ -90,11 +92,11 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 	} {
 		t.Run(tc.batch, func(t *testing.T) {
 			t.Parallel()
-			tab := newTab(t, 1280, 900)
-			openLive(tab, srv.WithT(t).URL+"/")
+			tab := e2etest.NewTab(t, 1280, 900)
+			e2etest.OpenLive(tab, srv.WithT(t).URL+"/")
 			tab.Open("experiments")
 			tab.Click("exp-" + tc.batch + "-run")
-			tab.PollState(`s.batches[`+jsString(tc.batch)+`] && s.batches[`+jsString(tc.batch)+`].phase === "finished"`, 90*time.Second)
+			tab.PollState(`s.batches[`+e2etest.JSString(tc.batch)+`] && s.batches[`+e2etest.JSString(tc.batch)+`].phase === "finished"`, 90*time.Second)
 			got := tab.Text("exp-" + tc.batch + "-answer")
 			for _, want := range tc.says {
 				if !strings.Contains(got, want) {
@@ -120,7 +122,7 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 					t.Errorf("the button to open %s opens run %q, want %q", ordering, got, id)
 				}
 				tab.Click(button)
-				tab.PollState(`s.view.run === `+jsString(id)+` && s.view.replay === true && s.view.events > 0`, 20*time.Second)
+				tab.PollState(`s.view.run === `+e2etest.JSString(id)+` && s.view.replay === true && s.view.events > 0`, 20*time.Second)
 				// The stage comes into view (and the next click waits for the
 				// scroll to end, as a person's would).
 				tab.PollJS(`(() => {
@@ -140,9 +142,9 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 // do".
 func TestLimits_TheOutboxMeansTheZombieIsNeverHeard(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/")
 	tab.Open("limits")
 
 	tab.Click("limit-heard-effects")

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // hostServer serves one page on its own origin (another port of
@@ -39,7 +41,7 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	blog := "http://" + blogLn.Addr().String()
-	srv := startServer(t, "--allow-origin", blog)
+	srv := e2etest.StartServer(t, "--allow-origin", blog)
 	page := fmt.Sprintf(`<!doctype html><html lang="en"><head><title>A blog post</title></head><body>
 	<h1>Fencing tokens</h1><p>Try it:</p>
 	<iframe id="demo" title="fencelab" src="%s/?embed=1&ordering=new-owner-first&lease=300&pace=0" style="width:360px;height:200px;border:0"></iframe>
@@ -56,7 +58,7 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	</script></body></html>`, srv.URL, evil, srv.URL, srv.URL)
 	serveOn(t, blogLn, page)
 
-	tab := newTab(t, 1024, 900)
+	tab := e2etest.NewTab(t, 1024, 900)
 	tab.Navigate(blog + "/")
 	tab.PollJS(`window.msgs && window.msgs.some(m => m.type === "ready") && window.msgs.some(m => m.type === "height")`, 30*time.Second)
 	var session string
@@ -81,7 +83,7 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	}
 	var all []any
 	tab.Eval(`window.msgs`, &all)
-	if k := secretKey(all); k != "" {
+	if k := e2etest.SecretKey(all); k != "" {
 		t.Fatalf("a message to the host carries a %q field: %v", k, all)
 	}
 	var h1 float64
@@ -92,38 +94,12 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	tab.Screenshot("embed-in-a-blog")
 }
 
-// secretKey is the first key of v, at any depth, that names a secret
-// (token, key, secret, password, authorization), or "".
-func secretKey(v any) string {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			l := strings.ToLower(k)
-			for _, bad := range []string{"token", "key", "secret", "password", "authorization"} {
-				if strings.Contains(l, bad) {
-					return k
-				}
-			}
-			if k := secretKey(x); k != "" {
-				return k
-			}
-		}
-	case []any:
-		for _, x := range v {
-			if k := secretKey(x); k != "" {
-				return k
-			}
-		}
-	}
-	return ""
-}
-
 // TestCSP_NoViolationDuringAFullRun: the page's strict policy holds.
 func TestCSP_NoViolationDuringAFullRun(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	runFromPage(t, srv, tab, "ordering=zombie-first&mode=auto&lease=300&pace=0")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.RunFromPage(t, srv, tab, "ordering=zombie-first&mode=auto&lease=300&pace=0")
 	tab.Click("share")
 	tab.WaitVisible("embed-code")
 	tab.Press("Escape")
@@ -136,8 +112,8 @@ func TestCSP_NoViolationDuringAFullRun(t *testing.T) {
 // presenter's remote.
 func TestPresent_StepsByPageDown(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?present=1&ordering=new-owner-first&mode=step&lease=300")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.present === true`, 30*time.Second)
@@ -155,7 +131,7 @@ func TestPresent_StepsByPageDown(t *testing.T) {
 	// the verdict, on the first screen, the page not scrolled by a key.
 	tab.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
 	checkStageInView(t, tab, "present mode, at the verdict")
-	viewShot(tab, "present-1920")
+	e2etest.ViewShot(tab, "present-1920")
 	tab.Press("PageUp")
 	tab.PollState(`s.view.scrub !== null`, 5*time.Second)
 }
@@ -165,8 +141,8 @@ func TestPresent_StepsByPageDown(t *testing.T) {
 // run out on the database clock, and goes on only then.
 func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=build-up&present=1")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "build-up" && s.lesson.index === -1`, 30*time.Second)
@@ -204,11 +180,11 @@ func TestLesson_WaitsForTheRealLeaseExpiry(t *testing.T) {
 // watch link, sees the same run live, and has no control that works.
 func TestClassroom_StudentWatchesLive(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	teacher := newTab(t, 1920, 1080)
-	openLive(teacher, srv.URL+"/?ordering=zombie-first&mode=step&lease=300")
+	srv := e2etest.StartServer(t)
+	teacher := e2etest.NewTab(t, 1920, 1080)
+	e2etest.OpenLive(teacher, srv.URL+"/?ordering=zombie-first&mode=step&lease=300")
 	id := teacher.State()["sessionId"].(string)
-	student := newTab(t, 375, 800)
+	student := e2etest.NewTab(t, 375, 800)
 	student.Navigate(srv.WatchURL(id))
 	student.WaitReady()
 	student.PollState(`s.connection === "live" && s.role === "viewer"`, 30*time.Second)
@@ -243,9 +219,9 @@ func TestClassroom_StudentWatchesLive(t *testing.T) {
 // TestPermalink_ReproducesTheSetup opens a permalink and runs it.
 func TestPermalink_ReproducesTheSetup(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/?ordering=clock-skew&mode=step&break=db-clock,receiver-check&same=1&lease=700&pace=200&skew=3000")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/?ordering=clock-skew&mode=step&break=db-clock,receiver-check&same=1&lease=700&pace=200&skew=3000")
 	for id, want := range map[string]string{"ordering": "clock-skew", "mode": "step", "lease": "700", "pace": "200", "skew": "3000"} {
 		var got string
 		tab.Eval(fmt.Sprintf(`document.querySelector('[data-testid=%q]').value`, id), &got)
@@ -279,11 +255,11 @@ func TestPermalink_ReproducesTheSetup(t *testing.T) {
 // HTML file from disk; it replays the run and shows the same verdict.
 func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	// This tab stays open while the server is stopped: its socket's tries
 	// to reconnect are refused, as they should be.
-	tab := newTab(t, 1280, 900, AllowErrors("ERR_CONNECTION_REFUSED"))
-	o := runFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0&break=receiver-check")
+	tab := e2etest.NewTab(t, 1280, 900, e2etest.AllowErrors("ERR_CONNECTION_REFUSED"))
+	o := e2etest.RunFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0&break=receiver-check")
 	if o["safe"] != false {
 		t.Fatalf("receiver-check off in new-owner-first should be unsafe: %v", o)
 	}
@@ -322,7 +298,7 @@ func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
 	srv.Stop() // the file must work alone
 	t.Logf("exported %d events as NDJSON, %d bytes of SQL, %d bytes of HTML", lines, len(sql), len(html))
 
-	off := newTab(t, 1280, 900)
+	off := e2etest.NewTab(t, 1280, 900)
 	off.Navigate("file://" + file)
 	off.WaitReady()
 	off.PollState(`s.replay === true && s.outcome !== null`, 10*time.Second)
@@ -343,12 +319,12 @@ func TestExport_ReplayWorksOfflineWithTheSameVerdict(t *testing.T) {
 // (or even a session), the reader gets a recorded run, not an error.
 func TestBusy_ARecordedRunInstead(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--max-runs", "1", "--max-sessions", "3")
+	srv := e2etest.StartServer(t, "--max-runs", "1", "--max-sessions", "3")
 	id, token := srv.NewSession()
 	srv.Command(id, token, `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":30000}`) // holds the only run slot
 	// The browser logs each 503 as a failed load: here that is the point.
-	tab := newTab(t, 375, 800, AllowErrors("503"))
-	openLive(tab, srv.URL+"/?ordering=new-owner-first&mode=auto&lease=300&pace=0")
+	tab := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("503"))
+	e2etest.OpenLive(tab, srv.URL+"/?ordering=new-owner-first&mode=auto&lease=300&pace=0")
 	tab.Click("run")
 	tab.PollState(`s.recording === "new-owner-first" && s.recorded.outcome && s.recorded.outcome.safe === true`, 60*time.Second)
 	if txt := tab.Text("recorded"); !strings.Contains(txt, "busy") || !strings.Contains(txt, "recorded run") {
@@ -363,7 +339,7 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 	// — the page still comes, says so, and plays a recording.
 	id3, token3 := srv.NewSession()
 	srv.Command(id3, token3, `{"action":"reset"}`)
-	full := newTab(t, 375, 800, AllowErrors("503"))
+	full := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("503"))
 	if status := full.NavigateStatus(srv.URL + "/?ordering=zombie-first&lease=300"); status != http.StatusServiceUnavailable {
 		t.Fatalf("GET / with every session taken: %d, want 503", status)
 	}
@@ -381,10 +357,10 @@ func TestBusy_ARecordedRunInstead(t *testing.T) {
 // it, and drives a whole run from there.
 func TestPeers_TheDriveLinkWorksOnTheOtherInstance(t *testing.T) {
 	t.Parallel()
-	owner := startServer(t)
-	other := startServer(t)
+	owner := e2etest.StartServer(t)
+	other := e2etest.StartServer(t)
 	id, token := owner.NewSession()
-	tab := newTab(t, 1280, 900)
+	tab := e2etest.NewTab(t, 1280, 900)
 	tab.Navigate(other.URL + "/s/" + url.PathEscape(id) + "?ordering=zombie-first&mode=auto&lease=300&pace=0#token=" + url.QueryEscape(token))
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.role === "driver"`, 30*time.Second)

@@ -3,12 +3,24 @@
 // playground in headless Chromium through chromedp and drive it the way a
 // person would, by data-testid.
 //
-// The package has no non-test code; the harness lives in harness*_test.go:
+// The suite is four packages, so that each stays well inside go test's
+// ten minutes a package on a loaded 2-core machine, and go test runs them
+// side by side:
 //
-//   - startServer(t, args...) starts one `fencelab serve` for a test (share
-//     one among cases by starting it in the parent test and using it from
-//     subtests, through srv.WithT(t));
-//   - newTab(t, width, height, opts...) opens a tab in the one browser of
+//   - e2e (this one): the page — the article's table, orderings, guards,
+//     the matrix, the keyboard, layout, embeds, the lesson, present mode,
+//     the audience, accessibility;
+//   - e2e/buildit: Build it and Check it in the page;
+//   - e2e/engines: the core of the page in WebKit and Firefox too;
+//   - e2e/loadlab: the load lab against the checkers' counts.
+//
+// Their harness is the package e2e/e2etest, which nothing but these tests
+// imports:
+//
+//   - e2etest.StartServer(t, args...) starts one `fencelab serve` for a test
+//     (share one among cases by starting it in the parent test and using it
+//     from subtests, through srv.WithT(t));
+//   - e2etest.NewTab(t, width, height, opts...) opens a tab in the one browser of
 //     the test binary, and fails the test on any JavaScript exception,
 //     console.error or browser-log error (AllowErrors and ExpectErrors
 //     relax that), saving a full-page screenshot in e2e/artifacts/ when the
@@ -18,11 +30,11 @@
 //
 // Run them with
 //
-//	go test ./e2e/ -count=1 -v
+//	go test ./e2e/... -count=1 -v
 //
 // Every test calls t.Parallel: each has its own servers, tabs and browser
 // profiles (the one Chromium is shared), and four run at once unless
-// -parallel says otherwise (TestMain), since they mostly wait on real
+// -parallel says otherwise (e2etest.Main), since they mostly wait on real
 // leases and pages. A new test does the same, or says why it cannot.
 //
 // They need Chromium (apt-get install chromium chromium-driver) and the

@@ -11,24 +11,25 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // frameOf is the iframe element matched by frameSel, whose document the
 // query options FromNode reach (the frame must be of the same site).
-func frameOf(tab *Tab, frameSel string) *chromedp.Node {
-	tab.t.Helper()
-	frames, err := runAction(tab, defaultTimeout, chromedp.Nodes(chromedp.CSS(frameSel)))
+func frameOf(tab *e2etest.Tab, frameSel string) *chromedp.Node {
+	tab.T().Helper()
+	frames, err := e2etest.RunAction(tab, e2etest.DefaultTimeout, chromedp.Nodes(chromedp.CSS(frameSel)))
 	if err != nil || len(frames) == 0 {
-		tab.t.Fatalf("e2e: no frame %s: %v", frameSel, err)
+		tab.T().Fatalf("e2e: no frame %s: %v", frameSel, err)
 	}
 	return frames[0]
 }
 
 // inFrame runs an action on the page inside the frame.
-func inFrame(tab *Tab, frame *chromedp.Node, what string, act chromedp.Action[chromedp.Void]) {
-	tab.t.Helper()
-	if err := tab.do(defaultTimeout, act); err != nil {
-		tab.t.Fatalf("e2e: in the frame, %s: %v", what, err)
+func inFrame(tab *e2etest.Tab, frame *chromedp.Node, what string, act chromedp.Action[chromedp.Void]) {
+	tab.T().Helper()
+	if err := tab.Do(e2etest.DefaultTimeout, act); err != nil {
+		tab.T().Fatalf("e2e: in the frame, %s: %v", what, err)
 	}
 }
 
@@ -40,9 +41,9 @@ func inFrame(tab *Tab, frame *chromedp.Node, what string, act chromedp.Action[ch
 // as grows.
 func TestEmbed_WorksAsPasted(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	src := newTab(t, 1280, 900)
-	openLive(src, srv.URL+"/?ordering=zombie-first&lease=300&pace=0")
+	srv := e2etest.StartServer(t)
+	src := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(src, srv.URL+"/?ordering=zombie-first&lease=300&pace=0")
 	src.Click("share")
 	src.WaitVisible("embed-code")
 	var code string
@@ -58,7 +59,7 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 	for _, sz := range []struct{ w, h int }{{320, 568}, {375, 667}, {720, 1024}} {
 		t.Run(strconv.Itoa(sz.w), func(t *testing.T) {
 			t.Parallel()
-			tab := newTab(t, sz.w, sz.h)
+			tab := e2etest.NewTab(t, sz.w, sz.h)
 			tab.Navigate(blog + "/")
 			tab.PollJS(`window.msgs && window.msgs.some(m => m.type === "ready") && window.msgs.some(m => m.type === "height")`, 30*time.Second)
 			frameH := func() float64 {
@@ -69,16 +70,16 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 				return h
 			}
 			f := frameOf(tab, "iframe")
-			inFrame(tab, f, "Predict is there before a run", chromedp.WaitVisible(chromedp.CSS(sel("predict-run")), chromedp.FromNode(f)))
+			inFrame(tab, f, "Predict is there before a run", chromedp.WaitVisible(chromedp.CSS(e2etest.Sel("predict-run")), chromedp.FromNode(f)))
 			before := frameH()
-			inFrame(tab, f, "tap Run", chromedp.Click(chromedp.CSS(sel("run")), chromedp.FromNode(f)))
+			inFrame(tab, f, "tap Run", chromedp.Click(chromedp.CSS(e2etest.Sel("run")), chromedp.FromNode(f)))
 			// The narration right under the button says so, as soon as the
 			// page has drawn the tap (a frame; on a loaded machine, more
 			// than one: read at once, it was once still empty).
 			var said string
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				var err error
-				said, err = runAction(tab, defaultTimeout, chromedp.Text(chromedp.CSS(sel("narration")), chromedp.FromNode(f)))
+				said, err = e2etest.RunAction(tab, e2etest.DefaultTimeout, chromedp.Text(chromedp.CSS(e2etest.Sel("narration")), chromedp.FromNode(f)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,7 +104,7 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 			toggle := func(what string) {
 				var n int
 				tab.Eval(`window.msgs.length`, &n)
-				inFrame(tab, f, what, chromedp.Focus(chromedp.CSS(sel("limits")+" > summary"), chromedp.FromNode(f)))
+				inFrame(tab, f, what, chromedp.Focus(chromedp.CSS(e2etest.Sel("limits")+" > summary"), chromedp.FromNode(f)))
 				tab.Press("Enter")
 				tab.PollJS(fmt.Sprintf(`window.msgs.slice(%d).some(m => m.type === "height")`, n), 10*time.Second)
 			}
@@ -119,36 +120,28 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 	}
 }
 
-// rectOf is an element's box in page coordinates (scroll included).
-func rectOf(tab *Tab, testid string) (top, bottom float64) {
-	tab.t.Helper()
-	var r []float64
-	tab.Eval(`(() => { const b = document.querySelector(`+jsString(sel(testid))+`).getBoundingClientRect(); return [b.top + scrollY, b.bottom + scrollY]; })()`, &r)
-	return r[0], r[1]
-}
-
 // TestLayout_PredictFirstThenTheVerdict: at 1280×800 the question and its
 // button are in the first screen, and after a run the verdict is too.
 func TestLayout_PredictFirstThenTheVerdict(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, sz := range []struct{ w, h int }{{1280, 800}, {1440, 900}} {
 		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-			tab := newTab(t, sz.w, sz.h)
-			openLive(tab, srv.WithT(t).URL+"/?lease=300&pace=0")
-			if top, bottom := rectOf(tab, "question"); top <= 0 || bottom > float64(sz.h) {
+			tab := e2etest.NewTab(t, sz.w, sz.h)
+			e2etest.OpenLive(tab, srv.WithT(t).URL+"/?lease=300&pace=0")
+			if top, bottom := e2etest.RectOf(tab, "question"); top <= 0 || bottom > float64(sz.h) {
 				t.Errorf("the question spans %.0f–%.0f px: not in the first %d px", top, bottom, sz.h)
 			}
-			if _, bottom := rectOf(tab, "predict-run"); bottom > float64(sz.h) {
+			if _, bottom := e2etest.RectOf(tab, "predict-run"); bottom > float64(sz.h) {
 				t.Errorf("Predict's button ends at %.0f px: below the first screen", bottom)
 			}
 			tab.Click("predict-rejected")
 			tab.Click("predict-run")
 			tab.PollState(`s.alone !== null && s.alone !== undefined`, 60*time.Second)
-			if top, _ := rectOf(tab, "verdict"); top > float64(sz.h) {
+			if top, _ := e2etest.RectOf(tab, "verdict"); top > float64(sz.h) {
 				t.Errorf("after the run the verdict starts at %.0f px: below the first screen", top)
 			}
-			if top, _ := rectOf(tab, "predict-result"); top > float64(sz.h) {
+			if top, _ := e2etest.RectOf(tab, "predict-result"); top > float64(sz.h) {
 				t.Errorf("the prediction's result starts at %.0f px: below the first screen", top)
 			}
 			tab.Screenshot(fmt.Sprintf("first-screen-%dx%d", sz.w, sz.h))
@@ -160,8 +153,8 @@ func TestLayout_PredictFirstThenTheVerdict(t *testing.T) {
 // after a run, no visible text is set under 20 px.
 func TestPresent_ReadableFromTheBackOfTheRoom(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?present=1&ordering=zombie-first&lease=300&pace=0")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.present === true`, 30*time.Second)

@@ -9,40 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/e2e/e2etest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 )
-
-// openLive opens a page of the playground and waits until its socket is live.
-func openLive(tab *Tab, url string) {
-	tab.t.Helper()
-	tab.Navigate(url)
-	tab.WaitReady()
-	tab.PollState(`s.connection === "live"`, 30*time.Second)
-}
-
-// runFromPage opens the playground with a permalink, runs it from the page
-// and waits for the outcome.
-func runFromPage(t *testing.T, srv *Server, tab *Tab, query string) map[string]any {
-	t.Helper()
-	openLive(tab, srv.URL+"/?"+query)
-	tab.Click("run")
-	tab.PollState(`s.outcome !== null && s.outcome !== undefined`, 60*time.Second)
-	return tab.State()["outcome"].(map[string]any)
-}
 
 // TestPage_TheArticlesTable runs both orderings from the page, in auto and
 // step mode, and checks the outcome panel shows the article's table, every
 // cell marked as a correct build's.
 func TestPage_TheArticlesTable(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, tc := range []struct{ ordering, call string }{
 		{"new-owner-first", "rejected"},
 		{"zombie-first", "accepted, then superseded"},
 	} {
 		t.Run(tc.ordering, func(t *testing.T) {
-			tab := newTab(t, 1280, 900)
-			o := runFromPage(t, srv.WithT(t), tab, "ordering="+tc.ordering+"&mode=auto&lease=300&pace=0")
+			tab := e2etest.NewTab(t, 1280, 900)
+			o := e2etest.RunFromPage(t, srv.WithT(t), tab, "ordering="+tc.ordering+"&mode=auto&lease=300&pace=0")
 			if o["safe"] != true {
 				t.Fatalf("outcome %v", o)
 			}
@@ -71,9 +54,9 @@ func TestPage_TheArticlesTable(t *testing.T) {
 // through its events and forward again.
 func TestPage_StepModeAndScrubbing(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/?ordering=new-owner-first&mode=step&lease=300")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/?ordering=new-owner-first&mode=step&lease=300")
 	tab.Click("run")
 	tab.PollState(`s.run && s.run.mode === "step" && s.run.stepIndex === 0 && s.workers.length === 2`, 30*time.Second)
 	for i := 1; i <= 8; i++ {
@@ -125,7 +108,7 @@ var expectedUnsafeSameName = map[string]bool{
 // matrix from its button and checks every cell.
 func TestPage_BreakEachGuard(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, tc := range []struct{ guard, ordering string }{
 		{"status-check", "zombie-first"},
 		{"owner-check", "zombie-first"},
@@ -138,7 +121,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 		t.Run(tc.guard, func(t *testing.T) {
 			t.Parallel()
 			srv := srv.WithT(t)
-			tab := newTab(t, 1280, 900)
+			tab := e2etest.NewTab(t, 1280, 900)
 			// Clock skew shows its guard only while A's lease is live when
 			// B claims: a lease that a late heartbeat on a busy machine
 			// cannot lose (as the matrix gives it: lab.MinSkewLease).
@@ -146,7 +129,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 			if tc.ordering == "clock-skew" {
 				lease = "1000"
 			}
-			openLive(tab, srv.URL+"/?ordering="+tc.ordering+"&mode=auto&lease="+lease+"&pace=0")
+			e2etest.OpenLive(tab, srv.URL+"/?ordering="+tc.ordering+"&mode=auto&lease="+lease+"&pace=0")
 			tab.SetChecked("guard-"+tc.guard, false)
 			tab.Click("run")
 			tab.PollState(`s.outcome !== null`, 60*time.Second)
@@ -186,9 +169,9 @@ func TestPage_BreakEachGuard(t *testing.T) {
 // cell opens its run.
 func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
-	openLive(tab, srv.URL+"/")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
+	e2etest.OpenLive(tab, srv.URL+"/")
 	tab.Open("experiments")
 	tab.Open("matrix")
 	tab.Click("matrix-run")
@@ -227,7 +210,7 @@ func TestPage_TheMatrixFillsAsTheEngineSays(t *testing.T) {
 // matrixRunSays finds the run of a matrix cell (ordering, guard, "same"
 // or "distinct") in the tab's session and returns its verdict and the
 // invariants it broke, for a failure message.
-func matrixRunSays(srv *Server, tab *Tab, cell []string) string {
+func matrixRunSays(srv *e2etest.Server, tab *e2etest.Tab, cell []string) string {
 	id, _ := tab.State()["sessionId"].(string)
 	var runs []any
 	if _, body := srv.Request(http.MethodGet, "/api/sessions/"+id+"/runs", "", ""); json.Unmarshal(body, &runs) != nil {
@@ -265,9 +248,9 @@ func procState(pid int) string {
 // /proc: the process is stopped (T); resuming it continues it.
 func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/?ordering=free-play&lease=2000")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/?ordering=free-play&lease=2000")
 	tab.Click("run")
 	tab.PollState(`s.workers.length === 2 && s.workers.every(w => w.pid > 0)`, 30*time.Second)
 	var pid int
@@ -298,9 +281,9 @@ func TestPage_PauseReallyStopsTheWorker(t *testing.T) {
 // event once, in order.
 func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/?ordering=zombie-first&mode=auto&lease=400&pace=400")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/?ordering=zombie-first&mode=auto&lease=400&pace=400")
 	tab.Click("run")
 	tab.PollState(`s.run && s.run.stepIndex >= 2`, 30*time.Second)
 	tab.Eval(`window.fencelab.stream.drop(); true`, nil)
@@ -337,9 +320,9 @@ func TestPage_DroppedSocketCatchesUp(t *testing.T) {
 // back, open the help, reset.
 func TestPage_KeyboardAlone(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
-	openLive(tab, srv.URL+"/?lease=300")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	e2etest.OpenLive(tab, srv.URL+"/?lease=300")
 	tabTo := func(testid string, max int) {
 		t.Helper()
 		for i := 0; i < max && tab.Focused() != testid; i++ {
@@ -403,7 +386,7 @@ func TestPage_KeyboardAlone(t *testing.T) {
 // TestPage_Screenshots keeps pictures of a live run at the three widths.
 func TestPage_Screenshots(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, w := range []int{320, 1280, 1920} {
 		t.Run(strconv.Itoa(w), func(t *testing.T) {
 			t.Parallel()
@@ -413,7 +396,7 @@ func TestPage_Screenshots(t *testing.T) {
 			for range 4 {
 				srv.Command(id, token, `{"action":"step"}`)
 			}
-			tab := newTab(t, w, 1000)
+			tab := e2etest.NewTab(t, w, 1000)
 			tab.Navigate(srv.DriveURL(id, token))
 			tab.WaitReady()
 			tab.PollState(`s.connection === "live" && s.workers.length === 2`, 30*time.Second)

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // stageBoxJS measures, in page coordinates with the page unscrolled, what
@@ -59,7 +58,7 @@ type stageBoxes struct {
 
 // checkStageInView fails the test when what the room must see is below
 // the first screen.
-func checkStageInView(t *testing.T, tab *Tab, where string) {
+func checkStageInView(t *testing.T, tab *e2etest.Tab, where string) {
 	t.Helper()
 	var b stageBoxes
 	tab.Eval(stageBoxJS, &b)
@@ -90,8 +89,8 @@ func checkStageInView(t *testing.T, tab *Tab, where string) {
 // run has ended, the verdict — is inside the first screen at every step.
 func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=predict&present=1")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "predict" && s.lesson.index === -1`, 30*time.Second)
@@ -126,12 +125,12 @@ func TestLesson_PlaysToItsLastChapter(t *testing.T) {
 		checkStageInView(t, tab, where)
 		if c := st["chapter"].(string); c != chapter || st["atEnd"] == true {
 			if chapter != "" {
-				viewShot(tab, "lesson-1920-"+chapter)
+				e2etest.ViewShot(tab, "lesson-1920-"+chapter)
 			}
 			chapter = c
 		}
 	}
-	viewShot(tab, "lesson-1920-"+chapter+"-end")
+	e2etest.ViewShot(tab, "lesson-1920-"+chapter+"-end")
 	st := tab.State()
 	l := st["lesson"].(map[string]any)
 	if l["chapter"] != "limits" || l["chapterIndex"].(float64) != l["chapters"].(float64)-1 {
@@ -178,8 +177,8 @@ func sentences(s string) int {
 // its telling run on the stage, in view.
 func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1920, 1080)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?lesson=break-a-guard&present=1")
 	tab.WaitReady()
 	tab.PollState(`s.connection === "live" && s.lesson && s.lesson.chapter === "break-a-guard" && s.lesson.index === -1`, 30*time.Second)
@@ -195,7 +194,7 @@ func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
 	if len(unsafe) == 0 {
 		t.Fatal("with one name and no epoch check, no run was unsafe")
 	}
-	tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s`, jsString(unsafe[0])), 30*time.Second)
+	tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s`, e2etest.JSString(unsafe[0])), 30*time.Second)
 	tab.Screenshot("lesson-1920-break-a-guard-same-name")
 }
 
@@ -204,11 +203,11 @@ func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
 // the one before it, or on the same row to its right.
 func TestOrder_PredictComesFirst(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, size := range [][2]int{{1280, 800}, {375, 667}, {1920, 1080}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
-			tab := newTab(t, size[0], size[1])
-			openLive(tab, srv.WithT(t).URL+"/")
+			tab := e2etest.NewTab(t, size[0], size[1])
+			e2etest.OpenLive(tab, srv.WithT(t).URL+"/")
 			var b []map[string]float64
 			tab.Eval(`["predict", "stage", "outcome"].map((id) => { const r = document.querySelector('[data-testid="' + id + '"]').getBoundingClientRect(); return { top: r.top, left: r.left, bottom: r.bottom }; })`, &b)
 			for i := 1; i < len(b); i++ {
@@ -218,7 +217,7 @@ func TestOrder_PredictComesFirst(t *testing.T) {
 					t.Errorf("section %d is not read before section %d: %v then %v", i, i+1, p, c)
 				}
 			}
-			viewShot(tab, fmt.Sprintf("order-%d", size[0]))
+			e2etest.ViewShot(tab, fmt.Sprintf("order-%d", size[0]))
 		})
 	}
 }
@@ -228,9 +227,9 @@ func TestOrder_PredictComesFirst(t *testing.T) {
 // that says it is running.
 func TestPredict_TheRunComesIntoView(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 375, 667)
-	openLive(tab, srv.URL+"/")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 375, 667)
+	e2etest.OpenLive(tab, srv.URL+"/")
 	tab.Click("predict-succeeds")
 	tab.Click("predict-run")
 	tab.PollState(`s.run && s.workers.length === 2`, 30*time.Second)
@@ -242,9 +241,9 @@ func TestPredict_TheRunComesIntoView(t *testing.T) {
 // Run will start, not the last one.
 func TestRunLabel_SaysWhatRunRunsNext(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 800)
-	runFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 800)
+	e2etest.RunFromPage(t, srv, tab, "ordering=new-owner-first&mode=auto&lease=300&pace=0")
 	tab.PollState(`s.run && s.run.ended`, 30*time.Second)
 	tab.Open("more")
 	tab.SetValue("ordering", "zombie-first")
@@ -267,10 +266,10 @@ func TestRunLabel_SaysWhatRunRunsNext(t *testing.T) {
 }
 
 // lessonOrderingTitle is an ordering's title in the page's word table.
-func lessonOrderingTitle(t *testing.T, tab *Tab, o string) string {
+func lessonOrderingTitle(t *testing.T, tab *e2etest.Tab, o string) string {
 	t.Helper()
 	var title string
-	tab.Eval(`JSON.parse(document.getElementById("fencelab-state").textContent).scenarios.words.orderings[`+jsString(o)+`].title`, &title)
+	tab.Eval(`JSON.parse(document.getElementById("fencelab-state").textContent).scenarios.words.orderings[`+e2etest.JSString(o)+`].title`, &title)
 	if title == "" {
 		t.Fatalf("no title for %s", o)
 	}
@@ -332,10 +331,10 @@ func TestEmbed_SmallAndSteady(t *testing.T) {
 	t.Parallel()
 	blogLn := listenLocal(t)
 	blog := "http://" + blogLn.Addr().String()
-	srv := startServer(t, "--allow-origin", blog)
+	srv := e2etest.StartServer(t, "--allow-origin", blog)
 	serveOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", 375))
 
-	tab := newTab(t, 375, 667)
+	tab := e2etest.NewTab(t, 375, 667)
 	tab.Navigate(blog + "/")
 	tab.PollJS(`window.heights && window.heights.length > 0`, 30*time.Second)
 	var before int
@@ -369,9 +368,9 @@ func TestEmbed_SmallAndSteady(t *testing.T) {
 // can still be answered.
 func TestEmbed_PredictInsideAfterItsRun(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 375, 667)
-	openLive(tab, srv.URL+"/?embed=1&ordering=new-owner-first&lease=300&pace=0")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 375, 667)
+	e2etest.OpenLive(tab, srv.URL+"/?embed=1&ordering=new-owner-first&lease=300&pace=0")
 	tab.Click("predict-succeeds")
 	tab.Click("predict-run")
 	tab.PollState(`s.alone !== null`, 60*time.Second)
@@ -407,24 +406,6 @@ func TestEmbed_PredictInsideAfterItsRun(t *testing.T) {
 	tab.Screenshot("embed-375-after-run-direct")
 }
 
-// viewShot saves what the screen shows — the viewport alone, as a room or
-// a reader sees it without scrolling — as e2e/artifacts/<name>.png.
-func viewShot(tab *Tab, name string) {
-	tab.t.Helper()
-	png, err := runAction(tab, defaultTimeout, chromedp.CaptureScreenshot())
-	if err != nil {
-		tab.t.Fatalf("e2e: viewShot(%q): %v", name, err)
-	}
-	path := filepath.Join(artifactsDir, sanitize(name)+".png")
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
-		tab.t.Fatal(err)
-	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		tab.t.Fatal(err)
-	}
-	tab.t.Logf("e2e: the screen: %s", path)
-}
-
 // TestShare_ThePresenterPicksTheQRAddress: when the machine has more than
 // one address a class might reach, the Share dialog offers them beside the
 // QR code, the default route's first; picking another redraws the code and
@@ -434,8 +415,8 @@ func viewShot(tab *Tab, name string) {
 // Which addresses the server lists and accepts is web's tests' business.
 func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 800, AllowErrors("qr.svg", "400"))
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 800, e2etest.AllowErrors("qr.svg", "400"))
 	script := `document.addEventListener("readystatechange", () => {
 	  if (document.readyState !== "interactive") return;
 	  const el = document.getElementById("fencelab-state");
@@ -449,7 +430,7 @@ func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
 	  ];
 	  el.textContent = JSON.stringify(st);
 	});`
-	if err := tab.do(defaultTimeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	if err := tab.Do(e2etest.DefaultTimeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: script})
 		return err
 	})); err != nil {
@@ -459,7 +440,7 @@ func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
 		t.Helper()
 		tab.Click("share")
 		tab.WaitVisible("share-addr")
-		tab.PollJS(`document.querySelector('[data-testid="share-addr"]').value === `+jsString(ip), 5*time.Second)
+		tab.PollJS(`document.querySelector('[data-testid="share-addr"]').value === `+e2etest.JSString(ip), 5*time.Second)
 		src := tab.Attr("share-qr", "src")
 		if ip == "192.168.1.23" && strings.Contains(src, "addr=") || ip != "192.168.1.23" && !strings.Contains(src, "addr="+ip) {
 			t.Errorf("with %s picked the QR code is %s", ip, src)
@@ -468,7 +449,7 @@ func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
 			t.Errorf("with %s picked the note says %q", ip, note)
 		}
 	}
-	openLive(tab, srv.URL+"/")
+	e2etest.OpenLive(tab, srv.URL+"/")
 	var n int
 	tab.Eval(`JSON.parse(document.getElementById("fencelab-state").textContent).addresses.length`, &n)
 	if n != 2 {
@@ -477,8 +458,8 @@ func TestShare_ThePresenterPicksTheQRAddress(t *testing.T) {
 	check("192.168.1.23")
 	tab.SetValue("share-addr", "10.8.0.5")
 	check("10.8.0.5")
-	viewShot(tab, "share-1280-qr-picker")
+	e2etest.ViewShot(tab, "share-1280-qr-picker")
 	tab.Press("Escape")
-	openLive(tab, srv.URL+"/")
+	e2etest.OpenLive(tab, srv.URL+"/")
 	check("10.8.0.5")
 }

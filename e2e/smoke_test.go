@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/e2e/e2etest"
 	"github.com/fencelab/fencelab/engine/pgtest"
 )
 
@@ -26,8 +27,8 @@ import (
 // server does not have: the 404 is a browser-log error, allowed here too.)
 func TestSmoke(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 800, AllowErrors("boom", "/favicon.ico"))
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 800, e2etest.AllowErrors("boom", "/favicon.ico"))
 
 	tab.Navigate(srv.URL + "/healthz")
 	var body string
@@ -51,24 +52,24 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(got, "uncaught exception") || !slices.Contains(tab.Errors(), got) {
 		t.Errorf("recorded %q; Errors() = %q", got, tab.Errors())
 	}
-	if bad := tab.unexpected(); len(bad) > 0 {
+	if bad := tab.Unexpected(); len(bad) > 0 {
 		t.Errorf("the allowed error counts as unexpected: %q", bad)
 	}
 }
 
 // TestConsoleErrorIsReported: a console.error, with no allow-list, is
-// recorded as an error the test would fail on. ExpectErrors keeps it from
+// recorded as an error the test would fail on. e2etest.ExpectErrors keeps it from
 // failing this test, so the test can look at it.
 func TestConsoleErrorIsReported(t *testing.T) {
 	t.Parallel()
-	tab := newTab(t, 800, 600, ExpectErrors())
+	tab := e2etest.NewTab(t, 800, 600, e2etest.ExpectErrors())
 	tab.Navigate("about:blank")
 	tab.Eval(`console.error("kaboom", 42, {a: 1})`, nil)
 	got := tab.WaitError("kaboom")
 	if !strings.HasPrefix(got, "console.error: kaboom 42") {
 		t.Errorf("recorded %q, want it to start with \"console.error: kaboom 42\"", got)
 	}
-	if bad := tab.unexpected(); !slices.Contains(bad, got) {
+	if bad := tab.Unexpected(); !slices.Contains(bad, got) {
 		t.Errorf("the console.error is not among the errors the test would fail on: %q", bad)
 	}
 	tab.Eval(`console.log("fine"); console.warn("fine too")`, nil)
@@ -88,7 +89,7 @@ func TestFailingTabHelper(t *testing.T) {
 	if os.Getenv(helperEnv) != "1" {
 		t.Skip("runs only as the child of TestFailureIsReported")
 	}
-	tab := newTab(t, 640, 480)
+	tab := e2etest.NewTab(t, 640, 480)
 	tab.Navigate("about:blank")
 	tab.Eval(`console.error("unexpected-kaboom")`, nil)
 	tab.WaitError("unexpected-kaboom")
@@ -99,10 +100,10 @@ func TestFailingTabHelper(t *testing.T) {
 // fails the test at cleanup and leaves a screenshot.
 func TestFailureIsReported(t *testing.T) {
 	t.Parallel()
-	if findChromium() == "" {
-		requireBrowser(t) // skips, or fails on CI
+	if e2etest.FindChromium() == "" {
+		e2etest.RequireBrowser(t) // skips, or fails on CI
 	}
-	shot, _ := filepath.Abs(filepath.Join(artifactsDir, "TestFailingTabHelper-640.png"))
+	shot, _ := filepath.Abs(filepath.Join(e2etest.ArtifactsDir, "TestFailingTabHelper-640.png"))
 	os.Remove(shot)
 	t.Cleanup(func() { os.Remove(shot) })
 
@@ -141,7 +142,7 @@ func TestFailureIsReported(t *testing.T) {
 }
 
 // fakePage stands in for the playground: the same data-testid and
-// window.fencelab conventions, so every Tab helper can be exercised.
+// window.fencelab conventions, so every e2etest.Tab helper can be exercised.
 const fakePage = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>fake playground</title>
 <link rel="icon" href="data:,">
@@ -179,7 +180,7 @@ const fakePage = `<!doctype html>
   </script>
 </body></html>`
 
-// TestTabHelpers drives every Tab helper against fakePage.
+// TestTabHelpers drives every e2etest.Tab helper against fakePage.
 func TestTabHelpers(t *testing.T) {
 	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +193,7 @@ func TestTabHelpers(t *testing.T) {
 	}))
 	t.Cleanup(page.Close)
 
-	tab := newTab(t, 320, 640)
+	tab := e2etest.NewTab(t, 320, 640)
 	tab.Navigate(page.URL)
 	tab.WaitReady()
 
@@ -237,11 +238,11 @@ func TestTabHelpers(t *testing.T) {
 		tab.Press(k)
 	}
 	tab.PollState(`s.keys.length === 8`, 5*time.Second)
-	if got := fmt.Sprint(tab.State()["keys"]); got != "[ArrowRight ArrowLeft   r ? Escape PageDown Tab]" {
+	if got := fmt.Sprint(tab.State()["keys"]); got != "[ArrowRight ArrowLeft   r ? Escape PageDown e2etest.Tab]" {
 		t.Errorf("keys the page saw: %s", got)
 	}
 	if got := tab.Focused(); got != "ordering" {
-		t.Errorf("Focused() after Tab = %q, want ordering (the next focusable element)", got)
+		t.Errorf("Focused() after e2etest.Tab = %q, want ordering (the next focusable element)", got)
 	}
 
 	path := tab.Screenshot("harness-fake-page-320")

@@ -1,4 +1,4 @@
-package e2e
+package buildit
 
 // Build it, check it: the article's Steps 2 and 3 on the page. The reader
 // writes the four statements, the server checks them and runs the
@@ -16,28 +16,25 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/fencelab/fencelab/e2e/e2etest"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
-// checkTimeout bounds a whole check: five cases, each a real run with a
-// short lease, a few at a time, on a loaded machine.
-const checkTimeout = 4 * time.Minute
-
 // openBuild opens a new session's page at url, unfolds Build it and
 // waits for its editors.
-func openBuild(tab *Tab, url string) {
-	tab.t.Helper()
-	openLive(tab, url)
+func openBuild(tab *e2etest.Tab, url string) {
+	tab.T().Helper()
+	e2etest.OpenLive(tab, url)
 	tab.Open("build")
 	tab.PollState(`s.build !== null`, 10*time.Second)
 }
 
 // editor returns a statement's editor's text.
-func editorText(tab *Tab, kind string) string {
-	tab.t.Helper()
+func editorText(tab *e2etest.Tab, kind string) string {
+	tab.T().Helper()
 	var s string
-	tab.Eval(`document.querySelector(`+jsString(sel("build-"+kind+"-text"))+`).value`, &s)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-"+kind+"-text"))+`).value`, &s)
 	return s
 }
 
@@ -45,28 +42,28 @@ func editorText(tab *Tab, kind string) string {
 // itself, or its result) as e2e/artifacts/<name>.png. The window grows to hold the whole section
 // while it is taken (Chromium paints only what a window shows), then
 // shrinks back.
-func buildShot(tab *Tab, testid, name string) {
-	tab.t.Helper()
+func buildShot(tab *e2etest.Tab, testid, name string) {
+	tab.T().Helper()
 	var h float64
 	tab.Eval(`document.documentElement.scrollHeight`, &h)
-	if err := tab.do(defaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(max(h, float64(tab.Height))))); err != nil {
-		tab.t.Fatalf("e2e: buildShot(%q): %v", name, err)
+	if err := tab.Do(e2etest.DefaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(max(h, float64(tab.Height))))); err != nil {
+		tab.T().Fatalf("e2e: buildShot(%q): %v", name, err)
 	}
-	png, err := runAction(tab, defaultTimeout, chromedp.Screenshot(chromedp.CSS(sel(testid))))
-	if err2 := tab.do(defaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(tab.Height))); err == nil {
+	png, err := e2etest.RunAction(tab, e2etest.DefaultTimeout, chromedp.Screenshot(chromedp.CSS(e2etest.Sel(testid))))
+	if err2 := tab.Do(e2etest.DefaultTimeout, chromedp.EmulateViewport(int64(tab.Width), int64(tab.Height))); err == nil {
 		err = err2
 	}
 	if err != nil {
-		tab.t.Fatalf("e2e: buildShot(%q): %v", name, err)
+		tab.T().Fatalf("e2e: buildShot(%q): %v", name, err)
 	}
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
-		tab.t.Fatal(err)
+	if err := os.MkdirAll(e2etest.ArtifactsDir, 0o755); err != nil {
+		tab.T().Fatal(err)
 	}
-	path := filepath.Join(artifactsDir, sanitize(name)+".png")
+	path := filepath.Join(e2etest.ArtifactsDir, e2etest.Sanitize(name)+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
-		tab.t.Fatal(err)
+		tab.T().Fatal(err)
 	}
-	tab.t.Logf("e2e: Build it: %s", path)
+	tab.T().Logf("e2e: Build it: %s", path)
 }
 
 // TestBuild_StartsFromLeasesAlone: the section has an editor a statement,
@@ -75,11 +72,11 @@ func buildShot(tab *Tab, testid, name string) {
 // presenter's keys do nothing while the reader types.
 func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, w := range []int{375, 1280} {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
 			t.Parallel()
-			tab := newTab(t, w, 900)
+			tab := e2etest.NewTab(t, w, 900)
 			openBuild(tab, srv.WithT(t).URL+"/")
 			start := sandbox.Start()
 			for _, k := range sandbox.Kinds() {
@@ -88,7 +85,7 @@ func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 				}
 				spec, _ := sandbox.SpecOf(k)
 				var params []string
-				tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-"+k.String()+"-params")+" li")+`)].map(li => li.dataset.param)`, &params)
+				tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-"+k.String()+"-params")+" li")+`)].map(li => li.dataset.param)`, &params)
 				var want []string
 				for _, p := range spec.Params {
 					want = append(want, p.Name)
@@ -97,7 +94,7 @@ func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 					t.Errorf("the %s editor lists the parameters %v, want %v", k, params, want)
 				}
 				var attrs map[string]string
-				tab.Eval(`(() => { const ta = document.querySelector(`+jsString(sel("build-"+k.String()+"-text"))+`);
+				tab.Eval(`(() => { const ta = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-"+k.String()+"-text"))+`);
 					return {spellcheck: ta.getAttribute("spellcheck"), autocapitalize: ta.getAttribute("autocapitalize"), label: ta.labels[0] ? ta.labels[0].textContent : "", font: getComputedStyle(ta).fontFamily}; })()`, &attrs)
 				if attrs["spellcheck"] != "false" || attrs["autocapitalize"] != "off" || attrs["label"] == "" || !strings.Contains(attrs["font"], "mono") {
 					t.Errorf("the %s editor is not a labelled monospace editor with spelling off: %v", k, attrs)
@@ -123,7 +120,7 @@ func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 
 			// Typing r, Space and ? in an editor writes them; it neither
 			// resets, runs nor opens the help.
-			tab.Eval(`(() => { const ta = document.querySelector(`+jsString(sel("build-claim-text"))+`); ta.focus(); ta.setSelectionRange(0, 0); })()`, nil)
+			tab.Eval(`(() => { const ta = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-text"))+`); ta.focus(); ta.setSelectionRange(0, 0); })()`, nil)
 			for _, k := range []string{"r", "Space", "?", "ArrowRight"} {
 				tab.Press(k)
 			}
@@ -153,8 +150,8 @@ func TestBuild_StartsFromLeasesAlone(t *testing.T) {
 // before it takes two UTF-16 units in the editor).
 func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900, AllowErrors("400"))
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900, e2etest.AllowErrors("400"))
 	openBuild(tab, srv.URL+"/")
 	claim := "-- 🦀 mine\nUPDATE jobs SET owner = :owner WHERE WHERE id = 1 RETURNING id, owner, epoch, lease_until"
 	tab.SetValue("build-claim-text", claim)
@@ -178,10 +175,10 @@ func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 		t.Errorf("the refusal's position is %v, want %d (the second WHERE), in code points: %s", ref["position"], want, msg)
 	}
 	var selStart, selEnd int
-	tab.Eval(`document.querySelector(`+jsString(sel("build-claim-text"))+`).selectionStart`, &selStart)
-	tab.Eval(`document.querySelector(`+jsString(sel("build-claim-text"))+`).selectionEnd`, &selEnd)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-text"))+`).selectionStart`, &selStart)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-text"))+`).selectionEnd`, &selEnd)
 	var utf16 int
-	tab.Eval(`(() => { const s = `+jsString(claim)+`; return s.lastIndexOf("WHERE"); })()`, &utf16)
+	tab.Eval(`(() => { const s = `+e2etest.JSString(claim)+`; return s.lastIndexOf("WHERE"); })()`, &utf16)
 	if selStart != utf16 || selEnd <= selStart {
 		t.Errorf("the editor selects %d–%d, want from %d (the second WHERE in UTF-16 units)", selStart, selEnd, utf16)
 	}
@@ -192,7 +189,7 @@ func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 		t.Error("a refused check shows a result")
 	}
 	buildShot(tab, "build-claim", "build-refused-1280")
-	reportAxe(t, "Build it with a refusal", axe(t, tab))
+	e2etest.ReportAxe(t, "Build it with a refusal", e2etest.Axe(t, tab))
 	// Editing the statement takes the refusal away.
 	tab.SetValue("build-claim-text", sandbox.Start().Claim)
 	if tab.Visible("build-claim-error") {
@@ -208,10 +205,10 @@ func TestBuild_ARefusalIsMarkedInItsEditor(t *testing.T) {
 // Each case opens its run on the stage.
 func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	for _, w := range []int{1280, 375} {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
-			tab := newTab(t, w, 900)
+			tab := e2etest.NewTab(t, w, 900)
 			openBuild(tab, srv.WithT(t).URL+"/")
 			start := sandbox.Start()
 			noRaise := strings.Replace(start.Claim, "       epoch = epoch + 1,\n", "", 1)
@@ -221,20 +218,20 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			tab.SetValue("build-claim-text", noRaise)
 			for _, k := range []string{"complete", "fail", "receiver"} {
 				var ours string
-				tab.Eval(`document.querySelector(`+jsString(sel("build-"+k+"-ours")+" pre")+`).textContent`, &ours)
+				tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-"+k+"-ours")+" pre")+`).textContent`, &ours)
 				tab.SetValue("build-"+k+"-text", ours)
 			}
 			tab.Click("build-check")
 			// While it runs, the page says which case.
 			tab.PollState(`s.build.phase === "running" || s.build.phase === "finished"`, 60*time.Second)
 			if tab.State()["build"].(map[string]any)["phase"] == "running" {
-				tab.PollJS(`document.querySelector(`+jsString(sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
+				tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
 			}
-			tab.PollState(`s.build.phase === "finished"`, checkTimeout)
+			tab.PollState(`s.build.phase === "finished"`, e2etest.CheckTimeout)
 			tab.PollState(`s.build.report && s.build.report.pass === false && s.build.report.broken.some(b => b.requirement === "epoch-raised")`, 5*time.Second)
 			tab.WaitVisible("build-result")
 			var li string
-			tab.Eval(`(() => { const li = document.querySelector(`+jsString(sel("build-broken")+` li[data-requirement="epoch-raised"]`)+`); return li ? li.textContent : ""; })()`, &li)
+			tab.Eval(`(() => { const li = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-broken")+` li[data-requirement="epoch-raised"]`)+`); return li ? li.textContent : ""; })()`, &li)
 			if !strings.Contains(li, "epoch") {
 				t.Errorf("the broken list says %q for epoch-raised", li)
 			}
@@ -246,7 +243,7 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 				Cells       []string
 				Bad         int
 			}
-			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-result")+" tbody tr")+`)].map(tr => ({case: tr.dataset.case, state: tr.dataset.state,
+			tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-result")+" tbody tr")+`)].map(tr => ({case: tr.dataset.case, state: tr.dataset.state,
 				cells: [...tr.querySelectorAll("td[data-column]")].map(td => td.innerText.trim()),
 				bad: tr.querySelectorAll('td[data-ok="false"] .expected.shown').length}))`, &rows)
 			bad := 0
@@ -269,13 +266,13 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 
 			// The case's run, opened on the stage, shows their claim as it ran.
 			var failed string
-			tab.Eval(`document.querySelector(`+jsString(sel("build-case-new-owner-first-open"))+`).dataset.openRun`, &failed)
+			tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-case-new-owner-first-open"))+`).dataset.openRun`, &failed)
 			tab.Click("build-case-new-owner-first-open")
-			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, jsString(failed)), 30*time.Second)
+			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, e2etest.JSString(failed)), 30*time.Second)
 			// The page draws the run it opened at its next frame.
-			tab.PollJS(`document.querySelectorAll(`+jsString(sel("timeline")+" details.sql")+`).length > 0`, 10*time.Second)
+			tab.PollJS(`document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("timeline")+" details.sql")+`).length > 0`, 10*time.Second)
 			var sqls []string
-			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("timeline")+" details.sql pre code:not(.args)")+`)].map(c => c.textContent)`, &sqls)
+			tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("timeline")+" details.sql pre code:not(.args)")+`)].map(c => c.textContent)`, &sqls)
 			claims := 0
 			for _, q := range sqls {
 				if strings.Contains(q, "attempts = attempts + 1") {
@@ -292,8 +289,8 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 				t.Errorf("a run of the reader's statements is narrated as the engine's: %q", txt)
 			}
 			// And the stage comes into view.
-			tab.PollJS(`(() => { const r = document.querySelector(`+jsString(sel("stage"))+`).getBoundingClientRect(); return r.top > -2 && r.top < innerHeight / 2; })()`, 10*time.Second)
-			viewShot(tab, fmt.Sprintf("build-run-on-stage-%d", w))
+			tab.PollJS(`(() => { const r = document.querySelector(`+e2etest.JSString(e2etest.Sel("stage"))+`).getBoundingClientRect(); return r.top > -2 && r.top < innerHeight / 2; })()`, 10*time.Second)
+			e2etest.ViewShot(tab, fmt.Sprintf("build-run-on-stage-%d", w))
 
 			// The epoch raised again: it passes, and ours are shown beside.
 			// The stage was just brought into view and is still drawing the
@@ -301,24 +298,24 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			// the mouse's aim and its press, and CI once clicked beside it.
 			// This click is the button's own; the mouse's is tested above.
 			tab.SetValue("build-claim-text", start.Claim)
-			tab.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).click()`, nil)
+			tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-check"))+`).click()`, nil)
 			tab.PollState(`s.build.phase !== "finished"`, 30*time.Second)
-			tab.PollState(`s.build.phase === "finished"`, checkTimeout)
+			tab.PollState(`s.build.phase === "finished"`, e2etest.CheckTimeout)
 			tab.PollState(`s.build.report && s.build.report.pass === true && s.build.report.broken.length === 0`, 5*time.Second)
 			if txt := tab.Text("build-words"); !strings.Contains(txt, "passes") {
 				t.Errorf("the headline says %q", txt)
 			}
 			tab.PollState(`s.build.comparing === true`, 5*time.Second)
 			tab.WaitVisible("build-claim-ours")
-			reportAxe(t, fmt.Sprintf("Build it with its result and ours, at %d px", w), axe(t, tab))
+			e2etest.ReportAxe(t, fmt.Sprintf("Build it with its result and ours, at %d px", w), e2etest.Axe(t, tab))
 			buildShot(tab, "build", fmt.Sprintf("build-passes-%d", w))
 			buildShot(tab, "build-result", fmt.Sprintf("build-passes-result-%d", w))
 
 			// A case's run opens on the stage, the reader's statements in it.
 			var run string
-			tab.Eval(`document.querySelector(`+jsString(sel("build-case-zombie-first-open"))+`).dataset.openRun`, &run)
+			tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-case-zombie-first-open"))+`).dataset.openRun`, &run)
 			tab.Click("build-case-zombie-first-open")
-			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, jsString(run)), 30*time.Second)
+			tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s && s.view.events > 0`, e2etest.JSString(run)), 30*time.Second)
 		})
 	}
 }
@@ -329,19 +326,19 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 // a note, and the editors start from the start.
 func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
 	openBuild(tab, srv.URL+"/")
 	mine := "-- mine: ünïcode and 🦀\n" + sandbox.Ours().Complete
 	tab.SetValue("build-complete-text", mine)
-	tab.PollJS(`location.hash.startsWith("#sol=") && document.querySelector(`+jsString(sel("permalink"))+`).href.includes("#sol=")`, 10*time.Second)
+	tab.PollJS(`location.hash.startsWith("#sol=") && document.querySelector(`+e2etest.JSString(e2etest.Sel("permalink"))+`).href.includes("#sol=")`, 10*time.Second)
 	link := tab.Attr("permalink", "href")
 	if !tab.Visible("build-link") || tab.Attr("build-link", "href") != link {
 		t.Errorf("Build it's own link is %q (visible %v), want the permalink %q", tab.Attr("build-link", "href"), tab.Visible("build-link"), link)
 	}
 
-	other := newTab(t, 375, 800)
-	openLive(other, srv.URL+link)
+	other := e2etest.NewTab(t, 375, 800)
+	e2etest.OpenLive(other, srv.URL+link)
 	other.PollState(`s.build.fromLink === true`, 10*time.Second)
 	if !other.Visible("build-complete-text") {
 		t.Error("a link with a solution leaves Build it folded")
@@ -361,8 +358,8 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 
 	for _, bad := range []string{"%%%", "bm90IGpzb24", "WyJhIl0", "eyJjbGFpbSI6MX0"} { // not base64url, not JSON, an array, a claim that is a number
 		t.Run(bad, func(t *testing.T) {
-			bt := newTab(t, 375, 800)
-			openLive(bt, srv.URL+"/#sol="+bad)
+			bt := e2etest.NewTab(t, 375, 800)
+			e2etest.OpenLive(bt, srv.URL+"/#sol="+bad)
 			bt.WaitVisible("build-note")
 			if txt := bt.Text("build-note"); !strings.Contains(txt, "ignored") {
 				t.Errorf("the note says %q", txt)
@@ -380,15 +377,15 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 // to spare, it is the full page's.
 func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	t.Run("present", func(t *testing.T) {
-		tab := newTab(t, 1920, 1080)
+		tab := e2etest.NewTab(t, 1920, 1080)
 		openBuild(tab, srv.WithT(t).URL+"/?present=1")
 		tab.Open("build-tables")
 		var small []string
 		tab.Eval(`(() => {
 			const out = [];
-			const root = document.querySelector(`+jsString(sel("build"))+`);
+			const root = document.querySelector(`+e2etest.JSString(e2etest.Sel("build"))+`);
 			const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
 			for (let n = walk.nextNode(); n; n = walk.nextNode()) {
 				const el = n.parentElement;
@@ -406,14 +403,14 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 	})
 	t.Run("embed", func(t *testing.T) {
 		// On a phone an embed has no room for it; wider, it waits folded.
-		phone := newTab(t, 375, 667)
-		openLive(phone, srv.WithT(t).URL+"/?embed=1")
+		phone := e2etest.NewTab(t, 375, 667)
+		e2etest.OpenLive(phone, srv.WithT(t).URL+"/?embed=1")
 		if phone.Visible("build") {
 			t.Error("an embed on a phone shows Build it")
 		}
-		tab := newTab(t, 720, 1024)
-		openLive(tab, srv.WithT(t).URL+"/?embed=1")
-		top, bottom := rectOf(tab, "build")
+		tab := e2etest.NewTab(t, 720, 1024)
+		e2etest.OpenLive(tab, srv.WithT(t).URL+"/?embed=1")
+		top, bottom := e2etest.RectOf(tab, "build")
 		if h := bottom - top; h > 80 {
 			t.Errorf("folded in an embed, Build it is %.0f px tall", h)
 		}
@@ -431,15 +428,15 @@ func TestBuild_OnAProjectorAndInABlog(t *testing.T) {
 // editors stay, to write and share.
 func TestBuild_AServerThatRunsNoReadersSQL(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--no-custom-sql")
-	tab := newTab(t, 375, 800)
+	srv := e2etest.StartServer(t, "--no-custom-sql")
+	tab := e2etest.NewTab(t, 375, 800)
 	openBuild(tab, srv.URL+"/")
 	tab.WaitVisible("build-off")
 	if txt := tab.Text("build-off"); !strings.Contains(txt, "--no-custom-sql") {
 		t.Errorf("the section says %q", txt)
 	}
 	var disabled bool
-	tab.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-check"))+`).disabled`, &disabled)
 	if !disabled {
 		t.Error("Check it is enabled on a server that runs no reader's SQL")
 	}
@@ -450,16 +447,16 @@ func TestBuild_AServerThatRunsNoReadersSQL(t *testing.T) {
 // checkShown waits until the tab's Build it shows a finished check of the
 // leases-alone start: it fails, the table has a ✗ and what a correct build
 // shows, and something is named broken.
-func checkShown(t *testing.T, tab *Tab) {
+func checkShown(t *testing.T, tab *e2etest.Tab) {
 	t.Helper()
-	tab.PollState(`s.build && s.build.phase === "finished" && s.build.report && s.build.report.pass === false && s.build.report.broken.length > 0`, checkTimeout)
+	tab.PollState(`s.build && s.build.phase === "finished" && s.build.report && s.build.report.pass === false && s.build.report.broken.length > 0`, e2etest.CheckTimeout)
 	tab.WaitVisible("build-result")
 	if txt := tab.Text("build-words"); !strings.Contains(txt, "fails") {
 		t.Errorf("the headline says %q", txt)
 	}
 	var bad, broken int
-	tab.Eval(`document.querySelectorAll(`+jsString(sel("build-result")+` td[data-ok="false"] .expected.shown`)+`).length`, &bad)
-	tab.Eval(`document.querySelectorAll(`+jsString(sel("build-broken")+" li")+`).length`, &broken)
+	tab.Eval(`document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-result")+` td[data-ok="false"] .expected.shown`)+`).length`, &bad)
+	tab.Eval(`document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-broken")+" li")+`).length`, &broken)
 	if bad == 0 || broken == 0 {
 		t.Errorf("the result shows %d cells not as a correct build's and %d broken requirements", bad, broken)
 	}
@@ -472,9 +469,9 @@ func checkShown(t *testing.T, tab *Tab) {
 // log. A watcher sees it with Check it disabled, and why, on one line.
 func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := e2etest.StartServer(t)
 	t.Run("after", func(t *testing.T) {
-		tab := newTab(t, 1280, 900)
+		tab := e2etest.NewTab(t, 1280, 900)
 		openBuild(tab, srv.WithT(t).URL+"/")
 		tab.Click("build-check") // the leases-alone start: it fails
 		checkShown(t, tab)
@@ -482,7 +479,7 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		tab.Eval(`JSON.stringify(window.fencelab.state().build.report)`, &report)
 		var here string
 		tab.Eval(`location.href`, &here)
-		openLive(tab, here)
+		e2etest.OpenLive(tab, here)
 		// The page opens Build it by itself, since the session has a check.
 		tab.PollState(`s.build !== null && s.build.caughtUp === true`, 10*time.Second)
 		checkShown(t, tab)
@@ -496,17 +493,17 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 			t.Errorf("after a reload the report is\n%s\nwant\n%s", again, report)
 		}
 		var disabled bool
-		tab.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+		tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-check"))+`).disabled`, &disabled)
 		if disabled || tab.Visible("build-why") || tab.Attr("build-check", "aria-describedby") != "" {
 			t.Errorf("after a reload the driver's Check it is disabled (%v) or says why not (%v, described by %q)", disabled, tab.Visible("build-why"), tab.Attr("build-check", "aria-describedby"))
 		}
 		// The watch link: the same check, and Check it off, with its reason.
 		id := tab.State()["sessionId"].(string)
-		viewer := newTab(t, 375, 800)
-		openLive(viewer, srv.WatchURL(id))
+		viewer := e2etest.NewTab(t, 375, 800)
+		e2etest.OpenLive(viewer, srv.WatchURL(id))
 		viewer.PollState(`s.role === "viewer" && s.build !== null && s.build.caughtUp === true`, 10*time.Second)
 		checkShown(t, viewer)
-		viewer.Eval(`document.querySelector(`+jsString(sel("build-check"))+`).disabled`, &disabled)
+		viewer.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-check"))+`).disabled`, &disabled)
 		if !disabled {
 			t.Error("a watcher's Check it is enabled")
 		}
@@ -518,13 +515,13 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 			t.Errorf("a watcher's Check it is described by %q, not its reason", d)
 		}
 		var lines float64
-		viewer.Eval(`(() => { const el = document.querySelector(`+jsString(sel("build-why"))+`); return el.getBoundingClientRect().height / parseFloat(getComputedStyle(el).lineHeight); })()`, &lines)
+		viewer.Eval(`(() => { const el = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-why"))+`); return el.getBoundingClientRect().height / parseFloat(getComputedStyle(el).lineHeight); })()`, &lines)
 		t.Logf("e2e: at 375 px the watcher's reason takes %.1f lines", lines)
 		buildShot(viewer, "build-root", "build-watcher-375")
 	})
 	t.Run("during", func(t *testing.T) {
 		srv := srv.WithT(t)
-		tab := newTab(t, 1280, 900)
+		tab := e2etest.NewTab(t, 1280, 900)
 		openBuild(tab, srv.URL+"/")
 		// The page's check, sent with a 4 s lease rather than the default
 		// 1 s: each case waits for its lease to run out once, so the check
@@ -542,7 +539,7 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		tab.PollState(`s.build.phase === "running"`, 60*time.Second)
 		var here string
 		tab.Eval(`location.href`, &here)
-		openLive(tab, here)
+		e2etest.OpenLive(tab, here)
 		tab.PollState(`s.build !== null && s.build.caughtUp === true`, 10*time.Second)
 		st := tab.State()["build"].(map[string]any)
 		if st["phase"] != "running" {
@@ -551,7 +548,7 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		if n := len(st["runs"].(map[string]any)); n != len(lab.CheckCases()) {
 			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's %d", n, len(lab.CheckCases()))
 		}
-		tab.PollJS(`document.querySelector(`+jsString(sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
+		tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
 		checkShown(t, tab)
 	})
 }
@@ -561,7 +558,7 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 func smallTextJS(testid string, px float64) string {
 	return `(() => {
 		const out = [];
-		const root = document.querySelector(` + jsString(sel(testid)) + `);
+		const root = document.querySelector(` + e2etest.JSString(e2etest.Sel(testid)) + `);
 		const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
 		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
 			const el = n.parentElement;
@@ -581,8 +578,8 @@ func smallTextJS(testid string, px float64) string {
 // into a word a line. The pictures are for people to look at.
 func TestBuild_TheResultOnEveryScreen(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 900)
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
 	openBuild(tab, srv.URL+"/")
 	tab.Click("build-check")
 	checkShown(t, tab)
@@ -594,9 +591,9 @@ func TestBuild_TheResultOnEveryScreen(t *testing.T) {
 		query string
 	}{{320, 640, ""}, {1280, 900, ""}, {1920, 1080, "?present=1"}} {
 		t.Run(fmt.Sprint(c.w), func(t *testing.T) {
-			tab := newTab(t, c.w, c.h)
+			tab := e2etest.NewTab(t, c.w, c.h)
 			u := srv.WatchURL(id) + c.query + "#token=" + token
-			openLive(tab, u)
+			e2etest.OpenLive(tab, u)
 			tab.PollState(`s.role === "driver" && s.build !== null && s.build.caughtUp === true`, 10*time.Second)
 			checkShown(t, tab)
 			var over float64
@@ -606,7 +603,7 @@ func TestBuild_TheResultOnEveryScreen(t *testing.T) {
 			}
 			// A cell as narrow as a word is a table squeezed out of shape.
 			var narrow []string
-			tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-result")+" td[data-column]")+`)].filter(td => td.getBoundingClientRect().width < 9 * parseFloat(getComputedStyle(td).fontSize)).map(td => td.dataset.testid + " " + Math.round(td.getBoundingClientRect().width) + " px")`, &narrow)
+			tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-result")+" td[data-column]")+`)].filter(td => td.getBoundingClientRect().width < 9 * parseFloat(getComputedStyle(td).fontSize)).map(td => td.dataset.testid + " " + Math.round(td.getBoundingClientRect().width) + " px")`, &narrow)
 			if len(narrow) > 0 {
 				t.Errorf("at %d px %d cells are narrower than nine of their letters: %v", c.w, len(narrow), narrow)
 			}

@@ -1,9 +1,9 @@
-package e2e
+package e2etest
 
 // The one Chromium of the test binary. Starting it takes seconds, so every
 // test shares it; being shared, it outlives pgtest.Run, so it is closed and
 // checked for leftovers by its own mark and profile rather than by
-// pgtest's (see the top of harness_test.go).
+// pgtest's (see the top of e2etest.go).
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ var (
 const chromiumNotFound = "Chromium not found: apt-get install chromium chromium-driver (CI installs it)"
 
 // findChromium returns the path of Chromium, or "".
-func findChromium() string {
+func FindChromium() string {
 	if fi, err := os.Stat("/usr/bin/chromium"); err == nil && !fi.IsDir() {
 		return "/usr/bin/chromium"
 	}
@@ -52,9 +52,9 @@ func findChromium() string {
 // requireBrowser returns the context of the test binary's browser,
 // starting it on first use. Without Chromium the test is skipped, or fails
 // when CI=true.
-func requireBrowser(t *testing.T) context.Context {
+func RequireBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path := findChromium()
+	path := FindChromium()
 	if path == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("e2e: %s; CI=true, so this is a failure, not a skip", chromiumNotFound)
@@ -75,12 +75,12 @@ func requireBrowser(t *testing.T) context.Context {
 }
 
 func startBrowser(path string) error {
-	browserMark = fmt.Sprintf("%s=%d-%d", browserMarkEnv, os.Getpid(), time.Now().UnixNano())
+	browserMark = fmt.Sprintf("%s=%d-%d", BrowserMarkEnv, os.Getpid(), time.Now().UnixNano())
 	// The environment of this process without pgtest's suite mark, plus
-	// the browser's own mark (see the top of harness_test.go).
+	// the browser's own mark (see the top of e2etest.go).
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, suiteMarkEnv+"=") {
+		if !strings.HasPrefix(kv, SuiteMarkEnv+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -124,7 +124,7 @@ func startBrowser(path string) error {
 		err = errors.New("no browser within 60s")
 	}
 	if err != nil {
-		if serr := stopBrowser(); serr != nil {
+		if serr := StopBrowser(); serr != nil {
 			err = fmt.Errorf("%w; then %w", err, serr)
 		}
 		browserCtx = nil
@@ -135,7 +135,7 @@ func startBrowser(path string) error {
 // stopBrowser closes the browser (gracefully, ≤10s, then by force), waits
 // for chromedp to reap it, checks that no Chromium process is left 10s
 // later (killing any), and removes its profile.
-func stopBrowser() error {
+func StopBrowser() error {
 	if browserCtx == nil {
 		return nil
 	}

@@ -1,4 +1,10 @@
-package e2e
+// Package e2etest is the harness of the browser suite (e2e and the packages
+// inside it): a `fencelab serve` per test, one Chromium per test binary,
+// tabs that select by data-testid and wait without sleeping. Nothing but
+// those tests imports it. Each package of the suite has
+//
+//	func TestMain(m *testing.M) { e2etest.Main(m) }
+package e2etest
 
 // The harness of the browser tests. One fencelab binary and one Chromium
 // per test binary; one `fencelab serve` and one or more tabs per test.
@@ -17,7 +23,7 @@ package e2e
 //     them. So Chromium is started without pgtest's suite mark, with a mark
 //     of its own (FENCELAB_E2E_BROWSER: the browser process and its crash
 //     handlers) and with a user-data-dir of its own (which every other
-//     Chromium process has on its command line). TestMain closes it after
+//     Chromium process has on its command line). Main closes it after
 //     pgtest.Run and fails the suite if any process with either is left
 //     10s later (and kills those).
 //   - Everything a test starts is stopped by its t.Cleanup. The first of the
@@ -31,10 +37,10 @@ package e2e
 //     server's graceful shutdown for 5s: net/http's Shutdown waits that
 //     long for a new connection to send its first request.)
 //
-// The harness is split by concern: this file (TestMain, the end hooks
-// that order every test's cleanups, marked processes, text), the server
-// (harness_server_test.go), the browser (harness_browser_test.go), tabs
-// (harness_tab_test.go) and the Tab's helpers (harness_helpers_test.go).
+// The harness is split by concern: this file (Main, the end hooks that
+// order every test's cleanups, marked processes, text), the server
+// (server.go), the browser (browser.go), tabs (tab.go), the Tab's helpers
+// (helpers.go, media.go) and helpers that read the playground (pages.go).
 
 import (
 	"flag"
@@ -53,19 +59,23 @@ import (
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
-// defaultTimeout bounds every wait of the Tab helpers.
-const defaultTimeout = 30 * time.Second
+// CheckTimeout bounds a whole check in the page: its cases, each a real
+// run with a short lease, a few at a time, on a loaded machine.
+const CheckTimeout = 4 * time.Minute
+
+// DefaultTimeout bounds every wait of the Tab helpers.
+const DefaultTimeout = 30 * time.Second
 
 const (
-	// suiteMarkEnv is pgtest's suite mark (engine/pgtest: suiteMarkEnv).
+	// SuiteMarkEnv is pgtest's suite mark (engine/pgtest: SuiteMarkEnv).
 	// Chromium must not carry it; see the top of this file. Should pgtest
 	// rename it, Chromium would carry the new one and pgtest's check would
 	// fail the suite loudly: nothing fails silently.
-	suiteMarkEnv = "FENCELAB_TEST_SUITE"
-	// browserMarkEnv marks every Chromium process of this test binary.
-	browserMarkEnv = "FENCELAB_E2E_BROWSER"
-	// serverMarkEnv marks one `fencelab serve` and every process it starts.
-	serverMarkEnv = "FENCELAB_E2E_SERVER"
+	SuiteMarkEnv = "FENCELAB_TEST_SUITE"
+	// BrowserMarkEnv marks every Chromium process of this test binary.
+	BrowserMarkEnv = "FENCELAB_E2E_BROWSER"
+	// ServerMarkEnv marks one `fencelab serve` and every process it starts.
+	ServerMarkEnv = "FENCELAB_E2E_SERVER"
 )
 
 // suiteParallel is how many of the suite's tests run at once unless
@@ -76,7 +86,10 @@ const (
 // suite alone took 430 s of wall time for 185 s of CPU.
 const suiteParallel = 4
 
-func TestMain(m *testing.M) {
+// Main is the TestMain of every package of the browser suite: it runs the
+// package's tests, four at a time unless -test.parallel says otherwise,
+// then stops the browser and removes the binary, and exits.
+func Main(m *testing.M) {
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
@@ -84,7 +97,7 @@ func TestMain(m *testing.M) {
 		_ = flag.Set("test.parallel", strconv.Itoa(suiteParallel))
 	}
 	code := pgtest.Run(m)
-	if err := stopBrowser(); err != nil {
+	if err := StopBrowser(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		if code == 0 {
 			code = 1
@@ -98,8 +111,8 @@ func TestMain(m *testing.M) {
 // The binary.
 
 // binary is the fencelab binary, built once per test run
-// (server/servertest); TestMain removes it.
-func binary(t testing.TB) string { return servertest.Binary(t) }
+// (server/servertest); Main removes it.
+func Binary(t testing.TB) string { return servertest.Binary(t) }
 
 // ---------------------------------------------------------------------------
 // Per-test end hooks: run once, by the first harness cleanup of the test.
@@ -121,7 +134,7 @@ func endOf(t *testing.T) *testEnd {
 
 // atTestEnd registers fn to run when the test's function has returned,
 // before any harness cleanup stops anything.
-func atTestEnd(t *testing.T, fn func()) {
+func AtTestEnd(t *testing.T, fn func()) {
 	e := endOf(t)
 	e.mu.Lock()
 	e.hooks = append(e.hooks, fn)
@@ -171,7 +184,7 @@ func closeTabs(t *testing.T) {
 
 // waitMarkedGone waits up to timeout for every live process whose
 // environment holds mark ("NAME=value") to exit, and returns those left.
-func waitMarkedGone(mark string, timeout time.Duration) []string {
+func WaitMarkedGone(mark string, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
 	for {
 		left := pgtest.Marked(mark)
@@ -183,7 +196,7 @@ func waitMarkedGone(mark string, timeout time.Duration) []string {
 }
 
 // killMarked SIGKILLs every live process whose environment holds mark.
-func killMarked(mark string) {
+func KillMarked(mark string) {
 	for _, p := range pgtest.Marked(mark) {
 		var pid int
 		if _, err := fmt.Sscanf(p, "pid %d", &pid); err == nil && pid > 0 {
@@ -198,7 +211,7 @@ func killMarked(mark string) {
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // sanitize makes a test or screenshot name a safe file name.
-func sanitize(name string) string {
+func Sanitize(name string) string {
 	s := strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_.")
 	if s == "" {
 		s = "unnamed"
@@ -206,7 +219,7 @@ func sanitize(name string) string {
 	return s
 }
 
-func indent(s string) string {
+func Indent(s string) string {
 	s = strings.TrimRight(s, "\n")
 	if s == "" {
 		return "    (empty)"

@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 // The Tab's helpers select by data-testid, the attribute the templates and
 // the component tests share, and wait by polling a value the page exposes,
@@ -9,21 +9,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
 
-// pollInterval is how often a poll re-evaluates its predicate in the page.
+// PollInterval is how often a poll re-evaluates its predicate in the page.
 // (A timer, not requestAnimationFrame: a window that is not drawn gets no
 // animation frames, and the poll would never return.)
-const pollInterval = 20 * time.Millisecond
+const PollInterval = 20 * time.Millisecond
 
 // sel is the CSS selector of a data-testid.
-func sel(testid string) string { return `[data-testid="` + cssEscape(testid) + `"]` }
+func Sel(testid string) string { return `[data-testid="` + cssEscape(testid) + `"]` }
 
 // cssEscape escapes a value for a double-quoted CSS attribute selector.
 func cssEscape(s string) string {
@@ -31,7 +34,7 @@ func cssEscape(s string) string {
 }
 
 // jsString is s as a JavaScript string literal.
-func jsString(s string) string {
+func JSString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
@@ -41,7 +44,7 @@ func jsString(s string) string {
 // of the fragment alone there is no load: use Eval("location.hash = …").)
 func (tab *Tab) Navigate(url string) {
 	tab.t.Helper()
-	resp, err := runAction(tab, defaultTimeout, chromedp.NavigateResponse(url))
+	resp, err := RunAction(tab, DefaultTimeout, chromedp.NavigateResponse(url))
 	if err != nil {
 		tab.t.Fatalf("e2e: Navigate(%s): %v", url, err)
 	}
@@ -53,18 +56,18 @@ func (tab *Tab) Navigate(url string) {
 // WaitReady waits (≤30s) until window.fencelab.ready === true.
 func (tab *Tab) WaitReady() {
 	tab.t.Helper()
-	if !tab.poll(`window.fencelab && window.fencelab.ready === true`, defaultTimeout) {
+	if !tab.poll(`window.fencelab && window.fencelab.ready === true`, DefaultTimeout) {
 		tab.t.Fatalf("e2e: WaitReady: window.fencelab.ready was not true within %v (window.fencelab: %s)",
-			defaultTimeout, tab.describe(`window.fencelab === undefined ? "undefined" : JSON.stringify(Object.keys(window.fencelab))`))
+			DefaultTimeout, tab.describe(`window.fencelab === undefined ? "undefined" : JSON.stringify(Object.keys(window.fencelab))`))
 	}
 }
 
 // poll waits until the JavaScript expression is truthy, evaluating it in
-// the page every pollInterval, and reports whether it became so in time.
+// the page every PollInterval, and reports whether it became so in time.
 func (tab *Tab) poll(expr string, timeout time.Duration) bool {
 	tab.t.Helper()
-	_, err := runAction(tab, timeout+5*time.Second, chromedp.Poll[chromedp.Void](expr,
-		chromedp.WithPollingInterval(pollInterval), chromedp.WithPollingTimeout(timeout)))
+	_, err := RunAction(tab, timeout+5*time.Second, chromedp.Poll[chromedp.Void](expr,
+		chromedp.WithPollingInterval(PollInterval), chromedp.WithPollingTimeout(timeout)))
 	switch {
 	case err == nil:
 		return true
@@ -77,13 +80,13 @@ func (tab *Tab) poll(expr string, timeout time.Duration) bool {
 
 // describe evaluates expr for an error message; it never fails the test.
 func (tab *Tab) describe(expr string) string {
-	v, err := runAction(tab, 5*time.Second, chromedp.Evaluate[json.RawMessage](expr))
-	return described(v, err)
+	v, err := RunAction(tab, 5*time.Second, chromedp.Evaluate[json.RawMessage](expr))
+	return Described(v, err)
 }
 
 // described is an evaluated value as an error message says it: a string
 // unquoted, anything else as JSON, cut at 2,000 bytes; or the error.
-func described(raw json.RawMessage, err error) string {
+func Described(raw json.RawMessage, err error) string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
@@ -103,7 +106,7 @@ func described(raw json.RawMessage, err error) string {
 func (tab *Tab) PollJS(jsExpr string, timeout time.Duration) {
 	tab.t.Helper()
 	if timeout <= 0 {
-		timeout = defaultTimeout
+		timeout = DefaultTimeout
 	}
 	if !tab.poll(jsExpr, timeout) {
 		tab.t.Fatalf("e2e: PollJS(%s): not true within %v", jsExpr, timeout)
@@ -118,7 +121,7 @@ func (tab *Tab) PollJS(jsExpr string, timeout time.Duration) {
 func (tab *Tab) PollState(jsExpr string, timeout time.Duration) {
 	tab.t.Helper()
 	if timeout <= 0 {
-		timeout = defaultTimeout
+		timeout = DefaultTimeout
 	}
 	expr := `(() => {
 		const f = window.fencelab;
@@ -155,12 +158,12 @@ func (tab *Tab) State() map[string]any {
 func (tab *Tab) Eval(js string, out any) {
 	tab.t.Helper()
 	if out == nil {
-		if _, err := runAction(tab, defaultTimeout, chromedp.Evaluate[chromedp.Void](js, chromedp.EvalAwaitPromise)); err != nil {
+		if _, err := RunAction(tab, DefaultTimeout, chromedp.Evaluate[chromedp.Void](js, chromedp.EvalAwaitPromise)); err != nil {
 			tab.t.Fatalf("e2e: Eval(%s): %v", js, err)
 		}
 		return
 	}
-	raw, err := runAction(tab, defaultTimeout, chromedp.Evaluate[json.RawMessage](js, chromedp.EvalAwaitPromise))
+	raw, err := RunAction(tab, DefaultTimeout, chromedp.Evaluate[json.RawMessage](js, chromedp.EvalAwaitPromise))
 	if err != nil {
 		tab.t.Fatalf("e2e: Eval(%s): %v", js, err)
 	}
@@ -178,15 +181,15 @@ func (tab *Tab) Eval(js string, out any) {
 func (tab *Tab) onElement(what, testid, fn string) json.RawMessage {
 	tab.t.Helper()
 	expr := `(() => {
-		const el = document.querySelector(` + jsString(sel(testid)) + `);
+		const el = document.querySelector(` + JSString(Sel(testid)) + `);
 		return el ? {v: (` + fn + `)(el)} : null;
 	})()`
-	res, err := runAction(tab, defaultTimeout+5*time.Second, chromedp.Poll[struct {
+	res, err := RunAction(tab, DefaultTimeout+5*time.Second, chromedp.Poll[struct {
 		V json.RawMessage `json:"v"`
-	}](expr, chromedp.WithPollingInterval(pollInterval), chromedp.WithPollingTimeout(defaultTimeout)))
+	}](expr, chromedp.WithPollingInterval(PollInterval), chromedp.WithPollingTimeout(DefaultTimeout)))
 	switch {
 	case errors.Is(err, chromedp.ErrPollingTimeout), errors.Is(err, context.DeadlineExceeded):
-		tab.t.Fatalf("e2e: %s(%q): no element %s within %v", what, testid, sel(testid), defaultTimeout)
+		tab.t.Fatalf("e2e: %s(%q): no element %s within %v", what, testid, Sel(testid), DefaultTimeout)
 	case err != nil:
 		tab.t.Fatalf("e2e: %s(%q): %v", what, testid, err)
 	}
@@ -197,17 +200,17 @@ func (tab *Tab) onElement(what, testid, fn string) json.RawMessage {
 // and clicks its centre with the mouse, as a person would.
 func (tab *Tab) Click(testid string) {
 	tab.t.Helper()
-	err := tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid))))
+	err := tab.Do(DefaultTimeout, chromedp.Click(chromedp.CSS(Sel(testid))))
 	// The page may redraw the element between finding it and clicking it
 	// (a lane re-rendered by the next event): a person would click the new
 	// one, and so does the test.
 	for try := 0; err != nil && try < 3 && (strings.Contains(err.Error(), "Could not find node") || strings.Contains(err.Error(), "detached")); try++ {
-		err = tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid))))
+		err = tab.Do(DefaultTimeout, chromedp.Click(chromedp.CSS(Sel(testid))))
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		tab.t.Fatalf("e2e: Click(%q): no visible %s within %v (in the page: %s)", testid, sel(testid), defaultTimeout,
-			tab.describe(`document.querySelector(`+jsString(sel(testid))+`) ? "present, not visible" : "absent"`))
+		tab.t.Fatalf("e2e: Click(%q): no visible %s within %v (in the page: %s)", testid, Sel(testid), DefaultTimeout,
+			tab.describe(`document.querySelector(`+JSString(Sel(testid))+`) ? "present, not visible" : "absent"`))
 	case err != nil:
 		tab.t.Fatalf("e2e: Click(%q): %v", testid, err)
 	}
@@ -220,7 +223,7 @@ func (tab *Tab) Open(testid string) {
 	var open bool
 	raw := tab.onElement("Open", testid, `(el) => el.tagName === "DETAILS" ? el.open : null`)
 	if string(raw) == "null" {
-		tab.t.Fatalf("e2e: Open(%q): %s is not a <details>", testid, sel(testid))
+		tab.t.Fatalf("e2e: Open(%q): %s is not a <details>", testid, Sel(testid))
 	}
 	if err := json.Unmarshal(raw, &open); err != nil {
 		tab.t.Fatalf("e2e: Open(%q): %v", testid, err)
@@ -228,10 +231,10 @@ func (tab *Tab) Open(testid string) {
 	if open {
 		return
 	}
-	if err := tab.do(defaultTimeout, chromedp.Click(chromedp.CSS(sel(testid)+" > summary"))); err != nil {
+	if err := tab.Do(DefaultTimeout, chromedp.Click(chromedp.CSS(Sel(testid)+" > summary"))); err != nil {
 		tab.t.Fatalf("e2e: Open(%q): click its summary: %v", testid, err)
 	}
-	if !tab.poll(`document.querySelector(`+jsString(sel(testid))+`).open`, defaultTimeout) {
+	if !tab.poll(`document.querySelector(`+JSString(Sel(testid))+`).open`, DefaultTimeout) {
 		tab.t.Fatalf("e2e: Open(%q): clicking its summary did not open it", testid)
 	}
 }
@@ -239,16 +242,16 @@ func (tab *Tab) Open(testid string) {
 // WaitVisible waits (≤30s) until the element exists and is visible.
 func (tab *Tab) WaitVisible(testid string) {
 	tab.t.Helper()
-	if !tab.poll(visibleJS(testid), defaultTimeout) {
-		tab.t.Fatalf("e2e: WaitVisible(%q): %s not visible within %v", testid, sel(testid), defaultTimeout)
+	if !tab.poll(VisibleJS(testid), DefaultTimeout) {
+		tab.t.Fatalf("e2e: WaitVisible(%q): %s not visible within %v", testid, Sel(testid), DefaultTimeout)
 	}
 }
 
 // visibleJS is an expression: the element exists, has a box and is not
 // hidden by display, visibility, content-visibility or opacity.
-func visibleJS(testid string) string {
+func VisibleJS(testid string) string {
 	return `(() => {
-		const el = document.querySelector(` + jsString(sel(testid)) + `);
+		const el = document.querySelector(` + JSString(Sel(testid)) + `);
 		if (!el) return false;
 		const r = el.getBoundingClientRect();
 		if (r.width === 0 && r.height === 0) return false;
@@ -261,7 +264,7 @@ func visibleJS(testid string) string {
 func (tab *Tab) Visible(testid string) bool {
 	tab.t.Helper()
 	var v bool
-	tab.Eval(visibleJS(testid), &v)
+	tab.Eval(VisibleJS(testid), &v)
 	return v
 }
 
@@ -274,10 +277,10 @@ func (tab *Tab) SetValue(testid, value string) {
 		if (!("value" in el)) return {err: "the element <" + el.tagName.toLowerCase() + "> has no value"};
 		if (el.disabled) return {err: "the element is disabled"};
 		el.focus();
-		el.value = `+jsString(value)+`;
+		el.value = `+JSString(value)+`;
 		el.dispatchEvent(new Event("input", {bubbles: true}));
 		el.dispatchEvent(new Event("change", {bubbles: true}));
-		if (el.value !== `+jsString(value)+`) {
+		if (el.value !== `+JSString(value)+`) {
 			const opts = el.options ? Array.from(el.options, o => o.value) : null;
 			return {err: "the value is " + JSON.stringify(el.value) + " after setting it" + (opts ? "; the options are " + JSON.stringify(opts) : "")};
 		}
@@ -332,9 +335,9 @@ var keyNames = map[string]string{
 // Escape, PageDown, PageUp, Home, End, Tab, Enter, Backspace, Space.
 func (tab *Tab) Press(key string) {
 	tab.t.Helper()
-	// As a keyboard sends it (see chromiumDriver.Key): a Space the page
+	// As a keyboard sends it (see Key): a Space the page
 	// takes must not also scroll it.
-	if err := (&chromiumDriver{tab: tab}).Key(key, defaultTimeout); err != nil {
+	if err := tab.Key(key, DefaultTimeout); err != nil {
 		tab.t.Fatalf("e2e: Press(%q): %v", key, err)
 	}
 }
@@ -353,7 +356,7 @@ func (tab *Tab) Text(testid string) string {
 func (tab *Tab) Attr(testid, name string) string {
 	tab.t.Helper()
 	var s string
-	_ = json.Unmarshal(tab.onElement("Attr", testid, `(el) => el.getAttribute(`+jsString(name)+`) ?? ""`), &s)
+	_ = json.Unmarshal(tab.onElement("Attr", testid, `(el) => el.getAttribute(`+JSString(name)+`) ?? ""`), &s)
 	return s
 }
 
@@ -369,4 +372,37 @@ func (tab *Tab) Focused() string {
 		return a.getAttribute("data-testid") || a.tagName.toLowerCase();
 	})()`, &s)
 	return s
+}
+
+// Key sends the key as a keyboard does: one keyDown that carries the
+// key's text, if it has one, then a keyUp. (chromedp.KeyEvent sends the
+// text as a separate "char" event, which a keydown handler's
+// preventDefault cannot cancel: Chromium then scrolls the page by a
+// screen on Space, as no real keyboard would make it.)
+func (tab *Tab) Key(key string, timeout time.Duration) error {
+	k, ok := keyNames[key]
+	if !ok {
+		if len([]rune(key)) != 1 {
+			return fmt.Errorf("key %q: not a single character nor a key name the tests know", key)
+		}
+		k = key
+	}
+	v, ok := kb.Keys[[]rune(k)[0]]
+	if !ok {
+		return tab.Do(timeout, chromedp.KeyEvent(k))
+	}
+	down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeRawKeyDown, Key: v.Key, Code: v.Code,
+		NativeVirtualKeyCode: v.Native, WindowsVirtualKeyCode: v.Windows}
+	if v.Print {
+		down.Type, down.Text, down.UnmodifiedText = input.DispatchKeyEventTypeKeyDown, v.Text, v.Unmodified
+	}
+	up := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyUp, Key: v.Key, Code: v.Code,
+		NativeVirtualKeyCode: v.Native, WindowsVirtualKeyCode: v.Windows}
+	return tab.Do(timeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, down); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, up)
+		return err
+	}))
 }

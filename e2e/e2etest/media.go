@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func (tab *Tab) EmulateMedia(features map[string]string) {
 		fs = append(fs, &emulation.MediaFeature{Name: k, Value: v})
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].Name < fs[j].Name })
-	err := tab.do(defaultTimeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	err := tab.Do(DefaultTimeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: fs})
 		return err
 	}))
@@ -31,7 +31,7 @@ func (tab *Tab) EmulateMedia(features map[string]string) {
 // for pages that answer with an error status on purpose (a busy server).
 func (tab *Tab) NavigateStatus(url string) int64 {
 	tab.t.Helper()
-	resp, err := runAction(tab, defaultTimeout, chromedp.NavigateResponse(url))
+	resp, err := RunAction(tab, DefaultTimeout, chromedp.NavigateResponse(url))
 	if err != nil {
 		tab.t.Fatalf("e2e: NavigateStatus(%s): %v", url, err)
 	}

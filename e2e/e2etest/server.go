@@ -1,10 +1,10 @@
-package e2e
+package e2etest
 
 // The server under test is a real `fencelab serve` process of the binary
 // users run, not an in-process handler, so that the browser sees what ships:
 // its start-up, its workers and its graceful shutdown included. The test's
 // cleanup stops it only after the test's tabs are closed (see the top of
-// harness_test.go), and fails the test if it leaves a process behind.
+// e2etest.go), and fails the test if it leaves a process behind.
 
 import (
 	"bufio"
@@ -28,19 +28,19 @@ import (
 	"github.com/fencelab/fencelab/engine/pgtest"
 )
 
-// lockedBuffer is a strings.Builder safe for concurrent writers.
-type lockedBuffer struct {
+// LockedBuffer is a strings.Builder safe for concurrent writers.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (b *lockedBuffer) WriteString(s string) {
+func (b *LockedBuffer) WriteString(s string) {
 	b.mu.Lock()
 	b.b.WriteString(s)
 	b.mu.Unlock()
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
@@ -60,8 +60,8 @@ type serverState struct {
 	cmd     *exec.Cmd
 	mark    string
 	tap     string // the server's event tap
-	stdout  lockedBuffer
-	stderr  lockedBuffer
+	stdout  LockedBuffer
+	stderr  LockedBuffer
 	done    chan struct{} // closed once the process has exited and been reaped
 	waitErr error         // cmd.Wait's error; read after done
 	readers sync.WaitGroup
@@ -71,7 +71,7 @@ type serverState struct {
 
 var serverSeq atomic.Int64
 
-var httpClient = &http.Client{Timeout: defaultTimeout}
+var httpClient = &http.Client{Timeout: DefaultTimeout}
 
 // startServer starts `fencelab serve --addr 127.0.0.1:0 --log-level warn`
 // with extraArgs and DATABASE_URL set to the test database, waits (≤60s)
@@ -82,13 +82,13 @@ var httpClient = &http.Client{Timeout: defaultTimeout}
 //
 // To share one server among several cases, start it in the parent test and
 // use it from subtests through srv.WithT(t).
-func startServer(t *testing.T, extraArgs ...string) *Server {
+func StartServer(t *testing.T, extraArgs ...string) *Server {
 	t.Helper()
-	bin := binary(t)
+	bin := Binary(t)
 	dsn := pgtest.DSN(t)
 
 	st := &serverState{
-		mark: fmt.Sprintf("%s=%s-%d-%d", serverMarkEnv, sanitize(t.Name()), serverSeq.Add(1), time.Now().UnixNano()),
+		mark: fmt.Sprintf("%s=%s-%d-%d", ServerMarkEnv, Sanitize(t.Name()), serverSeq.Add(1), time.Now().UnixNano()),
 		done: make(chan struct{}),
 		// Every event the server emits is tapped, and checked against the
 		// protocol's schema once the server has stopped.
@@ -170,16 +170,16 @@ func startServer(t *testing.T, extraArgs ...string) *Server {
 		}
 	case <-st.done:
 		st.waitReaders(2 * time.Second)
-		t.Fatalf("e2e: fencelab serve exited (%v) before printing its URL; stderr:\n%s", st.waitErr, indent(st.stderr.String()))
+		t.Fatalf("e2e: fencelab serve exited (%v) before printing its URL; stderr:\n%s", st.waitErr, Indent(st.stderr.String()))
 	case <-time.After(60 * time.Second):
-		t.Fatalf("e2e: fencelab serve printed no \"playground at\" line within 60s; stderr so far:\n%s", indent(st.stderr.String()))
+		t.Fatalf("e2e: fencelab serve printed no \"playground at\" line within 60s; stderr so far:\n%s", Indent(st.stderr.String()))
 	}
 	t.Logf("e2e: %s ready at %s in %v", strings.Join(append([]string{"fencelab"}, args...), " "), s.URL, time.Since(t0).Round(time.Millisecond))
 	return s
 }
 
 // read copies the lines of r into buf, calling onLine for each.
-func (st *serverState) read(r *os.File, buf *lockedBuffer, onLine func(string)) {
+func (st *serverState) read(r *os.File, buf *LockedBuffer, onLine func(string)) {
 	defer st.readers.Done()
 	defer r.Close()
 	br := bufio.NewReader(r)
@@ -228,7 +228,7 @@ func (s *Server) Stop() {
 		}
 		s.t.Logf("e2e: fencelab serve at %s stopped in %v", s.URL, time.Since(t0).Round(time.Millisecond))
 		n := labtest.File(s.t, s.st.tap)
-		if shouting() {
+		if Shouting() {
 			checkShouted(s.t, s.st.tap)
 		}
 		s.t.Logf("e2e: %d events of the server match the protocol's schema", n)
@@ -253,8 +253,8 @@ func (st *serverState) stop(url string) []string {
 			errs = append(errs, fmt.Sprintf("e2e: fencelab serve at %s did not exit within 15s of SIGTERM; killed it", url))
 		}
 	}
-	if left := waitMarkedGone(st.mark, 10*time.Second); len(left) > 0 {
-		killMarked(st.mark)
+	if left := WaitMarkedGone(st.mark, 10*time.Second); len(left) > 0 {
+		KillMarked(st.mark)
 		errs = append(errs, fmt.Sprintf("e2e: processes started by fencelab serve at %s were still running 10s after it exited (killed now):\n  %s",
 			url, strings.Join(left, "\n  ")))
 	}
@@ -266,9 +266,9 @@ func (st *serverState) stop(url string) []string {
 func (s *Server) Stderr() string { return s.st.stderr.String() }
 
 func (s *Server) logOutput(t *testing.T) {
-	t.Logf("e2e: fencelab serve at %s, stderr:\n%s", s.URL, indent(s.st.stderr.String()))
+	t.Logf("e2e: fencelab serve at %s, stderr:\n%s", s.URL, Indent(s.st.stderr.String()))
 	if out := s.st.stdout.String(); strings.Count(out, "\n") > 1 {
-		t.Logf("e2e: fencelab serve at %s, stdout:\n%s", s.URL, indent(out))
+		t.Logf("e2e: fencelab serve at %s, stdout:\n%s", s.URL, Indent(out))
 	}
 }
 

@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 import (
 	"bufio"
@@ -11,11 +11,11 @@ import (
 )
 
 // shouting reports whether the binary under test was built with the
-// fencelab_shout tag (FENCELAB_BUILD_TAGS=fencelab_shout go test ./e2e):
+// fencelab_shout tag (FENCELAB_BUILD_TAGS=fencelab_shout go test ./e2e/...):
 // then every event's text is upper-cased by the server, and the whole
 // browser suite must still pass, because the page, the exports and the
 // replay read the events' typed fields, never their text.
-func shouting() bool {
+func Shouting() bool {
 	return strings.Contains(os.Getenv(servertest.TagsEnv), "fencelab_shout")
 }
 

@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 // Tabs: each in a profile of its own (unless SameProfileAs), so that tests
 // share the browser process and nothing else. A tab records the page's
@@ -25,9 +25,27 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// artifactsDir is where screenshots go, relative to the package folder (the
-// working directory of `go test`). It is git-ignored.
-const artifactsDir = "artifacts"
+// ArtifactsDir is where every package of the suite saves its screenshots:
+// e2e/artifacts, found from the working directory of `go test` (a package
+// folder inside e2e). It is git-ignored.
+var ArtifactsDir = artifactsDir()
+
+func artifactsDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "artifacts"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if filepath.Base(d) == "e2e" {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(d), "go.mod")); err == nil {
+				return filepath.Join(d, "artifacts")
+			}
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "artifacts")
+		}
+	}
+}
 
 // Tab is one browser tab of a test. Its helpers fail the test (t.Fatalf)
 // when what they wait for does not happen within 30s.
@@ -86,9 +104,9 @@ func SameProfileAs(other *Tab) TabOption {
 // e2e/artifacts/<TestName>-<width>.png. The test's cleanup closes the tab
 // (and disposes of its profile, closing its connections) before it stops
 // the test's servers.
-func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
+func NewTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 	t.Helper()
-	parent := requireBrowser(t)
+	parent := RequireBrowser(t)
 	tab := &Tab{t: t, Width: width, Height: height, changed: make(chan struct{})}
 	for _, o := range opts {
 		o(&tab.cfg)
@@ -107,7 +125,7 @@ func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 	}
 	ctx, cancel := chromedp.NewContext(parent, copts...)
 	tab.Ctx, tab.cancel = ctx, cancel
-	atTestEnd(t, tab.finish)
+	AtTestEnd(t, tab.finish)
 	atTabsClose(t, cancel) // closes the tab (and its own profile) and waits
 	t.Cleanup(func() {
 		runTestEnd(t)
@@ -123,11 +141,11 @@ func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 		if err != nil {
 			t.Fatalf("e2e: cannot open a tab: %v", err)
 		}
-	case <-time.After(defaultTimeout):
-		t.Fatalf("e2e: no tab within %v", defaultTimeout)
+	case <-time.After(DefaultTimeout):
+		t.Fatalf("e2e: no tab within %v", DefaultTimeout)
 	}
 	tab.profile = chromedp.FromContext(ctx).BrowserContextID
-	err := tab.do(defaultTimeout,
+	err := tab.Do(DefaultTimeout,
 		chromedp.EmulateViewport(int64(width), int64(height)),
 		// Every tab behaves as the focused one (focus events, :focus-visible,
 		// document.hasFocus()), though each is a window of its own.
@@ -143,14 +161,26 @@ func newTab(t *testing.T, width, height int, opts ...TabOption) *Tab {
 }
 
 // do runs actions on the tab with a timeout.
-func (tab *Tab) do(timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) error {
+// Allow makes errors containing any of substrings harmless from now on,
+// as AllowErrors does from the start.
+func (tab *Tab) Allow(substrings ...string) {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	tab.cfg.allow = append(tab.cfg.allow, substrings...)
+}
+
+// T is the test the tab belongs to.
+func (tab *Tab) T() *testing.T { return tab.t }
+
+// Do runs actions on the tab with a timeout.
+func (tab *Tab) Do(timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) error {
 	ctx, cancel := context.WithTimeout(tab.Ctx, timeout)
 	defer cancel()
 	return chromedp.Do(ctx, actions...)
 }
 
-// runAction runs one action that returns a value on the tab with a timeout.
-func runAction[T any](tab *Tab, timeout time.Duration, a chromedp.Action[T]) (T, error) {
+// RunAction runs one action that returns a value on the tab with a timeout.
+func RunAction[T any](tab *Tab, timeout time.Duration, a chromedp.Action[T]) (T, error) {
 	ctx, cancel := context.WithTimeout(tab.Ctx, timeout)
 	defer cancel()
 	return chromedp.Run(ctx, a)
@@ -200,7 +230,7 @@ func (tab *Tab) Errors() []string {
 // substr, and returns it.
 func (tab *Tab) WaitError(substr string) string {
 	tab.t.Helper()
-	deadline := time.NewTimer(defaultTimeout)
+	deadline := time.NewTimer(DefaultTimeout)
 	defer deadline.Stop()
 	for {
 		tab.mu.Lock()
@@ -216,12 +246,14 @@ func (tab *Tab) WaitError(substr string) string {
 		select {
 		case <-ch:
 		case <-deadline.C:
-			tab.t.Fatalf("e2e: WaitError(%q): no such error within %v; errors recorded: %q", substr, defaultTimeout, errs)
+			tab.t.Fatalf("e2e: WaitError(%q): no such error within %v; errors recorded: %q", substr, DefaultTimeout, errs)
 		}
 	}
 }
 
 func (tab *Tab) allowed(msg string) bool {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
 	for _, s := range tab.cfg.allow {
 		if strings.Contains(msg, s) {
 			return true
@@ -230,9 +262,9 @@ func (tab *Tab) allowed(msg string) bool {
 	return false
 }
 
-// unexpected returns the recorded errors that no AllowErrors substring
+// Unexpected returns the recorded errors that no AllowErrors substring
 // matches: those the test fails on at its end (unless ExpectErrors).
-func (tab *Tab) unexpected() []string {
+func (tab *Tab) Unexpected() []string {
 	var bad []string
 	for _, e := range tab.Errors() {
 		if !tab.allowed(e) {
@@ -248,12 +280,12 @@ func (tab *Tab) finish() {
 	t := tab.t
 	// A round trip: every event the browser sent before its reply has been
 	// recorded once it returns.
-	href, err := runAction(tab, 5*time.Second, chromedp.Evaluate[string]("location.href"))
+	href, err := RunAction(tab, 5*time.Second, chromedp.Evaluate[string]("location.href"))
 	if err != nil {
 		href = "(unknown: " + err.Error() + ")"
 	}
 	if !tab.cfg.expect {
-		if bad := tab.unexpected(); len(bad) > 0 {
+		if bad := tab.Unexpected(); len(bad) > 0 {
 			t.Errorf("e2e: the %dx%d tab at %s reported %d JavaScript error(s):\n  %s",
 				tab.Width, tab.Height, href, len(bad), strings.Join(bad, "\n  "))
 		}
@@ -276,7 +308,7 @@ var (
 // failureShotName is <TestName>-<width>, with -2, -3… for a test's further
 // tabs of the same width.
 func failureShotName(test string, width int) string {
-	base := fmt.Sprintf("%s-%d", sanitize(test), width)
+	base := fmt.Sprintf("%s-%d", Sanitize(test), width)
 	shotNamesMu.Lock()
 	defer shotNamesMu.Unlock()
 	name := base
@@ -291,7 +323,7 @@ func failureShotName(test string, width int) string {
 // (name sanitized) and returns its path.
 func (tab *Tab) Screenshot(name string) string {
 	tab.t.Helper()
-	path, err := tab.saveScreenshot(sanitize(strings.TrimSuffix(name, ".png")))
+	path, err := tab.saveScreenshot(Sanitize(strings.TrimSuffix(name, ".png")))
 	if err != nil {
 		tab.t.Fatalf("e2e: Screenshot(%q): %v", name, err)
 	}
@@ -300,14 +332,14 @@ func (tab *Tab) Screenshot(name string) string {
 }
 
 func (tab *Tab) saveScreenshot(name string) (string, error) {
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+	if err := os.MkdirAll(ArtifactsDir, 0o755); err != nil {
 		return "", err
 	}
-	path, err := filepath.Abs(filepath.Join(artifactsDir, name+".png"))
+	path, err := filepath.Abs(filepath.Join(ArtifactsDir, name+".png"))
 	if err != nil {
 		return "", err
 	}
-	png, err := runAction(tab, defaultTimeout, fullPagePNG)
+	png, err := RunAction(tab, DefaultTimeout, fullPagePNG)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package e2e
+package engines
 
 // Firefox as an engine of TestEngines: Firefox ESR, headless, driven over
 // WebDriver BiDi (its Remote Agent's WebSocket; there is no geckodriver in
@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // firefoxNotFound is the skip message when there is no Firefox ESR.
@@ -103,7 +104,7 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 		}
 		if p.exited() || time.Now().After(deadline) {
 			tick.Stop()
-			t.Fatalf("e2e (firefox): no \"WebDriver BiDi listening\" line within 60s (exited: %v):\n%s", p.exited(), indent(p.stderr.String()))
+			t.Fatalf("e2e (firefox): no \"WebDriver BiDi listening\" line within 60s (exited: %v):\n%s", p.exited(), e2etest.Indent(p.stderr.String()))
 		}
 		<-tick.C
 	}
@@ -126,12 +127,12 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 	// loaded CI machine that once took more than 30 s (the renderer's
 	// "RenderCompositorSWGL failed mapping default framebuffer" was the
 	// last thing it said). A passing run pays nothing for the wait.
-	if err := b.callInto(3*defaultTimeout, "session.new", map[string]any{"capabilities": map[string]any{
+	if err := b.callInto(3*e2etest.DefaultTimeout, "session.new", map[string]any{"capabilities": map[string]any{
 		"alwaysMatch": map[string]any{"unhandledPromptBehavior": map[string]any{"default": "dismiss"}},
 	}}, &sess); err != nil {
 		t.Fatalf("e2e (firefox): session.new: %v", err)
 	}
-	if _, err := b.call(defaultTimeout, "session.subscribe", map[string]any{"events": []string{"log.entryAdded", "browsingContext.contextCreated"}}); err != nil {
+	if _, err := b.call(e2etest.DefaultTimeout, "session.subscribe", map[string]any{"events": []string{"log.entryAdded", "browsingContext.contextCreated"}}); err != nil {
 		t.Fatalf("e2e (firefox): session.subscribe: %v", err)
 	}
 	t.Logf("e2e (firefox): %s %s over WebDriver BiDi at %s (listening after %v, a session after %v)", path, sess.Capabilities.BrowserVersion, url,
@@ -141,26 +142,26 @@ func startFirefoxEngine(t *testing.T) func(*testing.T, int, int) driver {
 		var uc struct {
 			UserContext string `json:"userContext"`
 		}
-		if err := b.callInto(defaultTimeout, "browser.createUserContext", map[string]any{}, &uc); err != nil {
+		if err := b.callInto(e2etest.DefaultTimeout, "browser.createUserContext", map[string]any{}, &uc); err != nil {
 			t.Fatalf("e2e (firefox): browser.createUserContext: %v", err)
 		}
 		var bc struct {
 			Context string `json:"context"`
 		}
-		if err := b.callInto(defaultTimeout, "browsingContext.create", map[string]any{"type": "tab", "userContext": uc.UserContext}, &bc); err != nil {
+		if err := b.callInto(e2etest.DefaultTimeout, "browsingContext.create", map[string]any{"type": "tab", "userContext": uc.UserContext}, &bc); err != nil {
 			t.Fatalf("e2e (firefox): browsingContext.create: %v", err)
 		}
 		d := &bidiTab{b: b, context: bc.Context}
 		b.watch(bc.Context)
 		t.Cleanup(func() {
-			if _, err := b.call(defaultTimeout, "browsingContext.close", map[string]any{"context": bc.Context}); err != nil {
+			if _, err := b.call(e2etest.DefaultTimeout, "browsingContext.close", map[string]any{"context": bc.Context}); err != nil {
 				t.Errorf("e2e (firefox): browsingContext.close: %v", err)
 			}
-			if _, err := b.call(defaultTimeout, "browser.removeUserContext", map[string]any{"userContext": uc.UserContext}); err != nil {
+			if _, err := b.call(e2etest.DefaultTimeout, "browser.removeUserContext", map[string]any{"userContext": uc.UserContext}); err != nil {
 				t.Errorf("e2e (firefox): browser.removeUserContext: %v", err)
 			}
 		})
-		if _, _, err := d.SetViewport(w, h, defaultTimeout); err != nil {
+		if _, _, err := d.SetViewport(w, h, e2etest.DefaultTimeout); err != nil {
 			t.Fatalf("e2e (firefox): SetViewport(%d, %d): %v", w, h, err)
 		}
 		return d
@@ -198,7 +199,7 @@ type bidiMessage struct {
 
 func dialBiDi(url string) (*bidiConn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	dctx, dcancel := context.WithTimeout(ctx, defaultTimeout)
+	dctx, dcancel := context.WithTimeout(ctx, e2etest.DefaultTimeout)
 	defer dcancel()
 	ws, _, err := websocket.Dial(dctx, url, nil)
 	if err != nil {
@@ -423,7 +424,7 @@ func (d *bidiTab) Eval(js string, timeout time.Duration) (json.RawMessage, error
 }
 
 func (d *bidiTab) Click(css string, timeout time.Duration) error {
-	raw, err := d.evaluate(`document.querySelector(`+jsString(css)+`)`, false, timeout)
+	raw, err := d.evaluate(`document.querySelector(`+e2etest.JSString(css)+`)`, false, timeout)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package e2e
+package engines
 
 // Build it in every engine: the section loads when it is opened, its
 // editors hold the leases-alone start, a claim typed wrong is refused with
@@ -11,26 +11,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/e2e/e2etest"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // engineBuild plays Build it at 1280×900, as TestBuild_StartsFromLeasesAlone,
 // TestBuild_ARefusalIsMarkedInItsEditor and TestBuild_CheckNamesWhatIsBroken.
-func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *engineTab) {
+func engineBuild(t *testing.T, srv *e2etest.Server, page func(*testing.T, int, int) *engineTab) {
 	tab := page(t, 1280, 900)
 	tab.Allow("400 (Bad Request)") // the refused claim's command, as the browser logs it
 	tab.OpenLive(srv.URL + "/")
 	// Opened as a person opens it: a click on its summary.
-	tab.Eval(`document.querySelector(`+jsString(sel("build")+" > summary")+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
-	if err := tab.d.Click(sel("build")+" > summary", defaultTimeout); err != nil {
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build")+" > summary")+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
+	if err := tab.d.Click(e2etest.Sel("build")+" > summary", e2etest.DefaultTimeout); err != nil {
 		t.Fatalf("e2e (%s): click Build it's summary: %v", tab.engine, err)
 	}
 	tab.PollState(`s.build !== null && s.build.caughtUp === true`, 30*time.Second)
 	start := sandbox.Start()
 	for _, k := range sandbox.Kinds() {
 		var got string
-		tab.Eval(`document.querySelector(`+jsString(sel("build-"+k.String()+"-text"))+`).value`, &got)
+		tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-"+k.String()+"-text"))+`).value`, &got)
 		if got != start.Text(k) {
 			t.Errorf("the %s editor starts with %q, want the leases-alone %q", k, got, start.Text(k))
 		}
@@ -47,8 +48,8 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 			t.Errorf("the %s editor is %.0f px tall for %.0f px of text, %.0f px wide, ending at %.0f px", s.Kind, s.Client, s.Scroll, s.Width, s.Right)
 		}
 	}
-	tab.Eval(`document.querySelector(`+jsString(sel("build-tables")+" > summary")+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
-	if err := tab.d.Click(sel("build-tables")+" > summary", defaultTimeout); err != nil {
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-tables")+" > summary")+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
+	if err := tab.d.Click(e2etest.Sel("build-tables")+" > summary", e2etest.DefaultTimeout); err != nil {
 		t.Fatalf("e2e (%s): click the tables' summary: %v", tab.engine, err)
 	}
 	tab.WaitVisible("build-table-jobs")
@@ -65,12 +66,12 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 	}
 	caret := line + len(" WHERE")
 	tab.Click("build-claim-text")
-	tab.Eval(fmt.Sprintf(`(() => { const ta = document.querySelector(%s); ta.focus(); ta.setSelectionRange(%d, %d); return true; })()`, jsString(sel("build-claim-text")), caret, caret), nil)
+	tab.Eval(fmt.Sprintf(`(() => { const ta = document.querySelector(%s); ta.focus(); ta.setSelectionRange(%d, %d); return true; })()`, e2etest.JSString(e2etest.Sel("build-claim-text")), caret, caret), nil)
 	for _, k := range []string{"Space", "W", "H", "E", "R", "E"} {
 		tab.Press(k)
 	}
 	var claim string
-	tab.Eval(`document.querySelector(`+jsString(sel("build-claim-text"))+`).value`, &claim)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-text"))+`).value`, &claim)
 	if want := start.Claim[:caret] + " WHERE" + start.Claim[caret:]; claim != want {
 		t.Fatalf("after typing \" WHERE\" the claim is\n%s\nwant\n%s", claim, want)
 	}
@@ -78,14 +79,14 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 	// The refusal, waited for on the page's state, so that a wait that
 	// fails says where the check stood (its phase, the progress line, the
 	// role), not only that no sentence came.
-	tab.PollState(`s.build && s.build.phase === "refused" && s.build.refusal && s.build.refusal.kind === "claim"`, defaultTimeout)
+	tab.PollState(`s.build && s.build.phase === "refused" && s.build.refusal && s.build.refusal.kind === "claim"`, e2etest.DefaultTimeout)
 	tab.WaitVisible("build-claim-error")
 	where := fmt.Sprintf("line %d, column 8", strings.Count(start.Claim[:line], "\n")+1)
 	if msg := tab.Text("build-claim-error"); !strings.Contains(msg, where) || !strings.Contains(msg, "syntax") {
 		t.Errorf("the refusal says %q; want Postgres's syntax error at %s", msg, where)
 	}
 	var at map[string]any
-	tab.Eval(`(() => { const ta = document.querySelector(`+jsString(sel("build-claim-text"))+`), err = document.querySelector(`+jsString(sel("build-claim-error"))+`);
+	tab.Eval(`(() => { const ta = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-text"))+`), err = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-error"))+`);
 		const a = ta.getBoundingClientRect(), b = err.getBoundingClientRect();
 		return {focus: document.activeElement === ta, start: ta.selectionStart, end: ta.selectionEnd, invalid: ta.getAttribute("aria-invalid"), gap: b.top - a.bottom, left: b.left - a.left}; })()`, &at)
 	if at["focus"] != true || at["start"] != float64(caret+1) || at["end"] != float64(caret+6) || at["invalid"] != "true" {
@@ -97,7 +98,7 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 	if tab.Visible("build-result") {
 		t.Error("a refused check shows a result")
 	}
-	tab.Eval(`document.querySelector(`+jsString(sel("build-claim"))+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim"))+`).scrollIntoView({block: "center", behavior: "instant"}), true`, nil)
 	settle(tab)
 	tab.Screenshot("build-refused-1280")
 
@@ -107,7 +108,7 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 		t.Error("Reset left the refusal")
 	}
 	tab.Click("build-check")
-	tab.PollState(`s.build.phase === "finished" && s.build.report && s.build.report.pass === false`, checkTimeout)
+	tab.PollState(`s.build.phase === "finished" && s.build.report && s.build.report.pass === false`, e2etest.CheckTimeout)
 	tab.WaitVisible("build-result")
 	if txt := tab.Text("build-words"); !strings.Contains(txt, "✗") || !strings.Contains(txt, "fails") {
 		t.Errorf("the headline says %q", txt)
@@ -117,7 +118,7 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 		Crosses     int
 		Empty       int
 	}
-	tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-result")+" tbody tr")+`)].map(tr => ({case: tr.dataset.case, state: tr.dataset.state,
+	tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-result")+" tbody tr")+`)].map(tr => ({case: tr.dataset.case, state: tr.dataset.state,
 		crosses: [...tr.querySelectorAll('td[data-ok="false"] .mark')].filter(m => m.textContent.includes("✗")).length,
 		empty: [...tr.querySelectorAll("td[data-column]")].filter(td => !(td.innerText || td.textContent).trim()).length}))`, &rows)
 	crosses := 0
@@ -131,7 +132,7 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 		t.Errorf("the result table has %d rows and %d ✗ marks: %+v", len(rows), crosses, rows)
 	}
 	var broken []string
-	tab.Eval(`[...document.querySelectorAll(`+jsString(sel("build-broken")+" li")+`)].map(li => li.innerText || li.textContent)`, &broken)
+	tab.Eval(`[...document.querySelectorAll(`+e2etest.JSString(e2etest.Sel("build-broken")+" li")+`)].map(li => li.innerText || li.textContent)`, &broken)
 	if len(broken) == 0 || !tab.Visible("build-broken-h") {
 		t.Errorf("the result names no broken requirement: %q", broken)
 	}
@@ -140,10 +141,10 @@ func engineBuild(t *testing.T, srv *Server, page func(*testing.T, int, int) *eng
 	if over > 0 {
 		t.Errorf("with the result the page is %.0f px wider than the window", over)
 	}
-	tab.Eval(`document.querySelector(`+jsString(sel("build-result"))+`).scrollIntoView({block: "start", behavior: "instant"}), true`, nil)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-result"))+`).scrollIntoView({block: "start", behavior: "instant"}), true`, nil)
 	settle(tab)
 	tab.Screenshot("build-result-1280")
-	tab.Eval(`document.querySelector(`+jsString(sel("build-broken"))+`).scrollIntoView({block: "end", behavior: "instant"}), true`, nil)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-broken"))+`).scrollIntoView({block: "end", behavior: "instant"}), true`, nil)
 	settle(tab)
 	tab.Screenshot(fmt.Sprintf("build-broken-%d", tab.w))
 }

@@ -1,36 +1,33 @@
-package e2e
+package engines
 
 // Chromium as an engine of TestEngines: the test binary's one Chromium
-// (harness_browser_test.go), a Tab per case, so the Tab's own error
+// (e2etest/browser.go), an e2etest.Tab per case, so the e2etest.Tab's own error
 // recording, failure screenshots and cleanup order apply unchanged.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 func startChromiumEngine(t *testing.T) func(*testing.T, int, int) driver {
 	t.Helper()
-	requireBrowser(t) // skips, or fails with CI=true, without Chromium
+	e2etest.RequireBrowser(t) // skips, or fails with CI=true, without Chromium
 	return func(t *testing.T, w, h int) driver {
-		return &chromiumDriver{tab: newTab(t, w, h)}
+		return &chromiumDriver{tab: e2etest.NewTab(t, w, h)}
 	}
 }
 
-// chromiumDriver is a driver over a Tab. Errors returns nothing: the Tab
+// chromiumDriver is a driver over an e2etest.Tab. Errors returns nothing: the e2etest.Tab
 // records them itself, and fails its test on them at its end.
-type chromiumDriver struct{ tab *Tab }
+type chromiumDriver struct{ tab *e2etest.Tab }
 
 func (d *chromiumDriver) Navigate(url string, timeout time.Duration) error {
-	resp, err := runAction(d.tab, timeout, chromedp.NavigateResponse(url))
+	resp, err := e2etest.RunAction(d.tab, timeout, chromedp.NavigateResponse(url))
 	if err != nil {
 		return err
 	}
@@ -41,7 +38,7 @@ func (d *chromiumDriver) Navigate(url string, timeout time.Duration) error {
 }
 
 func (d *chromiumDriver) Eval(js string, timeout time.Duration) (json.RawMessage, error) {
-	s, err := runAction(d.tab, timeout, chromedp.Evaluate[string](jsonOf(js), chromedp.EvalAwaitPromise))
+	s, err := e2etest.RunAction(d.tab, timeout, chromedp.Evaluate[string](jsonOf(js), chromedp.EvalAwaitPromise))
 	if err != nil {
 		return nil, err
 	}
@@ -49,44 +46,14 @@ func (d *chromiumDriver) Eval(js string, timeout time.Duration) (json.RawMessage
 }
 
 func (d *chromiumDriver) Click(css string, timeout time.Duration) error {
-	return d.tab.do(timeout, chromedp.Click(chromedp.CSS(css)))
+	return d.tab.Do(timeout, chromedp.Click(chromedp.CSS(css)))
 }
 
-// Key sends the key as a keyboard does: one keyDown that carries the
-// key's text, if it has one, then a keyUp. (chromedp.KeyEvent sends the
-// text as a separate "char" event, which a keydown handler's
-// preventDefault cannot cancel: Chromium then scrolls the page by a
-// screen on Space, as no real keyboard would make it.)
-func (d *chromiumDriver) Key(key string, timeout time.Duration) error {
-	k, ok := keyNames[key]
-	if !ok {
-		if len([]rune(key)) != 1 {
-			return fmt.Errorf("key %q: not a single character nor a key name the tests know", key)
-		}
-		k = key
-	}
-	v, ok := kb.Keys[[]rune(k)[0]]
-	if !ok {
-		return d.tab.do(timeout, chromedp.KeyEvent(k))
-	}
-	down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeRawKeyDown, Key: v.Key, Code: v.Code,
-		NativeVirtualKeyCode: v.Native, WindowsVirtualKeyCode: v.Windows}
-	if v.Print {
-		down.Type, down.Text, down.UnmodifiedText = input.DispatchKeyEventTypeKeyDown, v.Text, v.Unmodified
-	}
-	up := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyUp, Key: v.Key, Code: v.Code,
-		NativeVirtualKeyCode: v.Native, WindowsVirtualKeyCode: v.Windows}
-	return d.tab.do(timeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, down); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, up)
-		return err
-	}))
-}
+// Key sends the key as a keyboard does (Tab.Key).
+func (d *chromiumDriver) Key(key string, timeout time.Duration) error { return d.tab.Key(key, timeout) }
 
 func (d *chromiumDriver) SetViewport(w, h int, timeout time.Duration) (int, int, error) {
-	if err := d.tab.do(timeout, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
+	if err := d.tab.Do(timeout, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
 		return 0, 0, err
 	}
 	d.tab.Width, d.tab.Height = w, h
@@ -94,7 +61,7 @@ func (d *chromiumDriver) SetViewport(w, h int, timeout time.Duration) (int, int,
 }
 
 func (d *chromiumDriver) Screenshot(timeout time.Duration) ([]byte, error) {
-	return runAction(d.tab, timeout, chromedp.CaptureScreenshot())
+	return e2etest.RunAction(d.tab, timeout, chromedp.CaptureScreenshot())
 }
 
 func (d *chromiumDriver) Errors() []string { return nil }

@@ -1,4 +1,4 @@
-package e2e
+package engines
 
 // The processes of an engine: an X server, a WebDriver, a browser. Each is
 // started in a process group of its own with a parent-death signal
@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // engineMarkEnv marks every process of one engine's test.
@@ -35,7 +37,7 @@ type engineProcs struct {
 type engineProc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr lockedBuffer
+	stderr e2etest.LockedBuffer
 	done   chan struct{} // closed once it has exited and been reaped
 	err    error         // cmd.Wait's; read after done
 }
@@ -124,17 +126,17 @@ func (ep *engineProcs) stopAll() {
 		p := ep.procs[i]
 		if p.exited() {
 			if !t.Failed() {
-				t.Errorf("e2e (%s): %s exited on its own during the test: %v\n%s", ep.name, p.name, p.err, indent(lastLines(p.stderr.String(), 40)))
+				t.Errorf("e2e (%s): %s exited on its own during the test: %v\n%s", ep.name, p.name, p.err, e2etest.Indent(lastLines(p.stderr.String(), 40)))
 			}
 		} else {
 			p.stop()
 		}
 		if t.Failed() {
-			t.Logf("e2e (%s): %s's output (its end):\n%s", ep.name, p.name, indent(lastLines(p.stderr.String(), 40)))
+			t.Logf("e2e (%s): %s's output (its end):\n%s", ep.name, p.name, e2etest.Indent(lastLines(p.stderr.String(), 40)))
 		}
 	}
-	if left := waitMarkedGone(ep.mark, 10*time.Second); len(left) > 0 {
-		killMarked(ep.mark)
+	if left := e2etest.WaitMarkedGone(ep.mark, 10*time.Second); len(left) > 0 {
+		e2etest.KillMarked(ep.mark)
 		t.Errorf("e2e (%s): processes still running 10s after the engine was stopped (killed now):\n  %s", ep.name, strings.Join(left, "\n  "))
 		return
 	}

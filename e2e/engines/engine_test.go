@@ -1,6 +1,6 @@
-package e2e
+package engines
 
-// The core of the page in three engines: Chromium (through the Tab of
+// The core of the page in three engines: Chromium (through the e2etest.Tab of
 // harness_tab_test.go), WebKit (WebKitGTK's MiniBrowser, through W3C
 // WebDriver classic: engine_webdriver_test.go) and Firefox ESR (through
 // WebDriver BiDi: engine_bidi_test.go). Many readers are on an iPhone or in
@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // driver is one window of one engine, opened for one test. Every method
@@ -124,7 +126,7 @@ func TestEngines(t *testing.T) {
 			open := eng.start(t)
 			t.Logf("e2e: %s started in %v", eng.name, time.Since(t0).Round(time.Millisecond))
 			blog := newBlog(t)
-			srv := startServer(t, "--allow-origin", blog.URL)
+			srv := e2etest.StartServer(t, "--allow-origin", blog.URL)
 			page := func(t *testing.T, w, h int) *engineTab {
 				tab := &engineTab{t: t, engine: eng.name, d: open(t, w, h), w: w, h: h}
 				// Runs before the window's own cleanup closes it.
@@ -146,7 +148,7 @@ func TestEngines(t *testing.T) {
 // enginePredict: the article's question, a pick, "Run it with leases
 // alone", and the answer revealed from that real run (as
 // TestPredict_TheRevealComesFromARealLeasesAloneRun).
-func enginePredict(t *testing.T, srv *Server, page func(*testing.T, int, int) *engineTab) {
+func enginePredict(t *testing.T, srv *e2etest.Server, page func(*testing.T, int, int) *engineTab) {
 	tab := page(t, 1280, 800)
 	tab.OpenLive(srv.URL + "/")
 	if got := tab.Text("question"); !strings.Contains(got, "With leases alone, what happens to A's commit?") {
@@ -183,7 +185,7 @@ func enginePredict(t *testing.T, srv *Server, page func(*testing.T, int, int) *e
 
 // engineOrdering runs one article ordering from the page to its verdict,
 // and keeps a 1280×800 picture of it.
-func engineOrdering(t *testing.T, srv *Server, page func(*testing.T, int, int) *engineTab, ordering string) {
+func engineOrdering(t *testing.T, srv *e2etest.Server, page func(*testing.T, int, int) *engineTab, ordering string) {
 	call := map[string]string{"new-owner-first": "rejected", "zombie-first": "accepted_then_superseded"}[ordering]
 	tab := page(t, 1280, 800)
 	tab.OpenLive(srv.URL + "/?ordering=" + ordering + "&mode=auto&lease=300&pace=0")
@@ -207,7 +209,7 @@ func engineOrdering(t *testing.T, srv *Server, page func(*testing.T, int, int) *
 // another origin, read on a phone (375 px), and runs it from the blog;
 // the frame tells the blog it is ready, its height and its verdict (as
 // TestEmbed_HostPageOnAnotherOrigin).
-func engineEmbed(t *testing.T, srv *Server, blog *blogServer, page func(*testing.T, int, int) *engineTab) {
+func engineEmbed(t *testing.T, srv *e2etest.Server, blog *blogServer, page func(*testing.T, int, int) *engineTab) {
 	tab := page(t, 375, 800)
 	// The snippet, as the share dialog gives it.
 	tab.OpenLive(srv.URL + "/?ordering=zombie-first&mode=auto&lease=300&pace=0")
@@ -252,7 +254,7 @@ func engineEmbed(t *testing.T, srv *Server, blog *blogServer, page func(*testing
 	}
 	var all []any
 	tab.Eval(`window.msgs`, &all)
-	if k := secretKey(all); k != "" {
+	if k := e2etest.SecretKey(all); k != "" {
 		t.Fatalf("a message to the blog carries a %q field: %v", k, all)
 	}
 	// The frame grows to its content as the run unfolds.
@@ -268,7 +270,7 @@ func engineEmbed(t *testing.T, srv *Server, blog *blogServer, page func(*testing
 // enginePresent: the projector view at 1920×1080, started by Space and
 // stepped by PageDown to its verdict, PageUp going back (as
 // TestPresent_StepsByPageDown).
-func enginePresent(t *testing.T, srv *Server, page func(*testing.T, int, int) *engineTab) {
+func enginePresent(t *testing.T, srv *e2etest.Server, page func(*testing.T, int, int) *engineTab) {
 	tab := page(t, 1920, 1080)
 	tab.Navigate(srv.URL + "/?present=1&ordering=new-owner-first&mode=step&lease=300")
 	tab.WaitReady()
@@ -334,7 +336,7 @@ func (b *blogServer) Set(html string) {
 }
 
 // ---------------------------------------------------------------------------
-// engineTab: the Tab's helpers, over a driver.
+// engineTab: the e2etest.Tab's helpers, over a driver.
 
 // engineTab is a window of one engine in one test. Its helpers fail the
 // test when what they wait for does not happen in time. At the test's end
@@ -352,18 +354,18 @@ type engineTab struct {
 }
 
 // Allow makes errors containing any of substrings harmless, in this
-// engine's own list and, for Chromium, in its Tab's.
+// engine's own list and, for Chromium, in its e2etest.Tab's.
 func (tab *engineTab) Allow(substrings ...string) {
 	tab.allow = append(tab.allow, substrings...)
 	if c, ok := tab.d.(*chromiumDriver); ok {
-		c.tab.cfg.allow = append(c.tab.cfg.allow, substrings...)
+		c.tab.Allow(substrings...)
 	}
 }
 
 // Navigate loads url (≤30s).
 func (tab *engineTab) Navigate(url string) {
 	tab.t.Helper()
-	if err := tab.d.Navigate(url, defaultTimeout); err != nil {
+	if err := tab.d.Navigate(url, e2etest.DefaultTimeout); err != nil {
 		tab.t.Fatalf("e2e (%s): Navigate(%s): %v", tab.engine, url, err)
 	}
 }
@@ -379,7 +381,7 @@ func (tab *engineTab) OpenLive(url string) {
 // Eval evaluates js and decodes its JSON value into out (nil: ignore it).
 func (tab *engineTab) Eval(js string, out any) {
 	tab.t.Helper()
-	raw, err := tab.d.Eval(js, defaultTimeout)
+	raw, err := tab.d.Eval(js, e2etest.DefaultTimeout)
 	if err != nil {
 		tab.t.Fatalf("e2e (%s): Eval(%s): %v", tab.engine, js, err)
 	}
@@ -394,17 +396,17 @@ func (tab *engineTab) Eval(js string, out any) {
 // describe evaluates js for an error message; it never fails the test.
 func (tab *engineTab) describe(js string) string {
 	raw, err := tab.d.Eval(js, 5*time.Second)
-	return described(raw, err)
+	return e2etest.Described(raw, err)
 }
 
 // pollChunk is how long one evaluation waits in the page for a predicate,
-// re-checking it every pollInterval, before the harness asks again: short
+// re-checking it every e2etest.PollInterval, before the harness asks again: short
 // enough that a navigation or a slow engine costs one chunk at most.
 const pollChunk = time.Second
 
 // poll waits until the JavaScript expression is truthy and reports whether
 // it became so within timeout. It polls in the page (a timer every
-// pollInterval, in a promise of ≤pollChunk), asking again until the
+// e2etest.PollInterval, in a promise of ≤pollChunk), asking again until the
 // deadline; an evaluation that fails (the page is navigating) counts as
 // false.
 func (tab *engineTab) poll(expr string, timeout time.Duration) bool {
@@ -418,7 +420,7 @@ func (tab *engineTab) poll(expr string, timeout time.Duration) bool {
 			else setTimeout(check, %d);
 		};
 		check();
-	})`, expr, pollChunk.Milliseconds(), pollInterval.Milliseconds())
+	})`, expr, pollChunk.Milliseconds(), e2etest.PollInterval.Milliseconds())
 	deadline := time.Now().Add(timeout)
 	for {
 		raw, err := tab.d.Eval(js, pollChunk+10*time.Second)
@@ -442,13 +444,13 @@ func (tab *engineTab) Poll(expr string, timeout time.Duration) {
 // WaitReady waits (≤30s) until window.fencelab.ready === true.
 func (tab *engineTab) WaitReady() {
 	tab.t.Helper()
-	if !tab.poll(`window.fencelab && window.fencelab.ready === true`, defaultTimeout) {
-		tab.t.Fatalf("e2e (%s): WaitReady: window.fencelab.ready was not true within %v (errors: %q)", tab.engine, defaultTimeout, tab.d.Errors())
+	if !tab.poll(`window.fencelab && window.fencelab.ready === true`, e2etest.DefaultTimeout) {
+		tab.t.Fatalf("e2e (%s): WaitReady: window.fencelab.ready was not true within %v (errors: %q)", tab.engine, e2etest.DefaultTimeout, tab.d.Errors())
 	}
 }
 
 // PollState waits until jsExpr, over s = window.fencelab.state(), is true
-// (as Tab.PollState).
+// (as e2etest.Tab.PollState).
 func (tab *engineTab) PollState(jsExpr string, timeout time.Duration) {
 	tab.t.Helper()
 	expr := `(() => {
@@ -471,8 +473,8 @@ func (tab *engineTab) PollState(jsExpr string, timeout time.Duration) {
 // WaitVisible waits (≤30s) until the element exists and is visible.
 func (tab *engineTab) WaitVisible(testid string) {
 	tab.t.Helper()
-	if !tab.poll(engineVisibleJS(testid), defaultTimeout) {
-		tab.t.Fatalf("e2e (%s): WaitVisible(%q): not visible within %v", tab.engine, testid, defaultTimeout)
+	if !tab.poll(engineVisibleJS(testid), e2etest.DefaultTimeout) {
+		tab.t.Fatalf("e2e (%s): WaitVisible(%q): not visible within %v", tab.engine, testid, e2etest.DefaultTimeout)
 	}
 }
 
@@ -488,7 +490,7 @@ func (tab *engineTab) Visible(testid string) bool {
 // where there is one, the computed style where there is not.
 func engineVisibleJS(testid string) string {
 	return `(() => {
-		const el = document.querySelector(` + jsString(sel(testid)) + `);
+		const el = document.querySelector(` + e2etest.JSString(e2etest.Sel(testid)) + `);
 		if (!el) return false;
 		const r = el.getBoundingClientRect();
 		if (r.width === 0 && r.height === 0) return false;
@@ -506,13 +508,13 @@ func engineVisibleJS(testid string) string {
 func (tab *engineTab) Click(testid string) {
 	tab.t.Helper()
 	tab.WaitVisible(testid)
-	tab.Eval(`document.querySelector(`+jsString(sel(testid))+`).scrollIntoView({block: "center", inline: "center", behavior: "instant"}), true`, nil)
-	err := tab.d.Click(sel(testid), defaultTimeout)
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel(testid))+`).scrollIntoView({block: "center", inline: "center", behavior: "instant"}), true`, nil)
+	err := tab.d.Click(e2etest.Sel(testid), e2etest.DefaultTimeout)
 	// The page may redraw the element between finding it and clicking it:
 	// a person would click the new one, and so does the test.
 	for try := 0; err != nil && try < 3 && isStale(err); try++ {
 		tab.WaitVisible(testid)
-		err = tab.d.Click(sel(testid), defaultTimeout)
+		err = tab.d.Click(e2etest.Sel(testid), e2etest.DefaultTimeout)
 	}
 	if err != nil {
 		tab.t.Fatalf("e2e (%s): Click(%q): %v", tab.engine, testid, err)
@@ -533,7 +535,7 @@ func isStale(err error) bool {
 // Press presses one key: a single character or a name of keyCodes.
 func (tab *engineTab) Press(key string) {
 	tab.t.Helper()
-	if err := tab.d.Key(key, defaultTimeout); err != nil {
+	if err := tab.d.Key(key, e2etest.DefaultTimeout); err != nil {
 		tab.t.Fatalf("e2e (%s): Press(%q): %v", tab.engine, key, err)
 	}
 }
@@ -550,17 +552,17 @@ func (tab *engineTab) Text(testid string) string {
 func (tab *engineTab) Attr(testid, name string) string {
 	tab.t.Helper()
 	var s string
-	tab.onElement("Attr", testid, `(el) => el.getAttribute(`+jsString(name)+`) ?? ""`, &s)
+	tab.onElement("Attr", testid, `(el) => el.getAttribute(`+e2etest.JSString(name)+`) ?? ""`, &s)
 	return s
 }
 
 // onElement waits (≤30s) for the element and decodes fn(el) into out.
 func (tab *engineTab) onElement(what, testid, fn string, out any) {
 	tab.t.Helper()
-	if !tab.poll(`document.querySelector(`+jsString(sel(testid))+`)`, defaultTimeout) {
-		tab.t.Fatalf("e2e (%s): %s(%q): no element %s within %v", tab.engine, what, testid, sel(testid), defaultTimeout)
+	if !tab.poll(`document.querySelector(`+e2etest.JSString(e2etest.Sel(testid))+`)`, e2etest.DefaultTimeout) {
+		tab.t.Fatalf("e2e (%s): %s(%q): no element %s within %v", tab.engine, what, testid, e2etest.Sel(testid), e2etest.DefaultTimeout)
 	}
-	tab.Eval(`(`+fn+`)(document.querySelector(`+jsString(sel(testid))+`))`, out)
+	tab.Eval(`(`+fn+`)(document.querySelector(`+e2etest.JSString(e2etest.Sel(testid))+`))`, out)
 }
 
 // Screenshot saves the viewport as e2e/artifacts/engine-<engine>-<name>.png
@@ -576,14 +578,14 @@ func (tab *engineTab) Screenshot(name string) string {
 }
 
 func (tab *engineTab) saveScreenshot(name string) (string, error) {
-	png, err := tab.d.Screenshot(defaultTimeout)
+	png, err := tab.d.Screenshot(e2etest.DefaultTimeout)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+	if err := os.MkdirAll(e2etest.ArtifactsDir, 0o755); err != nil {
 		return "", err
 	}
-	path, err := filepath.Abs(filepath.Join(artifactsDir, sanitize("engine-"+tab.engine+"-"+name)+".png"))
+	path, err := filepath.Abs(filepath.Join(e2etest.ArtifactsDir, e2etest.Sanitize("engine-"+tab.engine+"-"+name)+".png"))
 	if err != nil {
 		return "", err
 	}
@@ -609,7 +611,7 @@ func (tab *engineTab) finish() {
 		t.Errorf("e2e (%s): the page reported %d JavaScript error(s):\n  %s", tab.engine, len(errs), strings.Join(errs, "\n  "))
 	}
 	if t.Failed() {
-		if path, err := tab.saveScreenshot("FAILED-" + sanitize(t.Name())); err == nil {
+		if path, err := tab.saveScreenshot("FAILED-" + e2etest.Sanitize(t.Name())); err == nil {
 			t.Logf("e2e (%s): screenshot of the failed test: %s", tab.engine, path)
 		}
 	}

@@ -1,4 +1,4 @@
-package e2e
+package engines
 
 // WebKit as an engine of TestEngines: WebKitGTK's MiniBrowser, driven by
 // WebKitWebDriver (Debian's webkit2gtk-driver) over W3C WebDriver classic,
@@ -32,6 +32,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // webkitNotFound is the skip message when WebKit cannot be driven here.
@@ -110,7 +112,7 @@ func startWebKitEngine(t *testing.T) func(*testing.T, int, int) driver {
 				t.Errorf("e2e (webkit): closing the session: %v", err)
 			}
 		})
-		gw, gh, err := s.SetViewport(w, h, defaultTimeout)
+		gw, gh, err := s.SetViewport(w, h, e2etest.DefaultTimeout)
 		if err != nil {
 			t.Fatalf("e2e (webkit): SetViewport(%d, %d): %v", w, h, err)
 		}
@@ -268,7 +270,7 @@ func (c *wdClient) newSession(binary string, args []string) (*wdSession, error) 
 		return nil, err
 	}
 	s := &wdSession{c: c, id: v.SessionID, frameSeen: map[string]bool{}}
-	if err := s.call(defaultTimeout, http.MethodPost, "/timeouts", map[string]any{"script": 60_000, "pageLoad": 30_000, "implicit": 0}, nil); err != nil {
+	if err := s.call(e2etest.DefaultTimeout, http.MethodPost, "/timeouts", map[string]any{"script": 60_000, "pageLoad": 30_000, "implicit": 0}, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -280,7 +282,7 @@ func (s *wdSession) call(timeout time.Duration, method, path string, body, out a
 
 // close ends the session, which closes its browser.
 func (s *wdSession) close() error {
-	return s.call(defaultTimeout, http.MethodDelete, "", nil, nil)
+	return s.call(e2etest.DefaultTimeout, http.MethodDelete, "", nil, nil)
 }
 
 // wdErrorsJS puts the harness's listener in the page, once, and keeps

@@ -1,10 +1,12 @@
-package e2e
+package loadlab
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
 // TestLoadLab_TheChartAndTableAreTheCheckersCounts runs the load lab from
@@ -17,9 +19,9 @@ import (
 // and is shown the lab just recorded, replayed, with the same verdict.
 func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	tab := newTab(t, 1280, 1000)
-	openLive(tab, srv.URL+"/")
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 1000)
+	e2etest.OpenLive(tab, srv.URL+"/")
 	tab.Open("loadlab")
 	tab.SetValue("load-workers", "8") // the lab's default crew: 200 jobs end sooner
 	tab.SetValue("load-jobs", "200")
@@ -80,8 +82,8 @@ func TestLoadLab_TheChartAndTableAreTheCheckersCounts(t *testing.T) {
 	// The one load lab this server runs at a time is taken.
 	id, token := srv.NewSession()
 	srv.Command(id, token, `{"action":"load","workers":2,"jobs":5000,"styles":["fencelab"]}`)
-	small := newTab(t, 375, 800, AllowErrors("503"))
-	openLive(small, srv.URL+"/")
+	small := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("503"))
+	e2etest.OpenLive(small, srv.URL+"/")
 	small.Open("loadlab")
 	small.Click("load-run")
 	small.PollState(`s.load.recorded && s.load.phase === "finished"`, 2*time.Minute)
