@@ -231,9 +231,27 @@ func matrixRunSays(srv *e2etest.Server, tab *e2etest.Tab, cell []string) string 
 			inv = append(inv, fmt.Sprint(v.(map[string]any)["invariant"]))
 		}
 		b, _ := json.Marshal(o["effects"])
-		return fmt.Sprintf("%v (invariants %v; receiver effects %s)", o["verdict"], inv, b)
+		runID, _ := r.(map[string]any)["id"].(string)
+		return fmt.Sprintf("%v (invariants %v; receiver effects %s)\n  its events:\n%s", o["verdict"], inv, b, runEvents(srv, id, runID))
 	}
 	return "(no run of this cell in the session)"
+}
+
+// runEvents is the text of one run's events in the session's log, one a
+// line, for a failure message: what each worker and the runner did.
+func runEvents(srv *e2etest.Server, session, run string) string {
+	_, body := srv.Request(http.MethodGet, "/api/sessions/"+session+"/events.ndjson", "", "")
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		var e struct{ Run, Actor, Kind, Text string }
+		if json.Unmarshal([]byte(l), &e) == nil && e.Run == run && run != "" {
+			lines = append(lines, "    "+e.Actor+" "+e.Kind+": "+e.Text)
+		}
+	}
+	if len(lines) == 0 {
+		return "    (none found)"
+	}
+	return strings.Join(lines, "\n")
 }
 
 // procState reads a process's state letter from /proc ("" when gone).

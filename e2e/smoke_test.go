@@ -238,11 +238,11 @@ func TestTabHelpers(t *testing.T) {
 		tab.Press(k)
 	}
 	tab.PollState(`s.keys.length === 8`, 5*time.Second)
-	if got := fmt.Sprint(tab.State()["keys"]); got != "[ArrowRight ArrowLeft   r ? Escape PageDown e2etest.Tab]" {
+	if got := fmt.Sprint(tab.State()["keys"]); got != "[ArrowRight ArrowLeft   r ? Escape PageDown Tab]" {
 		t.Errorf("keys the page saw: %s", got)
 	}
 	if got := tab.Focused(); got != "ordering" {
-		t.Errorf("Focused() after e2etest.Tab = %q, want ordering (the next focusable element)", got)
+		t.Errorf("Focused() after Tab = %q, want ordering (the next focusable element)", got)
 	}
 
 	path := tab.Screenshot("harness-fake-page-320")
