@@ -5,9 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
@@ -113,5 +116,33 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	}
 	if _, stderr, code := fencelab(t, nil, "check", "--worker", "true", "--claim", "x.sql"); code != 2 || !strings.Contains(stderr, "--claim does not apply") {
 		t.Fatalf("--worker with --claim: exit %d %s", code, stderr)
+	}
+}
+
+// TestNoLeak_CheckWorkerKilled kills `fencelab check --worker` in the
+// middle of its first case, by SIGKILL and by SIGTERM, while worker A has
+// a child in its group and one that left it (setsid): nothing of the
+// check is left, the setsid child included.
+func TestNoLeak_CheckWorkerKilled(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			m := marker(t)
+			worker := `sleep 300 & setsid sleep 300 </dev/null >/dev/null 2>&1 & echo children started; exec sleep 300`
+			p := start(t, []string{"DATABASE_URL=" + pgtest.DSN(t), m}, "check", "--worker", worker)
+			p.waitLine(t, "children started", 60*time.Second)
+			eventually(t, 10*time.Second, "the worker's three processes are running", func() (bool, string) {
+				got := marked(t, m)
+				return len(got) >= 4, strings.Join(got, "\n") // fencelab, the reaper, the shell's sleep, two children
+			})
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 20*time.Second, "every process of the check is gone", func() (bool, string) {
+				left := marked(t, m)
+				return len(left) == 0, strings.Join(left, "\n")
+			})
+		})
 	}
 }

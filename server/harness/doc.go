@@ -8,8 +8,9 @@
 // Three levers, none inside the worker:
 //
 //   - signals: each worker is `/bin/sh -c COMMAND` in a process group of
-//     its own (and, on Linux, with a parent-death signal); SIGSTOP freezes
-//     all of it, SIGCONT thaws it, SIGKILL is a crash;
+//     its own (and, on Linux, with a parent-death signal, under a reaper:
+//     reaper.go); SIGSTOP freezes all of it, SIGCONT thaws it, SIGKILL is
+//     a crash;
 //   - the database: the harness watches the job's row and its history
 //     (the schema's trigger records which worker wrote each change, by the
 //     connection's application_name, which the harness sets with
@@ -30,15 +31,17 @@
 // # What it reads
 //
 // Nothing the workers say about themselves: each case's Outcome is
-// lab.Evaluate's, read from the job's row and history and the receiver's
-// log. The one fact the database cannot give, that A was let go to commit
-// (a refused UPDATE leaves no trace), is the harness's: A was answered and
-// exited 0.
+// lab.Evaluate's, read from the job's row, its history, the log of every
+// UPDATE each worker sent (a refused one included, as a write of no rows)
+// and the receiver's log. How a worker exits is reported beside the
+// outcome (CheckInput.Notes), never judged: a worker that raises on its
+// refused commit, as the article tells it to, passes.
 //
 // # What it leaves
 //
 // Nothing. Each case has two fresh schemas, dropped when it ends; its
-// workers are killed and reaped, their process groups with them; the
+// workers are killed and reaped, their process groups with them, and on
+// Linux whatever else they started, setsid or not, by their reapers; the
 // receiver's listener and every goroutine end with the case, on an error
 // and on a cancelled context too.
 //

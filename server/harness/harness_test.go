@@ -542,7 +542,11 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			pidfile := filepath.Join(t.TempDir(), "pids")
-			cfg := config(t, "echo $$ >>"+shellQuote(pidfile)+"; sleep 300 & echo $! >>"+shellQuote(pidfile)+"; "+tc.script)
+			// Each worker leaves two children behind: one in its group,
+			// and one that left the group and the session (setsid), which
+			// no signal to the group reaches.
+			cfg := config(t, "echo $$ >>"+shellQuote(pidfile)+"; sleep 300 & echo $! >>"+shellQuote(pidfile)+
+				"; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! >>"+shellQuote(pidfile)+"; "+tc.script)
 			cfg.Cases, cfg.Timeout = tc.cases, 2*time.Second
 			if tc.cancel != "" {
 				// Cancelled long before this: a 2 s case timed out first on a
@@ -565,8 +569,8 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 				t.Logf("%s: outcome %v, err %+v", in.Case, in.Outcome != nil, in.Err)
 			}
 			pids := readPids(t, pidfile)
-			if len(pids) < 2 {
-				t.Fatalf("the workers wrote pids %v: want at least one worker and its child", pids)
+			if len(pids) < 3 {
+				t.Fatalf("the workers wrote pids %v: want at least one worker and its two children", pids)
 			}
 			if left := live(pids); len(left) > 0 {
 				t.Errorf("processes left behind: %v", left)

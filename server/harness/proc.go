@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,7 +57,8 @@ func (s *spawner) close() {
 }
 
 // proc is one worker process: the reader's command under /bin/sh -c, the
-// leader of its own process group. Its output goes, a line at a time and
+// leader of its own process group, under a reaper where there is one
+// (reaper.go): pid is the shell's, cmd the reaper's. Its output goes, a line at a time and
 // prefixed with its label, to the harness's Stderr, and its last lines
 // are kept for the errors that name what it did not do.
 type proc struct {
@@ -76,20 +78,40 @@ func startProc(sp *spawner, label, command, dir string, env []string, sink *line
 	if err != nil {
 		return nil, fmt.Errorf("start worker %s: %w", label, err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Dir, cmd.Env = dir, env
+	cmd, report, err := workerCommand(command, env)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("start worker %s: %w", label, err)
+	}
+	cmd.Dir = dir
 	cmd.Stdin = nil // /dev/null: a worker reads nothing from us
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = workerAttr()
 	p := &proc{label: label, cmd: cmd, done: make(chan struct{}),
 		out: &outputReader{r: pr, label: label, sink: sink, redact: redact, done: make(chan struct{})}}
 	err = sp.start(cmd)
 	pw.Close() // the worker holds the write end now; EOF comes when all of its group has gone
 	if err != nil {
 		pr.Close()
+		closeAll(cmd.ExtraFiles)
+		if report != nil {
+			report.Close()
+		}
 		return nil, fmt.Errorf("start worker %s: %w", label, err)
 	}
+	closeAll(cmd.ExtraFiles)
 	p.pid, p.started = cmd.Process.Pid, time.Now()
+	if report != nil {
+		// Under a reaper, the worker is the shell the reaper started.
+		shell, err := readPid(report, 5*time.Second)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			pr.Close()
+			return nil, fmt.Errorf("start worker %s: %w", label, err)
+		}
+		p.pid = shell
+	}
 	go p.out.run()
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -140,6 +162,7 @@ func (p *proc) kill() {
 	select {
 	case <-p.done:
 	case <-time.After(time.Until(deadline)):
+		_ = p.cmd.Process.Kill() // a reaper that did not end with its worker
 	}
 	for groupLive(p.pid) && time.Now().Before(deadline) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
@@ -251,4 +274,47 @@ func (o *outputReader) last() string {
 		return o.tail[:200] + "…"
 	}
 	return o.tail
+}
+
+// workerCommand is the command that runs a worker: on Linux a reaper (this
+// program again, see reaper.go) that runs the shell and reports its pid on
+// the returned pipe; elsewhere the shell itself, and no pipe.
+func workerCommand(command string, env []string) (*exec.Cmd, *os.File, error) {
+	self, err := os.Executable()
+	if !useReaper || err != nil {
+		cmd := exec.Command("/bin/sh", "-c", command)
+		cmd.Env = env
+		cmd.SysProcAttr = workerAttr()
+		return cmd, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self, command)
+	cmd.Env = append(withoutReaperEnv(env), reaperEnv+"=1")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = reaperAttr()
+	return cmd, r, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// readPid reads the shell's pid, which the reaper writes on its fd 3.
+func readPid(r *os.File, timeout time.Duration) (int, error) {
+	defer r.Close()
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("the reaper did not say its worker's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("the reaper said %q, not a pid", line)
+	}
+	return pid, nil
 }

@@ -17,3 +17,11 @@ import (
 func workerAttr() *syscall.SysProcAttr {
 	return watchdog.SysProcAttr(syscall.SIGKILL)
 }
+
+// reaperAttr puts a worker's reaper (reaper.go) in a process group of its
+// own, apart from the worker's, so that freezing the worker never freezes
+// its reaper, and gives it SIGTERM as its parent-death signal: a reaper
+// whose harness died kills what the worker left, then ends.
+func reaperAttr() *syscall.SysProcAttr {
+	return watchdog.SysProcAttr(syscall.SIGTERM)
+}

@@ -12,12 +12,39 @@ import (
 // exited, or exiting but not yet a zombie. A zombie holds nothing but a
 // pid, and an orphan's is its new parent's to reap.
 func groupLive(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	stats, ok := readProcStats()
+	if !ok {
 		return syscall.Kill(-pgid, 0) == nil
 	}
+	for _, p := range stats {
+		if p.pgrp == pgid && p.state != 'Z' && p.state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat is what /proc/PID/stat says of a process that matters here.
+type procStat struct {
+	pid, ppid, pgrp int
+	state           byte
+}
+
+// procStats reads every process's stat; none when /proc cannot be read.
+func procStats() []procStat {
+	s, _ := readProcStats()
+	return s
+}
+
+func readProcStats() ([]procStat, bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, false
+	}
+	var out []procStat
 	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -30,12 +57,15 @@ func groupLive(pgid int) bool {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		if len(f) < 3 || len(f[0]) != 1 {
 			continue
 		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
-			return true
+		ppid, err1 := strconv.Atoi(f[1])
+		pgrp, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil {
+			continue
 		}
+		out = append(out, procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]})
 	}
-	return false
+	return out, true
 }
