@@ -176,7 +176,7 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	if receiverText != "" {
 		var err error
 		probes, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
-		probes.Claimers = nil // ours: the worker's claim is its own
+		probes.Statements = nil // ours: the worker's statements are its own
 		var refused *sandbox.Error
 		switch {
 		case errors.As(err, &refused):

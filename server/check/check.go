@@ -57,8 +57,10 @@ type Config struct {
 //
 // It also probes the receiver's rule alone (lab.ReceiverProbe: a first
 // delivery, a newer epoch, the same epoch again, an older one) and the
-// claim with two claimers at once (probeClaimers), and returns what they
-// showed, for CheckReport.WithProbes.
+// claim, complete and fail on tables set up for it (probeStatements: two
+// claimers at once, an expired lease, the holder's own fail, another job
+// in the table), and returns what they showed, for
+// CheckReport.WithProbes.
 func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probes lab.Probes, err error) {
 	s := lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
 	if err := s.Validate(); err != nil {
@@ -101,93 +103,10 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	if _, err := q.Insert(ctx, []byte(`{"task":"a second job"}`), 1); err != nil {
 		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
 	}
-	if probes.Claimers, err = probeClaimers(ctx, role, st.Claim); err != nil {
+	if probes.Statements, err = probeStatements(ctx, pool, s, role, st); err != nil {
 		return lab.Probes{}, err
 	}
 	return probes, nil
-}
-
-// claimersWait is how long the second of two claimers at once may take
-// to get its job: "at once", with room for a loaded machine. The role's
-// lock_timeout (1 s) ends a claim that waits on the first one's lock
-// first.
-const claimersWait = 3 * time.Second
-
-// probeClaimers runs the claim as two claimers at once on two pending
-// jobs, as the role: worker A's claim in a transaction held open, then
-// worker B's, on a connection of its own, while A's locks are held. B
-// must get a job at once, and not A's. A claim without SKIP LOCKED waits
-// on A's lock (until the role's lock_timeout ends it); one that finds
-// nothing, or A's job, is named too. The transaction is rolled back.
-func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*lab.CheckBroken, error) {
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return &lab.CheckBroken{Requirement: lab.ReqSkipLocked, Case: lab.CaseClaimers,
-			Words: lab.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}
-	}
-	connA, err := role.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer connA.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
-	connB, err := role.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer connB.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
-	txA, err := connA.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("two claimers: %w", err)
-	}
-	defer txA.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the probe changes nothing
-	args := func(owner string) map[string]any {
-		return map[string]any{"owner": owner, "lease": DefaultLease, "now": time.Now()}
-	}
-	a, err := sandbox.Exec(ctx, connA, claim, args("worker-a"))
-	var refused *sandbox.Error
-	switch {
-	case errors.As(err, &refused):
-		return broken("worker A's claim failed: %s", refused.Message), nil
-	case err != nil:
-		return nil, err
-	}
-	idA, okA := claimedID(a)
-	if !okA {
-		return broken("worker A's claim took no job while two were pending"), nil
-	}
-	bctx, cancel := context.WithTimeout(ctx, claimersWait)
-	defer cancel()
-	began := time.Now()
-	b, err := sandbox.Exec(bctx, connB, claim, args("worker-b"))
-	took := time.Since(began).Round(time.Millisecond)
-	switch {
-	case errors.As(err, &refused) || (err != nil && bctx.Err() != nil):
-		return broken("worker B's claim waited on worker A's lock (%v, until it gave up) while another job was pending: "+
-			"two claimers at once must each get their own job at once; your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)", took), nil
-	case err != nil:
-		return nil, err
-	}
-	idB, okB := claimedID(b)
-	switch {
-	case !okB:
-		return broken("worker B's claim took no job while worker A held one and another was pending: your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)"), nil
-	case idB == idA:
-		return broken("both claimers got job %d: your claim hands one job to two workers (lock the row it picks: FOR UPDATE SKIP LOCKED)", idA), nil
-	}
-	return nil, nil
-}
-
-// claimedID is the id of the job a claim returned.
-func claimedID(r *sandbox.Result) (int64, bool) {
-	if r == nil || len(r.Rows) == 0 {
-		return 0, false
-	}
-	for i, c := range r.Columns {
-		if c == "id" && i < len(r.Rows[0]) {
-			id, ok := r.Rows[0][i].(int64)
-			return id, ok
-		}
-	}
-	return 0, false
 }
 
 // probeReceiver sends the receiver's rule the probe's deliveries, one by

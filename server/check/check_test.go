@@ -3,6 +3,7 @@ package check_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,13 +149,20 @@ func TestCheck_AReceiverThatRefusesARetryIsNamed(t *testing.T) {
 
 // Ours with the start's unfenced fail (… WHERE id = :id): every case that
 // completes passes, and the zombie-fails case names the fail. So does a
-// fail that touches every job and sends the epoch backwards.
+// fail that touches every job and sends the epoch backwards, and the
+// probes name first that it changes another job's row and never retries.
 func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 	w := world(t)
-	for _, fail := range []string{sandbox.Start().Fail,
-		"UPDATE jobs SET status = 'done', error = :error, epoch = 0 WHERE true AND :id > 0 AND :owner <> '' AND :epoch > 0"} {
+	for _, tc := range []struct {
+		fail string
+		want []lab.Requirement
+	}{
+		{sandbox.Start().Fail, []lab.Requirement{lab.ReqFailFence}},
+		{"UPDATE jobs SET status = 'done', error = :error, epoch = 0 WHERE true AND :id > 0 AND :owner <> '' AND :epoch > 0",
+			[]lab.Requirement{lab.ReqFailRetries, lab.ReqOwnRow, lab.ReqFailFence}},
+	} {
 		sol := sandbox.Ours()
-		sol.Fail = fail
+		sol.Fail = tc.fail
 		rep := run(t, w, sol)
 		ok := caseOK(rep)
 		t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
@@ -166,8 +174,8 @@ func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 				t.Errorf("%s fails with our complete: %+v", c, rep.Cases)
 			}
 		}
-		if got := brokenNames(rep); len(got) == 0 || got[0] != string(lab.ReqFailFence) {
-			t.Errorf("broken %v: want %s first", got, lab.ReqFailFence)
+		if got, want := fmt.Sprint(brokenNames(rep)), fmt.Sprint(tc.want); got != want {
+			t.Errorf("broken %v: want %v", got, want)
 		}
 	}
 }

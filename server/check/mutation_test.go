@@ -1,0 +1,77 @@
+package check_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+// mutation is one clause taken out of our own solution (or, where another
+// clause covers it, the two together), and what the check must then name.
+type mutation struct {
+	name string
+	kind sandbox.Kind
+	old  string // the clause, as it is in sandbox.Ours()
+	new  string
+	want lab.Requirement // "" : covered by another clause, the check passes
+}
+
+// mutations lists the clauses of the article's five requirements, in our
+// statements. README.md's table "What the check catches" is this list.
+var mutations = []mutation{
+	{"SKIP LOCKED", sandbox.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", lab.ReqSkipLocked},
+	{"the expired-lease branch", sandbox.Claim, "\n           OR (status = 'running' AND lease_until < now())", "", lab.ReqTakesExpired},
+	{"the increment", sandbox.Claim, "       epoch = epoch + 1,\n", "", lab.ReqEpochRaised},
+	{"now() for the worker's clock", sandbox.Claim, "lease_until < now())", "lease_until < :now)", lab.ReqDBClock},
+	{"the complete's epoch", sandbox.Complete, "\n   AND epoch = :epoch", "", lab.ReqCompleteFence},
+	{"the complete's owner (the epoch covers it)", sandbox.Complete, "\n   AND owner = :owner", "", ""},
+	{"the complete's owner and epoch", sandbox.Complete, "\n   AND owner = :owner\n   AND epoch = :epoch", "", lab.ReqCompleteFence},
+	{"the complete's status (the epoch covers it)", sandbox.Complete, "\n   AND status = 'running'", "", ""},
+	{"the complete's status and epoch", sandbox.Complete, "\n   AND status = 'running'\n   AND owner = :owner\n   AND epoch = :epoch", "\n   AND owner = :owner", lab.ReqCompleteFence},
+	{"the complete's id", sandbox.Complete, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", lab.ReqOwnRow},
+	{"the fail's epoch", sandbox.Fail, "\n   AND epoch = :epoch", "", lab.ReqFailFence},
+	{"the fail's owner (the epoch covers it)", sandbox.Fail, "\n   AND owner = :owner", "", ""},
+	{"the fail's owner and epoch", sandbox.Fail, "\n   AND owner = :owner\n   AND epoch = :epoch", "", lab.ReqFailFence},
+	{"the fail's id", sandbox.Fail, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", lab.ReqOwnRow},
+	{"the fail's retry", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'failed'", lab.ReqFailRetries},
+	{"the fail's last attempt", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'pending'", lab.ReqFailRetries},
+	{"the receiver's epoch condition", sandbox.Receiver, "\n WHERE held.epoch <= EXCLUDED.epoch", "", lab.ReqReceiverOlder},
+	{"<= for <, in the receiver", sandbox.Receiver, "held.epoch <= EXCLUDED.epoch", "held.epoch < EXCLUDED.epoch", lab.ReqReceiverSame},
+}
+
+// TestCheck_EveryClauseIsNamed is the check's own mutation test: each
+// clause of our solution removed in turn, the check fails and names first
+// the requirement that clause keeps; a clause that another covers passes
+// alone and is named with it. Ours passes (TestCheck_OursPassesAndTheStartFails).
+func TestCheck_EveryClauseIsNamed(t *testing.T) {
+	w := world(t)
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			sol := sandbox.Ours()
+			text := sol.Text(m.kind)
+			if !strings.Contains(text, m.old) {
+				t.Fatalf("our %s has no %q:\n%s", m.kind, m.old, text)
+			}
+			sol = sol.With(m.kind, strings.Replace(text, m.old, m.new, 1))
+			rep := run(t, w, sol)
+			t.Logf("%s; broken %v", rep.Words, brokenNames(rep))
+			if m.want == "" {
+				if !rep.Pass {
+					t.Fatalf("without %s the check fails, naming %v: another clause was to cover it", m.name, brokenNames(rep))
+				}
+				return
+			}
+			if rep.Pass {
+				t.Fatalf("without %s the check passes", m.name)
+			}
+			// First: what the check names first is what the page tells the
+			// reader to fix next.
+			if len(rep.Broken) == 0 || rep.Broken[0].Requirement != m.want {
+				t.Fatalf("without %s the check names %v, not %s first", m.name, brokenNames(rep), m.want)
+			}
+		})
+	}
+}

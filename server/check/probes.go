@@ -1,0 +1,393 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The statement probes: the reader's claim, complete and fail run as the
+// check's role, as a worker would run them, on the two jobs of Validate's
+// table, which the server's own connection sets to each probe's state
+// first. None is a run: each asks one question of the statements that no
+// run's ordering asks, and says what it found broken in the words of the
+// requirement, or nothing.
+
+// probeStatements runs every statement probe, in turn, and returns what
+// they found broken, in order.
+func probeStatements(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, role *sandbox.Role, st *sandbox.Statements) ([]lab.CheckBroken, error) {
+	conn, err := role.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
+	p := &prober{pool: pool, conn: conn, st: st, jobs: pgx.Identifier{s.Jobs, "jobs"}.Sanitize()}
+	var found []lab.CheckBroken
+	b, err := probeClaimers(ctx, role, st.Claim)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		found = append(found, *b)
+	}
+	for _, probe := range []func(context.Context) (*lab.CheckBroken, error){p.expired, p.holderFails, p.otherJob} {
+		b, err := probe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			found = append(found, *b)
+		}
+	}
+	return found, nil
+}
+
+// prober runs the reader's statements as the role (conn) and sets and
+// reads the jobs table as the server (pool).
+type prober struct {
+	pool *pgxpool.Pool
+	conn *pgx.Conn
+	st   *sandbox.Statements
+	jobs string // the quoted table
+}
+
+// Leases a probe can give a job.
+const (
+	leaseNone    = "NULL"
+	leaseExpired = "now() - interval '1 minute'"
+	leaseLive    = "now() + interval '1 minute'"
+)
+
+// set puts job id in a state, as the server.
+func (p *prober) set(ctx context.Context, id int64, status, owner string, epoch int64, lease string, attempts, maxAttempts int) error {
+	_, err := p.pool.Exec(ctx, `UPDATE `+p.jobs+` SET status = $2, owner = NULLIF($3, ''), epoch = $4, lease_until = `+lease+`,
+	       attempts = $5, max_attempts = $6, result = NULL, error = NULL WHERE id = $1`, id, status, owner, epoch, attempts, maxAttempts)
+	if err != nil {
+		return fmt.Errorf("check the statements: set up a probe: %w", err)
+	}
+	return nil
+}
+
+// row is what a probe reads of a job.
+type row struct {
+	Status, Owner, Result, Error string
+	Epoch                        int64
+	Lease                        string
+	Attempts                     int
+}
+
+func (p *prober) rows(ctx context.Context) (map[int64]row, error) {
+	rs, err := p.pool.Query(ctx, `SELECT id, status, coalesce(owner, ''), epoch, coalesce(lease_until::text, ''), attempts,
+	       coalesce(result::text, ''), coalesce(error, '') FROM `+p.jobs+` ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("check the statements: read the jobs: %w", err)
+	}
+	out := map[int64]row{}
+	for rs.Next() {
+		var id int64
+		var r row
+		if err := rs.Scan(&id, &r.Status, &r.Owner, &r.Epoch, &r.Lease, &r.Attempts, &r.Result, &r.Error); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, rs.Err()
+}
+
+// diff says how a row changed, column by column: "status running → done, epoch 5 → 0".
+func (a row) diff(b row) string {
+	var d []string
+	add := func(col string, x, y any) {
+		if x != y {
+			d = append(d, fmt.Sprintf("%s %v → %v", col, x, y))
+		}
+	}
+	add("status", a.Status, b.Status)
+	add("owner", a.Owner, b.Owner)
+	add("epoch", a.Epoch, b.Epoch)
+	add("lease_until", a.Lease, b.Lease)
+	add("attempts", a.Attempts, b.Attempts)
+	add("result", a.Result, b.Result)
+	add("error", a.Error, b.Error)
+	return strings.Join(d, ", ")
+}
+
+// exec runs one of the reader's statements as the role. A refusal is
+// returned as its message, for the probe's words; any other error is the
+// database's.
+func (p *prober) exec(ctx context.Context, k sandbox.Kind, args map[string]any) (*sandbox.Result, string, error) {
+	r, err := sandbox.Exec(ctx, p.conn, p.st.Of(k), args)
+	var refused *sandbox.Error
+	switch {
+	case errors.As(err, &refused):
+		return nil, refused.Message, nil
+	case err != nil:
+		return nil, "", err
+	}
+	return r, "", nil
+}
+
+func (p *prober) claim(ctx context.Context, owner string) (id, epoch int64, refused string, err error) {
+	r, refused, err := p.exec(ctx, sandbox.Claim, map[string]any{"owner": owner, "lease": DefaultLease, "now": time.Now()})
+	if err != nil || refused != "" {
+		return 0, 0, refused, err
+	}
+	id, _ = claimedID(r)
+	epoch, _ = column(r, "epoch")
+	return id, epoch, "", nil
+}
+
+func (p *prober) commit(ctx context.Context, k sandbox.Kind, id int64, owner string, epoch int64) (landed bool, refused string, err error) {
+	args := map[string]any{"id": id, "owner": owner, "epoch": epoch}
+	if k == sandbox.Fail {
+		args["error"] = "the handler failed"
+	} else {
+		body, _ := json.Marshal(lab.Result{Worker: lab.Zombie, Owner: owner, JobID: id, Epoch: epoch, Output: "a probe's result"})
+		args["result"] = string(body)
+	}
+	r, refused, err := p.exec(ctx, k, args)
+	if err != nil || refused != "" {
+		return false, refused, err
+	}
+	return r.Landed(), "", nil
+}
+
+func brokenBy(q lab.Requirement, c lab.CheckCase, format string, a ...any) *lab.CheckBroken {
+	return &lab.CheckBroken{Requirement: q, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)}
+}
+
+// expired: the one claimable job runs under a lease that ran out a
+// minute ago, its holder gone; the other is done. The claim must take it.
+func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
+	if err := p.set(ctx, 1, "running", "worker-c", 1, leaseExpired, 1, 3); err != nil {
+		return nil, err
+	}
+	if err := p.set(ctx, 2, "done", "worker-c", 1, leaseNone, 1, 3); err != nil {
+		return nil, err
+	}
+	id, _, refused, err := p.claim(ctx, "worker-b")
+	switch {
+	case err != nil:
+		return nil, err
+	case refused != "":
+		return brokenBy(lab.ReqTakesExpired, lab.CaseExpired, "worker B's claim failed: %s", refused), nil
+	case id == 0:
+		return brokenBy(lab.ReqTakesExpired, lab.CaseExpired, "worker B's claim took nothing while job 1's lease had run out a minute before on the database clock: "+
+			"your claim never takes a job whose lease ran out, so a crashed worker's job waits for ever (claim a running job whose lease_until < now() too)"), nil
+	}
+	return nil, nil
+}
+
+// holderFails: a job of two attempts, claimed and failed by its holder,
+// twice. The first failure sends it back for a retry; the second, on its
+// last attempt, ends it failed.
+func (p *prober) holderFails(ctx context.Context) (*lab.CheckBroken, error) {
+	if err := p.set(ctx, 1, "pending", "", 0, leaseNone, 0, 2); err != nil {
+		return nil, err
+	}
+	if err := p.set(ctx, 2, "done", "worker-c", 1, leaseNone, 1, 3); err != nil {
+		return nil, err
+	}
+	broken := func(format string, a ...any) *lab.CheckBroken {
+		return brokenBy(lab.ReqFailRetries, lab.CaseHolderFails, format, a...)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		id, epoch, refused, err := p.claim(ctx, "worker-a")
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != "":
+			return broken("the claim of attempt %d failed: %s", attempt, refused), nil
+		case id == 0 && attempt == 1:
+			return nil, nil // a claim that takes nothing: the runs name it
+		case id == 0:
+			return broken("after the holder's first failure no claim took the job again: your fail must send a job with attempts left back for a retry (status 'pending')"), nil
+		}
+		landed, refused, err := p.commit(ctx, sandbox.Fail, id, "worker-a", epoch)
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != "":
+			return broken("the holder's fail failed: %s", refused), nil
+		case !landed:
+			return broken("the holder's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", epoch), nil
+		}
+		rows, err := p.rows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r := rows[id]
+		switch {
+		case attempt == 1 && r.Status != "pending":
+			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: your fail must send it back for a retry (status 'pending')", r.Status), nil
+		case attempt == 2 && r.Status != "failed":
+			return broken("on its last attempt (2 of 2, its attempts column says %d) your fail left the job %s: a job that always fails must end failed, not come back for ever (CASE WHEN attempts >= max_attempts THEN 'failed' …, with a claim that counts attempts)", r.Attempts, r.Status), nil
+		}
+	}
+	return nil, nil
+}
+
+// otherJob: worker A holds job 2 at epoch 1, under a live lease, and
+// claims job 1 too, which gets epoch 1 as well; it completes job 1, and
+// then, job 1 set back as it was, claims and fails it. No statement may
+// change job 2's row, though its owner and epoch are job 1's, and no
+// epoch may go down.
+func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
+	var before map[int64]row
+	reset := func() error {
+		if err := p.set(ctx, 1, "pending", "", 0, leaseNone, 0, 3); err != nil {
+			return err
+		}
+		if err := p.set(ctx, 2, "running", "worker-a", 1, leaseLive, 1, 3); err != nil {
+			return err
+		}
+		var err error
+		before, err = p.rows(ctx)
+		return err
+	}
+	broken := func(format string, a ...any) *lab.CheckBroken {
+		return brokenBy(lab.ReqOwnRow, lab.CaseOtherJob, format, a...)
+	}
+	// after reads the table after a statement and names what it did to
+	// another job or to an epoch.
+	after := func(what string) (*lab.CheckBroken, error) {
+		now, err := p.rows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if d := before[2].diff(now[2]); d != "" {
+			return broken("%s changed job 2, which worker A also holds at epoch 1 (%s): each statement must change its own job's row alone (WHERE id = :id)", what, d), nil
+		}
+		for id, r := range now {
+			if r.Epoch < before[id].Epoch {
+				return broken("%s sent job %d's epoch down from %d to %d: an epoch never goes down, or an old token is new again", what, id, before[id].Epoch, r.Epoch), nil
+			}
+		}
+		before = now
+		return nil, nil
+	}
+	for _, k := range []sandbox.Kind{sandbox.Complete, sandbox.Fail} {
+		if err := reset(); err != nil {
+			return nil, err
+		}
+		id, epoch, refused, err := p.claim(ctx, "worker-a")
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != "" || id != 1:
+			return nil, nil // the runs and the other probes name a claim that fails or takes a live job
+		}
+		if b, err := after("your claim"); b != nil || err != nil {
+			return b, err
+		}
+		if _, refused, err := p.commit(ctx, k, id, "worker-a", epoch); err != nil || refused != "" {
+			return nil, err
+		}
+		if b, err := after("your " + k.String()); b != nil || err != nil {
+			return b, err
+		}
+	}
+	return nil, nil
+}
+
+// column is an integer column of a result's first row.
+func column(r *sandbox.Result, name string) (int64, bool) {
+	if r == nil || len(r.Rows) == 0 {
+		return 0, false
+	}
+	for i, c := range r.Columns {
+		if c == name && i < len(r.Rows[0]) {
+			switch v := r.Rows[0][i].(type) { // the claim may return any integer type
+			case int64:
+				return v, true
+			case int32:
+				return int64(v), true
+			case int16:
+				return int64(v), true
+			}
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// claimersWait is how long the second of two claimers at once may take
+// to get its job: "at once", with room for a loaded machine. The role's
+// lock_timeout (1 s) ends a claim that waits on the first one's lock
+// first.
+const claimersWait = 3 * time.Second
+
+// probeClaimers runs the claim as two claimers at once on two pending
+// jobs, as the role: worker A's claim in a transaction held open, then
+// worker B's, on a connection of its own, while A's locks are held. B
+// must get a job at once, and not A's. A claim without SKIP LOCKED waits
+// on A's lock (until the role's lock_timeout ends it); one that finds
+// nothing, or A's job, is named too. The transaction is rolled back.
+func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*lab.CheckBroken, error) {
+	broken := func(format string, a ...any) *lab.CheckBroken {
+		return &lab.CheckBroken{Requirement: lab.ReqSkipLocked, Case: lab.CaseClaimers,
+			Words: lab.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}
+	}
+	connA, err := role.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer connA.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
+	connB, err := role.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer connB.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
+	txA, err := connA.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("two claimers: %w", err)
+	}
+	defer txA.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the probe changes nothing
+	args := func(owner string) map[string]any {
+		return map[string]any{"owner": owner, "lease": DefaultLease, "now": time.Now()}
+	}
+	a, err := sandbox.Exec(ctx, connA, claim, args("worker-a"))
+	var refused *sandbox.Error
+	switch {
+	case errors.As(err, &refused):
+		return broken("worker A's claim failed: %s", refused.Message), nil
+	case err != nil:
+		return nil, err
+	}
+	idA, okA := claimedID(a)
+	if !okA {
+		return broken("worker A's claim took no job while two were pending"), nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, claimersWait)
+	defer cancel()
+	began := time.Now()
+	b, err := sandbox.Exec(bctx, connB, claim, args("worker-b"))
+	took := time.Since(began).Round(time.Millisecond)
+	switch {
+	case errors.As(err, &refused) || (err != nil && bctx.Err() != nil):
+		return broken("worker B's claim waited on worker A's lock (%v, until it gave up) while another job was pending: "+
+			"two claimers at once must each get their own job at once; your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)", took), nil
+	case err != nil:
+		return nil, err
+	}
+	idB, okB := claimedID(b)
+	switch {
+	case !okB:
+		return broken("worker B's claim took no job while worker A held one and another was pending: your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)"), nil
+	case idB == idA:
+		return broken("both claimers got job %d: your claim hands one job to two workers (lock the row it picks: FOR UPDATE SKIP LOCKED)", idA), nil
+	}
+	return nil, nil
+}
+
+// claimedID is the id of the job a claim returned.
+func claimedID(r *sandbox.Result) (int64, bool) { return column(r, "id") }
