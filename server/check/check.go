@@ -91,7 +91,13 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	if err != nil {
 		return lab.Probes{}, err
 	}
-	if _, err := q.Insert(ctx, []byte(`{"task":"a trial run"}`), 1); err != nil {
+	// The trial's job is a run's: the same payload and attempts, and, as
+	// each run's, job 1 of a fresh table. Try runs each statement as a
+	// run's worker A would, under the same lease. Yet a statement can
+	// still tell the trial apart (by its schema's or role's name, say);
+	// nothing rests on the trial but refusing a statement that errors
+	// early: a statement that behaves in it alone fails the runs.
+	if _, err := q.Insert(ctx, []byte(runner.JobPayload), 0); err != nil {
 		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
 	}
 	if err := role.Try(ctx, st); err != nil {

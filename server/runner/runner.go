@@ -405,7 +405,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		}
 		return nil
 	}
-	id, err := r.addJob(ctx, []byte(`{"task":"send invoice #1042 to the billing service"}`))
+	id, err := r.addJob(ctx, []byte(JobPayload))
 	if err != nil {
 		return err
 	}
