@@ -40,7 +40,7 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	}
 
 	stdout, stderr, code := fencelab(t, nil, checkArgs(start)...)
-	if code != 1 || !strings.Contains(stdout, "zombie's commit") || !strings.Contains(stdout, "your complete does not compare-and-set") {
+	if code != 1 || !strings.Contains(stdout, "zombie's commit") || !strings.Contains(stdout, "your claim does not raise the epoch") {
 		t.Fatalf("the start: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	stdout, stderr, code = fencelab(t, nil, checkArgs(ours, "--json")...)

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +149,28 @@ const (
 	ReqLands         Requirement = "lands"          // the owner's own complete lands
 )
 
+// requirementOrder is the article's order of the requirements, Step 2's
+// 1 to 4: the claim (it runs, takes a job, skips a locked one, takes an
+// expired one, judges the lease on the database clock), the epoch it
+// raises, the compare-and-set of complete and fail (and that they keep to
+// their own row, and retry), the receiver. A report names its broken
+// requirements in this order, so the first is the next to fix, whichever
+// case found it.
+var requirementOrder = []Requirement{ReqRuns, ReqClaimTakes, ReqSkipLocked, ReqTakesExpired, ReqDBClock, ReqEpochRaised,
+	ReqCompleteFence, ReqFailFence, ReqOwnRow, ReqFailRetries, ReqLands, ReqReceiverOlder, ReqReceiverNewer, ReqReceiverSame}
+
+// sortBroken puts the report's broken requirements in the article's
+// order (requirementOrder), keeping the cases' order among equals.
+func (r *CheckReport) sortBroken() {
+	rank := func(q Requirement) int {
+		if i := slices.Index(requirementOrder, q); i >= 0 {
+			return i
+		}
+		return len(requirementOrder)
+	}
+	slices.SortStableFunc(r.Broken, func(a, b CheckBroken) int { return rank(a.Requirement) - rank(b.Requirement) })
+}
+
 // CheckBroken is a requirement a case's run showed broken: what happened,
 // then which rule that breaks, in one sentence.
 type CheckBroken struct {
@@ -249,6 +272,7 @@ func JudgeCheck(in []CheckInput) CheckReport {
 	default:
 		rep.Words = fmt.Sprintf("Your solution fails %d of %d cases.", n, len(rep.Cases))
 	}
+	rep.sortBroken()
 	return rep
 }
 
@@ -430,20 +454,14 @@ type Probes struct {
 // not pass.
 func (r *CheckReport) WithProbes(p Probes) {
 	r.WithProbe(p.Receiver)
-	// A probe asks one clause one question, so what it names comes first:
-	// the runs' findings may be that clause's consequences (a claim that
-	// never takes an expired job leaves every run's zombie the holder).
 	var named []string
-	var first []CheckBroken
 	for _, b := range p.Statements {
-		if !has(r.Broken, b.Requirement) && !has(first, b.Requirement) {
-			first = append(first, b)
+		if !has(r.Broken, b.Requirement) {
+			r.Broken = append(r.Broken, b)
 		}
 		named = append(named, b.Case.Title())
 	}
-	if len(first) > 0 {
-		r.Broken = append(first, r.Broken...)
-	}
+	r.sortBroken()
 	if r.Pass && len(named) > 0 {
 		r.Pass, r.Mark = false, cellMark(false)
 		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but it fails %s.", len(r.Cases), strings.Join(named, " and "))
@@ -487,6 +505,7 @@ func (r *CheckReport) WithProbe(taken []bool) {
 			r.Broken = append(r.Broken, b)
 		}
 	}
+	r.sortBroken()
 	if r.Pass {
 		r.Pass, r.Mark = false, cellMark(false)
 		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its receiver breaks rule 4 on its own.", len(r.Cases))

@@ -75,3 +75,46 @@ func TestCheck_EveryClauseIsNamed(t *testing.T) {
 		})
 	}
 }
+
+// TestCheck_TheChallengeInTheArticlesOrder plays the article's challenge
+// as a reader would, from the leases-alone start: each requirement added
+// in turn, checking after each, every check names first the next one
+// missing, and the last passes. Then SKIP LOCKED dropped is named, and so
+// is the start's unfenced fail put back.
+func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
+	w := world(t)
+	start, ours := sandbox.Start(), sandbox.Ours()
+	sol := start
+	for _, step := range []struct {
+		add  sandbox.Kind
+		want lab.Requirement // named first before the step is taken
+	}{
+		{sandbox.Claim, lab.ReqEpochRaised},
+		{sandbox.Complete, lab.ReqCompleteFence},
+		{sandbox.Fail, lab.ReqFailFence},
+		{sandbox.Receiver, lab.ReqReceiverOlder},
+	} {
+		rep := run(t, w, sol)
+		t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
+		if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != step.want {
+			t.Fatalf("before ours's %s: pass %v, broken %v; want %s first", step.add, rep.Pass, brokenNames(rep), step.want)
+		}
+		sol = sol.With(step.add, ours.Text(step.add))
+	}
+	if rep := run(t, w, sol); !rep.Pass {
+		t.Fatalf("every requirement added, the check fails: %v", brokenNames(rep))
+	}
+	for _, tc := range []struct {
+		name string
+		sol  sandbox.Solution
+		want lab.Requirement
+	}{
+		{"SKIP LOCKED dropped", sol.With(sandbox.Claim, strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)), lab.ReqSkipLocked},
+		{"the fail unfenced", sol.With(sandbox.Fail, start.Fail), lab.ReqFailFence},
+	} {
+		rep := run(t, w, tc.sol)
+		if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != tc.want {
+			t.Errorf("%s: pass %v, broken %v; want %s first", tc.name, rep.Pass, brokenNames(rep), tc.want)
+		}
+	}
+}

@@ -49,9 +49,28 @@ func (s Solution) With(k Kind, text string) Solution {
 	return s
 }
 
-// The claim is the same in both: the article's leases-alone start already
-// claims in one statement, on the database clock, and raises the epoch.
-// What it lacks is everything that reads the epoch back.
+// startClaimSQL is the article's "leases alone": one statement that takes
+// a pending job, or a running one whose lease ran out on the database
+// clock, with FOR UPDATE SKIP LOCKED (requirement 1), and no epoch: it
+// returns the column the workers read, but nothing raises it. The
+// increment (requirement 2) and everything that reads the epoch back
+// (3 and 4) are the reader's to add.
+const startClaimSQL = `UPDATE jobs
+   SET status = 'running',
+       owner = :owner,
+       attempts = attempts + 1,
+       lease_until = now() + :lease,
+       updated_at = now()
+ WHERE id = (
+       SELECT id FROM jobs
+        WHERE status = 'pending'
+           OR (status = 'running' AND lease_until < now())
+        ORDER BY id
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED)
+RETURNING id, owner, epoch, lease_until`
+
+// claimSQL is our claim: the start's, raising the epoch.
 const claimSQL = `UPDATE jobs
    SET status = 'running',
        owner = :owner,
@@ -69,11 +88,11 @@ const claimSQL = `UPDATE jobs
 RETURNING id, owner, epoch, lease_until`
 
 // Start is the solution the page starts from: the article's leases-alone
-// build (a claim with a lease, a plain UPDATE … SET status = 'done', a
-// receiver that takes every delivery), which the zombie beats.
+// build (a claim with a lease and no epoch, a plain UPDATE … SET status =
+// 'done', a receiver that takes every delivery), which the zombie beats.
 func Start() Solution {
 	return Solution{
-		Claim: claimSQL,
+		Claim: startClaimSQL,
 		Complete: `UPDATE jobs
    SET status = 'done',
        result = :result,
