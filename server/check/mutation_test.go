@@ -84,8 +84,16 @@ func TestCheck_EveryClauseIsNamed(t *testing.T) {
 func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
 	w := world(t)
 	start, ours := sandbox.Start(), sandbox.Ours()
+	type step struct {
+		name string
+		sol  sandbox.Solution
+		want lab.Requirement // named first; "" : passes
+	}
+	// Each step's solution is the one before it with one more of ours:
+	// known beforehand, so the checks run side by side.
+	var steps []step
 	sol := start
-	for _, step := range []struct {
+	for _, s := range []struct {
 		add  sandbox.Kind
 		want lab.Requirement // named first before the step is taken
 	}{
@@ -94,27 +102,24 @@ func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
 		{sandbox.Fail, lab.ReqFailFence},
 		{sandbox.Receiver, lab.ReqReceiverOlder},
 	} {
-		rep := run(t, w, sol)
-		t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
-		if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != step.want {
-			t.Fatalf("before ours's %s: pass %v, broken %v; want %s first", step.add, rep.Pass, brokenNames(rep), step.want)
-		}
-		sol = sol.With(step.add, ours.Text(step.add))
+		steps = append(steps, step{"before ours's " + s.add.String(), sol, s.want})
+		sol = sol.With(s.add, ours.Text(s.add))
 	}
-	if rep := run(t, w, sol); !rep.Pass {
-		t.Fatalf("every requirement added, the check fails: %v", brokenNames(rep))
-	}
-	for _, tc := range []struct {
-		name string
-		sol  sandbox.Solution
-		want lab.Requirement
-	}{
-		{"SKIP LOCKED dropped", sol.With(sandbox.Claim, strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)), lab.ReqSkipLocked},
-		{"the fail unfenced", sol.With(sandbox.Fail, start.Fail), lab.ReqFailFence},
-	} {
-		rep := run(t, w, tc.sol)
-		if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != tc.want {
-			t.Errorf("%s: pass %v, broken %v; want %s first", tc.name, rep.Pass, brokenNames(rep), tc.want)
-		}
+	steps = append(steps,
+		step{"every requirement added", sol, ""},
+		step{"then SKIP LOCKED dropped", sol.With(sandbox.Claim, strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)), lab.ReqSkipLocked},
+		step{"then the fail unfenced", sol.With(sandbox.Fail, start.Fail), lab.ReqFailFence})
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rep := run(t, w, s.sol)
+			t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
+			switch {
+			case s.want == "" && !rep.Pass:
+				t.Fatalf("the check fails: %v", brokenNames(rep))
+			case s.want != "" && (rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != s.want):
+				t.Fatalf("pass %v, broken %v; want %s first", rep.Pass, brokenNames(rep), s.want)
+			}
+		})
 	}
 }
