@@ -3,13 +3,14 @@
 // playground in headless Chromium through chromedp and drive it the way a
 // person would, by data-testid.
 //
-// The suite is four packages, so that each stays well inside go test's
+// The suite is five packages, so that each stays well inside go test's
 // ten minutes a package on a loaded 2-core machine, and go test runs them
 // side by side:
 //
 //   - e2e (this one): the page — the article's table, orderings, guards,
-//     the matrix, the keyboard, layout, embeds, the lesson, present mode,
-//     the audience, accessibility;
+//     the matrix, the keyboard, layout, accessibility;
+//   - e2e/room: the page as a room and a blog use it — the lesson, present
+//     mode, a student watching, embeds, sharing, exports, a busy server;
 //   - e2e/buildit: Build it and Check it in the page;
 //   - e2e/engines: the core of the page in WebKit and Firefox too;
 //   - e2e/loadlab: the load lab against the checkers' counts.

@@ -51,7 +51,7 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 	if !strings.Contains(code, "<iframe") || !strings.Contains(code, srv.URL+"/?embed=1&") {
 		t.Fatalf("the embed code is %q", code)
 	}
-	blog := hostServer(t, `<!doctype html><html lang="en"><head><meta name="viewport" content="width=device-width, initial-scale=1"><title>A blog post</title></head>
+	blog := e2etest.HostServer(t, `<!doctype html><html lang="en"><head><meta name="viewport" content="width=device-width, initial-scale=1"><title>A blog post</title></head>
 	<body style="margin:0;font:16px sans-serif"><h1>Fencing tokens</h1><p>Try it:</p>`+code+`
 	<script>window.msgs = []; addEventListener("message", (e) => { if (e.data && e.data.source === "fencelab") { window.msgs.push(e.data); window.lastAt = Date.now(); } });</script>
 	</body></html>`)

@@ -623,3 +623,60 @@ func TestBuild_TheResultOnEveryScreen(t *testing.T) {
 		})
 	}
 }
+
+// TestBuild_TheChallengeToItsEnd plays the article's challenge in the page
+// as a reader does, from the leases-alone start in the editors: each
+// requirement added in turn (ours's statement typed over the start's),
+// checked after each, and every check's first broken item names the next
+// requirement missing, until the last check passes. Then SKIP LOCKED is
+// dropped and checked: named; then the fail is made unfenced again and
+// checked: named.
+func TestBuild_TheChallengeToItsEnd(t *testing.T) {
+	t.Parallel()
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 1280, 900)
+	openBuild(tab, srv.URL+"/")
+	start, ours := sandbox.Start(), sandbox.Ours()
+	for _, k := range sandbox.Kinds() {
+		if got := editorText(tab, k.String()); got != start.Text(k) {
+			t.Fatalf("the %s editor does not start with the start's statement: %q", k, got)
+		}
+	}
+	check := func(what, want string) {
+		t.Helper()
+		tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-check"))+`).click()`, nil)
+		tab.PollState(`s.build.phase !== "finished"`, 30*time.Second)
+		tab.PollState(`s.build.phase === "finished"`, e2etest.CheckTimeout)
+		tab.PollState(`s.build.report !== null`, 5*time.Second)
+		var first struct{ Requirement, Words string }
+		tab.Eval(`(() => { const li = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-broken")+" li")+`);
+			return li ? {requirement: li.dataset.requirement, words: li.textContent} : {requirement: "", words: ""}; })()`, &first)
+		headline := tab.Text("build-words")
+		switch {
+		case want == "" && (first.Requirement != "" || !strings.Contains(headline, "passes")):
+			t.Fatalf("%s: the page says %q and names %q first, want a pass", what, headline, first.Requirement)
+		case want != "" && first.Requirement != want:
+			t.Fatalf("%s: the page names %q first (%q), want %s; it says %q", what, first.Requirement, first.Words, want, headline)
+		}
+		t.Logf("%s: %s %s", what, headline, first.Words)
+	}
+	for _, s := range []struct {
+		add  sandbox.Kind
+		want string // named first before ours's statement is typed in
+	}{
+		{sandbox.Claim, string(lab.ReqEpochRaised)},
+		{sandbox.Complete, string(lab.ReqCompleteFence)},
+		{sandbox.Fail, string(lab.ReqFailFence)},
+		{sandbox.Receiver, string(lab.ReqReceiverOlder)},
+	} {
+		check("before ours's "+s.add.String(), s.want)
+		tab.SetValue("build-"+s.add.String()+"-text", ours.Text(s.add))
+	}
+	check("every requirement added", "")
+	buildShot(tab, "build-result", "build-challenge-passes-1280")
+	tab.SetValue("build-claim-text", strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1))
+	check("SKIP LOCKED dropped", string(lab.ReqSkipLocked))
+	tab.SetValue("build-claim-text", ours.Claim)
+	tab.SetValue("build-fail-text", start.Fail)
+	check("the fail unfenced", string(lab.ReqFailFence))
+}

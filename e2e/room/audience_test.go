@@ -1,4 +1,4 @@
-package e2e
+package room
 
 import (
 	"bufio"
@@ -17,22 +17,13 @@ import (
 	"github.com/fencelab/fencelab/e2e/e2etest"
 )
 
-// hostServer serves one page on its own origin (another port of
-// 127.0.0.1), as a blog that embeds the playground would.
-func hostServer(t *testing.T, html string) string {
-	t.Helper()
-	ln := listenLocal(t)
-	serveOn(t, ln, html)
-	return "http://" + ln.Addr().String()
-}
-
 // TestEmbed_HostPageOnAnotherOrigin: a blog on another origin embeds the
 // page; it posts ready, its height and the verdict; the blog starts a run
 // by message; a message from an origin that is not allowed is ignored.
 func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	t.Parallel()
 	// The evil frame sits on the blog's page but has an origin of its own.
-	evil := hostServer(t, `<!doctype html><title>evil</title><script>
+	evil := e2etest.HostServer(t, `<!doctype html><title>evil</title><script>
 	  window.addEventListener("message", (e) => {
 	    if (e.data === "go") parent.frames[0].postMessage({type: "run", ordering: "new-owner-first", mode: "auto", lease_ms: 300, pace_ms: 0}, "*");
 	  });</script>`)
@@ -56,7 +47,7 @@ func TestEmbed_HostPageOnAnotherOrigin(t *testing.T) {
 	  window.start = () => document.getElementById("demo").contentWindow.postMessage({type: "run", ordering: "zombie-first", mode: "auto", lease_ms: 300, pace_ms: 0}, %q);
 	  window.evil = () => document.getElementById("evil").contentWindow.postMessage("go", "*");
 	</script></body></html>`, srv.URL, evil, srv.URL, srv.URL)
-	serveOn(t, blogLn, page)
+	e2etest.ServeOn(t, blogLn, page)
 
 	tab := e2etest.NewTab(t, 1024, 900)
 	tab.Navigate(blog + "/")

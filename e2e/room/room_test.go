@@ -1,4 +1,4 @@
-package e2e
+package room
 
 // The room and the reader: a lesson played to its end on a projector with
 // its stage in view at every step, the article's order on every width, a
@@ -8,8 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -296,43 +294,16 @@ func embedHost(srvURL, query string, width int) string {
 	</script></body></html>`, width, srvURL, query, srvURL, srvURL)
 }
 
-// listenLocal listens on a free port of 127.0.0.1: a blog's origin, known
-// before the server that must allow it starts.
-func listenLocal(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
-// serveOn serves one HTML page on ln until the test ends (and an empty
-// icon, so the browser logs no 404 for it).
-func serveOn(t *testing.T, ln net.Listener, html string) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/favicon.ico" {
-			w.Header().Set("Content-Type", "image/svg+xml")
-			fmt.Fprint(w, `<svg xmlns="http://www.w3.org/2000/svg"/>`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, html)
-	})}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-}
-
 // TestEmbed_SmallAndSteady: the embed as pasted, in a 375 px phone column,
 // stays within 1,000 px after a run with its verdict inside, and tells its
 // host its height seldom: at most once a frame, only for a change of 8 px
 // or more, fewer than 10 times in a run.
 func TestEmbed_SmallAndSteady(t *testing.T) {
 	t.Parallel()
-	blogLn := listenLocal(t)
+	blogLn := e2etest.ListenLocal(t)
 	blog := "http://" + blogLn.Addr().String()
 	srv := e2etest.StartServer(t, "--allow-origin", blog)
-	serveOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", 375))
+	e2etest.ServeOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", 375))
 
 	tab := e2etest.NewTab(t, 375, 667)
 	tab.Navigate(blog + "/")
