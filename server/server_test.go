@@ -127,9 +127,22 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	s.cmd(`{"action":"kill_worker","worker":"C"}`)
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
 	s.cmd(`{"action":"resume_worker","worker":"B"}`)
-	s.waitEvent(10*time.Second, "the lease running out", func(e lab.Event) bool {
-		return e.Lease != nil && e.Lease.Change == lab.LeaseExpired && e.Lease.JobID == claim.SQL.JobID && e.Lease.Epoch == 1 && e.Lease.Holder == "C"
+	// Any lease event of the job first, then what it says: a wrong one is
+	// named with every lease and claim event the run told (a CI run once
+	// saw none that matched, and said nothing more).
+	lease := s.waitEvent(10*time.Second, "of the job's lease", func(e lab.Event) bool {
+		return e.Lease != nil && e.Lease.JobID == claim.SQL.JobID
 	})
+	if l := lease.Lease; l.Change != lab.LeaseExpired || l.Epoch != 1 || l.Holder != "C" {
+		var told []string
+		for _, e := range s.events(0, "") {
+			if e.Lease != nil || (e.SQL != nil && e.SQL.Op == lab.OpClaim) || e.Process != nil {
+				b, _ := json.Marshal(e)
+				told = append(told, string(b))
+			}
+		}
+		t.Fatalf("the job's lease event is %+v, want it expired at epoch 1 held by C; the run told:\n%s", *l, strings.Join(told, "\n"))
+	}
 	done := s.waitEvent(20*time.Second, "another worker committing at epoch 2", func(e lab.Event) bool {
 		return e.SQL != nil && e.SQL.Op == lab.OpComplete && e.SQL.Result == lab.ResultOK && e.SQL.JobID == claim.SQL.JobID
 	})
