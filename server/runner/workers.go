@@ -435,12 +435,43 @@ func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
 		exited, ch := w.exited, r.changed
 		r.mu.Unlock()
 		if exited {
-			return nil
+			return r.cutConnections(ctx, label)
 		}
 		select {
 		case <-ctx.Done():
 			return fault.Errorf(fault.Unavailable, "worker %s did not die in time", label)
 		case <-ch:
+		}
+	}
+}
+
+// cutConnections ends what a killed worker left in Postgres: a statement it
+// sent just before it died (a heartbeat, late on a loaded machine) still
+// runs on its backend, and once ran after the runner had seen the lease run
+// out, extending it, so that the next claimer found no job. So the kill
+// ends only when the worker's backends are gone: those of its application
+// name whose last statement names this run's jobs schema (the engine's
+// statements are schema-qualified; a reader's, under a search path, send
+// no heartbeat). Each is terminated, and waited for; a statement that had
+// already committed is then in the row, where the next step reads it.
+func (r *Run) cutConnections(ctx context.Context, label string) error {
+	const find = `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+	 WHERE application_name = $1 AND pid <> pg_backend_pid() AND position($2 in query) > 0`
+	for {
+		var pids []int32
+		if err := r.env.Pool.QueryRow(ctx, find, lab.AppName(label), r.spec.Schemas.Jobs).Scan(&pids); err != nil {
+			return fmt.Errorf("worker %s's connections: %w", label, err)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if _, err := r.env.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+			return fmt.Errorf("worker %s's connections: %w", label, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fault.Errorf(fault.Unavailable, "worker %s's connections did not end in time", label)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
