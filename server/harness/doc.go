@@ -25,8 +25,12 @@
 // undecided and A is frozen. A's lease runs out on the database clock. B
 // starts, claims, calls; B's call is decided, its answer held: B is still
 // working. A is thawed, its call decided and answered; A commits and exits.
-// Then B is answered, commits and exits. The other cases are told in
-// play.go, each beside its code.
+// Then B is answered, commits and exits.
+//
+// That order is not written here: play.go plays the runner's own steps
+// for the case (lab.ScriptOf), the same list the playground's simulated
+// workers follow, each step mapped onto one of the three levers. A case
+// added to the lab is played by both, or neither.
 //
 // # What it reads
 //

@@ -14,209 +14,220 @@ import (
 // poll is how often the harness looks at the job row and the workers.
 const poll = 20 * time.Millisecond
 
-// play plays the case's ordering (lab.Script) from outside the workers
-// and reports whether worker A sent its commit once it was let go: read
+// worker is one worker of a case as the script plays it: its process,
+// the call of its it holds at the gate, and, for worker A, what it had
+// sent before it was let go.
+type worker struct {
+	p       *proc
+	call    *call // its call to the receiver, held at the gate; nil before it calls
+	decided bool  // the receiver has decided its call
+	looking bool  // it started with a clock that runs ahead and has claimed nothing
+	before  *lab.Sent
+}
+
+// play plays the case's script, lab.ScriptOf of its config (the very steps
+// the playground's runner plays on its own workers), on the reader's
+// workers from outside: it cannot tell a program when to claim or commit,
+// only start it, hold its call to the receiver and the receiver's answer,
+// and freeze, thaw or kill it. Each step maps onto those:
+//
+//   - claim: start the worker and wait until it calls the receiver, which
+//     it does once it has claimed; its call is held, undecided. A worker
+//     whose clock runs ahead is given a fair window to claim instead: a
+//     correct one finds nothing.
+//   - freeze, thaw, kill: SIGSTOP, SIGCONT, SIGKILL of its group. A thawed
+//     worker that was frozen waiting on its call goes on with it: the
+//     receiver decides it.
+//   - deliver: the receiver decides the worker's call; its answer is held.
+//   - commit: the answer goes back, and the worker must commit and exit.
+//   - await-expiry: wait until the lease has run out on the database
+//     clock.
+//
+// It reports whether worker A sent a write once it was let go on: read
 // from the database (lab.WritesSent, which counts a statement whose
 // transaction was rolled back too), never from the worker's exit status
 // (lab.EvaluateInput.ZombieTriedCommit).
 func (c *caseRun) play(ctx context.Context) (zombieTriedCommit bool, err error) {
-	switch c.rc.Ordering {
-	case lab.NewOwnerFirst:
-		return c.playTakeover(ctx, false)
-	case lab.ZombieFirst:
-		return c.playTakeover(ctx, true)
-	case lab.CrashBeforeCommit:
-		return c.playCrash(ctx)
-	case lab.ClockSkew:
-		return c.playClockAhead(ctx)
-	}
-	return false, fmt.Errorf("the check has no script for the %s ordering", c.rc.Ordering)
-}
-
-// playTakeover plays the article's two orderings. A claims and calls the
-// receiver; its call is held, undecided, and A is frozen (SIGSTOP) as it
-// waits for the answer. Its lease runs out on the database clock; B
-// starts, claims and calls. New owner first: B's call is decided first and
-// its answer held, so B is still working when A is thawed (SIGCONT), its
-// call decided and answered, and A commits and exits; then B gets its
-// answer, commits and exits. Zombie first: A's call is decided and
-// answered first and A commits and exits, all while B's call waits; then
-// B's is decided and answered, and B commits.
-func (c *caseRun) playTakeover(ctx context.Context, zombieFirst bool) (bool, error) {
-	a, err := c.start(lab.Zombie)
+	sc, err := lab.ScriptOf(c.rc)
 	if err != nil {
 		return false, err
 	}
-	ca, err := c.awaitCall(ctx, a, "")
-	if err != nil {
-		return false, err
-	}
-	if err := a.signal(syscall.SIGSTOP); err != nil {
-		return false, err
-	}
-	if err := c.awaitExpiry(ctx); err != nil {
-		return false, err
-	}
-	b, err := c.start(lab.NewOwner)
-	if err != nil {
-		return false, err
-	}
-	cb, err := c.awaitCall(ctx, b, " after worker A's lease ran out on the database clock")
-	if err != nil {
-		return false, err
-	}
-	if !zombieFirst {
-		if err := cb.decide(ctx); err != nil {
-			return false, err
+	ws := map[string]*worker{}
+	expired := false
+	for _, st := range sc.Steps {
+		w := ws[st.Worker]
+		if st.Action != lab.ActClaim && st.Action != lab.ActAwaitExpiry && w == nil {
+			return false, fmt.Errorf("the %s case's script has worker %s %s before it claims", c.cs, st.Worker, st.Action)
+		}
+		switch st.Action {
+		case lab.ActClaim:
+			if w, err = c.claim(ctx, st.Worker, expired); err != nil {
+				return false, err
+			}
+			ws[st.Worker] = w
+		case lab.ActFreeze:
+			// A call of its is in flight, held: it freezes waiting on it.
+			err = w.p.signal(syscall.SIGSTOP)
+		case lab.ActThaw:
+			if err = c.letGo(ctx, w); err == nil {
+				err = w.p.signal(syscall.SIGCONT)
+			}
+			if err == nil && w.call != nil && !w.decided {
+				err = c.deliver(ctx, w)
+			}
+		case lab.ActDeliver:
+			if err = c.letGo(ctx, w); err == nil {
+				err = c.deliver(ctx, w)
+			}
+		case lab.ActCommit:
+			if st.Fail {
+				return false, fmt.Errorf("the %s case's worker %s fails instead of committing: a worker program has no way to be told its handler errored", c.cs, st.Worker)
+			}
+			var tried bool
+			if tried, err = c.commit(ctx, w); st.Worker == lab.Zombie {
+				zombieTriedCommit = zombieTriedCommit || tried
+			}
+		case lab.ActKill:
+			w.p.kill()
+		case lab.ActAwaitExpiry:
+			err, expired = c.awaitExpiry(ctx), true
+		default:
+			err = fmt.Errorf("the %s case's script has a step the harness cannot play: %s", c.cs, st.Action)
+		}
+		if err != nil {
+			return zombieTriedCommit, err
 		}
 	}
-	// A is frozen: what it has sent so far is its claim's.
-	before, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
-	if err != nil {
-		return false, err
-	}
-	if err := a.signal(syscall.SIGCONT); err != nil {
-		return false, err
-	}
-	if err := ca.decide(ctx); err != nil {
-		return false, err
-	}
-	ca.letAnswer()
-	c.gate.openFor(lab.Zombie)
-	if err := c.awaitExit(ctx, a); err != nil {
-		return false, err
-	}
-	tried, err := c.sentSince(ctx, before)
-	if err != nil {
-		return false, err
-	}
-	if err := cb.decide(ctx); err != nil {
-		return tried, err
-	}
-	cb.letAnswer()
-	c.gate.openFor(lab.NewOwner)
-	return tried, c.awaitExit(ctx, b)
+	return zombieTriedCommit, nil
 }
 
-// sentSince reports whether worker A sent an UPDATE on jobs since the
-// count before.
-func (c *caseRun) sentSince(ctx context.Context, before lab.Sent) (bool, error) {
-	after, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
-	if err != nil {
-		return false, err
-	}
-	return after.A > before.A, nil
-}
-
-// playCrash: A claims and calls the receiver, which takes the call; before
-// A hears the answer, its whole process group is SIGKILLed. The lease runs
-// out; B claims, calls and commits.
-func (c *caseRun) playCrash(ctx context.Context) (bool, error) {
-	a, err := c.start(lab.Zombie)
-	if err != nil {
-		return false, err
-	}
-	ca, err := c.awaitCall(ctx, a, "")
-	if err != nil {
-		return false, err
-	}
-	if err := ca.decide(ctx); err != nil {
-		return false, err
-	}
-	a.kill()
-	if err := c.awaitExpiry(ctx); err != nil {
-		return false, err
-	}
-	b, err := c.start(lab.NewOwner)
-	if err != nil {
-		return false, err
-	}
-	cb, err := c.awaitCall(ctx, b, " after worker A's lease ran out on the database clock")
-	if err != nil {
-		return false, err
-	}
-	if err := cb.decide(ctx); err != nil {
-		return false, err
-	}
-	cb.letAnswer()
-	c.gate.openFor(lab.NewOwner)
-	return false, c.awaitExit(ctx, b)
-}
-
-// playClockAhead: A claims and calls the receiver; its call is held. B
-// starts with a clock that runs twice the lease ahead
-// (FENCELAB_CLOCK_SKEW_MS) and is given a fair chance to claim the job
-// while A's lease is still live on the database clock: until it claims, or
-// clockAheadWindow has passed since it started, ending leaseMargin before
-// the lease does. A correct B finds nothing. Then A's call is decided and
-// answered, and A commits and exits. A B that took the job is then let
-// call and commit; one that did not is stopped: finding nothing is no
-// error.
-func (c *caseRun) playClockAhead(ctx context.Context) (bool, error) {
-	a, err := c.start(lab.Zombie)
-	if err != nil {
-		return false, err
-	}
-	ca, err := c.awaitCall(ctx, a, "")
-	if err != nil {
-		return false, err
+// claim starts a worker and waits until it has claimed and called the
+// receiver. One whose clock runs ahead (FENCELAB_CLOCK_SKEW_MS) is given
+// a fair chance to claim the job while A's lease is still live on the
+// database clock: until it claims, or clockAheadWindow has passed since
+// it started, ending leaseMargin before the lease does. A correct one
+// finds nothing, and is left looking.
+func (c *caseRun) claim(ctx context.Context, label string, afterExpiry bool) (*worker, error) {
+	if c.rc.WorkerSkew(label) == 0 {
+		p, err := c.start(label)
+		if err != nil {
+			return nil, err
+		}
+		when := ""
+		if afterExpiry {
+			when = " after worker A's lease ran out on the database clock"
+		}
+		cl, err := c.awaitCall(ctx, p, when)
+		return &worker{p: p, call: cl}, err
 	}
 	job, err := c.q.Get(ctx, c.jobID)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	b, err := c.start(lab.NewOwner)
+	p, err := c.start(label)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	end := b.started.Add(clockAheadWindow)
+	end := p.started.Add(clockAheadWindow)
 	if job.Status == engine.StatusRunning && job.LeaseUntil != nil {
 		if live := time.Now().Add(job.LeaseUntil.Sub(job.DBTime) - leaseMargin); live.Before(end) {
 			end = live
 		}
 	}
-	for time.Now().Before(end) && !b.exited() {
-		claimed, _, err := c.claimedBy(ctx, lab.NewOwner)
+	w := &worker{p: p, looking: true}
+	for time.Now().Before(end) && !p.exited() {
+		claimed, _, err := c.claimedBy(ctx, label)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if claimed != nil {
+			w.looking = false
 			break
 		}
 		if err := sleep(ctx, poll); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	if b.exited() {
-		c.noteExit(b, "while it looked for a job")
+	if p.exited() {
+		c.noteExit(p, "while it looked for a job")
 	}
-	// A waits for its answer: what it has sent so far is its claim's.
-	before, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
+	return w, nil
+}
+
+// look asks the job's history again whether a worker that was left
+// looking has claimed the job since.
+func (c *caseRun) look(ctx context.Context, w *worker) error {
+	if !w.looking {
+		return nil
+	}
+	claimed, _, err := c.claimedBy(ctx, w.p.label)
+	w.looking = claimed == nil
+	return err
+}
+
+// letGo notes, for worker A, what it has sent so far (its claim's), the
+// first time the script lets it go on: thawed, or its call decided.
+func (c *caseRun) letGo(ctx context.Context, w *worker) error {
+	if w.p.label != lab.Zombie || w.before != nil {
+		return nil
+	}
+	sent, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
+	if err != nil {
+		return err
+	}
+	w.before = &sent
+	return nil
+}
+
+// deliver lets the receiver decide the worker's call; its answer is still
+// held. A worker that is still looking holds no job and makes no call; one
+// that claimed after its window began is waited for.
+func (c *caseRun) deliver(ctx context.Context, w *worker) error {
+	if err := c.look(ctx, w); err != nil || w.looking || w.decided {
+		return err
+	}
+	if w.call == nil {
+		cl, err := c.awaitCall(ctx, w.p, "")
+		if err != nil {
+			return err
+		}
+		w.call = cl
+	}
+	w.decided = true
+	return w.call.decide(ctx)
+}
+
+// commit lets the worker's answer go back, and every later call of its
+// through, and waits for it to commit and exit. A worker that is still
+// looking is stopped: finding nothing is no error. It reports whether
+// worker A sent a write since it was let go.
+func (c *caseRun) commit(ctx context.Context, w *worker) (bool, error) {
+	if err := c.look(ctx, w); err != nil {
+		return false, err
+	}
+	if w.looking {
+		w.p.kill()
+		return false, nil
+	}
+	if err := c.letGo(ctx, w); err != nil {
+		return false, err
+	}
+	if err := c.deliver(ctx, w); err != nil {
+		return false, err
+	}
+	w.call.letAnswer()
+	c.gate.openFor(w.p.label)
+	if err := c.awaitExit(ctx, w.p); err != nil {
+		return false, err
+	}
+	if w.before == nil {
+		return false, nil
+	}
+	after, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
 	if err != nil {
 		return false, err
 	}
-	if err := ca.decide(ctx); err != nil {
-		return false, err
-	}
-	ca.letAnswer()
-	c.gate.openFor(lab.Zombie)
-	if err := c.awaitExit(ctx, a); err != nil {
-		return false, err
-	}
-	tried, err := c.sentSince(ctx, before)
-	if err != nil {
-		return false, err
-	}
-	claimed, _, err := c.claimedBy(ctx, lab.NewOwner)
-	if err != nil {
-		return tried, err
-	}
-	if claimed == nil {
-		b.kill()
-		return tried, nil
-	}
-	c.gate.openFor(lab.NewOwner)
-	return tried, c.awaitExit(ctx, b)
+	return after.A > w.before.A, nil
 }
 
 // awaitCall waits, at most the config's timeout, for the worker's first
