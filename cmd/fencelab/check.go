@@ -175,8 +175,7 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	var probes lab.Probes
 	if receiverText != "" {
 		var err error
-		probes, err = solcheck.Validate(ctx, pool, "fl_check_recv", sandbox.Ours().With(sandbox.Receiver, receiverText))
-		probes.Statements = nil // ours: the worker's statements are its own
+		probes, err = solcheck.ValidateReceiver(ctx, pool, receiverText)
 		var refused *sandbox.Error
 		switch {
 		case errors.As(err, &refused):
@@ -186,12 +185,14 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		}
 		cfg.NewReceiverFunc = solcheck.ReceiverOf(pool, receiverText)
 	}
-	in, err := harness.Run(ctx, cfg)
+	player, err := harness.NewPlayer(cfg)
 	if err != nil {
 		return err
 	}
-	rep := lab.JudgeCheck(in)
-	rep.WithProbe(probes.Receiver) // the reader's receiver alone; none for ours
+	rep, err := solcheck.Play(ctx, solcheck.Plan{Cases: player.Cases(), Player: player, Probes: probes})
+	if err != nil {
+		return err
+	}
 	return printCheck(rep, asJSON, stdout)
 }
 

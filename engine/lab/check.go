@@ -54,18 +54,81 @@ const (
 	CaseReceiver CheckCase = "receiver-alone"
 )
 
-// CheckCases lists every case, in the order a check runs them.
+// caseDef is one case, defined once: its name for people, and, for a
+// case that is a run, the run that plays it (the runner plays it with a
+// reader's statements, the harness with a reader's worker program, both
+// from the same script, ScriptOf of its config). A probe (run false) is
+// played by the check's probes alone.
+type caseDef struct {
+	c     CheckCase
+	title string
+	run   bool
+	// config sets the case's run apart from the plain one (a lease,
+	// Custom): its ordering, one name for both, a zombie that fails.
+	config func(*RunConfig)
+	// noPrograms says why a worker program, steered from outside alone,
+	// cannot play the case; "" when it can.
+	noPrograms string
+}
+
+// caseDefs are every case, the runs first, in the order a check plays
+// them, then the probes, in the order a report names them.
+var caseDefs = []caseDef{
+	{c: CaseNewOwnerFirst, title: "new owner first", run: true, config: func(rc *RunConfig) { rc.Ordering = NewOwnerFirst }},
+	{c: CaseZombieFirst, title: "zombie first", run: true, config: func(rc *RunConfig) { rc.Ordering = ZombieFirst }},
+	{c: CaseCrash, title: "a crash before the commit", run: true, config: func(rc *RunConfig) { rc.Ordering = CrashBeforeCommit }},
+	{c: CaseClockAhead, title: "a worker whose clock runs ahead", run: true, config: func(rc *RunConfig) { rc.Ordering = ClockSkew }},
+	{c: CaseSameName, title: "one name for both workers", run: true, config: func(rc *RunConfig) { rc.Ordering, rc.SameIdentity = NewOwnerFirst, true }},
+	// One name for both, as the same-name case: a fail fenced by the
+	// owner alone is caught too, not only one with no fence at all.
+	{c: CaseZombieFails, title: "the zombie fails instead of completing", run: true,
+		config:     func(rc *RunConfig) { rc.Ordering, rc.ZombieFails, rc.SameIdentity = NewOwnerFirst, true, true },
+		noPrograms: "it has no way to tell the worker its handler errored"},
+	{c: CaseClaimers, title: "two claimers at once"},
+	{c: CaseExpired, title: "a job whose lease ran out"},
+	{c: CaseHolderFails, title: "the holder's own fail"},
+	{c: CaseOtherJob, title: "another job in the table"},
+	{c: CaseReceiver, title: "the receiver alone"},
+}
+
+// def is the case's definition; a name no case has, an empty one.
+func (c CheckCase) def() caseDef {
+	for _, d := range caseDefs {
+		if d.c == c {
+			return d
+		}
+	}
+	return caseDef{c: c, title: string(c)}
+}
+
+// CheckCases lists every case that is a run, in the order a check plays
+// them.
 func CheckCases() []CheckCase {
-	return []CheckCase{CaseNewOwnerFirst, CaseZombieFirst, CaseCrash, CaseClockAhead, CaseSameName, CaseZombieFails}
+	var cs []CheckCase
+	for _, d := range caseDefs {
+		if d.run {
+			cs = append(cs, d.c)
+		}
+	}
+	return cs
 }
 
 // ForWorkerPrograms reports whether `fencelab check --worker` can play
-// the case with a reader's worker program: one it steers from outside
-// alone, with no way to tell it its handler errored, cannot play
-// zombie-fails.
-func (c CheckCase) ForWorkerPrograms() bool { return c != CaseZombieFails }
+// the case with a reader's worker program, and if not, why not: one it
+// steers from outside alone, with no way to tell it its handler errored,
+// cannot play zombie-fails.
+func (c CheckCase) ForWorkerPrograms() (ok bool, why string) {
+	d := c.def()
+	switch {
+	case !d.run:
+		return false, "it is a probe of the statements, not a run"
+	case d.noPrograms != "":
+		return false, d.noPrograms
+	}
+	return true, ""
+}
 
-// ParseCheckCase parses a case name.
+// ParseCheckCase parses the name of a case that is a run.
 func ParseCheckCase(s string) (CheckCase, error) {
 	for _, c := range CheckCases() {
 		if string(c) == s {
@@ -76,56 +139,18 @@ func ParseCheckCase(s string) (CheckCase, error) {
 }
 
 // Config is the run that plays the case, with a lease; its ordering
-// gives the expected row of the article's table.
+// gives the expected row of the article's table. A probe's is the plain
+// run's, and no case's.
 func (c CheckCase) Config(lease time.Duration) RunConfig {
 	rc := RunConfig{Lease: lease, Custom: true}
-	switch c {
-	case CaseNewOwnerFirst:
-		rc.Ordering = NewOwnerFirst
-	case CaseZombieFirst:
-		rc.Ordering = ZombieFirst
-	case CaseCrash:
-		rc.Ordering = CrashBeforeCommit
-	case CaseClockAhead:
-		rc.Ordering = ClockSkew
-	case CaseSameName:
-		rc.Ordering, rc.SameIdentity = NewOwnerFirst, true
-	case CaseZombieFails:
-		// One name for both, as the same-name case: a fail fenced by the
-		// owner alone is caught too, not only one with no fence at all.
-		rc.Ordering, rc.ZombieFails, rc.SameIdentity = NewOwnerFirst, true, true
+	if d := c.def(); d.config != nil {
+		d.config(&rc)
 	}
 	return rc
 }
 
 // Title is the case's name for people.
-func (c CheckCase) Title() string {
-	switch c {
-	case CaseNewOwnerFirst:
-		return "new owner first"
-	case CaseZombieFirst:
-		return "zombie first"
-	case CaseCrash:
-		return "a crash before the commit"
-	case CaseClockAhead:
-		return "a worker whose clock runs ahead"
-	case CaseSameName:
-		return "one name for both workers"
-	case CaseZombieFails:
-		return "the zombie fails instead of completing"
-	case CaseReceiver:
-		return "the receiver alone"
-	case CaseClaimers:
-		return "two claimers at once"
-	case CaseExpired:
-		return "a job whose lease ran out"
-	case CaseHolderFails:
-		return "the holder's own fail"
-	case CaseOtherJob:
-		return "another job in the table"
-	}
-	return string(c)
-}
+func (c CheckCase) Title() string { return c.def().title }
 
 // Requirement is one of the article's Step 2 requirements, as a check
 // finds it broken.

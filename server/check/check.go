@@ -1,11 +1,16 @@
-// Package check is the article's Step 3, "Check it", for a reader's own
-// four statements: each case (lab.CheckCases) is a scripted run of real
-// worker processes that run the reader's claim, complete and fail, and a
-// receiver that runs their rule, all as a Postgres role made for that run
-// (server/sandbox). What each run came to is read from the database and
-// the receiver's log (lab.Evaluate), and lab.JudgeCheck names what the
-// solution breaks. It has no HTTP and no flags: `fencelab check` and the
-// playground's "check" command use it.
+// Package check is the article's Step 3, "Check it". Play is its one
+// pipeline: it plays each case (lab.CheckCases, defined once in the lab,
+// each played from the runner's script of it) with a Player, and judges
+// what each came to (lab.JudgeCheck) with what the statements' probes
+// showed (Validate). Three Players play the cases: Statements, a reader's
+// own four statements run by real worker processes and a receiver that
+// runs their rule, all as a Postgres role made for the run
+// (server/sandbox); the harness's, a reader's worker program
+// (server/harness); and the session's batch, whose cells the page draws.
+// What each run came to is read from the database and the receiver's log
+// (lab.Evaluate), never from what a worker says. It has no HTTP and no
+// flags: `fencelab check`, `fencelab check --worker` and the playground's
+// "check" command all call Play.
 package check
 
 import (
@@ -18,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
@@ -43,7 +49,7 @@ type Config struct {
 	Solution sandbox.Solution
 	Lease    time.Duration        // default DefaultLease
 	Cases    []lab.CheckCase      // default lab.CheckCases()
-	Prefix   string               // names the cases' schemas (prefix_<case>_j, …); default "fl_check_<random>"
+	Prefix   string               // names the schemas (Statements.Prefix; prefix_v_j, _r for Validate); default "fl_check_<random>"
 	EmitFunc func(lab.Event)      // every event of every case's run, if set
 	Parallel int                  // cases at once; default 1
 	OnCase   func(lab.CheckInput) // after each case, if set
@@ -61,8 +67,7 @@ type Config struct {
 // claimers at once, an expired lease, the holder's own fail, another job
 // in the table), and returns what they showed, for
 // CheckReport.WithProbes.
-func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbox.Solution) (probes lab.Probes, err error) {
-	s := lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
+func Validate(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, sol sandbox.Solution) (probes lab.Probes, err error) {
 	if err := s.Validate(); err != nil {
 		return lab.Probes{}, err
 	}
@@ -115,6 +120,15 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, prefix string, sol sandbo
 	return probes, nil
 }
 
+// ValidateReceiver checks a receiver rule alone, for a check of a worker
+// program whose statements are its own: it is Validate of our statements
+// with the rule, on schemas of a random name, and it returns the
+// receiver's probe alone.
+func ValidateReceiver(ctx context.Context, pool *pgxpool.Pool, text string) (lab.Probes, error) {
+	probes, err := Validate(ctx, pool, SchemasOf("fl_check_"+randomHex(4)+"_v"), sandbox.Ours().With(sandbox.Receiver, text))
+	return lab.Probes{Receiver: probes.Receiver}, err
+}
+
 // probeReceiver sends the receiver's rule the probe's deliveries, one by
 // one, as the role, and says which it took.
 func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked) ([]bool, error) {
@@ -132,9 +146,10 @@ func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked)
 	return taken, nil
 }
 
-// Run checks a solution: it validates it, then plays each case and
-// judges them. A refused statement is a *sandbox.Error, and no case runs.
-// The report lists every case, in order, also those that could not run.
+// Run checks a solution: it validates it, then plays each case with
+// Statements and judges them (Play). A refused statement is a
+// *sandbox.Error, and no case runs. The report lists every case, in
+// order, also those that could not run.
 func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	if cfg.Env == nil || cfg.Env.Pool == nil {
 		return lab.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
@@ -142,72 +157,71 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if len(cfg.Cases) == 0 {
-		cfg.Cases = lab.CheckCases()
-	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "fl_check_" + randomHex(4)
 	}
-	if cfg.Parallel < 1 {
-		cfg.Parallel = 1
-	}
-	probes, err := Validate(ctx, cfg.Env.Pool, cfg.Prefix+"_v", cfg.Solution)
+	probes, err := Validate(ctx, cfg.Env.Pool, SchemasOf(cfg.Prefix+"_v"), cfg.Solution)
 	if err != nil {
 		return lab.CheckReport{}, err
 	}
-	inputs := make([]lab.CheckInput, len(cfg.Cases))
-	sem := make(chan struct{}, cfg.Parallel)
-	done := make(chan int, len(cfg.Cases))
-	for i, c := range cfg.Cases {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; done <- i }()
-			inputs[i] = playCase(ctx, cfg, i, c)
-			if cfg.OnCase != nil {
-				cfg.OnCase(inputs[i])
-			}
-		}()
-	}
-	for range cfg.Cases {
-		<-done
-	}
-	if err := ctx.Err(); err != nil {
-		return lab.CheckReport{}, err
-	}
-	rep := lab.JudgeCheck(inputs)
-	rep.WithProbes(probes)
-	return rep, nil
+	return Play(ctx, Plan{Cases: cfg.Cases, Probes: probes, Parallel: cfg.Parallel, OnCase: cfg.OnCase,
+		Player: &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: cfg.Lease, Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc}})
 }
 
-// playCase plays one case's run to its verdict.
-func playCase(ctx context.Context, cfg Config, i int, c lab.CheckCase) lab.CheckInput {
-	in := lab.CheckInput{Case: c, Run: fmt.Sprintf("c%d", i+1)}
-	rc := c.Config(cfg.Lease)
+// SchemasOf are the two schemas of a check's run or validation whose
+// names start with prefix: prefix_j and prefix_r.
+func SchemasOf(prefix string) lab.Schemas {
+	return lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
+}
+
+// Statements plays a check's cases with a reader's four statements: each
+// case is a run of the runner's workers (real processes, the runner's
+// script of the case) that run the reader's claim, complete and fail,
+// and a receiver that runs their rule, all as a role made for the run.
+type Statements struct {
+	Env      *runner.Env
+	Solution sandbox.Solution
+	Lease    time.Duration   // default DefaultLease
+	Prefix   string          // each case's run is c<n>, its schemas prefix_<n>_j and _r, n its place in lab.CheckCases()
+	EmitFunc func(lab.Event) // every event of every case's run, if set
+}
+
+// Play plays one case's run to its verdict.
+func (p *Statements) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+	if _, err := lab.ParseCheckCase(string(c)); err != nil {
+		return lab.CheckInput{Case: c}, err
+	}
+	n := slices.Index(lab.CheckCases(), c) + 1
+	in := lab.CheckInput{Case: c, Run: fmt.Sprintf("c%d", n)}
+	lease := p.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	rc := c.Config(lease)
 	if err := rc.Validate(); err != nil {
 		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: err.Error()}
-		return in
+		return in, nil
 	}
-	sol := cfg.Solution
-	emit := cfg.EmitFunc
+	sol := p.Solution
+	emit := p.EmitFunc
 	if emit == nil {
 		emit = func(lab.Event) {}
 	}
 	spec := runner.Spec{ID: in.Run, Config: rc, Mode: lab.ModeAuto, Solution: &sol,
-		Schemas:  lab.Schemas{Jobs: fmt.Sprintf("%s_%d_j", cfg.Prefix, i+1), Receiver: fmt.Sprintf("%s_%d_r", cfg.Prefix, i+1)},
-		EmitFunc: emit}
+		Schemas: SchemasOf(fmt.Sprintf("%s_%d", p.Prefix, n)), EmitFunc: emit}
 	// A run's Done is closed before it has given back its schemas and
 	// role; its OnEndFunc, once it has.
 	cleaned := make(chan struct{})
 	spec.OnEndFunc = func(*runner.Run) { close(cleaned) }
-	r, err := runner.New(cfg.Env, spec)
+	r, err := runner.New(p.Env, spec)
 	if err != nil {
 		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
-		return in
+		return in, nil
 	}
 	if err := r.Start(ctx); err != nil {
 		<-cleaned
 		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
-		return in
+		return in, ctx.Err()
 	}
 	select {
 	case <-r.Done():
@@ -215,11 +229,14 @@ func playCase(ctx context.Context, cfg Config, i int, c lab.CheckCase) lab.Check
 		r.Stop(lab.StopShutdown)
 	}
 	<-cleaned
+	if err := ctx.Err(); err != nil {
+		return in, err
+	}
 	in.Outcome = r.Outcome()
 	if in.Outcome == nil {
 		in.Err = failureOf(r)
 	}
-	return in
+	return in, nil
 }
 
 // failureOf says why a run ended without an outcome.

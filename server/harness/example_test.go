@@ -7,14 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/harness"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // Check a worker program, here the reference Python worker, through every
 // case, and judge it. (Compiled, not run: it needs a database and Python.)
-func ExampleRun() {
+func ExamplePlayer() {
 	ctx := context.Background()
 	url := os.Getenv("DATABASE_URL")
 	pool, err := pgxpool.New(ctx, url)
@@ -29,7 +29,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	ins, err := harness.Run(ctx, harness.Config{
+	player, err := harness.NewPlayer(harness.Config{
 		Command:     "python3 server/harness/examples/python/correct.py",
 		Pool:        pool,
 		DatabaseURL: url,
@@ -39,7 +39,12 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	rep := lab.JudgeCheck(ins)
+	// The check's pipeline plays each case and judges them.
+	rep, err := check.Play(ctx, check.Plan{Cases: player.Cases(), Player: player})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, c := range rep.Cases {
 		fmt.Println(c.Case, c.OK)
 	}

@@ -104,17 +104,14 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Cases) == 0 {
 		for _, cs := range lab.CheckCases() {
-			if cs.ForWorkerPrograms() {
+			if ok, _ := cs.ForWorkerPrograms(); ok {
 				c.Cases = append(c.Cases, cs)
 			}
 		}
 	}
 	for _, cs := range c.Cases {
-		if _, err := lab.ParseCheckCase(string(cs)); err != nil {
+		if err := playable(cs); err != nil {
 			return err
-		}
-		if !cs.ForWorkerPrograms() {
-			return engine.Invalidf("the %s case cannot be played with a worker program: it has no way to tell the worker its handler errored", cs)
 		}
 	}
 	if c.Timeout == 0 {
@@ -161,32 +158,54 @@ type caseError struct{ code, msg string }
 
 func (e *caseError) Error() string { return e.msg }
 
-// Run plays every case of cfg against the reader's worker and returns what
-// each came to, in order, for lab.JudgeCheck: an Outcome read from the
-// database and the receiver, or an Err that says what the worker did not
-// do. It returns an error (with the cases played so far) only when the
-// check itself could not go on: a bad config, the database, or ctx.
-//
-// Each case has schemas of its own, dropped when it ends, and its
-// workers are killed and reaped when it ends, on an error or a cancelled
-// ctx too. Several Runs may go on at once, on one database: each case's
-// schema names are random.
-func Run(ctx context.Context, cfg Config) ([]lab.CheckInput, error) {
+// playable says why a worker program cannot play a case, if it cannot.
+func playable(cs lab.CheckCase) error {
+	if _, err := lab.ParseCheckCase(string(cs)); err != nil {
+		return err
+	}
+	if ok, why := cs.ForWorkerPrograms(); !ok {
+		return engine.Invalidf("the %s case cannot be played with a worker program: %s", cs, why)
+	}
+	return nil
+}
+
+// A Player plays the cases of a check with a reader's worker program, for
+// the check's one pipeline (server/check's Play, which judges them). Its
+// methods may be called from several goroutines at once: each case has
+// schemas, a role, a receiver and workers of its own, named at random.
+type Player struct{ cfg Config }
+
+// NewPlayer checks cfg (Config.Validate) and returns a Player of it.
+func NewPlayer(cfg Config) (*Player, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]lab.CheckInput, 0, len(cfg.Cases))
-	for _, cs := range cfg.Cases {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		in, err := runCase(ctx, &cfg, cs)
-		if err != nil {
-			return out, fmt.Errorf("check case %s: %w", cs, err)
-		}
-		out = append(out, in)
+	return &Player{cfg: cfg}, nil
+}
+
+// Cases are the cases the config names, in order.
+func (p *Player) Cases() []lab.CheckCase { return append([]lab.CheckCase(nil), p.cfg.Cases...) }
+
+// Play plays one case with the reader's worker as A and B and says what it
+// came to: an Outcome read from the database and the receiver, or an Err
+// that says what the worker did not do. It returns an error only when the
+// check itself cannot go on: a case no program can play, the database, or
+// ctx.
+//
+// The case's schemas are dropped when it ends, and its workers killed and
+// reaped, on an error or a cancelled ctx too.
+func (p *Player) Play(ctx context.Context, cs lab.CheckCase) (lab.CheckInput, error) {
+	if err := playable(cs); err != nil {
+		return lab.CheckInput{Case: cs}, err
 	}
-	return out, nil
+	if err := ctx.Err(); err != nil {
+		return lab.CheckInput{Case: cs}, err
+	}
+	in, err := runCase(ctx, &p.cfg, cs)
+	if err != nil {
+		return in, fmt.Errorf("check case %s: %w", cs, err)
+	}
+	return in, nil
 }
 
 // caseRun is one case being played.

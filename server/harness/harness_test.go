@@ -20,6 +20,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/harness"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -102,7 +103,7 @@ func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -132,11 +133,23 @@ func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts 
 	}
 }
 
+// play plays cfg's cases through the check's pipeline, as `fencelab check
+// --worker` does, and returns what each came to, in order.
+func play(ctx context.Context, cfg harness.Config) ([]lab.CheckInput, error) {
+	p, err := harness.NewPlayer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var ins []lab.CheckInput
+	_, err = check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, OnCase: func(in lab.CheckInput) { ins = append(ins, in) }})
+	return ins, err
+}
+
 // workerCases are the cases a worker program is played through.
 func workerCases() []lab.CheckCase {
 	var out []lab.CheckCase
 	for _, c := range lab.CheckCases() {
-		if c.ForWorkerPrograms() {
+		if ok, _ := c.ForWorkerPrograms(); ok {
 			out = append(out, c)
 		}
 	}
@@ -171,7 +184,7 @@ func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
 func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "exec "+shellQuote(pythonWithPsycopg(t))+" "+shellQuote(example(t, "raises_when_fenced.py")))
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -202,7 +215,7 @@ func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T)
 	t.Parallel()
 	cfg := config(t, variant(t, `if e.code != 409:`, `if True:`))
 	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -264,7 +277,7 @@ func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 		r, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: s.Receiver + "_missing"})
 		return r, nil, err
 	}
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -285,7 +298,7 @@ func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst, lab.CaseClockAhead}
 	cfg.Timeout = 2 * time.Second
 	start := time.Now()
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -316,7 +329,7 @@ func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "echo 'no database for me' >&2; exit 3")
 	cfg.Cases = []lab.CheckCase{lab.CaseCrash}
-	ins, err := harness.Run(t.Context(), cfg)
+	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -382,7 +395,7 @@ func TestCheck_AZombieCannotForgeTheHistory(t *testing.T) {
 			cfg := config(t, variantOf(t, "leases_alone.py", commit, trick))
 			cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
 			cfg.Stderr = io.MultiWriter(t.Output(), &out) // lineSink writes a line at a time, under its lock
-			ins, err := harness.Run(t.Context(), cfg)
+			ins, err := play(t.Context(), cfg)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -414,7 +427,7 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 			t.Parallel()
 			cfg := config(t, variant(t, tc.old, tc.new))
 			cfg.Cases, cfg.Timeout = []lab.CheckCase{lab.CaseNewOwnerFirst}, 3*time.Second
-			ins, err := harness.Run(t.Context(), cfg)
+			ins, err := play(t.Context(), cfg)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -558,7 +571,7 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 			if tc.cancel != "" {
 				cfg.Stderr = &cancelOn{w: t.Output(), say: tc.cancel, cancel: cancel}
 			}
-			ins, err := harness.Run(ctx, cfg)
+			ins, err := play(ctx, cfg)
 			switch {
 			case tc.cancel != "" && !errors.Is(err, context.Canceled):
 				t.Fatalf("Run: %v: want context.Canceled", err)

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fencelab/fencelab/engine/lab"
@@ -41,27 +43,39 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	}
 	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	probes, err := check.Validate(vctx, s.m.cfg.Pool, schemas.Jobs[:len(schemas.Jobs)-2], sol)
+	probes, err := check.Validate(vctx, s.m.cfg.Pool, schemas, sol)
 	if err != nil {
 		return Result{}, err
 	}
-	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &probes)
+	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes})
 }
 
-// finishCheck adds a check's report to its batch's finished event: what
-// each case's run came to, judged (lab.JudgeCheck).
-func finishCheck(done *lab.BatchEvent, specs []runner.Spec, outcomes []*lab.Outcome, failures []*lab.Failure, probes lab.Probes) *lab.BatchEvent {
-	cases := lab.CheckCases()
-	in := make([]lab.CheckInput, 0, len(specs))
-	for i, spec := range specs {
-		if i >= len(cases) {
-			break
+// checkPlan is a check's batch: its cases, one run each in the batch's
+// order, and what the statements' probes showed.
+type checkPlan struct {
+	cases  []lab.CheckCase
+	probes lab.Probes
+}
+
+// judgeBatch plays a check's batch through the check's pipeline, each
+// case the batch's cell for it, and returns the report, or nil when the
+// batch was stopped. It fills each cell's outcome or failure, for the
+// batch's finished event.
+func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outcomes []*lab.Outcome, failures []*lab.Failure, parallel int) *lab.CheckReport {
+	cell := check.PlayerFunc(func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+		i := slices.Index(chk.cases, c)
+		if i < 0 || i >= len(specs) {
+			return lab.CheckInput{Case: c}, fmt.Errorf("the check's batch has no cell for the %s case", c)
 		}
-		in = append(in, lab.CheckInput{Case: cases[i], Run: spec.ID, Outcome: outcomes[i], Err: failures[i]})
+		outcomes[i], failures[i] = s.playCell(b, specs[i])
+		return lab.CheckInput{Case: c, Run: specs[i].ID, Outcome: outcomes[i], Err: failures[i]}, ctx.Err()
+	})
+	rep, err := check.Play(b.ctx, check.Plan{Cases: chk.cases, Player: cell, Probes: chk.probes, Parallel: parallel})
+	if err != nil {
+		if b.ctx.Err() == nil {
+			s.m.cfg.Log.Error("a check's batch could not be judged", "err", err)
+		}
+		return nil
 	}
-	rep := lab.JudgeCheck(in)
-	rep.WithProbes(probes)
-	done.Check = &rep
-	done.Answer = rep.Words
-	return done
+	return &rep
 }

@@ -47,8 +47,11 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 }
 
 // playBatch plays runs in the background as a batch of the name, each
-// with the reader's statements when sol is set. The caller holds s.life.
-func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, probes *lab.Probes) (Result, error) {
+// with the reader's statements when sol is set. A check's batch (chk
+// set) has one run for each of its cases, in order, and is played and
+// judged by the check's pipeline (check.Play), its cells the Player. The
+// caller holds s.life.
+func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, chk *checkPlan) (Result, error) {
 	lim := s.m.cfg.Limits
 	s.stopBatch(lab.StopReplaced)
 	if err := s.m.takeBatch(s.client); err != nil {
@@ -84,24 +87,29 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 	go func() {
 		defer close(b.done)
 		defer s.m.releaseBatch(s.client)
-		sem := make(chan struct{}, parallel)
 		outcomes := make([]*lab.Outcome, len(specs))
 		failures := make([]*lab.Failure, len(specs))
 		var wg sync.WaitGroup
-		for i, spec := range specs {
-			select {
-			case sem <- struct{}{}:
-			case <-b.ctx.Done():
+		var rep *lab.CheckReport
+		if chk != nil {
+			rep = s.judgeBatch(b, *chk, specs, outcomes, failures, parallel)
+		} else {
+			sem := make(chan struct{}, parallel)
+			for i, spec := range specs {
+				select {
+				case sem <- struct{}{}:
+				case <-b.ctx.Done():
+				}
+				if b.ctx.Err() != nil {
+					break
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					outcomes[i], failures[i] = s.playCell(b, spec)
+				}()
 			}
-			if b.ctx.Err() != nil {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				outcomes[i], failures[i] = s.playCell(b, spec)
-			}()
 		}
 		wg.Wait()
 		s.mu.Lock()
@@ -116,8 +124,8 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 			return // stopped: stopBatch says so
 		}
 		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
-		if name == lab.BatchCheck && probes != nil {
-			done = finishCheck(done, specs, outcomes, failures, *probes)
+		if rep != nil {
+			done.Check, done.Answer = rep, rep.Words
 		}
 		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
 	}()

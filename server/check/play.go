@@ -1,0 +1,110 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/fencelab/fencelab/engine/lab"
+)
+
+// A Player plays one case of a check and says what it came to: an
+// Outcome read from the database and the receiver's log, or an Err that
+// says why the case's run reached none. It returns an error only when the
+// check cannot go on (the database, ctx), never for what the solution
+// did. Three play the cases: Statements (a reader's SQL, through the
+// runner, for `fencelab check`), the harness's Player (a reader's worker
+// program, for `fencelab check --worker`) and the session's batch (the
+// page's check, each case a cell the page draws). Play may be called from
+// several goroutines at once, one case each.
+type Player interface {
+	Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error)
+}
+
+// PlayerFunc is a func as a Player.
+type PlayerFunc func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error)
+
+// Play calls f.
+func (f PlayerFunc) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+	return f(ctx, c)
+}
+
+// Plan is one check for Play.
+type Plan struct {
+	// Cases are played in this order (Parallel at a time) and the report
+	// lists them so; default lab.CheckCases().
+	Cases  []lab.CheckCase
+	Player Player
+	// Probes are what Validate showed of the statements (or
+	// ValidateReceiver of a receiver rule alone); a report names what
+	// they found broken first.
+	Probes lab.Probes
+	// Parallel is how many cases play at once; default 1.
+	Parallel int
+	// OnCase, if set, is told each case as it ends, in the order they end.
+	OnCase func(lab.CheckInput)
+}
+
+// Play is the check's one pipeline: it plays each of the plan's cases
+// with its Player and judges them with the probes (lab.JudgeCheck,
+// CheckReport.WithProbes). Each case's result is its Player's, named by
+// the case it was asked to play: a Player that answers with another
+// case's name is an error, not a result. Play returns an error, and no
+// report, when a Player does, or ctx ends; the cases playing then are
+// ended first.
+func Play(ctx context.Context, p Plan) (lab.CheckReport, error) {
+	if p.Player == nil {
+		return lab.CheckReport{}, errors.New("check: the plan has no Player")
+	}
+	cases := p.Cases
+	if len(cases) == 0 {
+		cases = lab.CheckCases()
+	}
+	parallel := max(1, p.Parallel)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	inputs := make([]lab.CheckInput, len(cases))
+	sem := make(chan struct{}, parallel)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		onCase = p.OnCase
+	)
+	for i, c := range cases {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			in, err := p.Player.Play(ctx, c)
+			if err == nil && in.Case != c {
+				err = fmt.Errorf("check: asked to play %s, the player answered for %q", c, in.Case)
+			}
+			if err != nil {
+				cancel(err)
+				return
+			}
+			inputs[i] = in
+			if onCase != nil {
+				mu.Lock()
+				onCase(in)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return lab.CheckReport{}, err
+	}
+	rep := lab.JudgeCheck(inputs)
+	rep.WithProbes(p.Probes)
+	return rep, nil
+}
