@@ -258,6 +258,15 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			if bad == 0 {
 				t.Errorf("no cell shows what a correct build shows: %+v", rows)
 			}
+			// Each row shows the mark the report gives its case, by name:
+			// the page works out no mark of its own.
+			var marks map[string]string
+			tab.Eval(`Object.fromEntries(window.fencelab.state().build.report.cases.map(c => [c.case, c.mark]))`, &marks)
+			for _, r := range rows {
+				if m, ok := marks[r.Case]; !ok || r.State != m || m == "" {
+					t.Errorf("case %s's row is %q: the report's mark for it is %q", r.Case, r.State, m)
+				}
+			}
 			if txt := tab.Text("build-words"); !strings.Contains(txt, "fails") {
 				t.Errorf("the headline says %q", txt)
 			}

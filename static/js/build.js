@@ -121,12 +121,6 @@ export function parseSolutionParam(value, start, maxBytes) {
   return { sol };
 }
 
-/**
- * The mark of a case, or of the whole check: as a correct build, or not.
- * (The report has no mark of its own; its cells do.)
- */
-const markOfCase = (ok) => (ok ? "as-correct" : "not-as-correct");
-
 export class Build {
   /**
    * root is the section; send(cmd, {say}) sends a command as main.js does,
@@ -399,7 +393,7 @@ export class Build {
     result.hidden = this.phase === "idle" || this.phase === "asked" || this.phase === "refused";
     const rep = this.report;
     const words = byTest("build-words", this.root);
-    const rm = markOf(rep ? markOfCase(rep.pass) : "");
+    const rm = markOf(rep ? rep.mark : ""); // the report's own marks, never worked out here
     words.dataset.state = rep ? (rep.pass ? "safe" : "unsafe") : "none";
     words.innerHTML = rep ? `<span class="mark ${esc(rm.tone)}" aria-hidden="true">${esc(rm.sign)}</span> ${esc(rep.words)}` : "";
     words.hidden = !rep;
@@ -421,7 +415,7 @@ export class Build {
     const tr = this.root.querySelector(`tr[data-case="${k}"]`);
     const state = byTest(`build-case-${k}-state`, tr);
     const open = byTest(`build-case-${k}-open`, tr);
-    const mark = res ? markOfCase(res.ok) : run ? run.state : "";
+    const mark = res ? res.mark : run ? run.state : "";
     const m = markOf(mark);
     tr.dataset.state = mark;
     state.innerHTML = mark ? `<span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span><span class="sr-only">${esc(m.word)}</span>` : "";
