@@ -224,6 +224,100 @@ type caseRun struct {
 	notes   []string // how each worker ended, in order: reported, not judged
 	role    *sandbox.Role
 	roleURL string // DatabaseURL as the role, with no password
+	recv    *engine.Receiver
+	log     *slog.Logger
+}
+
+// openCase makes what a case is played in: two fresh schemas of a random
+// name (the jobs table empty), a role for its workers, its receiver,
+// served by the gate on a loopback port, and a spawner of its workers.
+// The func it returns undoes all of it, last first, with time of its own
+// on a cancelled ctx; it is nil when openCase returns an error, having
+// undone what it made.
+func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConfig) (c *caseRun, closeCase func(), err error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, nil, err
+	}
+	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
+	c = &caseRun{cfg: cfg, cs: cs, rc: rc, s: lab.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
+		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
+	c.log = cfg.Log.With("case", cs, "schemas", base)
+
+	var undo []func(context.Context)
+	closeAll := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](cctx)
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	undo = append(undo, func(cctx context.Context) {
+		if err := lab.Drop(cctx, cfg.Pool, c.s); err != nil {
+			c.log.Warn("drop the case's schemas", "err", err)
+		}
+	})
+	if err := lab.Setup(ctx, cfg.Pool, c.s); err != nil {
+		return nil, nil, fmt.Errorf("set up the case's schemas: %w", err)
+	}
+	if c.role, err = sandbox.NewWorkerRole(ctx, cfg.Pool, c.s); err != nil {
+		return nil, nil, fmt.Errorf("make the workers' role: %w", err)
+	}
+	undo = append(undo, func(cctx context.Context) {
+		if err := c.role.Drop(cctx, cfg.Pool); err != nil {
+			c.log.Warn("drop the workers' role", "err", err)
+		}
+	})
+	if c.roleURL, err = c.role.DatabaseURL(cfg.DatabaseURL); err != nil {
+		return nil, nil, fmt.Errorf("the workers' database URL: %w", err)
+	}
+	if c.q, err = engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: c.s.Jobs}); err != nil {
+		return nil, nil, err
+	}
+	recv, done, err := cfg.NewReceiverFunc(ctx, c.s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("make the case's receiver: %w", err)
+	}
+	if done != nil {
+		undo = append(undo, func(context.Context) { done() })
+	}
+	c.recv = recv
+
+	gctx, cancelGate := context.WithCancel(ctx)
+	undo = append(undo, func(context.Context) { cancelGate() })
+	if c.gate, err = newGate(gctx, recv, lab.Zombie, lab.NewOwner); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for the receiver: %w", err)
+	}
+	c.addr = ln.Addr()
+	srv := &http.Server{Handler: c.gate, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, 0)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	undo = append(undo, func(context.Context) {
+		c.gate.close()
+		_ = srv.Close()
+		<-served
+	})
+
+	c.sp = newSpawner()
+	undo = append(undo, func(context.Context) {
+		for _, p := range c.workers {
+			p.kill()
+		}
+		c.sp.close()
+	})
+	return c, closeAll, nil
 }
 
 func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
@@ -241,88 +335,15 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 	if err := rc.Validate(); err != nil {
 		return in, err
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	c, closeCase, err := openCase(ctx, cfg, cs, rc)
+	if err != nil {
 		return in, err
 	}
-	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
-	c := &caseRun{cfg: cfg, cs: cs, rc: rc, s: lab.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
-		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
-	log := cfg.Log.With("case", cs, "schemas", base)
-
-	// Everything made from here on is undone on the way out, whatever
-	// happened: on a cancelled ctx the cleanup still has time of its own.
-	cleanup := func(f func(context.Context)) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer cancel()
-		f(cctx)
-	}
-	if err := lab.Setup(ctx, cfg.Pool, c.s); err != nil {
-		cleanup(func(cctx context.Context) { _ = lab.Drop(cctx, cfg.Pool, c.s) })
-		if ctx.Err() != nil {
-			return in, ctx.Err()
-		}
-		return in, fmt.Errorf("set up the case's schemas: %w", err)
-	}
-	defer cleanup(func(cctx context.Context) {
-		if err := lab.Drop(cctx, cfg.Pool, c.s); err != nil {
-			log.Warn("drop the case's schemas", "err", err)
-		}
-	})
-	if c.role, err = sandbox.NewWorkerRole(ctx, cfg.Pool, c.s); err != nil {
-		return in, fmt.Errorf("make the workers' role: %w", err)
-	}
-	defer cleanup(func(cctx context.Context) {
-		if err := c.role.Drop(cctx, cfg.Pool); err != nil {
-			log.Warn("drop the workers' role", "err", err)
-		}
-	})
-	if c.roleURL, err = c.role.DatabaseURL(cfg.DatabaseURL); err != nil {
-		return in, fmt.Errorf("the workers' database URL: %w", err)
-	}
-	if c.q, err = engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: c.s.Jobs}); err != nil {
-		return in, err
-	}
+	defer closeCase()
+	log, recv := c.log, c.recv
 	if c.jobID, err = c.q.Insert(ctx, []byte(`{"task":"check","case":"`+string(cs)+`"}`), 0); err != nil {
 		return in, err
 	}
-	recv, done, err := cfg.NewReceiverFunc(ctx, c.s)
-	if err != nil {
-		return in, fmt.Errorf("make the case's receiver: %w", err)
-	}
-	if done != nil {
-		defer done()
-	}
-
-	gctx, cancelGate := context.WithCancel(ctx)
-	defer cancelGate()
-	if c.gate, err = newGate(gctx, recv, lab.Zombie, lab.NewOwner); err != nil {
-		return in, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return in, fmt.Errorf("listen for the receiver: %w", err)
-	}
-	c.addr = ln.Addr()
-	srv := &http.Server{Handler: c.gate, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, 0)}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	defer func() {
-		c.gate.close()
-		_ = srv.Close()
-		<-served
-	}()
-
-	c.sp = newSpawner()
-	defer func() {
-		for _, p := range c.workers {
-			p.kill()
-		}
-		c.sp.close()
-	}()
 
 	log.Info("case starts", "job", c.jobID, "lease", lease)
 	tried, err := c.play(ctx)
