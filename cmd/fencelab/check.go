@@ -189,6 +189,10 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	if err != nil {
 		return err
 	}
+	// The program's own probes: what its statements do that no run asks.
+	if probes.Statements, err = player.Probe(ctx); err != nil {
+		return err
+	}
 	rep, err := solcheck.Play(ctx, solcheck.Plan{Cases: player.Cases(), Player: player, Probes: probes})
 	if err != nil {
 		return err

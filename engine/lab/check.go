@@ -66,9 +66,6 @@ type caseDef struct {
 	// config sets the case's run apart from the plain one (a lease,
 	// Custom): its ordering, one name for both, a zombie that fails.
 	config func(*RunConfig)
-	// noPrograms says why a worker program, steered from outside alone,
-	// cannot play the case; "" when it can.
-	noPrograms string
 }
 
 // caseDefs are every case, the runs first, in the order a check plays
@@ -82,8 +79,7 @@ var caseDefs = []caseDef{
 	// One name for both, as the same-name case: a fail fenced by the
 	// owner alone is caught too, not only one with no fence at all.
 	{c: CaseZombieFails, title: "the zombie fails instead of completing", run: true,
-		config:     func(rc *RunConfig) { rc.Ordering, rc.ZombieFails, rc.SameIdentity = NewOwnerFirst, true, true },
-		noPrograms: "it has no way to tell the worker its handler errored"},
+		config: func(rc *RunConfig) { rc.Ordering, rc.ZombieFails, rc.SameIdentity = NewOwnerFirst, true, true }},
 	{c: CaseClaimers, title: "two claimers at once"},
 	{c: CaseExpired, title: "a job whose lease ran out"},
 	{c: CaseHolderFails, title: "the holder's own fail"},
@@ -113,17 +109,12 @@ func CheckCases() []CheckCase {
 	return cs
 }
 
-// ForWorkerPrograms reports whether `fencelab check --worker` can play
-// the case with a reader's worker program, and if not, why not: one it
-// steers from outside alone, with no way to tell it its handler errored,
-// cannot play zombie-fails.
+// ForWorkerPrograms reports whether `fencelab check --worker` plays the
+// case as a run of a reader's worker program, and if not, why not: every
+// run is, a probe is not (the harness plays its own probes of a program).
 func (c CheckCase) ForWorkerPrograms() (ok bool, why string) {
-	d := c.def()
-	switch {
-	case !d.run:
-		return false, "it is a probe of the statements, not a run"
-	case d.noPrograms != "":
-		return false, d.noPrograms
+	if !c.def().run {
+		return false, "it is a probe, not a run"
 	}
 	return true, ""
 }
@@ -261,7 +252,13 @@ func JudgeCheck(in []CheckInput) CheckReport {
 			if cr.Error == nil {
 				cr.Error = &Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
 			}
-			cr.Broken = append(cr.Broken, CheckBroken{Requirement: ReqRuns, Case: ci.Case,
+			// A run that could not finish for a requirement's sake (its
+			// code is the requirement's name) names that requirement.
+			q := ReqRuns
+			if slices.Contains(requirementOrder, Requirement(cr.Error.Code)) {
+				q = Requirement(cr.Error.Code)
+			}
+			cr.Broken = append(cr.Broken, CheckBroken{Requirement: q, Case: ci.Case,
 				Words: fmt.Sprintf("%s: the run could not finish (%s)", ci.Case.Title(), strings.TrimSuffix(cr.Error.Message, "."))})
 		default:
 			// Read only: the run's outcome is shared with its events (and

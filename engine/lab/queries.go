@@ -128,3 +128,18 @@ func jobWritesSent(schema string) engine.Statement {
 	return engine.Statement{Name: "JobWritesSent", SQL: "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " + s + ".job_writes_sent_a),\n" +
 		"       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " + s + ".job_writes_sent_b)"}
 }
+
+// jobSet puts a job in a probe's state, as the server: $1 id, $2 status,
+// $3 owner (” for none), $4 epoch, $5 the lease in milliseconds from
+// now() (NULL for none), $6 attempts, $7 max_attempts.
+func jobSet(schema string) engine.Statement {
+	return engine.Statement{Name: "JobSet", SQL: "UPDATE " + ident(schema) + ".jobs\n" +
+		"   SET status = $2, owner = NULLIF($3, ''), epoch = $4, lease_until = now() + $5::bigint * interval '1 millisecond',\n" +
+		"       attempts = $6, max_attempts = $7, result = NULL, error = NULL\n WHERE id = $1"}
+}
+
+// jobRowsList reads every job's row, as a probe compares them.
+func jobRowsList(schema string) engine.Statement {
+	return engine.Statement{Name: "JobRowsList", SQL: "SELECT id, status, coalesce(owner, ''), epoch, coalesce(lease_until::text, ''), attempts,\n" +
+		"       coalesce(result::text, ''), coalesce(error, '')\n  FROM " + ident(schema) + ".jobs\n ORDER BY id"}
+}

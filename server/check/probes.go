@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
@@ -29,7 +29,7 @@ func probeStatements(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, rol
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
-	p := &prober{pool: pool, conn: conn, st: st, jobs: pgx.Identifier{s.Jobs, "jobs"}.Sanitize()}
+	p := &prober{pool: pool, conn: conn, st: st, schema: s.Jobs}
 	var found []lab.CheckBroken
 	b, err := probeClaimers(ctx, role, st.Claim)
 	if err != nil {
@@ -53,72 +53,34 @@ func probeStatements(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, rol
 // prober runs the reader's statements as the role (conn) and sets and
 // reads the jobs table as the server (pool).
 type prober struct {
-	pool *pgxpool.Pool
-	conn *pgx.Conn
-	st   *sandbox.Statements
-	jobs string // the quoted table
+	pool   *pgxpool.Pool
+	conn   *pgx.Conn
+	st     *sandbox.Statements
+	schema string // the jobs'
 }
 
 // Leases a probe can give a job.
 const (
-	leaseNone    = "NULL"
-	leaseExpired = "now() - interval '1 minute'"
-	leaseLive    = "now() + interval '1 minute'"
+	leaseNone    = 0
+	leaseExpired = -time.Minute
+	leaseLive    = time.Minute
 )
 
 // set puts job id in a state, as the server.
-func (p *prober) set(ctx context.Context, id int64, status, owner string, epoch int64, lease string, attempts, maxAttempts int) error {
-	_, err := p.pool.Exec(ctx, `UPDATE `+p.jobs+` SET status = $2, owner = NULLIF($3, ''), epoch = $4, lease_until = `+lease+`,
-	       attempts = $5, max_attempts = $6, result = NULL, error = NULL WHERE id = $1`, id, status, owner, epoch, attempts, maxAttempts)
+func (p *prober) set(ctx context.Context, id int64, status engine.Status, owner string, epoch int64, lease time.Duration, attempts, maxAttempts int) error {
+	err := lab.SetJob(ctx, p.pool, p.schema, id, lab.JobState{Status: status, Owner: owner, Epoch: epoch, Lease: lease, Attempts: attempts, MaxAttempts: maxAttempts})
 	if err != nil {
 		return fmt.Errorf("check the statements: set up a probe: %w", err)
 	}
 	return nil
 }
 
-// row is what a probe reads of a job.
-type row struct {
-	Status, Owner, Result, Error string
-	Epoch                        int64
-	Lease                        string
-	Attempts                     int
-}
-
-func (p *prober) rows(ctx context.Context) (map[int64]row, error) {
-	rs, err := p.pool.Query(ctx, `SELECT id, status, coalesce(owner, ''), epoch, coalesce(lease_until::text, ''), attempts,
-	       coalesce(result::text, ''), coalesce(error, '') FROM `+p.jobs+` ORDER BY id`)
+func (p *prober) rows(ctx context.Context) (map[int64]lab.JobRow, error) {
+	rows, err := lab.JobRows(ctx, p.pool, p.schema)
 	if err != nil {
-		return nil, fmt.Errorf("check the statements: read the jobs: %w", err)
+		return nil, fmt.Errorf("check the statements: %w", err)
 	}
-	out := map[int64]row{}
-	for rs.Next() {
-		var id int64
-		var r row
-		if err := rs.Scan(&id, &r.Status, &r.Owner, &r.Epoch, &r.Lease, &r.Attempts, &r.Result, &r.Error); err != nil {
-			rs.Close()
-			return nil, err
-		}
-		out[id] = r
-	}
-	return out, rs.Err()
-}
-
-// diff says how a row changed, column by column: "status running → done, epoch 5 → 0".
-func (a row) diff(b row) string {
-	var d []string
-	add := func(col string, x, y any) {
-		if x != y {
-			d = append(d, fmt.Sprintf("%s %v → %v", col, x, y))
-		}
-	}
-	add("status", a.Status, b.Status)
-	add("owner", a.Owner, b.Owner)
-	add("epoch", a.Epoch, b.Epoch)
-	add("lease_until", a.Lease, b.Lease)
-	add("attempts", a.Attempts, b.Attempts)
-	add("result", a.Result, b.Result)
-	add("error", a.Error, b.Error)
-	return strings.Join(d, ", ")
+	return rows, nil
 }
 
 // exec runs one of the reader's statements as the role. A refusal is
@@ -168,10 +130,10 @@ func brokenBy(q lab.Requirement, c lab.CheckCase, format string, a ...any) *lab.
 // expired: the one claimable job runs under a lease that ran out a
 // minute ago, its holder gone; the other is done. The claim must take it.
 func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
-	if err := p.set(ctx, 1, "running", "worker-c", 1, leaseExpired, 1, 3); err != nil {
+	if err := p.set(ctx, 1, engine.StatusRunning, "worker-c", 1, leaseExpired, 1, 3); err != nil {
 		return nil, err
 	}
-	if err := p.set(ctx, 2, "done", "worker-c", 1, leaseNone, 1, 3); err != nil {
+	if err := p.set(ctx, 2, engine.StatusDone, "worker-c", 1, leaseNone, 1, 3); err != nil {
 		return nil, err
 	}
 	id, _, refused, err := p.claim(ctx, "worker-b")
@@ -191,10 +153,10 @@ func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
 // twice. The first failure sends it back for a retry; the second, on its
 // last attempt, ends it failed.
 func (p *prober) holderFails(ctx context.Context) (*lab.CheckBroken, error) {
-	if err := p.set(ctx, 1, "pending", "", 0, leaseNone, 0, 2); err != nil {
+	if err := p.set(ctx, 1, engine.StatusPending, "", 0, leaseNone, 0, 2); err != nil {
 		return nil, err
 	}
-	if err := p.set(ctx, 2, "done", "worker-c", 1, leaseNone, 1, 3); err != nil {
+	if err := p.set(ctx, 2, engine.StatusDone, "worker-c", 1, leaseNone, 1, 3); err != nil {
 		return nil, err
 	}
 	broken := func(format string, a ...any) *lab.CheckBroken {
@@ -242,12 +204,12 @@ func (p *prober) holderFails(ctx context.Context) (*lab.CheckBroken, error) {
 // change job 2's row, though its owner and epoch are job 1's, and no
 // epoch may go down.
 func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
-	var before map[int64]row
+	var before map[int64]lab.JobRow
 	reset := func() error {
-		if err := p.set(ctx, 1, "pending", "", 0, leaseNone, 0, 3); err != nil {
+		if err := p.set(ctx, 1, engine.StatusPending, "", 0, leaseNone, 0, 3); err != nil {
 			return err
 		}
-		if err := p.set(ctx, 2, "running", "worker-a", 1, leaseLive, 1, 3); err != nil {
+		if err := p.set(ctx, 2, engine.StatusRunning, "worker-a", 1, leaseLive, 1, 3); err != nil {
 			return err
 		}
 		var err error
@@ -264,13 +226,11 @@ func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d := before[2].diff(now[2]); d != "" {
+		if d := before[2].Diff(now[2]); d != "" {
 			return broken("%s changed job 2, which worker A also holds at epoch 1 (%s): each statement must change its own job's row alone (WHERE id = :id)", what, d), nil
 		}
-		for id, r := range now {
-			if r.Epoch < before[id].Epoch {
-				return broken("%s sent job %d's epoch down from %d to %d: an epoch never goes down, or an old token is new again", what, id, before[id].Epoch, r.Epoch), nil
-			}
+		if down := lab.EpochWentDown(before, now); down != "" {
+			return broken("%s sent %s: an epoch never goes down, or an old token is new again", what, down), nil
 		}
 		before = now
 		return nil, nil

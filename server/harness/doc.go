@@ -32,6 +32,19 @@
 // workers follow, each step mapped onto one of the three levers. A case
 // added to the lab is played by both, or neither.
 //
+// A worker is told its handler failed by the receiver's answer, HTTP 500
+// (HandlerFailedStatus): the zombie-fails case and the holder's own fail
+// play it, and the worker must fail the job, fenced.
+//
+// # Its probes
+//
+// Player.Probe asks a program the questions of its statements that no
+// ordering asks, each in a case of its own (probe.go): two claimers at
+// once (the harness holds the first job's row lock as another claimer
+// midway through its claim, and sees in pg_stat_activity a claim that
+// waits on it), a job whose lease ran out, the holder's own fail, another
+// job in the table the worker also holds.
+//
 // # What it reads
 //
 // Nothing the workers say about themselves: each case's Outcome is

@@ -59,8 +59,12 @@ type call struct {
 	answer    chan struct{} // closed: send the answer back
 	rc        engine.Receipt
 	err       error
-	once      sync.Once
-	answered  sync.Once
+	// handlerFails, set before the answer is let go, answers the call
+	// HandlerFailedStatus whatever the receiver decided: the contract's
+	// way to tell a worker its handler errored, so that it runs its fail.
+	handlerFails bool
+	once         sync.Once
+	answered     sync.Once
 }
 
 func newGate(ctx context.Context, recv *engine.Receiver, labels ...string) (*gate, error) {
@@ -167,6 +171,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case c.handlerFails:
+		writeJSON(w, HandlerFailedStatus, handlerFailed{Receipt: c.rc, Error: HandlerFailedError, HandlerFailed: true})
 	case errors.Is(c.err, engine.ErrStale):
 		writeJSON(w, http.StatusConflict, receiver.Answer{Receipt: c.rc, Error: c.err.Error()})
 	case c.err != nil:
@@ -174,6 +180,21 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, receiver.Answer{Receipt: c.rc})
 	}
+}
+
+// HandlerFailedStatus is the receiver's answer that tells a worker its
+// handler failed (WORKERS.md): it must fail the job, not complete it.
+const HandlerFailedStatus = http.StatusInternalServerError
+
+// HandlerFailedError is the answer's error, which a worker may record as
+// the job's error.
+const HandlerFailedError = "the handler failed: fail the job"
+
+// handlerFailed is the answer that tells a worker its handler failed.
+type handlerFailed struct {
+	engine.Receipt
+	Error         string `json:"error"`
+	HandlerFailed bool   `json:"handler_failed"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -199,6 +220,14 @@ func (g *gate) signal(label string) {
 
 func (c *call) letProcess() { c.once.Do(func() { close(c.process) }) }
 func (c *call) letAnswer()  { c.answered.Do(func() { close(c.answer) }) }
+
+// failHandler lets the call's answer go back as a failed handler's.
+func (c *call) failHandler() {
+	c.answered.Do(func() {
+		c.handlerFails = true
+		close(c.answer)
+	})
+}
 
 // decide lets the receiver decide the call, and waits until it has.
 func (c *call) decide(ctx context.Context) error {

@@ -142,14 +142,17 @@ func (c *Config) Validate() error {
 // The codes of a case's Err: what the worker did not do, or, for
 // CodeReceiver, what the receiver's rule could not.
 const (
-	CodeStart      = "worker-start"       // the command could not be started
-	CodeNoClaim    = "worker-no-claim"    // it never claimed the job
-	CodeNoDelivery = "worker-no-delivery" // it claimed, but never called the receiver
-	CodeExit       = "worker-exit"        // it exited before it called the receiver
-	CodeNoExit     = "worker-no-exit"     // it did not exit after the receiver's answer
-	CodeContract   = "worker-contract"    // its call to the receiver broke the contract
-	CodeLease      = "lease"              // the lease did not run out on the database clock in time
-	CodeReceiver   = "receiver"           // the receiver's rule failed on a delivery
+	CodeStart   = "worker-start"    // the command could not be started
+	CodeNoClaim = "worker-no-claim" // it never claimed the job
+	// CodeClaimExpired: after A's lease ran out, its claims kept matching
+	// no row; the code is the requirement's name, so the report names it.
+	CodeClaimExpired = string(lab.ReqTakesExpired)
+	CodeNoDelivery   = "worker-no-delivery" // it claimed, but never called the receiver
+	CodeExit         = "worker-exit"        // it exited before it called the receiver
+	CodeNoExit       = "worker-no-exit"     // it did not exit after the receiver's answer
+	CodeContract     = "worker-contract"    // its call to the receiver broke the contract
+	CodeLease        = "lease"              // the lease did not run out on the database clock in time
+	CodeReceiver     = "receiver"           // the receiver's rule failed on a delivery
 )
 
 // caseError is a case that could not be played, for a reason the worker

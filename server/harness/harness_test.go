@@ -174,6 +174,7 @@ func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
 	w := allOK()
 	fence := want{broken: []lab.Requirement{lab.ReqCompleteFence}}
 	w[lab.CaseNewOwnerFirst], w[lab.CaseZombieFirst], w[lab.CaseSameName] = fence, fence, fence
+	w[lab.CaseZombieFails] = want{broken: []lab.Requirement{lab.ReqFailFence}}
 	checkTable(t, "leases_alone.py", w)
 }
 
@@ -213,7 +214,7 @@ func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 // database, which shows no commit of the zombie's.
 func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T) {
 	t.Parallel()
-	cfg := config(t, variant(t, `if e.code != 409:`, `if True:`))
+	cfg := config(t, variant(t, `if e.code not in (409, HANDLER_FAILED):`, `if True:`))
 	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
 	ins, err := play(t.Context(), cfg)
 	if err != nil {
@@ -235,6 +236,7 @@ func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
 	t.Parallel()
 	w := allOK()
 	w[lab.CaseSameName] = want{broken: []lab.Requirement{lab.ReqCompleteFence}}
+	w[lab.CaseZombieFails] = want{broken: []lab.Requirement{lab.ReqFailFence}}
 	checkTable(t, "no_epoch_cas.py", w)
 }
 
@@ -254,7 +256,7 @@ func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 	t.Parallel()
 	w := allOK()
 	older := want{broken: []lab.Requirement{lab.ReqReceiverOlder}}
-	w[lab.CaseNewOwnerFirst], w[lab.CaseSameName] = older, older
+	w[lab.CaseNewOwnerFirst], w[lab.CaseSameName], w[lab.CaseZombieFails] = older, older, older
 	made := 0
 	checkTable(t, "correct.py", w, func(c *harness.Config) {
 		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
@@ -347,18 +349,28 @@ func variant(t *testing.T, old, new string) string {
 	return variantOf(t, "correct.py", old, new)
 }
 
-// variantOf writes a reference worker with one piece of text replaced.
+// variantOf writes a reference worker with one piece of the loop they all
+// run (fencelab_worker.py) replaced: the script and its loop, changed, in
+// a directory of their own.
 func variantOf(t *testing.T, script, old, new string) string {
 	t.Helper()
-	b, err := os.ReadFile(example(t, script))
+	b, err := os.ReadFile(example(t, "fencelab_worker.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Count(b, []byte(old)) != 1 {
-		t.Fatalf("%s does not hold %q once", script, old)
+		t.Fatalf("fencelab_worker.py does not hold %q once", old)
 	}
-	p := filepath.Join(t.TempDir(), "variant.py")
-	if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fencelab_worker.py"), bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := os.ReadFile(example(t, script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, script)
+	if err := os.WriteFile(p, sb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return "exec " + shellQuote(pythonWithPsycopg(t)) + " " + shellQuote(p)
@@ -373,7 +385,7 @@ func variantOf(t *testing.T, script, old, new string) string {
 // complete. The refusals are Postgres's own, in the worker's output.
 func TestCheck_AZombieCannotForgeTheHistory(t *testing.T) {
 	t.Parallel()
-	const commit = `        cur = conn.execute(COMPLETE, {"result": result, "id": job_id, "owner": owner, "epoch": epoch})`
+	const commit = `        if raise_when_fenced:`
 	for _, tc := range []struct{ name, trick, refusal string }{
 		{name: "session_replication_role", trick: `conn.execute("SET session_replication_role = replica")`,
 			refusal: "permission denied to set parameter \"session_replication_role\""},
@@ -421,7 +433,7 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 		{name: "payload without worker", old: `"payload": {"worker": worker,`, new: `"payload": {"who": worker,`,
 			code: harness.CodeContract, says: `worker A called the receiver with a delivery it refused: the delivery's payload names worker "" where the contract wants FENCELAB_WORKER, "A"`},
 		{name: "claim that never takes an expired lease", old: `OR (status = 'running' AND lease_until < now())`, new: ``,
-			code: harness.CodeNoClaim, says: "worker B did not call the receiver within 3s: it never claimed the job after worker A's lease ran out on the database clock"},
+			code: harness.CodeClaimExpired, says: "worker B's claim matched no row 3 times after worker A's lease ran out on the database clock: a claim must also take a running job whose lease has run out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -40,6 +40,9 @@ type worker struct {
 //     receiver decides it.
 //   - deliver: the receiver decides the worker's call; its answer is held.
 //   - commit: the answer goes back, and the worker must commit and exit.
+//     A step whose handler fails answers the call HandlerFailedStatus
+//     instead, whatever the receiver decided: the worker must fail the
+//     job, and exit.
 //   - await-expiry: wait until the lease has run out on the database
 //     clock.
 //
@@ -80,11 +83,8 @@ func (c *caseRun) play(ctx context.Context) (zombieTriedCommit bool, err error) 
 				err = c.deliver(ctx, w)
 			}
 		case lab.ActCommit:
-			if st.Fail {
-				return false, fmt.Errorf("the %s case's worker %s fails instead of committing: a worker program has no way to be told its handler errored", c.cs, st.Worker)
-			}
 			var tried bool
-			if tried, err = c.commit(ctx, w); st.Worker == lab.Zombie {
+			if tried, err = c.commit(ctx, w, st.Fail); st.Worker == lab.Zombie {
 				zombieTriedCommit = zombieTriedCommit || tried
 			}
 		case lab.ActKill:
@@ -197,11 +197,12 @@ func (c *caseRun) deliver(ctx context.Context, w *worker) error {
 	return w.call.decide(ctx)
 }
 
-// commit lets the worker's answer go back, and every later call of its
-// through, and waits for it to commit and exit. A worker that is still
-// looking is stopped: finding nothing is no error. It reports whether
-// worker A sent a write since it was let go.
-func (c *caseRun) commit(ctx context.Context, w *worker) (bool, error) {
+// commit lets the worker's answer go back (a failed handler's, when
+// handlerFails), and every later call of its through, and waits for it to
+// commit and exit. A worker that is still looking is stopped: finding
+// nothing is no error. It reports whether worker A sent a write since it
+// was let go.
+func (c *caseRun) commit(ctx context.Context, w *worker, handlerFails bool) (bool, error) {
 	if err := c.look(ctx, w); err != nil {
 		return false, err
 	}
@@ -215,7 +216,11 @@ func (c *caseRun) commit(ctx context.Context, w *worker) (bool, error) {
 	if err := c.deliver(ctx, w); err != nil {
 		return false, err
 	}
-	w.call.letAnswer()
+	if handlerFails {
+		w.call.failHandler()
+	} else {
+		w.call.letAnswer()
+	}
 	c.gate.openFor(w.p.label)
 	if err := c.awaitExit(ctx, w.p); err != nil {
 		return false, err
@@ -234,9 +239,19 @@ func (c *caseRun) commit(ctx context.Context, w *worker) (bool, error) {
 // call to the receiver, which the gate holds undecided. When it does not
 // come, the error says how far the worker got: whether the jobs row shows
 // its claim. when says, for the error, what the worker was started after.
+//
+// A worker started after A's lease ran out that keeps sending claims
+// that match no row is not waited for: once it has sent emptyClaims, the
+// case ends, naming the claim (lab.ReqTakesExpired).
 func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, error) {
 	deadline := time.NewTimer(c.cfg.Timeout)
 	defer deadline.Stop()
+	var look <-chan time.Time
+	if when != "" {
+		t := time.NewTicker(5 * poll)
+		defer t.Stop()
+		look = t.C
+	}
 	for {
 		cl, err := c.gate.next(p.label)
 		if err != nil || cl != nil {
@@ -254,6 +269,18 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 				return nil, err
 			}
 			return nil, &caseError{code: CodeExit, msg: fmt.Sprintf("worker %s %s before it called the receiver: %s%s", p.label, p.exitWords(), did, p.lastWords())}
+		case <-look:
+			if n, err := c.emptyClaims(ctx, p.label); err != nil || n < emptyClaims {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if cl, err := c.gate.next(p.label); err != nil || cl != nil {
+				return cl, err
+			}
+			return nil, &caseError{code: CodeClaimExpired, msg: fmt.Sprintf("worker %s's claim matched no row %d times%s: "+
+				"a claim must also take a running job whose lease has run out (lease_until < now())", p.label, emptyClaims, when)}
 		case <-deadline.C:
 			did, err := c.howFar(ctx, p.label, when)
 			if err != nil {
@@ -268,6 +295,22 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// emptyClaims counts the worker's UPDATEs on jobs that matched no row:
+// its claims that found nothing.
+func (c *caseRun) emptyClaims(ctx context.Context, label string) (int, error) {
+	ws, err := lab.Writes(ctx, c.cfg.Pool, c.s.Jobs)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range ws {
+		if w.App == lab.AppName(label) && w.Matched == 0 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // howFar says, from the job's history, whether the worker claimed the job.

@@ -1,107 +1,21 @@
 #!/usr/bin/env python3
 """A BROKEN fencelab worker, on purpose: it judges leases by its own clock.
 
-Its claim is one statement that bumps the epoch, and its commit is the full
-compare-and-set on status, owner and epoch; but the claim compares
-lease_until with the time on THIS machine's clock (plus
+Its claim is one statement that bumps the epoch, and its complete and fail
+are the full compare-and-set on status, owner and epoch; but the claim
+compares lease_until with the time on THIS machine's clock (plus
 FENCELAB_CLOCK_SKEW_MS, how far fencelab says this clock runs ahead), not
 with the database's now(). A worker whose clock runs ahead sees a live lease
 as expired and takes the job while its owner is still working: two workers
 hold it at once. `fencelab check` shows it failing clock-ahead (db-clock)
 and passing the rest.
-
-Run it under `fencelab check --worker 'python3 correct.py'`; WORKERS.md at
-the top of the repository is the contract. Needs psycopg 3 (Debian:
-python3-psycopg) and the standard library.
 """
-import json
-import os
 import sys
-import time
-from datetime import datetime, timedelta, timezone
-import urllib.error
-import urllib.request
 
-import psycopg
+from fencelab_worker import CLAIM, main, without
 
-CLAIM = """
-UPDATE jobs
-   SET status = 'running',
-       owner = %(owner)s,
-       epoch = epoch + 1,
-       attempts = attempts + 1,
-       lease_until = %(now)s + %(lease_ms)s * interval '1 millisecond',  -- the bug: not now()
-       updated_at = now()
- WHERE id = (
-       SELECT id FROM jobs
-        WHERE status = 'pending'
-           OR (status = 'running' AND lease_until < %(now)s)  -- the bug: not now()
-        ORDER BY id
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED)
-RETURNING id, epoch
-"""
-
-COMPLETE = """
-UPDATE jobs
-   SET status = 'done', result = %(result)s, lease_until = NULL, updated_at = now()
- WHERE id = %(id)s
-   AND status = 'running'
-   AND owner = %(owner)s
-   AND epoch = %(epoch)s
-"""
-
-
-def log(*words):
-    print(*words, file=sys.stderr, flush=True)
-
-
-def deliver(url, body):
-    """POST the delivery; return (HTTP status, the receiver's answer)."""
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        # The check holds the receiver's answer for seconds on purpose.
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as e:
-        if e.code != 409:  # 409: refused as stale, a receipt all the same
-            raise
-        return e.code, json.load(e)
-
-
-def main():
-    worker = os.environ["FENCELAB_WORKER"]
-    owner = os.environ["FENCELAB_OWNER"]
-    lease_ms = int(os.environ["FENCELAB_LEASE_MS"])
-    skew = timedelta(milliseconds=int(os.environ.get("FENCELAB_CLOCK_SKEW_MS", "0")))
-    # autocommit: each statement is its own transaction, as the article's are.
-    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
-        while True:
-            now = datetime.now(timezone.utc) + skew  # this machine's clock, as skewed
-            row = conn.execute(CLAIM, {"owner": owner, "lease_ms": lease_ms, "now": now}).fetchone()
-            if row:
-                break
-            time.sleep(0.05)
-        job_id, epoch = row
-        log(f"claimed job {job_id} at epoch {epoch} as {owner}")
-
-        output = f"job {job_id} done by worker {worker}"
-        status, answer = deliver(os.environ["FENCELAB_RECEIVER_URL"], {
-            "job_id": job_id, "epoch": epoch, "owner": owner,
-            "payload": {"worker": worker, "output": output},
-        })
-        log(f"receiver: HTTP {status}, {answer.get('decision')}")
-
-        result = json.dumps({"worker": worker, "owner": owner, "pid": os.getpid(),
-                             "job_id": job_id, "epoch": epoch, "output": output})
-        cur = conn.execute(COMPLETE, {"result": result, "id": job_id, "owner": owner, "epoch": epoch})
-        if cur.rowcount == 1:
-            log(f"committed job {job_id} at epoch {epoch}")
-        else:
-            log(f"fenced: the commit at epoch {epoch} matched no row; the result is dropped")
-    return 0
-
+# The bug: the claim's now() is this machine's clock, passed in.
+OWN_CLOCK = without(CLAIM, "now()", "%(now)s::timestamptz")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(claim=OWN_CLOCK))
