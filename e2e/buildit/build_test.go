@@ -270,6 +270,20 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			if txt := tab.Text("build-words"); !strings.Contains(txt, "fails") {
 				t.Errorf("the headline says %q", txt)
 			}
+			// What is broken sits right under the headline, before the
+			// table, at every width.
+			_, wordsBottom := e2etest.RectOf(tab, "build-words")
+			brokenTop, _ := e2etest.RectOf(tab, "build-broken-h")
+			if gap := brokenTop - wordsBottom; gap < 0 || gap > 60 {
+				t.Errorf("what the runs show broken starts %.0f px below the headline: want it right under it", gap)
+			}
+			// Nothing of a statement hides past its editor's edge: the
+			// fail's CASE … ELSE 'pending' wraps at 375 px.
+			var hidden []string
+			tab.Eval(`[...document.querySelectorAll(".editor textarea")].filter(ta => ta.scrollWidth > ta.clientWidth + 1).map(ta => ta.name)`, &hidden)
+			if len(hidden) > 0 {
+				t.Errorf("editors with text past their edge: %v", hidden)
+			}
 			buildShot(tab, "build", fmt.Sprintf("build-fails-%d", w))
 			buildShot(tab, "build-result", fmt.Sprintf("build-fails-result-%d", w))
 
@@ -314,8 +328,27 @@ func TestBuild_CheckNamesWhatIsBroken(t *testing.T) {
 			if txt := tab.Text("build-words"); !strings.Contains(txt, "passes") {
 				t.Errorf("the headline says %q", txt)
 			}
+			// Compare with ours stays as the reader left it (off), and
+			// shows what differs, line by line.
+			if c := tab.State()["build"].(map[string]any)["comparing"]; c != false {
+				t.Errorf("after a pass comparing is %v: a pass does not press the reader's button", c)
+			}
+			tab.Click("build-compare")
 			tab.PollState(`s.build.comparing === true`, 5*time.Second)
 			tab.WaitVisible("build-claim-ours")
+			for _, k := range []string{"claim", "complete", "fail", "receiver"} {
+				if got := tab.Text("build-" + k + "-ours"); !strings.HasPrefix(got, "Ours: the same as yours") {
+					t.Errorf("the %s is ours, and the comparison says %q", k, got)
+				}
+			}
+			tab.SetValue("build-claim-text", noRaise)
+			var diff struct{ Ins, Del []string }
+			tab.Eval(`(() => { const p = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-claim-ours")+" pre.diff")+`);
+				return {ins: [...p.querySelectorAll("ins")].map(e => e.textContent), del: [...p.querySelectorAll("del")].map(e => e.textContent)}; })()`, &diff)
+			if len(diff.Ins) != 1 || !strings.Contains(diff.Ins[0], "epoch = epoch + 1") || len(diff.Del) != 0 {
+				t.Errorf("the start's claim against ours shows + %q, − %q: want the increment alone, ours", diff.Ins, diff.Del)
+			}
+			tab.SetValue("build-claim-text", raised)
 			e2etest.ReportAxe(t, fmt.Sprintf("Build it with its result and ours, at %d px", w), e2etest.Axe(t, tab))
 			buildShot(tab, "build", fmt.Sprintf("build-passes-%d", w))
 			buildShot(tab, "build-result", fmt.Sprintf("build-passes-result-%d", w))

@@ -571,6 +571,9 @@ type MatrixCell struct {
 	Ordering     Ordering `json:"ordering"`
 	Broken       string   `json:"broken"` // the guard turned off, or "" for the correct build
 	SameIdentity bool     `json:"same_identity"`
+	// Case is the check case the cell plays, in a check's batch: its
+	// result in the report is found by this name, never by position.
+	Case CheckCase `json:"case,omitempty"`
 }
 
 // BatchEvent is a batch of runs played in the background, a few at a

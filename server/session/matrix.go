@@ -67,7 +67,11 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 			return Result{}, err
 		}
 		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true, Solution: sol}
-		ev.Cells = append(ev.Cells, lab.CellOf(id, rc))
+		cell := lab.CellOf(id, rc)
+		if chk != nil {
+			cell.Case = chk.cases[i]
+		}
+		ev.Cells = append(ev.Cells, cell)
 		res.Runs = append(res.Runs, id)
 	}
 	b := &batch{name: name, ev: ev, done: make(chan struct{})}

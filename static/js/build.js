@@ -121,6 +121,27 @@ export function parseSolutionParam(value, start, maxBytes) {
   return { sol };
 }
 
+/**
+ * Yours against ours, line by line: the longest common run of lines
+ * (compared without case or runs of spaces), each line marked "same",
+ * "yours" (yours alone) or "ours" (ours alone), in order.
+ */
+export function diffLines(yours, ours) {
+  const norm = (l) => l.trim().replace(/\s+/g, " ").toLowerCase();
+  const a = yours.split("\n"), b = ours.split("\n");
+  const na = a.map(norm), nb = b.map(norm);
+  const L = Array.from({ length: a.length + 1 }, () => new Uint16Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) for (let j = b.length - 1; j >= 0; j--) L[i][j] = na[i] === nb[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && na[i] === nb[j]) { out.push({ k: "same", t: b[j] }); i++; j++; }
+    else if (j >= b.length || (i < a.length && L[i + 1][j] >= L[i][j + 1])) out.push({ k: "yours", t: a[i++] });
+    else out.push({ k: "ours", t: b[j++] });
+  }
+  return out;
+}
+
 export class Build {
   /**
    * root is the section; send(cmd, {say}) sends a command as main.js does,
@@ -157,7 +178,7 @@ export class Build {
     this.loadLink(hash || "");
 
     for (const [, ta] of this.editors) {
-      ta.addEventListener("input", () => { this.clearRefusal(ta); this.onChange(); });
+      ta.addEventListener("input", () => { this.clearRefusal(ta); this.onChange(); if (this.comparing) this.drawDiff(ta.name); });
     }
     byTest("build-reset", root).addEventListener("click", () => this.reset());
     byTest("build-compare", root).addEventListener("click", () => this.compare(!this.comparing));
@@ -214,13 +235,25 @@ export class Build {
     this.onChange();
   }
 
-  /** Show ours beside each editor, or take them away. */
+  /** Show, beside each editor, what differs between it and ours, or take them away. */
   compare(on) {
     this.comparing = on;
     const b = byTest("build-compare", this.root);
     b.setAttribute("aria-pressed", String(on));
     this.root.classList.toggle("comparing", on);
     for (const k of this.editors.keys()) byTest(`build-${k}-ours`, this.root).hidden = !on;
+    if (on) for (const k of this.editors.keys()) this.drawDiff(k);
+  }
+
+  /** One editor's statement against ours: + lines are ours alone, − lines yours alone. */
+  drawDiff(k) {
+    const fig = byTest(`build-${k}-ours`, this.root);
+    const ours = fig.querySelector("pre.plain code").textContent;
+    const d = diffLines(this.editors.get(k).value, ours);
+    const same = d.every((l) => l.k === "same");
+    fig.querySelector("figcaption").textContent = same ? "Ours: the same as yours" : "Ours against yours: + ours alone, − yours alone";
+    fig.querySelector("pre.diff code").innerHTML = d.map((l) =>
+      l.k === "same" ? `<span>  ${esc(l.t)}</span>` : l.k === "ours" ? `<ins>+ ${esc(l.t)}</ins>` : `<del>− ${esc(l.t)}</del>`).join("\n");
   }
 
   clearRefusal(ta) {
@@ -346,7 +379,8 @@ export class Build {
       if (b.phase === "started") {
         this.runs.clear();
         this.report = null;
-        (b.cells || []).forEach((c, i) => this.runs.set(c.run, { case: c.case || this.cases[i], state: "pending", ended: false }));
+        // Each cell names its case: never matched by position.
+        for (const c of b.cells || []) if (c.case) this.runs.set(c.run, { case: c.case, state: "pending", ended: false });
         this.phase = "running";
       } else if (b.phase === "stopped") {
         this.phase = "stopped";
@@ -354,8 +388,7 @@ export class Build {
         for (const r of this.runs.values()) if (!r.ended) r.state = "stopped";
       } else if (b.phase === "finished") {
         this.phase = "finished";
-        this.report = b.check || null;
-        if (this.report && this.report.pass && !this.comparing) this.compare(true);
+        this.report = b.check || null; // the reader's Compare stays as they set it
       }
       if (!this.quiet) this.draw();
       return;
