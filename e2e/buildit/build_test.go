@@ -391,6 +391,29 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 	if got := editorText(other, "claim"); got != sandbox.Start().Claim {
 		t.Errorf("the linked page's claim is %q, want the start's", got)
 	}
+	// The sender's address bar, /s/<their session>…#sol=, given instead:
+	// it opens as the recipient's own copy, a session of their own that
+	// they drive, with the statements, and not the sender's result.
+	var sender struct{ Href, Session string }
+	tab.Eval(`({href: location.href, session: window.fencelab.state().sessionId})`, &sender)
+	if !strings.Contains(sender.Href, "/s/"+sender.Session) || !strings.Contains(sender.Href, "#sol=") {
+		t.Fatalf("the sender's address bar is %q", sender.Href)
+	}
+	copied := e2etest.NewTab(t, 375, 800)
+	e2etest.OpenLive(copied, sender.Href)
+	copied.PollState(`s.build.fromLink === true`, 10*time.Second)
+	var st struct{ Session, Role, Path string }
+	copied.Eval(`({session: window.fencelab.state().sessionId, role: window.fencelab.state().role, path: location.pathname})`, &st)
+	if st.Session == sender.Session || st.Role != "driver" || strings.HasPrefix(st.Path, "/s/"+sender.Session) {
+		t.Errorf("the sender's address opened as %+v: want a session of the recipient's own, driven (the sender's is %s)", st, sender.Session)
+	}
+	if got := editorText(copied, "complete"); got != mine {
+		t.Errorf("the copy's complete is %q, want %q", got, mine)
+	}
+	if copied.Attr("build-check", "disabled") != "" {
+		t.Error("Check it is disabled in the recipient's copy")
+	}
+
 	// Back to the start: the link carries no solution.
 	other.Click("build-reset")
 	other.PollJS(`!location.hash.includes("sol=")`, 10*time.Second)

@@ -30,6 +30,15 @@ if (hashToken) token = hashToken;
 if (!token) { try { token = sessionStorage.getItem(tokenKey) || ""; } catch { /* storage may be off */ } }
 if (token) { try { sessionStorage.setItem(tokenKey, token); } catch { /* fine */ } }
 
+// A shared solution opens as the recipient's own copy, whichever link they
+// were given: the address bar of the sender's session (/s/<id>…#sol=) too,
+// which would open it as a viewer of theirs, beside their old result. Such
+// a page goes to a session of its own, and no further here.
+if (sessionId && !token && location.pathname.startsWith("/s/") && new URLSearchParams(location.hash.slice(1)).has("sol")) {
+  location.replace(`/${location.search}${location.hash}`);
+  await new Promise(() => {});
+}
+
 const api = new Api(sessionId, token);
 const initial = fold(boot.session.run || {}, boot.events);
 const page = {
