@@ -6,6 +6,7 @@ package e2e
 // checked by what a reader sees.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,17 @@ import (
 func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 	t.Parallel()
 	srv := e2etest.StartServer(t)
-	for _, tc := range []struct{ pick, says string }{
-		{"succeeds", "✓ Right."},
-		{"rejected", "✗ Not this time."},
+	for _, tc := range []struct {
+		pick, says string
+		width      int
+	}{
+		{"succeeds", "✓ Right.", 1280},
+		{"rejected", "✗ Not this time.", 1280},
+		{"succeeds", "✓ Right.", 375},
 	} {
-		t.Run(tc.pick, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%d", tc.pick, tc.width), func(t *testing.T) {
 			t.Parallel()
-			tab := e2etest.NewTab(t, 1280, 800)
+			tab := e2etest.NewTab(t, tc.width, 800)
 			e2etest.OpenLive(tab, srv.WithT(t).URL+"/")
 			if got := tab.Text("question"); !strings.Contains(got, "is still working when A wakes up. With leases alone, what happens to A's commit?") {
 				t.Fatalf("the question is %q", got)
@@ -61,7 +66,29 @@ func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 			if tab.Attr("compare-alone", "data-state") != "unsafe" {
 				t.Errorf("the leases-alone side is marked %q", tab.Attr("compare-alone", "data-state"))
 			}
-			tab.Screenshot("predict-" + tc.pick + "-1280")
+			// The reader's answer sits beside the reveal, and both are in
+			// view once the verdict has come, on a phone too.
+			if said := tab.Text("compare-said"); said != got {
+				t.Errorf("beside the reveal the reader's answer is %q, want %q", said, got)
+			}
+			inView := `(() => { const a = document.querySelector('[data-testid="compare-said"]').getBoundingClientRect(),
+				u = document.querySelector('[data-testid="compare-alone"] ul').getBoundingClientRect();
+				return a.top >= 0 && u.top >= 0 && u.top < innerHeight - 40 && a.bottom <= innerHeight; })()`
+			deadline := time.Now().Add(5 * time.Second)
+			for ok := false; !ok; time.Sleep(100 * time.Millisecond) {
+				tab.Eval(inView, &ok)
+				if !ok && time.Now().After(deadline) {
+					var r string
+					tab.Eval(`JSON.stringify({said: document.querySelector('[data-testid="compare-said"]').getBoundingClientRect(), box: document.querySelector('[data-testid="compare"]').getBoundingClientRect(), h: innerHeight, y: scrollY, max: document.documentElement.scrollHeight - innerHeight})`, &r)
+					t.Fatalf("the reader's answer and the reveal are not both in view: %s", r)
+				}
+			}
+			for _, want := range []string{"Worker A's result replaced worker B's."} {
+				if !strings.Contains(tab.Text("compare-alone"), want) {
+					t.Errorf("the leases-alone side does not say the article's answer, %q", want)
+				}
+			}
+			e2etest.ViewShot(tab, fmt.Sprintf("predict-%s-%d", tc.pick, tc.width))
 			// The same run, fenced, beside it.
 			tab.Click("compare-run")
 			tab.PollState(`s.fenced !== null && s.fenced !== undefined`, 60*time.Second)

@@ -40,8 +40,9 @@ func reveal(o Outcome, history []HistoryRecord) []string {
 	switch {
 	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB) && derefStr(commitA.OldStatus) == string(engine.StatusRunning):
 		// The row was B's since B's claim, whatever name B claimed it by.
-		out = append(out, fmt.Sprintf("%s's commit landed on top of %s's work: at %s the row, %s's at epoch %d and still running, went %s with %s's result.",
-			upperFirst(a), b, clock(commitA.At), b, deref(commitA.OldEpoch), commitA.NewStatus, a))
+		// The article's answer, "A's result replaces B's", in its words.
+		out = append(out, fmt.Sprintf("%s's commit landed on top of %s's work: at %s the row, %s's at epoch %d and still running, went %s with %s's result. %s's result replaced %s's.",
+			upperFirst(a), b, clock(commitA.At), b, deref(commitA.OldEpoch), commitA.NewStatus, a, upperFirst(a), b))
 	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB):
 		out = append(out, fmt.Sprintf("%s's commit landed on a job %s had already finished: at %s the row went from %s's result to %s's.",
 			upperFirst(a), b, clock(commitA.At), b, a))

@@ -60,6 +60,7 @@ const page = {
   alone: null, // the outcome of the latest run with leases alone: the prediction's answer
   fenced: null, // the outcome of the same run with fencing on, beside it
   predicting: false, // a leases-alone run asked for by the prediction is under way
+  answerOwed: 0, // until when its answer, come, is kept in view as it is drawn (performance.now())
 };
 const params = new URLSearchParams(location.search);
 page.view = { run: page.live, infos: page.infos, replay: false };
@@ -167,6 +168,7 @@ function drawSide(run) {
   drawExports(run);
   if (lesson) renderLesson(byTest("lesson"), lesson, esc);
   fitStage();
+  if (page.answerOwed) answerInView();
 }
 
 /**
@@ -318,11 +320,32 @@ function onEvent(e, catchingUp) {
   }
 }
 
+/**
+ * Once the prediction's run has its verdict and its comparison is drawn,
+ * bring that into view: the reader's pick sits there beside what the run
+ * showed.
+ */
+function answerInView() {
+  if (performance.now() > page.answerOwed) { page.answerOwed = 0; return; }
+  const box = byTest("compare");
+  if (boot.embed || box.hidden) return;
+  const r = box.getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= innerHeight) return;
+  // At once, not smoothly: the timeline's own scrolling, every frame of a
+  // run, cut a smooth one short in the sticky stage.
+  box.scrollIntoView({ block: r.height > innerHeight ? "start" : "nearest" });
+}
+
+for (const ev of ["wheel", "touchstart", "keydown"]) addEventListener(ev, () => { page.answerOwed = 0; }, { passive: true });
+
 /** Keep an outcome that answers the prediction, or sits beside it. */
 function takeOutcome(o) {
   if (predict.leasesAlone(o, scenarios.styles)) {
     page.alone = o;
     page.fenced = null;
+    // Drawn, then brought into view (drawSide), and kept there while the
+    // outcome's words above it come in, until the reader scrolls.
+    if (page.predicting) page.answerOwed = performance.now() + 2000;
     page.predicting = false;
   } else if (page.alone && o.ordering === page.alone.ordering && o.correct) {
     page.fenced = o;

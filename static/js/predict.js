@@ -57,7 +57,15 @@ export function drawPredict(alone, running) {
   }
   const right = p === alone.answer;
   out.dataset.right = right ? "true" : "false";
-  out.textContent = `${W.predict.said}: ${W.answers[p]}. ${W.predict.alone}: ${happened}. ${markOf(right ? "right" : "wrong").label}.`;
+  out.textContent = saidWords(alone);
+}
+
+/** The reader's pick against the leases-alone run's answer, in words; "" with no pick. */
+function saidWords(alone) {
+  const p = pick();
+  if (!p || !alone) return "";
+  const right = p === alone.answer;
+  return `${W.predict.said}: ${W.answers[p]}. ${W.predict.alone}: ${W.answers[alone.answer] || ""}. ${markOf(right ? "right" : "wrong").label}.`;
 }
 
 /** Fill one side of the comparison with an outcome. */
@@ -78,5 +86,11 @@ export function drawCompare(alone, fenced, current) {
   if (!alone) return;
   side(byTest("compare-alone"), alone);
   side(byTest("compare-fenced"), fenced);
+  // The reader's answer beside the run that bears it out: both in view
+  // when the verdict comes, wherever Predict itself is on the page.
+  const said = byTest("compare-said");
+  said.textContent = saidWords(alone);
+  said.hidden = !said.textContent;
+  if (said.textContent) said.dataset.right = String(pick() === alone.answer);
   byTest("compare-run").hidden = !!fenced;
 }
