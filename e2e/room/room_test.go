@@ -294,43 +294,82 @@ func embedHost(srvURL, query string, width int) string {
 	</script></body></html>`, width, srvURL, query, srvURL, srvURL)
 }
 
-// TestEmbed_SmallAndSteady: the embed as pasted, in a 375 px phone column,
-// stays within 1,000 px after a run with its verdict inside, and tells its
-// host its height seldom: at most once a frame, only for a change of 8 px
-// or more, fewer than 10 times in a run.
+// TestEmbed_SmallAndSteady: the embed as pasted, in a 375 px phone column
+// and a 343 px one, stays within 1,000 px before, during and after a run,
+// with its verdict's headline whole inside; it tells its host its height
+// seldom (at most once a frame, only for a change of 8 px or more, fewer
+// than 10 times in a run) and never shrinks while the run plays, so the
+// article under the reader moves one way only. Build it, which a phone's
+// embed has no room for, is a link to the full page opened at Build it.
 func TestEmbed_SmallAndSteady(t *testing.T) {
 	t.Parallel()
-	blogLn := e2etest.ListenLocal(t)
-	blog := "http://" + blogLn.Addr().String()
-	srv := e2etest.StartServer(t, "--allow-origin", blog)
-	e2etest.ServeOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", 375))
+	for _, width := range []int{375, 343} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			t.Parallel()
+			blogLn := e2etest.ListenLocal(t)
+			blog := "http://" + blogLn.Addr().String()
+			srv := e2etest.StartServer(t, "--allow-origin", blog)
+			e2etest.ServeOn(t, blogLn, embedHost(srv.URL, "ordering=new-owner-first&lease=300&pace=0", width))
 
-	tab := e2etest.NewTab(t, 375, 667)
-	tab.Navigate(blog + "/")
-	tab.PollJS(`window.heights && window.heights.length > 0`, 30*time.Second)
-	var before int
-	tab.Eval(`window.heights.length`, &before)
-	tab.Eval(`window.run({ordering: "zombie-first", mode: "auto", lease_ms: 800, pace_ms: 500}); true`, nil)
-	tab.PollJS(`!!window.verdict`, 60*time.Second)
-	// Let the frame settle: the last height message comes within a frame or two.
-	tab.PollJS(`new Promise((r) => setTimeout(() => r(true), 700))`, 5*time.Second)
-	var hs []float64
-	tab.Eval(`window.heights`, &hs)
-	during := hs[before:]
-	if len(during) >= 10 {
-		t.Errorf("%d height messages in one run (want fewer than 10): %v", len(during), during)
+			tab := e2etest.NewTab(t, width, 667)
+			tab.Navigate(blog + "/")
+			tab.PollJS(`window.heights && window.heights.length > 0`, 30*time.Second)
+			var before int
+			tab.Eval(`window.heights.length`, &before)
+			tab.Eval(`window.run({ordering: "zombie-first", mode: "auto", lease_ms: 800, pace_ms: 500}); true`, nil)
+			tab.PollJS(`!!window.verdict`, 60*time.Second)
+			var atVerdict int
+			tab.Eval(`window.heights.length`, &atVerdict)
+			// Let the frame settle: the last height message comes within a frame or two.
+			tab.PollJS(`new Promise((r) => setTimeout(() => r(true), 1500))`, 5*time.Second)
+			var hs []float64
+			tab.Eval(`window.heights`, &hs)
+			during := hs[before:]
+			if len(during) >= 10 {
+				t.Errorf("%d height messages in one run (want fewer than 10): %v", len(during), during)
+			}
+			for i := 1; i < len(hs); i++ {
+				if d := hs[i] - hs[i-1]; d > -8 && d < 8 {
+					t.Errorf("a height message for a change of %.0f px (%v → %v)", d, hs[i-1], hs[i])
+				}
+				if i > before && i < atVerdict && hs[i] < hs[i-1] {
+					t.Errorf("the frame shrank during the run, %v → %v: %v", hs[i-1], hs[i], hs)
+				}
+			}
+			for _, h := range hs {
+				if h > 1000 {
+					t.Errorf("the embed asked for %.0f px at %d px (at most 1,000): %v", h, width, hs)
+					break
+				}
+			}
+			// The embed's page itself, as the frame shows it: the verdict's
+			// headline is whole in the timeline's box (its card starts inside
+			// it, not above its top), and Build it is a link.
+			page := e2etest.NewTab(t, width, 667)
+			e2etest.OpenLive(page, srv.URL+"/?embed=1&ordering=zombie-first&lease=800&pace=500")
+			page.Click("run")
+			page.PollState(`s.run && s.run.ended && s.outcome`, 60*time.Second)
+			page.PollJS(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, 5*time.Second)
+			var cut float64
+			page.Eval(`(() => { const tl = document.querySelector('[data-testid="timeline"]'), v = tl.querySelector("li.k-verdict:last-of-type");
+			  return v ? v.getBoundingClientRect().top - tl.getBoundingClientRect().top : -999; })()`, &cut)
+			if cut < -1 {
+				t.Errorf("the verdict's card starts %.0f px above the timeline's top: its headline is cut", -cut)
+			}
+			var below float64
+			page.Eval(`(() => { const tl = document.querySelector('[data-testid="timeline"]'), v = tl.lastElementChild;
+			  return v.getBoundingClientRect().bottom - tl.getBoundingClientRect().bottom; })()`, &below)
+			if below > 1 {
+				t.Errorf("the verdict's card ends %.0f px below the timeline's bottom: its headline is cut", below)
+			}
+			if !page.Visible("build-open") || !strings.Contains(page.Attr("build-open", "href"), "#build") || strings.Contains(page.Attr("build-open", "href"), "embed=1") {
+				t.Errorf("Build it at %d px: link %q (visible %v), want a visible link to the full page at #build", width, page.Attr("build-open", "href"), page.Visible("build-open"))
+			}
+			page.Screenshot(fmt.Sprintf("embed-%d-page-after-run", width))
+			tab.Screenshot(fmt.Sprintf("embed-%d-after-run", width))
+			t.Logf("height messages: %v", hs)
+		})
 	}
-	for i := 1; i < len(hs); i++ {
-		if d := hs[i] - hs[i-1]; d > -8 && d < 8 {
-			t.Errorf("a height message for a change of %.0f px (%v → %v)", d, hs[i-1], hs[i])
-		}
-	}
-	final := hs[len(hs)-1]
-	if final > 1000 {
-		t.Errorf("the embed is %.0f px tall after a run at 375 px (at most 1,000)", final)
-	}
-	tab.Screenshot("embed-375-after-run")
-	t.Logf("height messages: %v", hs)
 }
 
 // TestEmbed_PredictInsideAfterItsRun opens the embed's page at 375 px, as

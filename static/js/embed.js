@@ -53,12 +53,13 @@ export function listen(allowed, { onSetup, onRun, onIgnored }) {
   // does not move the article twice.
   const SLACK = 8, SETTLE = 900;
   let asked = 0, queued = false, shrinkAt = 0;
+  released = () => { if (!queued) { queued = true; requestAnimationFrame(measure); } };
   const ask = (h) => { asked = h + SLACK; shrinkAt = 0; post("height", { height: asked }); };
   const measure = () => {
     queued = false;
     const h = Math.ceil(document.body.getBoundingClientRect().height);
     if (asked === 0 || h > asked) { ask(h); return; }
-    if (asked - h < 2 * SLACK) { shrinkAt = 0; return; }
+    if (asked - h < 2 * SLACK || holding) { shrinkAt = 0; return; }
     const now = performance.now();
     if (!shrinkAt) {
       shrinkAt = now + SETTLE;
@@ -70,6 +71,18 @@ export function listen(allowed, { onSetup, onRun, onIgnored }) {
     queued = true;
     requestAnimationFrame(measure);
   }).observe(document.body);
+}
+
+// While a run plays the frame grows but never shrinks: the article under
+// its reader moves one way only. hold(false) lets it settle again.
+let holding = false;
+let released = () => {};
+
+/** Hold the frame's height from shrinking (a run plays), or let it go. */
+export function hold(on) {
+  if (on === holding) return;
+  holding = on;
+  if (!on) released();
 }
 
 /** The snippet a blog pastes to embed the page with this setup. */

@@ -85,7 +85,7 @@ function loadBuild() {
 }
 byTest("build").addEventListener("toggle", () => { if (byTest("build").open) loadBuild(); });
 // A session that has checked a reader's statements shows its check (build.js reads it back).
-if (solHash || (!boot.embed && boot.session.runs?.some((r) => r.custom))) byTest("build").open = true;
+if (solHash || location.hash === "#build" || (!boot.embed && boot.session.runs?.some((r) => r.custom))) byTest("build").open = true;
 
 // ---- URL: the session's own address, with the setup as a permalink ----------
 
@@ -99,6 +99,7 @@ function updateURL() {
   byTest("permalink").href = `/?${q}${sol}`;
   const mine = byTest("build-link"); // a link to the reader's statements, to share
   if (mine) { mine.href = `/?${q}${sol}`; mine.hidden = !sol; }
+  byTest("build-open").href = `/?${query({ embed: false })}${sol || "#build"}`; // a phone's embed: Build it on the full page
   const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
   if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}${sol}`);
 }
@@ -135,7 +136,7 @@ function drawAll() {
   drawSide(run);
   if (!scrubbing() && stick) {
     const tl = byTest("timeline");
-    tl.scrollTop = tl.scrollHeight; // the newest events in view
+    scrollTimeline(tl); // the newest events in view
   }
 }
 
@@ -268,6 +269,7 @@ function narrate(e) {
 function startLiveRun(id) {
   if (page.live.id) page.oldRuns.add(page.live.id);
   page.live = newRun({ id });
+  host.hold(true); // the frame never shrinks while a run plays: until its verdict
   page.infos = [];
   if (!page.view.replay) {
     page.view = { run: page.live, infos: page.infos, replay: false };
@@ -315,6 +317,7 @@ function onEvent(e, catchingUp) {
   }
   if (!catchingUp) narrate(e);
   if (e.verdict) {
+    host.hold(false);
     host.post("verdict", { run: e.run, safe: e.verdict.safe, verdict: verdictWords(page.live), outcome: e.verdict.outcome || e.verdict.report });
     maybeScroll(true);
   }
@@ -357,9 +360,25 @@ function takeOutcome(o) {
 let stick = true;
 function maybeScroll(force) {
   if (!stick && !force) return;
-  const tl = byTest("timeline");
-  tl.scrollTop = tl.scrollHeight;
+  scrollTimeline(byTest("timeline"));
   stick = true;
+}
+
+/**
+ * The timeline at its newest event; a verdict card that is the newest and
+ * taller than the box shows its start, its headline. An embed's box grows,
+ * once the run has ended, toward its verdict's card (app.css,
+ * --verdict-h): the narration above gives its room to it.
+ */
+function scrollTimeline(tl) {
+  tl.scrollTop = tl.scrollHeight;
+  const v = tl.lastElementChild;
+  const verdict = v && v.classList.contains("k-verdict") ? v : null;
+  if (boot.embed) tl.style.setProperty("--verdict-h", verdict ? `${verdict.offsetHeight + 4}px` : "0px");
+  if (verdict) {
+    const over = tl.getBoundingClientRect().top - verdict.getBoundingClientRect().top;
+    if (over > 0) tl.scrollTop -= over;
+  }
 }
 
 // Frames only while a draw is owed (which wakes the loop); else a lease
