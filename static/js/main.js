@@ -30,10 +30,8 @@ if (hashToken) token = hashToken;
 if (!token) { try { token = sessionStorage.getItem(tokenKey) || ""; } catch { /* storage may be off */ } }
 if (token) { try { sessionStorage.setItem(tokenKey, token); } catch { /* fine */ } }
 
-// A shared solution opens as the recipient's own copy, whichever link they
-// were given: the address bar of the sender's session (/s/<id>…#sol=) too,
-// which would open it as a viewer of theirs, beside their old result. Such
-// a page goes to a session of its own, and no further here.
+// A shared solution (#sol=) opens as the recipient's own copy, even from
+// the sender's address bar (/s/<id>…): a session of its own.
 if (sessionId && !token && location.pathname.startsWith("/s/") && new URLSearchParams(location.hash.slice(1)).has("sol")) {
   location.replace(`/${location.search}${location.hash}`);
   await new Promise(() => {});
@@ -323,19 +321,14 @@ function onEvent(e, catchingUp) {
   }
 }
 
-/**
- * Once the prediction's run has its verdict and its comparison is drawn,
- * bring that into view: the reader's pick sits there beside what the run
- * showed.
- */
+/** The prediction's answer, drawn, into view: the reader's pick beside what the run showed. */
 function answerInView() {
   if (performance.now() > page.answerOwed) { page.answerOwed = 0; return; }
   const box = byTest("compare");
   if (boot.embed || box.hidden) return;
   const r = box.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= innerHeight) return;
-  // At once, not smoothly: the timeline's own scrolling, every frame of a
-  // run, cut a smooth one short in the sticky stage.
+  // At once: later layout undid a smooth scroll.
   box.scrollIntoView({ block: r.height > innerHeight ? "start" : "nearest" });
 }
 
@@ -346,8 +339,7 @@ function takeOutcome(o) {
   if (predict.leasesAlone(o, scenarios.styles)) {
     page.alone = o;
     page.fenced = null;
-    // Drawn, then brought into view (drawSide), and kept there while the
-    // outcome's words above it come in, until the reader scrolls.
+    // Kept in view (drawSide) while the words above it come in, until the reader scrolls.
     if (page.predicting) page.answerOwed = performance.now() + 2000;
     page.predicting = false;
   } else if (page.alone && o.ordering === page.alone.ordering && o.correct) {
@@ -364,12 +356,7 @@ function maybeScroll(force) {
   stick = true;
 }
 
-/**
- * The timeline at its newest event; a verdict card that is the newest and
- * taller than the box shows its start, its headline. An embed's box grows,
- * once the run has ended, toward its verdict's card (app.css,
- * --verdict-h): the narration above gives its room to it.
- */
+/** The timeline at its newest event; a newest verdict card shows its start (an embed's box grows to it: --verdict-h). */
 function scrollTimeline(tl) {
   tl.scrollTop = tl.scrollHeight;
   const v = tl.lastElementChild;
