@@ -39,7 +39,7 @@ func experiments(open bool, v View) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "><summary><h2 id=\"exp-h\"><span class=\"n\">4</span> Break one guard at a time</h2></summary><p class=\"quote\">“Remove <code>AND epoch = :epoch</code> from the compare-and-set and run the test. Put it back, then remove the epoch check from the receiver. Which ordering fails each time, and why?”</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "><summary><h2 id=\"exp-h\"><span class=\"n\">5</span> Your turn: break one guard at a time</h2></summary><p class=\"quote\">“Remove <code>AND epoch = :epoch</code> from the compare-and-set and run the test. Put it back, then remove the epoch check from the receiver. Which ordering fails each time, and why?”</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -180,7 +180,7 @@ func limits(open bool, v View) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "><summary><h2 id=\"limits-h\"><span class=\"n\">5</span> What fencing does not do</h2></summary> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "><summary><h2 id=\"limits-h\">What fencing does not do</h2></summary> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

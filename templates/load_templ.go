@@ -41,7 +41,7 @@ func loadLab(open bool, l Load) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "><summary><h2 id=\"load-h\"><span class=\"n\">6</span> At scale: the load lab</h2></summary><p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "><summary><h2 id=\"load-h\">At scale: the load lab</h2></summary><p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -144,3 +144,18 @@ func TestPage_Modes(t *testing.T) {
 		}
 	}
 }
+
+// The page's steps are the article's, numbered as it numbers them: 1
+// Predict, 2 Build it, 3 Check it, 4 Understand, 5 Your turn, in the order
+// the page reads.
+func TestPage_TheStepsAreTheArticles(t *testing.T) {
+	html := render(t, page())
+	var got []string
+	for _, m := range regexp.MustCompile(`<span class="n">(\d)</span> ([^<·]+)`).FindAllStringSubmatch(html, -1) {
+		got = append(got, m[1]+" "+strings.TrimSpace(m[2]))
+	}
+	want := []string{"1 Predict", "2 Build it", "3 Check it", "4 Understand: run it", "5 Your turn: break one guard at a time"}
+	if strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Errorf("the page's steps are %q, want the article's %q", got, want)
+	}
+}
