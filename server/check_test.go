@@ -222,3 +222,41 @@ func TestCheck_BadCommands(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "every check's roles are dropped", func() bool { return rolesOf(t) == 0 })
 }
+
+// Recordings are the lab's alone: a reader's check, whose runs carry their
+// own statements (here the start's, which the zombie beats, with a marker
+// in the owner their claim returns), is never kept as a setup's recording,
+// so what the busy demo shows every other reader as "a recorded run of
+// this very setup" stays the lab's fenced build.
+func TestRecordings_AReadersCheckIsNeverShownAsTheSetups(t *testing.T) {
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	sol := sandbox.Start()
+	sol.Claim = strings.Replace(sol.Claim, "RETURNING id, owner, epoch", "RETURNING id, owner || ' visitor-was-here' AS owner, epoch", 1)
+	if !strings.Contains(sol.Claim, "visitor-was-here") {
+		t.Fatal("the start's claim returns no owner to mark")
+	}
+	s.cmd(checkCmd(t, sol))
+	if rep := s.checkReport(2 * time.Minute); rep.Pass {
+		t.Fatalf("the start passes: %+v", rep)
+	}
+	for _, o := range []lab.Ordering{lab.NewOwnerFirst, lab.ZombieFirst} {
+		a := ts.do(http.MethodGet, "/api/recordings/find?ordering="+string(o)+"&broken=", "", "", "")
+		if a.Status != http.StatusOK {
+			t.Fatalf("find %s: %d %s", o, a.Status, a.Body)
+		}
+		if strings.Contains(string(a.Body), "visitor-was-here") || strings.Contains(string(a.Body), `"custom":true`) {
+			t.Errorf("the %s recording every reader is shown is the visitor's run", o)
+		}
+		var r struct {
+			Outcome *lab.Outcome
+			Seed    bool
+		}
+		if err := json.Unmarshal(a.Body, &r); err != nil || r.Outcome == nil || !r.Outcome.Safe {
+			t.Errorf("the %s recording of the fenced build is not safe: %v %+v", o, err, r.Outcome)
+		}
+	}
+	if a := ts.do(http.MethodGet, "/api/recordings", "", "", ""); strings.Contains(string(a.Body), "visitor-was-here") {
+		t.Error("the recordings' list holds the visitor's run")
+	}
+}

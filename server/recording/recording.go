@@ -30,8 +30,12 @@ type Recording struct {
 	LeaseMS      int64        `json:"lease_ms"`
 	Recorded     time.Time    `json:"recorded"`
 	Seed         bool         `json:"seed"`
-	Outcome      *lab.Outcome `json:"outcome"`
-	Events       []lab.Event  `json:"events,omitempty"`
+	// Custom: the run's workers ran a reader's own statements. Such a run
+	// is the reader's, never a setup's recording: Add refuses it, and Get
+	// never serves one (nor one whose events say so).
+	Custom  bool         `json:"custom,omitempty"`
+	Outcome *lab.Outcome `json:"outcome"`
+	Events  []lab.Event  `json:"events,omitempty"`
 }
 
 // Summary is a recording without its events.
@@ -103,7 +107,7 @@ func New(max int) (*Store, error) {
 // are replaced by fresher runs too; when the store is full, the oldest
 // recording that is not a seed goes.
 func (s *Store) Add(r Recording) {
-	if r.Outcome == nil || len(r.Events) == 0 {
+	if r.Outcome == nil || len(r.Events) == 0 || !r.lab() {
 		return
 	}
 	r.Key = Key(r.Ordering, r.Broken, r.SameIdentity)
@@ -124,12 +128,27 @@ func (s *Store) Add(r Recording) {
 	s.byKey[r.Key] = &r
 }
 
-// Get returns the recording of a key.
+// lab reports whether the recording is a run of the lab's own statements:
+// neither marked Custom nor with an event that says its run was a reader's.
+func (r *Recording) lab() bool {
+	if r.Custom {
+		return false
+	}
+	for _, e := range r.Events {
+		if e.RunState != nil && e.RunState.Info.Custom {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns the recording of a key: never one of a reader's own
+// statements, however it got in.
 func (s *Store) Get(key string) (Recording, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.byKey[key]
-	if !ok {
+	if !ok || !r.lab() {
 		return Recording{}, false
 	}
 	return *r, true
@@ -153,7 +172,9 @@ func (s *Store) List() []Recording {
 	defer s.mu.Unlock()
 	out := make([]Recording, 0, len(s.byKey))
 	for _, r := range s.byKey {
-		out = append(out, r.Summary())
+		if r.lab() {
+			out = append(out, r.Summary())
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

@@ -589,8 +589,10 @@ func (m *Manager) record(s *Session, r *runner.Run, o *lab.Outcome) {
 		return // its first events are no longer kept: not a whole run to replay
 	}
 	c := r.Config()
+	// A reader's own statements (a check's runs) are theirs: never what
+	// the busy demo shows every other reader as a recording of the setup.
 	m.cfg.Recordings.Add(recording.Recording{Ordering: c.Ordering, Broken: c.Broken.Names(), SameIdentity: c.SameIdentity,
-		LeaseMS: c.Lease.Milliseconds(), Recorded: time.Now(), Outcome: o, Events: evs})
+		LeaseMS: c.Lease.Milliseconds(), Recorded: time.Now(), Custom: c.Custom, Outcome: o, Events: evs})
 }
 
 // Close ends every session — runs, workers, schemas, sockets — and gives
