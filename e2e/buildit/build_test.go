@@ -7,6 +7,7 @@ package buildit
 // solution travels in a link.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -421,7 +422,10 @@ func TestBuild_ASolutionTravelsInTheLink(t *testing.T) {
 		t.Error("at the start, Build it offers a link to the reader's statements")
 	}
 
-	for _, bad := range []string{"%%%", "bm90IGpzb24", "WyJhIl0", "eyJjbGFpbSI6MX0"} { // not base64url, not JSON, an array, a claim that is a number
+	// not base64url, not JSON, an array, a claim that is a number, a claim
+	// with a right-to-left override in it
+	hidden := base64.RawURLEncoding.EncodeToString([]byte(`{"claim":"UPDATE jobs SET owner = 'a' -- \u202e;)di = di EREHW"}`))
+	for _, bad := range []string{"%%%", "bm90IGpzb24", "WyJhIl0", "eyJjbGFpbSI6MX0", hidden} {
 		t.Run(bad, func(t *testing.T) {
 			bt := e2etest.NewTab(t, 375, 800)
 			e2etest.OpenLive(bt, srv.URL+"/#sol="+bad)

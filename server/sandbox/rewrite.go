@@ -3,6 +3,7 @@ package sandbox
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -43,6 +44,24 @@ func (rw *rewritten) origPosition(p int) int {
 // UTF-8 (which includes a lone surrogate's encoding), a NUL, a positional
 // $n, a name not in allowed, an unterminated literal or comment, and a
 // second statement after a ';'.
+// invisible finds the first character of the text that is not shown as
+// itself: a control character other than tab and the line ends, a format
+// character (the bidirectional overrides and isolates, zero-width ones),
+// a line or paragraph separator. It returns its place (from 1, in
+// characters) and the character; 0 when there is none.
+func invisible(text string) (int, rune) {
+	i := 0
+	for _, r := range text {
+		i++
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
+			return i, r
+		}
+	}
+	return 0, 0
+}
+
 func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 	switch {
 	case len(text) > MaxTextBytes:
@@ -51,6 +70,9 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 		return nil, newError(CodeBadText, kind, badUTF8Position(text), "the %s is not valid UTF-8 text", kind)
 	case strings.IndexByte(text, 0) >= 0:
 		return nil, newError(CodeBadText, kind, utf8.RuneCountInString(text[:strings.IndexByte(text, 0)])+1, "the %s contains a NUL character", kind)
+	}
+	if i, r := invisible(text); i > 0 {
+		return nil, newError(CodeBadText, kind, i, "the %s contains U+%04X, an invisible control character: refused, so that a statement (and a link that carries it) shows what it runs", kind, r)
 	}
 	src := []rune(text)
 	rw := &rewritten{}

@@ -45,6 +45,11 @@ func TestRewrite_Refusals(t *testing.T) {
 		{"UPDATE jobs SET owner = 'a\x00'", CodeBadText, 27},
 		{"UPDATE jobs SET owner = '\xed\xa0\x80'", CodeBadText, 26}, // a lone surrogate, as UTF-8
 		{"UPDATE jobs SET owner = '\xff'", CodeBadText, 26},
+		{"UPDATE jobs SET owner = 'a' -- \u202e;)di = di EREHW\n", CodeBadText, 32}, // a right-to-left override
+		{"UPDATE jobs SET owner = 'a\u2066b'", CodeBadText, 27},                     // a left-to-right isolate
+		{"UPDATE jobs SET owner = 'a\u200bb'", CodeBadText, 27},                     // a zero-width space
+		{"UPDATE jobs SET owner = 'a\x1bb'", CodeBadText, 27},                       // an escape
+		{"UPDATE jobs SET owner = 'a\u2028b'", CodeBadText, 27},                     // a line separator
 		{"UPDATE jobs SET owner = :nobody", CodeUnknownParam, 25},
 		{"UPDATE jobs SET owner = $1", CodePositional, 25},
 		{"UPDATE jobs SET owner = 'x'; DROP TABLE jobs", CodeNotOne, 30},

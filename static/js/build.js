@@ -115,6 +115,8 @@ export function parseSolutionParam(value, start, maxBytes) {
   for (const [k, t] of Object.entries(obj)) {
     if (!Object.hasOwn(start, k)) return bad(`it names no statement "${String(k).slice(0, 20)}"`);
     if (typeof t !== "string") return bad(`its ${k} is not text`);
+    const hidden = t.match(/(?![\t\n\r])[\p{Cc}\p{Cf}\u2028\u2029]/u); // shown as nothing: the link would not show what it runs
+    if (hidden) return bad(`its ${k} holds U+${hidden[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}, an invisible control character`);
     if (utf8Length(t) > maxBytes) return bad(`its ${k} is longer than ${maxBytes} bytes`);
     sol[k] = t;
   }
