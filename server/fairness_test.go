@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // from makes a request as the client addr behind a proxy on loopback.
@@ -199,4 +200,60 @@ func TestFairness_WorkersPerClient(t *testing.T) {
 	waitFor(t, 10*time.Second, "the killed worker's slot given back", func() bool {
 		return cmd(greedy, g, `{"action":"add_worker"}`).Status == http.StatusOK
 	})
+}
+
+// TestFairness_ACheckTakesItsCapsBeforeAnyWork: an address's cap of
+// checks is taken before their statements are checked (schemas, a role, a
+// trial run): from an address at its cap, a check whose statements do not
+// even prepare is refused as busy, where checking them first made it a 400
+// that named them; the address's own check, replacing its last, and
+// another address are not held back.
+func TestFairness_ACheckTakesItsCapsBeforeAnyWork(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) {
+		c.TrustProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		c.Limits.MaxBatchesPerClient = 1
+	})
+	const addr, other = "203.0.113.7", "198.51.100.9"
+	first, a := ts.sessionFrom(addr)
+	if first == nil {
+		t.Fatalf("a session: %d %s", a.Status, a.Body)
+	}
+	second, a := ts.sessionFrom(addr)
+	if second == nil {
+		t.Fatalf("a session: %d %s", a.Status, a.Body)
+	}
+	path := func(s *sess) string { return "/api/sessions/" + s.ID + "/commands" }
+	long := `{"action":"check","lease_ms":5000,"solution":` + mustJSON(t, sandbox.Ours()) + `}`
+	if a := ts.from(addr, "POST", path(first), first.Token, long); a.Status != http.StatusOK {
+		t.Fatalf("the first check: %d %s", a.Status, a.Body)
+	}
+	broken := sandbox.Ours()
+	broken.Claim = "UPDATE jobs SET owner = :owner WHERE"
+	bad := `{"action":"check","solution":` + mustJSON(t, broken) + `}`
+	a = ts.from(addr, "POST", path(second), second.Token, bad)
+	if a.Status != http.StatusTooManyRequests && a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a second check from an address at its cap: %d %s, want busy before its statements are checked", a.Status, a.Body)
+	}
+	// The first session's own new check replaces its last: it is checked,
+	// and refused for its statements.
+	if a := ts.from(addr, "POST", path(first), first.Token, bad); a.Status != http.StatusBadRequest {
+		t.Fatalf("the address's check replacing its own: %d %s, want its statements refused (400)", a.Status, a.Body)
+	}
+	o, a := ts.sessionFrom(other)
+	if o == nil {
+		t.Fatalf("a session: %d %s", a.Status, a.Body)
+	}
+	if a := ts.from(other, "POST", path(o), o.Token, bad); a.Status != http.StatusBadRequest {
+		t.Fatalf("another address's check: %d %s, want its statements refused (400)", a.Status, a.Body)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -37,17 +37,45 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 			return Result{}, err
 		}
 	}
-	_, schemas, err := s.next("v")
+	// The caps come before any work: the address's count of batches (one
+	// more while this session's own is about to be replaced), then a run
+	// slot, the server's and the address's, held while the statements are
+	// checked on schemas and a role of their own. A flood from one address
+	// is refused here, before a schema, a role or a trial run is made.
+	s.mu.Lock()
+	replacing := s.batch != nil
+	s.mu.Unlock()
+	if err := s.m.takeBatchReplacing(s.client, replacing); err != nil {
+		return Result{}, err
+	}
+	taken := true
+	defer func() {
+		if taken {
+			s.m.releaseBatch(s.client)
+		}
+	}()
+	if err := s.m.acquireRun(ctx, s.client, 20*time.Second); err != nil {
+		return Result{}, err
+	}
+	probes, err := s.validate(ctx, sol)
+	s.m.releaseRun(s.client)
 	if err != nil {
 		return Result{}, err
+	}
+	taken = false // playBatch's now: it gives the count back when the batch ends, or on its own error
+	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true})
+}
+
+// validate checks a solution's statements on schemas of the session's own
+// (check.Validate), within 20 s.
+func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (lab.Probes, error) {
+	_, schemas, err := s.next("v")
+	if err != nil {
+		return lab.Probes{}, err
 	}
 	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	probes, err := check.Validate(vctx, s.m.cfg.Pool, schemas, sol)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes})
+	return check.Validate(vctx, s.m.cfg.Pool, schemas, sol)
 }
 
 // checkPlan is a check's batch: its cases, one run each in the batch's
@@ -55,6 +83,7 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 type checkPlan struct {
 	cases  []lab.CheckCase
 	probes lab.Probes
+	taken  bool // the address's batch count is taken already (startCheck)
 }
 
 // judgeBatch plays a check's batch through the check's pipeline, each

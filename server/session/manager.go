@@ -517,14 +517,23 @@ func (m *Manager) releaseClient(client string) {
 
 // takeBatch counts one more batch playing for a client; it refuses a
 // client at its cap.
-func (m *Manager) takeBatch(client string) error {
+func (m *Manager) takeBatch(client string) error { return m.takeBatchReplacing(client, false) }
+
+// takeBatchReplacing is takeBatch for a batch that replaces one of the
+// client's still playing (stopped before the new one plays): one over the
+// cap is let through for it.
+func (m *Manager) takeBatchReplacing(client string, replacing bool) error {
 	if client == "" {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.use(client)
-	if u.batches >= m.cfg.Limits.MaxBatchesPerClient {
+	limit := m.cfg.Limits.MaxBatchesPerClient
+	if replacing {
+		limit++
+	}
+	if u.batches >= limit {
 		m.forget(client)
 		return fault.Errorf(fault.Busy, "this address is playing %d batches at once here, its limit; try again when one has ended", u.batches)
 	}

@@ -54,8 +54,10 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, chk *checkPlan) (Result, error) {
 	lim := s.m.cfg.Limits
 	s.stopBatch(lab.StopReplaced)
-	if err := s.m.takeBatch(s.client); err != nil {
-		return Result{}, err
+	if chk == nil || !chk.taken {
+		if err := s.m.takeBatch(s.client); err != nil {
+			return Result{}, err
+		}
 	}
 	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
 	specs := make([]runner.Spec, len(rcs))
