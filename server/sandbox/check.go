@@ -2,16 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/lab"
 )
 
@@ -30,6 +29,7 @@ type Checked struct {
 	Columns []string
 
 	oids     []uint32
+	schemas  lab.Schemas // the run's: its names never reach the reader
 	rw       *rewritten
 	resetSQL string // what Exec sends first
 }
@@ -89,27 +89,38 @@ func (r *Role) Check(ctx context.Context, kind Kind, text string) (*Checked, err
 		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
 			kind, verbList(spec), quoteWord(rw.first))
 	}
-	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas)}
+	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas), schemas: r.schemas}
 	for _, p := range rw.params {
 		c.oids = append(c.oids, spec.param(p).oid)
 	}
-	conn, err := r.Connect(ctx)
-	if err != nil {
+	if err := regTypeName(c); err != nil {
 		return nil, err
 	}
+	cfg := r.ConnConfig()
+	onNotice, notices := collectNotices()
+	cfg.OnNotice = onNotice
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect as %s: %w", r, engine.ErrUnavailable)
+	}
 	defer conn.Close(context.Background()) //nolint:errcheck // a connection of its own: nothing to keep
+	for _, s := range treeSettings {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("check %s: %w", kind, err)
+		}
+	}
 	desc, err := conn.PgConn().Prepare(ctx, checkName, c.SQL, c.oids)
 	if err != nil {
 		return nil, c.pgError(err, "prepare")
+	}
+	writes, err := c.allowCheck(ctx, conn, r.schemas, *notices)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range desc.Fields {
 		c.Columns = append(c.Columns, f.Name)
 	}
 	if err := c.checkColumns(spec, desc.Fields); err != nil {
-		return nil, err
-	}
-	writes, err := c.explain(ctx, conn)
-	if err != nil {
 		return nil, err
 	}
 	if err := c.checkWrites(spec, r.schemas, writes); err != nil {
@@ -171,73 +182,6 @@ func (c *Checked) checkColumns(spec Spec, fields []pgconn.FieldDescription) erro
 // write is one table a plan writes.
 type write struct{ Op, Schema, Table string }
 
-// explain plans the prepared statement generically, without running it,
-// and returns the tables its plan writes.
-func (c *Checked) explain(ctx context.Context, conn *pgx.Conn) ([]write, error) {
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		return nil, fmt.Errorf("check %s: %w", c.Kind, err)
-	}
-	args := make([]string, len(c.Params))
-	for i := range args {
-		args[i] = "NULL"
-	}
-	q := "EXPLAIN (FORMAT JSON, VERBOSE) EXECUTE " + checkName
-	if len(args) > 0 {
-		q += "(" + strings.Join(args, ", ") + ")"
-	}
-	var out []byte
-	if err := conn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
-		return nil, c.pgError(err, "plan")
-	}
-	// A utility statement (SET, COPY, LISTEN…) has no plan: EXPLAIN gives
-	// a string where a plan would be. The first-keyword check turns these
-	// away before; this holds without it.
-	var plans []struct {
-		Plan *planNode `json:"Plan"`
-	}
-	if err := json.Unmarshal(out, &plans); err != nil || len(plans) == 0 || plans[0].Plan == nil {
-		return nil, newError(CodeWrongKind, c.Kind, 0, "the %s must be %s; this statement has no plan that writes a table", c.Kind, verbList(specs[c.Kind]))
-	}
-	if m := forbiddenCall.FindSubmatch(out); m != nil {
-		return nil, newError(CodeForbiddenCall, c.Kind, 0, "the %s may not call %s: it changes the session's settings or runs SQL from text",
-			c.Kind, string(m[1]))
-	}
-	var ws []write
-	for _, p := range plans {
-		p.Plan.walk(func(n *planNode) {
-			if n.NodeType == "ModifyTable" {
-				ws = append(ws, write{Op: n.Operation, Schema: n.Schema, Table: n.Relation})
-			}
-		})
-	}
-	return ws, nil
-}
-
-// forbiddenCall finds, in a verbose plan (where every call is spelled out,
-// constants folded), the functions that change the session's settings
-// (set_config: application_name names the writer in the history) or run
-// SQL given as text (the query_to_xml family, ts_stat, ts_rewrite).
-// Postgres's rights hold whatever these run; refusing them keeps a
-// statement from passing for another worker, and keeps its SQL the SQL it
-// shows. It is a second line, not the sandbox: a list of names, which a
-// function that runs SQL and is not on it would pass.
-var forbiddenCall = regexp.MustCompile(`\b(set_config|query_to_xml|query_to_xml_and_xmlschema|query_to_xmlschema|cursor_to_xml|cursor_to_xmlschema|ts_stat|ts_rewrite)\(`)
-
-type planNode struct {
-	NodeType  string     `json:"Node Type"`
-	Operation string     `json:"Operation"`
-	Relation  string     `json:"Relation Name"`
-	Schema    string     `json:"Schema"`
-	Plans     []planNode `json:"Plans"`
-}
-
-func (n *planNode) walk(f func(*planNode)) {
-	f(n)
-	for i := range n.Plans {
-		n.Plans[i].walk(f)
-	}
-}
-
 // checkWrites holds the plan to the kind's one table: it must write it,
 // and nothing else.
 func (c *Checked) checkWrites(spec Spec, s lab.Schemas, ws []write) error {
@@ -248,7 +192,7 @@ func (c *Checked) checkWrites(spec Spec, s lab.Schemas, ws []write) error {
 	found := false
 	for _, w := range ws {
 		if w.Schema != schema || w.Table != spec.Writes {
-			return newError(CodeWrongTable, c.Kind, 0, "the %s may only write %s; it writes %s.%s", c.Kind, spec.Writes, w.Schema, w.Table)
+			return newError(CodeWrongTable, c.Kind, 0, "the %s may only write %s; it writes %s", c.Kind, spec.Writes, w.Table)
 		}
 		if c.Kind != Receiver && w.Op != "Update" {
 			return newError(CodeWrongKind, c.Kind, 0, "the %s may only update jobs; it does an %s", c.Kind, strings.ToUpper(w.Op))
@@ -286,6 +230,12 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		code = CodeSyntax
 	}
 	msg := pe.Message
+	if hidesName(pe) {
+		// One answer whether the name exists or not, so that no statement
+		// learns which schemas, tables and roles there are by trying.
+		code = CodeDenied
+		msg = "it names a schema, table or role that is not its run's (" + allowedWords + ", by their names alone)"
+	}
 	if code == CodeTimeout && pe.Code == "57014" {
 		msg = "it ran longer than the statement timeout (" + settingValue("statement_timeout") + ")"
 	}
@@ -293,7 +243,37 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		msg = "it waited for a lock longer than the lock timeout (" + settingValue("lock_timeout") + ")"
 	}
 	return &Error{Code: code, Kind: c.Kind, SQLState: pe.Code, Position: c.rw.origPosition(int(pe.Position)),
-		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, msg)}
+		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, c.ownTerms(msg))}
+}
+
+// ownTerms puts a Postgres message in the reader's terms: the run's
+// schemas, which the reader never names (its statements use jobs and
+// deliveries alone), are taken out of it.
+func (c *Checked) ownTerms(msg string) string {
+	for _, sc := range []string{c.schemas.Jobs, c.schemas.Receiver} {
+		if sc == "" {
+			continue
+		}
+		msg = strings.NewReplacer(`"`+sc+`".`, "", sc+".", "", `"`+sc+`"`, "the run's schema", sc, "the run's schema").Replace(msg)
+	}
+	return msg
+}
+
+// hidesName says whether a Postgres error would tell whether a name outside
+// the run's own exists: a schema that does not exist or may not be used, a
+// qualified table that does not exist, a role that does not exist.
+func hidesName(pe *pgconn.PgError) bool {
+	switch pe.Code {
+	case "3F000":
+		return true
+	case "42501":
+		return strings.HasPrefix(pe.Message, "permission denied for schema")
+	case "42P01":
+		return strings.Contains(pe.Message, ".")
+	case "42704":
+		return strings.HasPrefix(pe.Message, "role ")
+	}
+	return false
 }
 
 func settingValue(name string) string {

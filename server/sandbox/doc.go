@@ -82,40 +82,57 @@
 // database and grants them to the server's own role. NewRole checks that
 // the role lacks them and refuses with ErrNotHardened otherwise.
 //
-// # The checker
+// # The checker: an allow-list
 //
-// Role.Check runs nothing. It checks the text (size, UTF-8, NUL, one
-// statement, only the kind's named parameters, rewritten to $n outside
-// literals, quoted names, comments and dollar quotes, casts kept); the
-// first keyword (UPDATE or WITH; INSERT too for the receiver), which turns
-// away every utility statement (SET, COPY, LOCK, LISTEN, NOTIFY, DO,
-// CREATE…); then Postgres prepares it as the role (syntax, and schemas the
-// role may not use) and plans it generically — PG15 has no EXPLAIN
-// (GENERIC_PLAN), so EXPLAIN EXECUTE under plan_cache_mode =
-// force_generic_plan — which also checks the role's rights on every table
-// and function in the plan; the plan must write the kind's table in the
-// run's schema and no other, must call neither set_config nor a function
-// that runs SQL from text (the query_to_xml family, ts_stat, ts_rewrite), and the
-// statement must return the columns its reader reads. Each refusal is an *Error with a Code, one sentence,
-// and for a Postgres error its SQLSTATE and its position in the reader's
-// own text.
+// Role.Check runs nothing, and plans nothing. It checks the text (size,
+// UTF-8, NUL, invisible characters, one statement, only the kind's named
+// parameters, rewritten to $n outside literals, quoted names, comments and
+// dollar quotes; quoted names of at most 63 bytes without spaces, brackets
+// or backslashes; no U&"…" names; no reg* type named, since their input
+// looks names up while the statement is parsed) and its first keyword
+// (UPDATE or WITH; INSERT too for the receiver), which turns away every
+// utility statement. Then Postgres parses it as the role, on a connection
+// of the check's own that asks for the rewritten query tree
+// (debug_print_rewritten, sent as a LOG message): every table, function,
+// operator and type in it resolved to its oid. The tree is held to the
+// allow-list (allow.go) before anything else happens:
+//
+//	relations   the run's jobs and deliveries, nothing else (no catalog, no pg_stat_*)
+//	functions   AllowedFunctions, in pg_catalog: the clock and intervals, numbers,
+//	            aggregates count/max/min/sum/bool_*, text and jsonb; casts between
+//	            AllowedTypes
+//	operators   those of pg_catalog on AllowedTypes
+//	types       AllowedTypes, their arrays, and the types of the two tables' columns
+//	expressions COALESCE, NULLIF, GREATEST, LEAST, CASE, sub-selects, CTEs, VALUES,
+//	            ON CONFLICT; CURRENT_TIMESTAMP and its kin, not CURRENT_USER
+//	statements  SELECT, UPDATE and INSERT; never DELETE or a utility statement
+//
+// Anything else is refused, naming what was used: current_setting,
+// version(), pg_relation_size, pg_logical_emit_message, set_config,
+// pg_sleep, repeat, generate_series, a window function, pg_class. The
+// tree also gives the tables the statement writes, which must be the
+// kind's one. The check never plans the statement, so constant folding
+// never evaluates the reader's expressions during it (a 600 MB repeat, 1/0).
+// Postgres's errors at parse time are told in the reader's terms: the run's
+// schema names are taken out, and a schema, qualified table or role that
+// does not exist gets the same answer as one the role may not use, so no
+// statement learns which exist. Each refusal is an *Error with a Code, one
+// sentence, and its position in the reader's own text.
 //
 // # What it does not do
 //
 //   - Memory: Postgres has no per-statement memory cap; a statement can
 //     build values up to 1 GB (repeat('x', 1e9)) until statement_timeout.
 //   - Cheating in one's own run: the role may write any column of its own
-//     jobs rows and its receiver's deliveries. Check refuses set_config
-//     (application_name names the writer in the history) and the functions
-//     that run SQL from text, by name: a list, which a function it misses
-//     would pass (Postgres's rights hold for the SQL such a function
-//     runs, as the tests show for query_to_xml). The history records each write's
-//     backend_pid: attribute writes to workers by it, not by
-//     application_name, and no statement can pass for the other worker.
+//     jobs rows and its receiver's deliveries. The history records each
+//     write's backend_pid: attribute writes to workers by it, not by
+//     application_name.
+//   - Values built by allowed expressions (a CTE that doubles a text ten
+//     times) are bounded by statement_timeout, and by the byte caps of
+//     the events that carry them, not by the allow-list.
 //   - A run's own sessions: its workers share the role, so one worker's
-//     statement may cancel or terminate the other's backend
-//     (pg_terminate_backend on its own role), or hold a row lock the other
-//     waits for, up to lock_timeout.
+//     statement may hold a row lock the other waits for, up to
+//     lock_timeout (pg_terminate_backend is off the list).
 //   - NOTIFY as a command cannot be revoked; Check refuses it as a
 //     statement, and no function a statement can call runs it.
 //   - USAGE on public: PUBLIC has it; the role has no right on any table

@@ -72,5 +72,5 @@ RETURNING id, owner, epoch, lease_until`)
 	// Output:
 	// parameters: [owner lease]
 	// claimed job 1 at epoch 1
-	// denied: Postgres refused the complete: permission denied for function pg_read_file
+	// forbidden-call: the complete may not use the function pg_read_file(text): a statement may read and write only its run's jobs and deliveries, and use only the clock, intervals, numbers, comparisons, COALESCE and CASE, and text and jsonb functions
 }

@@ -10,6 +10,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// The bytes a statement's result may hold: one value, and the whole
+// result. A statement can build a value of up to 1 GB from allowed
+// expressions (a CTE that doubles a text); what it returns travels in
+// events to every reader of the run, so Exec refuses a result over either
+// cap and keeps none of it.
+const (
+	MaxValueBytes  = 8 << 10
+	MaxResultBytes = 64 << 10
+)
+
 // Result is what one run of a checked statement gave back.
 type Result struct {
 	Columns []string
@@ -70,8 +80,31 @@ func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) 
 	}
 	fields := rr.FieldDescriptions()
 	var decodeErr error
+	var tooBig *Error
+	total := 0
 	for rr.NextRow() {
 		raw := rr.Values()
+		if tooBig != nil {
+			continue // read to the end, keep nothing
+		}
+		for i, b := range raw {
+			if tooBig != nil {
+				break
+			}
+			total += len(b)
+			switch {
+			case len(b) > MaxValueBytes:
+				tooBig = newError(CodeTooBig, c.Kind, 0, "the %s returned %d bytes in %s; a value may hold at most %d (it ran: what it wrote stays written)",
+					c.Kind, len(b), fields[i].Name, MaxValueBytes)
+			case total > MaxResultBytes:
+				tooBig = newError(CodeTooBig, c.Kind, 0, "the %s returned more than %d bytes in all; a result may hold at most that (it ran: what it wrote stays written)",
+					c.Kind, MaxResultBytes)
+			}
+		}
+		if tooBig != nil {
+			res.Rows = nil
+			continue
+		}
 		row := make([]any, len(raw))
 		for i, b := range raw {
 			if b == nil {
@@ -98,6 +131,9 @@ func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) 
 			return nil, c.refusal(pe)
 		}
 		return nil, fmt.Errorf("run the %s: %w", c.Kind, err)
+	}
+	if tooBig != nil {
+		return nil, tooBig
 	}
 	if decodeErr != nil {
 		return nil, fmt.Errorf("run the %s: read its result: %w", c.Kind, decodeErr)

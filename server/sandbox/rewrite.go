@@ -21,6 +21,14 @@ type rewritten struct {
 	// to what the reader typed.
 	orig  []int
 	first string // the statement's first keyword, upper-cased ("" if none)
+	// names are the identifiers outside literals and comments, quoted
+	// ones unquoted, unquoted ones lower-cased, with their places (from 1).
+	names []nameAt
+}
+
+type nameAt struct {
+	name string
+	pos  int
 }
 
 // origPosition converts a Postgres error position (1-based, in code points
@@ -147,7 +155,9 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			}
 			emit(start, j)
 			i = j
-		case (c == 'u' || c == 'U') && i+2 < n && src[i+1] == '&' && (src[i+2] == '\'' || src[i+2] == '"') && !identBefore(src, i):
+		case (c == 'u' || c == 'U') && i+2 < n && src[i+1] == '&' && src[i+2] == '"' && !identBefore(src, i):
+			return nil, newError(CodeBadText, kind, i+1, "the %s may not use a U&\"…\" name: write the name itself", kind)
+		case (c == 'u' || c == 'U') && i+2 < n && src[i+1] == '&' && src[i+2] == '\'' && !identBefore(src, i):
 			if rw.first == "" {
 				rw.first = "U&"
 			}
@@ -162,6 +172,11 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			if !ok {
 				return nil, newError(CodeSyntax, kind, i+1, "the quoted name that starts here is never closed")
 			}
+			name := strings.ReplaceAll(string(src[i+1:j-1]), `""`, `"`)
+			if err := quotedName(kind, name, i+1); err != nil {
+				return nil, err
+			}
+			rw.names = append(rw.names, nameAt{name, i + 1})
 			emit(i, j)
 			i = j
 		case c == '$' && i+1 < n && isDigit(src[i+1]) && !identBefore(src, i):
@@ -216,6 +231,7 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 			if rw.first == "" {
 				rw.first = strings.ToUpper(string(src[i:j]))
 			}
+			rw.names = append(rw.names, nameAt{strings.ToLower(string(src[i:j])), i + 1})
 			emit(i, j)
 			i = j
 		default:
@@ -228,6 +244,26 @@ func rewrite(kind Kind, text string, allowed []string) (*rewritten, error) {
 	}
 	rw.sql = string(out)
 	return rw, nil
+}
+
+// MaxNameBytes is the longest name Postgres keeps (NAMEDATALEN - 1).
+const MaxNameBytes = 63
+
+// quotedName holds a quoted name to what the allow-list's reading of
+// Postgres's parse tree needs: at most MaxNameBytes, and none of the
+// characters the tree's text escapes (spaces, parentheses, braces,
+// backslash), so that every name in it is one token, as Postgres wrote it.
+func quotedName(kind Kind, name string, pos int) error {
+	switch {
+	case name == "":
+		return newError(CodeSyntax, kind, pos, "a quoted name must not be empty")
+	case len(name) > MaxNameBytes:
+		return newError(CodeBadText, kind, pos, "the quoted name here is %d bytes long; at most %d are allowed", len(name), MaxNameBytes)
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune("(){}\\", r) }); i >= 0 {
+		return newError(CodeBadText, kind, pos, "a quoted name may not hold spaces, parentheses, braces or a backslash; this one holds %q", string([]rune(name[i:])[0]))
+	}
+	return nil
 }
 
 // scanQuoted returns the index just past the quoted text that opens at

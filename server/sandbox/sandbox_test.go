@@ -196,7 +196,7 @@ func TestRole_DropLeavesNoRoleAndEndsItsSessions(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	conn := mustConn(t, r)
-	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_sleep(1.9)::text WHERE id = :id")
+	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
 	if err != nil {
 		t.Fatal(err)
 	}

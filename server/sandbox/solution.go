@@ -222,7 +222,7 @@ func Load(kind Kind, text string, s lab.Schemas) (*Checked, error) {
 		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
 			kind, verbList(spec), quoteWord(rw.first))
 	}
-	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(s)}
+	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(s), schemas: s}
 	for _, p := range rw.params {
 		c.oids = append(c.oids, spec.param(p).oid)
 	}
