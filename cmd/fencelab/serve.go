@@ -98,6 +98,8 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&lim.MaxLease, "max-lease", lim.MaxLease, "longest lease a run may ask for")
 	fs.IntVar(&lim.MaxEvents, "max-events", lim.MaxEvents, "events kept per session")
 	fs.IntVar(&lim.MaxEventsTotal, "max-events-total", lim.MaxEventsTotal, "events kept by all sessions together; a session over its share drops its oldest first")
+	fs.IntVar(&lim.MaxSessionMB, "max-session-mb", lim.MaxSessionMB, "MiB the events of one session may hold; its oldest are dropped first (one event is cut to 32 KiB)")
+	fs.IntVar(&lim.MaxEventsTotalMB, "max-events-total-mb", lim.MaxEventsTotalMB, "MiB the events of all sessions together may hold; a session over its share drops its oldest first")
 	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
 	fs.IntVar(&lim.MaxLoads, "max-loads", lim.MaxLoads, "load labs at once, server-wide (each keeps the cores busy for about half a minute)")
@@ -236,6 +238,10 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
 	case l.MaxEventsTotal < l.MaxEvents || l.MaxEventsTotal > 100_000_000:
 		return bad("--max-events-total %d must be at least --max-events and at most 100000000", l.MaxEventsTotal)
+	case l.MaxSessionMB < 4 || l.MaxSessionMB > 4096:
+		return bad("--max-session-mb %d must be between 4 and 4096", l.MaxSessionMB)
+	case l.MaxEventsTotalMB < l.MaxSessionMB || l.MaxEventsTotalMB > 1<<20:
+		return bad("--max-events-total-mb %d must be at least --max-session-mb and at most 1048576", l.MaxEventsTotalMB)
 	case l.MaxLoads < 1 || l.MaxLoads > 16:
 		return bad("--max-loads must be between 1 and 16")
 	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:

@@ -8,7 +8,6 @@
 package hub
 
 import (
-	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 type Entry struct {
 	Event lab.Event
 	Frame []byte // {"type":"event","event":{...}}
+	cost  int64  // the bytes it holds: its frame, and its event's strings
 }
 
 // Errors a subscription ends with.
@@ -43,6 +43,9 @@ type Log struct {
 	budget  *Budget
 	subs    map[*Sub]struct{}
 	closed  bool
+	bytes   int64 // the cost of the entries kept
+	maxB    int64
+	maxEvB  int
 	// dropped is, for each run some of whose events were dropped, the seq
 	// of its newest dropped event: a run none of whose events were dropped
 	// is still whole, however much of the log before it is gone.
@@ -55,9 +58,22 @@ type Log struct {
 // cannot take the memory of the others, and the total stays near Max. Safe
 // for concurrent use.
 type Budget struct {
-	Max  int64 // the events kept by all its logs together
-	kept atomic.Int64
-	logs atomic.Int64
+	Max int64 // the events kept by all its logs together
+	// MaxBytes, if set, bounds the bytes they hold together (each event's
+	// frame and its decoded strings).
+	MaxBytes  int64
+	kept      atomic.Int64
+	keptBytes atomic.Int64
+	logs      atomic.Int64
+}
+
+// KeptBytes returns the bytes the budget's logs hold now.
+func (b *Budget) KeptBytes() int64 { return b.keptBytes.Load() }
+
+// shareBytes is how many bytes one log may hold while the budget is full.
+func (b *Budget) shareBytes() int64 {
+	n := max(1, b.logs.Load())
+	return max(minKeptBytes, b.MaxBytes/n)
 }
 
 // Kept returns how many events the budget's logs keep now.
@@ -74,6 +90,13 @@ type Config struct {
 	// MaxEvents is how many events are kept; older ones are dropped from
 	// the front. Default 100,000.
 	MaxEvents int
+	// MaxBytes bounds the bytes the kept events hold (their frames and
+	// their strings); older ones are dropped from the front. Default 16 MiB.
+	MaxBytes int64
+	// MaxEventBytes bounds one event as sent: a longer one has its longest
+	// strings cut, each ending with a note of how many bytes were cut.
+	// Default 32 KiB.
+	MaxEventBytes int
 	// SubscriberBuffer is how many events a subscriber may be behind before
 	// it is dropped. Default 1,024.
 	SubscriberBuffer int
@@ -94,19 +117,44 @@ func New(cfg Config) *Log {
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = 1024
 	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
 	if cfg.Budget != nil {
 		cfg.Budget.logs.Add(1)
 	}
-	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, dropped: map[string]int64{}, tap: cfg.TapFunc, budget: cfg.Budget}
+	return &Log{first: 1, next: 1, max: cfg.MaxEvents, subBuf: cfg.SubscriberBuffer, subs: map[*Sub]struct{}{}, dropped: map[string]int64{}, tap: cfg.TapFunc, budget: cfg.Budget, maxB: cfg.MaxBytes, maxEvB: cfg.MaxEventBytes}
 }
+
+// The defaults of Config's byte caps.
+const (
+	DefaultMaxBytes      = 16 << 20
+	DefaultMaxEventBytes = 32 << 10
+)
 
 // minKept is how many events a log keeps however full its budget is: a
 // whole run's, and some.
 const minKept = 500
 
-// trim drops the oldest entries beyond keep; l.mu must be held.
-func (l *Log) trim(keep int) {
-	over := len(l.entries) - keep
+// minKeptBytes is how many bytes a log may hold however full its budget
+// is: a whole run's events, each under its cap.
+const minKeptBytes = 2 << 20
+
+// trim drops the oldest entries beyond keep, and beyond keepBytes; l.mu
+// must be held. The newest entry is always kept.
+func (l *Log) trim(keep int, keepBytes int64) {
+	over := max(0, len(l.entries)-keep)
+	bytes := l.bytes
+	for _, en := range l.entries[:over] {
+		bytes -= en.cost
+	}
+	for over < len(l.entries)-1 && bytes > keepBytes {
+		bytes -= l.entries[over].cost
+		over++
+	}
 	if over <= 0 {
 		return
 	}
@@ -118,8 +166,11 @@ func (l *Log) trim(keep int) {
 	clear(l.entries[:over])
 	l.entries = l.entries[over:]
 	l.first += int64(over)
+	freed := l.bytes - bytes
+	l.bytes = bytes
 	if l.budget != nil {
 		l.budget.kept.Add(-int64(over))
+		l.budget.keptBytes.Add(-freed)
 	}
 }
 
@@ -128,11 +179,12 @@ func (l *Log) trim(keep int) {
 func (l *Log) Trim() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.budget == nil || l.budget.kept.Load() <= l.budget.Max {
+	b := l.budget
+	if b == nil || (b.kept.Load() <= b.Max && (b.MaxBytes == 0 || b.keptBytes.Load() <= b.MaxBytes)) {
 		return 0
 	}
 	n := len(l.entries)
-	l.trim(l.budget.share(minKept))
+	l.trim(l.shares())
 	return n - len(l.entries)
 }
 
@@ -155,7 +207,7 @@ func (l *Log) Append(e lab.Event) lab.Event {
 	e.Seq = l.next
 	l.next++
 	e.Text = narration(e.Text)
-	ev, _ := json.Marshal(e) // an Event always encodes
+	e, ev := capEvent(e, l.maxEvB)
 	if l.tap != nil {
 		l.tap(ev)
 	}
@@ -163,15 +215,21 @@ func (l *Log) Append(e lab.Event) lab.Event {
 	frame = append(frame, `{"type":"event","event":`...)
 	frame = append(frame, ev...)
 	frame = append(frame, '}')
-	en := &Entry{Event: e, Frame: frame}
+	// An event's strings are held twice, in the frame and in the event:
+	// twice the frame is a fair measure of both.
+	en := &Entry{Event: e, Frame: frame, cost: 2 * int64(len(frame))}
 	l.entries = append(l.entries, en)
-	keep := l.max
+	l.bytes += en.cost
+	keep, keepBytes := l.max, l.maxB
 	if b := l.budget; b != nil {
-		if b.kept.Add(1) > b.Max {
-			keep = min(keep, b.share(minKept))
+		b.kept.Add(1)
+		b.keptBytes.Add(en.cost)
+		if b.kept.Load() > b.Max || (b.MaxBytes > 0 && b.keptBytes.Load() > b.MaxBytes) {
+			k, kb := l.shares()
+			keep, keepBytes = min(keep, k), min(keepBytes, kb)
 		}
 	}
-	l.trim(keep)
+	l.trim(keep, keepBytes)
 	for s := range l.subs {
 		select {
 		case s.c <- en:
@@ -180,6 +238,23 @@ func (l *Log) Append(e lab.Event) lab.Event {
 		}
 	}
 	return e
+}
+
+// shares are the events and bytes this log may keep while its budget is
+// over; l.budget must be set.
+func (l *Log) shares() (int, int64) {
+	kb := l.maxB
+	if l.budget.MaxBytes > 0 {
+		kb = min(kb, l.budget.shareBytes())
+	}
+	return min(l.max, l.budget.share(minKept)), kb
+}
+
+// Bytes returns the bytes the log's kept events hold.
+func (l *Log) Bytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
 }
 
 // drop ends a subscription; l.mu must be held.
@@ -312,7 +387,11 @@ func (l *Log) Close() {
 	defer l.mu.Unlock()
 	if !l.closed && l.budget != nil {
 		l.budget.kept.Add(-int64(len(l.entries)))
+		l.budget.keptBytes.Add(-l.bytes)
 		l.budget.logs.Add(-1)
+	}
+	if !l.closed {
+		l.bytes = 0
 	}
 	if !l.closed {
 		l.first += int64(len(l.entries))

@@ -260,3 +260,76 @@ func TestLog_AWholeRunIsGivenWholeAfterOthersAreDropped(t *testing.T) {
 		t.Fatalf("Since(0, r2) of a closed log = %v, want ErrGone", err)
 	}
 }
+
+// TestLog_AnEventOverItsCapIsCutAndSaysByHowMuch: a 2 MiB string in an
+// event is cut, the event still decodes as the same kind, its frame and
+// its kept event agree, and the cut string says how many bytes went.
+func TestLog_AnEventOverItsCapIsCutAndSaysByHowMuch(t *testing.T) {
+	l := hub.New(hub.Config{MaxEventBytes: 16 << 10})
+	big := strings.Repeat("x", 2<<20)
+	e := lab.Event{Kind: lab.KindSQL, Run: "r1", Actor: "A", SQL: &lab.SQLEvent{Op: lab.OpClaim, Result: lab.ResultOK, Owner: "A" + big}}
+	got := l.Append(e)
+	sub, backlog, err := l.Subscribe(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	frame := backlog[0].Frame
+	if len(frame) > 16<<10+64 {
+		t.Fatalf("the frame holds %d bytes, over the 16 KiB cap", len(frame))
+	}
+	if got.Kind != lab.KindSQL || got.SQL == nil || !strings.HasPrefix(got.SQL.Owner, "Axxx") {
+		t.Fatalf("the cut event is %+v", got)
+	}
+	if !strings.HasSuffix(got.SQL.Owner, " more bytes]") {
+		t.Fatalf("the cut owner ends %q, want a note of how much was cut", got.SQL.Owner[len(got.SQL.Owner)-40:])
+	}
+	cut := got.SQL.Owner[strings.LastIndex(got.SQL.Owner, "[cut: ")+6:]
+	var n int
+	fmt.Sscanf(cut, "%d", &n)
+	if kept := strings.Index(got.SQL.Owner, "…"); kept+n != len(e.SQL.Owner) {
+		t.Fatalf("kept %d bytes and says %d were cut, of %d", kept, n, len(e.SQL.Owner))
+	}
+	if !strings.Contains(string(frame), "more bytes]") {
+		t.Fatal("the frame sent is not the event kept")
+	}
+	if small := l.Append(ev(1)); small.Text != "1" {
+		t.Fatalf("a small event changed: %+v", small)
+	}
+}
+
+// TestLog_KeepsItsBytesUnderItsCap: a log of 1 MiB given 20 MiB of big
+// events keeps at most 1 MiB of them (and the newest), and a budget of
+// bytes bounds many logs together.
+func TestLog_KeepsItsBytesUnderItsCap(t *testing.T) {
+	big := strings.Repeat("y", 15<<10)
+	l := hub.New(hub.Config{MaxBytes: 1 << 20})
+	for i := range 700 {
+		l.Append(lab.Event{Kind: lab.KindNote, Run: "r1", Text: fmt.Sprint(i) + big})
+	}
+	if b := l.Bytes(); b > 1<<20 || b == 0 {
+		t.Fatalf("the log holds %d bytes, want at most 1 MiB", b)
+	}
+	if got, _ := l.Since(l.Dropped(""), "", 0); len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Text, "699") {
+		t.Fatal("the newest event is not kept")
+	}
+	b := &hub.Budget{Max: 1 << 30, MaxBytes: 8 << 20}
+	var logs []*hub.Log
+	for range 4 {
+		logs = append(logs, hub.New(hub.Config{Budget: b}))
+	}
+	for i := range 2000 {
+		logs[i%4].Append(lab.Event{Kind: lab.KindNote, Text: big})
+	}
+	if kb := b.KeptBytes(); kb > 8<<20+64<<10 {
+		t.Fatalf("four logs hold %d bytes together, over the budget's 8 MiB", kb)
+	}
+	var sum int64
+	for _, l := range logs {
+		sum += l.Bytes()
+		l.Close()
+	}
+	if b.KeptBytes() != 0 || sum == 0 {
+		t.Fatalf("after Close the budget holds %d bytes (the logs held %d)", b.KeptBytes(), sum)
+	}
+}

@@ -45,6 +45,11 @@ type Limits struct {
 	// MaxEventsTotal bounds the events kept by every session together: a
 	// session over its share drops its oldest first.
 	MaxEventsTotal int `json:"max_events_total"`
+	// MaxSessionMB bounds, in MiB, the bytes one session's events hold;
+	// MaxEventsTotalMB, every session's together. An event itself is cut
+	// to hub.DefaultMaxEventBytes.
+	MaxSessionMB     int `json:"max_session_mb"`
+	MaxEventsTotalMB int `json:"max_events_total_mb"`
 	// Per client (an address; see Config of the server for proxies): how
 	// many sessions, runs at once and batches at once. Loopback clients
 	// have no per-client caps.
@@ -120,6 +125,8 @@ func (l *Limits) Fill() {
 	dur(&l.RunIdle, time.Minute)
 	def(&l.MaxEvents, 20_000)
 	def(&l.MaxEventsTotal, 300_000)
+	def(&l.MaxSessionMB, 16)
+	def(&l.MaxEventsTotalMB, 256)
 	def(&l.MaxSessionsPerClient, 50)
 	def(&l.MaxRunsPerClient, 8)
 	def(&l.MaxBatchesPerClient, 2)
@@ -202,7 +209,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
 		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
-		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal)}}
+		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
 		Clock: &runner.DBClock{Pool: cfg.Pool}, WorkerSlots: make(chan struct{}, WorkerConnections(cfg.Limits)+2*cfg.Limits.MaxWorkers),
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,

@@ -56,7 +56,7 @@ const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
 	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]lab.RunInfo{},
-		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
+		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	return s
 }
