@@ -11,6 +11,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,26 +193,26 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	var wg sync.WaitGroup
 	lines := make(chan lab.Event, 64)
 	wg.Add(2)
+	long := func(stream string, n int) lab.Event {
+		return lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label,
+			Line: fmt.Sprintf("%s wrote a line of %d bytes on %s, over the %d a line may hold: it was skipped", p.Label, n, stream, MaxLineBytes)}}
+	}
 	go func() {
 		defer wg.Done()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
+		readLines(stdout, MaxLineBytes, func(b []byte) {
 			var e lab.Event
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Kind == "" || e.V != lab.ProtocolVersion {
-				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: truncate(sc.Text(), 300)}}
+			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != lab.ProtocolVersion {
+				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: truncate(string(b), 300)}}
 			}
 			e.Actor = p.Label // a worker speaks for itself only
 			lines <- e
-		}
+		}, func(n int) { lines <- long("stdout", n) })
 	}()
 	go func() {
 		defer wg.Done()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 4<<10), 1<<20)
-		for sc.Scan() {
-			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: truncate(sc.Text(), 300)}}
-		}
+		readLines(stderr, MaxLineBytes, func(b []byte) {
+			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: truncate(string(b), 300)}}
+		}, func(n int) { lines <- long("stderr", n) })
 	}()
 	go func() {
 		wg.Wait()
@@ -236,6 +237,40 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	}
 	p.emit(lab.Event{Kind: lab.KindProcess, Actor: p.Label, Process: pe})
 	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", st.String())
+}
+
+// MaxLineBytes is the longest line a worker's output may hold; a longer
+// one is skipped, with a note that says how long it was, and the lines
+// after it are read as before.
+const MaxLineBytes = 1 << 20
+
+// readLines calls line for each line of r (without its end), and long,
+// with its length, for each line over max bytes, which it skips: it never
+// stops reading before r ends, so a worker is never left blocked on a
+// pipe nobody reads.
+func readLines(r io.Reader, max int, line func([]byte), long func(n int)) {
+	br := bufio.NewReaderSize(r, max)
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			n := len(b)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				b, err = br.ReadSlice('\n')
+				n += len(b)
+			}
+			long(n - 1)
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if len(b) > 0 {
+			line(bytes.TrimRight(b, "\r\n"))
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func truncate(s string, n int) string {
