@@ -404,3 +404,24 @@ RETURNING id, owner, epoch, lease_until, concat(` + strings.Repeat("owner, ", 90
 		t.Logf("%s: %v", a.name, err)
 	}
 }
+
+// TestExec_AMessageThatQuotesABigValueIsCut: Postgres quotes the value it
+// could not read; a refusal carries at most MaxMessageBytes of it.
+func TestExec_AMessageThatQuotesABigValueIsCut(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.role.Check(ctx, sandbox.Complete, `WITH RECURSIVE d(s, n) AS (SELECT 'x'::text, 0 UNION ALL SELECT s || s, n + 1 FROM d WHERE n < 20)
+UPDATE jobs SET attempts = (SELECT s FROM d WHERE n = 20)::int WHERE id = :id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sandbox.Exec(ctx, mustConn(t, r), c, map[string]any{"id": int64(1)})
+	var e *sandbox.Error
+	if !errors.As(err, &e) || len(e.Message) > sandbox.MaxMessageBytes+100 || !strings.Contains(e.Message, "more bytes]") {
+		t.Fatalf("a 1 MiB value quoted: %d bytes of message (%v), want it cut to %d", len(e.Message), err != nil, sandbox.MaxMessageBytes)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -243,7 +244,24 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		msg = "it waited for a lock longer than the lock timeout (" + settingValue("lock_timeout") + ")"
 	}
 	return &Error{Code: code, Kind: c.Kind, SQLState: pe.Code, Position: c.rw.origPosition(int(pe.Position)),
-		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, c.ownTerms(msg))}
+		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, cutMessage(c.ownTerms(msg)))}
+}
+
+// MaxMessageBytes is the longest Postgres message a refusal carries: a
+// message may quote a value the statement built ("invalid input syntax
+// for type integer: …" of a 2 MiB text), and a refusal travels in events
+// and answers.
+const MaxMessageBytes = 1 << 10
+
+func cutMessage(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	end := MaxMessageBytes
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return msg[:end] + fmt.Sprintf("… [cut: %d more bytes]", len(msg)-end)
 }
 
 // ownTerms puts a Postgres message in the reader's terms: the run's
