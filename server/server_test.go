@@ -244,7 +244,10 @@ func TestWS_DroppedSocketResumesWithNoGapAndNoDuplicate(t *testing.T) {
 // client sees every event meanwhile.
 func TestWS_SlowReaderIsCutOffOthersKeepPace(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, func(c *server.Config) { c.Limits.SocketBuffer = 32 })
+	ts := startServer(t, func(c *server.Config) {
+		c.Limits.SocketBuffer = 32
+		c.Limits.MaxSessionMB = 64 // 20,000 events of 1 KB, all kept: the resume below reads them
+	})
 	s := ts.newSession()
 	ctx := context.Background()
 	u := strings.Replace(ts.base, "http", "ws", 1) + "/api/sessions/" + s.ID + "/ws?since=0"
@@ -307,7 +310,10 @@ func TestWS_SlowReaderIsCutOffOthersKeepPace(t *testing.T) {
 	}
 	defer again.c.CloseNow()
 	rest := collect(t, again, n, 30*time.Second)
-	if len(rest) == 0 || rest[0] != got+1 || rest[len(rest)-1] != n {
+	if len(rest) == 0 {
+		t.Fatalf("resumed from %d and saw nothing", got)
+	}
+	if rest[0] != got+1 || rest[len(rest)-1] != n {
 		t.Fatalf("resumed from %d and saw %d..%d", got, rest[0], rest[len(rest)-1])
 	}
 }
