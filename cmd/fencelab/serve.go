@@ -102,6 +102,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxEventsTotalMB, "max-events-total-mb", lim.MaxEventsTotalMB, "MiB the events of all sessions together may hold; a session over its share drops its oldest first")
 	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
+	fs.IntVar(&lim.MaxChecks, "max-checks", lim.MaxChecks, "checks (Build it, check it) playing at once, server-wide; the others wait in one fair line, one at a time per client address")
 	fs.IntVar(&lim.MaxLoads, "max-loads", lim.MaxLoads, "load labs at once, server-wide (each keeps the cores busy for about half a minute)")
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
 	fs.DurationVar(&lim.GoneAfter, "gone-after", lim.GoneAfter, "another instance on the same Postgres is gone, and what it left is dropped, once its lock is free and its row unseen this long, on two sweeps this far apart")
@@ -242,6 +243,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-session-mb %d must be between 4 and 4096", l.MaxSessionMB)
 	case l.MaxEventsTotalMB < l.MaxSessionMB || l.MaxEventsTotalMB > 1<<20:
 		return bad("--max-events-total-mb %d must be at least --max-session-mb and at most 1048576", l.MaxEventsTotalMB)
+	case l.MaxChecks < 1 || l.MaxChecks > 64:
+		return bad("--max-checks %d must be between 1 and 64", l.MaxChecks)
 	case l.MaxLoads < 1 || l.MaxLoads > 16:
 		return bad("--max-loads must be between 1 and 16")
 	case l.MaxSessionsPerClient < 1 || l.MaxRunsPerClient < 1 || l.MaxBatchesPerClient < 1:

@@ -283,8 +283,29 @@ func noteNarration(l string, n *NoteEvent) string {
 		return fmt.Sprintf("Worker %s printed: %s", w, n.Line)
 	case NoteLog:
 		return fmt.Sprintf("Worker %s logged: %s", w, n.Line)
+	case NoteInLine:
+		return InLineWords(n.Place)
 	}
 	return string(n.Code)
+}
+
+// InLineWords says where a check waits in the server's line: "Your check
+// is 3rd in line."; 1 is "next".
+func InLineWords(place int) string {
+	if place <= 1 {
+		return "Your check is next in line."
+	}
+	suffix := "th"
+	switch {
+	case place%100 >= 11 && place%100 <= 13:
+	case place%10 == 1:
+		suffix = "st"
+	case place%10 == 2:
+		suffix = "nd"
+	case place%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("Your check is %d%s in line.", place, suffix)
 }
 
 func loadNarration(l *LoadEvent) string {

@@ -623,6 +623,7 @@ const (
 	NoteStopped    NoteCode = "stopped"     // the run was stopped before its verdict
 	NoteOutput     NoteCode = "output"      // a worker printed a line that is not an event
 	NoteLog        NoteCode = "log"         // a worker logged a line on stderr
+	NoteInLine     NoteCode = "in-line"     // the session's check waits in the server's line, at Place
 )
 
 // NoteEvent says something that changes no state.
@@ -634,6 +635,7 @@ type NoteEvent struct {
 	LimitMS int64      `json:"limit_ms,omitempty"`
 	Reason  StopReason `json:"reason,omitempty"` // stopped
 	Line    string     `json:"line,omitempty"`   // output, log: the line, cut to 300 bytes
+	Place   int        `json:"place,omitempty"`  // in-line: 1 for the next check to start
 }
 
 // ---- error -------------------------------------------------------------------------

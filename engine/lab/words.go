@@ -171,6 +171,7 @@ var badges = map[string]Badge{
 	"note." + string(NoteStopped):    {"quiet", "stopped"},
 	"note." + string(NoteOutput):     {"quiet", "printed"},
 	"note." + string(NoteLog):        {"quiet", "logged"},
+	"note." + string(NoteInLine):     {"quiet", "in line"},
 
 	"verdict." + string(MarkSafe):   markBadge(MarkSafe),
 	"verdict." + string(MarkUnsafe): markBadge(MarkUnsafe),
@@ -449,7 +450,7 @@ func StopReasons() []StopReason {
 
 // NoteCodes lists the notes.
 func NoteCodes() []NoteCode {
-	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog}
+	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine}
 }
 
 // Words returns the word table.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/engine/lab"
@@ -37,6 +38,16 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 			return Result{}, err
 		}
 	}
+	// The line first: the server plays few checks at once, and an address
+	// one at a time; the rest wait their turn, told their place.
+	t, err := s.waitTurn(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { s.m.line.done(t) }) }
+	s.life.Lock()
+	defer s.life.Unlock()
 	// The caps come before any work: the address's count of batches (one
 	// more while this session's own is about to be replaced), then a run
 	// slot, the server's and the address's, held while the statements are
@@ -46,12 +57,14 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	replacing := s.batch != nil
 	s.mu.Unlock()
 	if err := s.m.takeBatchReplacing(s.client, replacing); err != nil {
+		release()
 		return Result{}, err
 	}
 	taken := true
 	defer func() {
 		if taken {
 			s.m.releaseBatch(s.client)
+			release()
 		}
 	}()
 	if err := s.m.acquireRun(ctx, s.client, 20*time.Second); err != nil {
@@ -62,8 +75,55 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	if err != nil {
 		return Result{}, err
 	}
-	taken = false // playBatch's now: it gives the count back when the batch ends, or on its own error
-	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true})
+	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
+	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release})
+}
+
+// lineWait is how long a check waits in line before it gives up.
+const lineWait = 10 * time.Minute
+
+// waitTurn puts the session's check in the server's line and waits for
+// its turn, the session told its place (a note, "Your check is 3rd in
+// line.") each time it moves. The check or batch the session played
+// before is stopped first, so its turn is given back; a check of the
+// session's that still waited is replaced, and this one keeps its place.
+func (s *Session) waitTurn(ctx context.Context) (*ticket, error) {
+	key := s.client
+	if key == "" {
+		key = "session " + s.ID // loopback: no address caps, each session its own
+	}
+	s.life.Lock()
+	s.stopBatch(lab.StopReplaced)
+	s.mu.Lock()
+	old := s.inLine
+	s.mu.Unlock()
+	t := s.m.line.join(key, old, func(place int) {
+		s.emit(lab.Event{Kind: lab.KindNote, Actor: lab.ActorRunner, Note: &lab.NoteEvent{Code: lab.NoteInLine, Place: place}})
+	})
+	s.mu.Lock()
+	s.inLine = t
+	s.mu.Unlock()
+	s.life.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	err := s.m.line.wait(wctx, t, lineWait)
+	s.mu.Lock()
+	if s.inLine == t {
+		s.inLine = nil
+	}
+	s.mu.Unlock()
+	return t, err
+}
+
+// leaveLine takes the session's check out of the line, if it waits there.
+func (s *Session) leaveLine() {
+	s.mu.Lock()
+	t := s.inLine
+	s.mu.Unlock()
+	if t != nil {
+		s.m.line.leave(t)
+	}
 }
 
 // validate checks a solution's statements on schemas of the session's own
@@ -84,6 +144,8 @@ type checkPlan struct {
 	cases  []lab.CheckCase
 	probes lab.Probes
 	taken  bool // the address's batch count is taken already (startCheck)
+	// release gives the check's turn in the line back (idempotent).
+	release func()
 }
 
 // judgeBatch plays a check's batch through the check's pipeline, each

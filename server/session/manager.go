@@ -56,6 +56,9 @@ type Limits struct {
 	MaxSessionsPerClient int `json:"max_sessions_per_client"`
 	MaxRunsPerClient     int `json:"max_runs_per_client"`
 	MaxBatchesPerClient  int `json:"max_batches_per_client"`
+	// MaxChecks is how many checks play at once, server-wide; the others
+	// wait in one fair line, one at a time per address (checkLine).
+	MaxChecks int `json:"max_checks"`
 	// MaxWorkersPerClient bounds the worker processes of one client's
 	// runs together, free play's added workers too.
 	MaxWorkersPerClient int `json:"max_workers_per_client"`
@@ -130,6 +133,7 @@ func (l *Limits) Fill() {
 	def(&l.MaxSessionsPerClient, 50)
 	def(&l.MaxRunsPerClient, 8)
 	def(&l.MaxBatchesPerClient, 2)
+	def(&l.MaxChecks, 4)
 	def(&l.MaxWorkersPerClient, 24)
 	dur(&l.FreshIdle, 2*time.Minute)
 	dur(&l.MinLease, lab.MinRunLease)
@@ -184,6 +188,7 @@ type Manager struct {
 	id       identity       // the instance lock and its watch (identity.go)
 	bg       sync.WaitGroup // the lock's watch and the heartbeats
 	events   *hub.Budget    // the events every session keeps, together
+	line     *checkLine     // the checks waiting for their turn
 	spares   spares
 
 	mu       sync.Mutex
@@ -207,7 +212,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns),
+	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns), line: newCheckLine(cfg.Limits.MaxChecks),
 		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,

@@ -59,6 +59,10 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 			return Result{}, err
 		}
 	}
+	release := func() {}
+	if chk != nil && chk.release != nil {
+		release = chk.release
+	}
 	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
@@ -66,6 +70,7 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 		id, schemas, err := s.nextRun()
 		if err != nil {
 			s.m.releaseBatch(s.client)
+			release()
 			return Result{}, err
 		}
 		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true, Solution: sol}
@@ -92,6 +97,7 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 	parallel := max(1, min(lim.MaxRuns/4, lim.MaxRunsPerSession-1))
 	go func() {
 		defer close(b.done)
+		defer release()
 		defer s.m.releaseBatch(s.client)
 		outcomes := make([]*lab.Outcome, len(specs))
 		failures := make([]*lab.Failure, len(specs))

@@ -43,6 +43,7 @@ type Session struct {
 	lastActive time.Time
 	current    *runner.Run
 	batch      *batch                 // the batch playing, if any
+	inLine     *ticket                // the session's check waiting in the server's line, if any
 	load       *runner.Load           // the load lab, if one ran; it may have ended
 	runs       []*runner.Run          // newest last; bounded
 	pending    map[string]lab.RunInfo // batch cells waiting for a run slot
@@ -130,6 +131,7 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		defer s.life.Unlock()
 		return s.startRun(ctx, c)
 	case control.Reset:
+		s.leaveLine()
 		s.life.Lock()
 		defer s.life.Unlock()
 		s.stopBatch(lab.StopReset)
@@ -145,9 +147,7 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		defer s.life.Unlock()
 		return s.startLoad(c.LoadConfig())
 	case control.Check:
-		s.life.Lock()
-		defer s.life.Unlock()
-		return s.startCheck(ctx, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond)
+		return s.startCheck(ctx, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond) // it waits in line, then holds s.life
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {

@@ -1,0 +1,225 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencelab/fencelab/server/fault"
+)
+
+// checkLine is the server's one line of checks. A check is a whole
+// pipeline (schemas, a role, a trial run, six cases of two workers each),
+// so the server plays few at once (max), and a client address plays one
+// at a time: its next waits in line. The line is fair by rounds (start-time
+// fair queueing): a check is tagged, when it joins, with its address's
+// round — one past the address's last check still in the line or
+// playing, and never before the round now being served — and the line
+// goes by round, then by arrival. So one address's flood of checks waits
+// behind itself, and a reader at another address waits for at most one
+// check of each address ahead of it.
+//
+// A loopback client has no address caps; each of its sessions is an
+// address of its own in the line.
+type checkLine struct {
+	mu      sync.Mutex
+	max     int
+	running map[string]int // by key: checks playing
+	playing int
+	waiting []*ticket
+	seq     int64
+	round   int64            // the round of the last check to start
+	last    map[string]int64 // by key: the round of its last check in line or playing
+}
+
+// ticket is one check's place in the line.
+type ticket struct {
+	key   string
+	seq   int64
+	round int64
+	ready chan struct{} // closed when its turn has come
+	left  chan struct{} // closed when it is replaced, or taken out (leave)
+	place int           // 1 for the next to start; 0 once its turn has come
+	gone  bool          // left the line (cancelled, or replaced)
+	moved func(place int)
+}
+
+func newCheckLine(max int) *checkLine {
+	return &checkLine{max: max, running: map[string]int{}, last: map[string]int64{}}
+}
+
+// join puts a check in line for key, keeping the place of old (the same
+// session's check that waited before it and is replaced) if there is one.
+// moved is told the ticket's place each time it changes, outside the
+// line's lock, never after its turn has come.
+func (l *checkLine) join(key string, old *ticket, moved func(place int)) *ticket {
+	l.mu.Lock()
+	t := &ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved}
+	if i := slices.Index(l.waiting, old); old != nil && i >= 0 {
+		t.seq, t.round = old.seq, old.round
+		old.gone = true
+		close(old.left)
+		l.waiting[i] = t
+	} else {
+		l.seq++
+		t.seq = l.seq
+		t.round = l.round
+		if r, ok := l.last[key]; ok {
+			t.round = max(t.round, r+1)
+		}
+		l.last[key] = t.round
+		l.waiting = append(l.waiting, t)
+	}
+	tell := l.dispatch()
+	l.mu.Unlock()
+	tell()
+	return t
+}
+
+// wait waits for t's turn, at most for wait, or until ctx ends; on an
+// error t has left the line.
+func (l *checkLine) wait(ctx context.Context, t *ticket, wait time.Duration) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+		return nil
+	case <-ctx.Done():
+	case <-t.left:
+	case <-timer.C:
+	}
+	replaced := isClosed(t.left)
+	l.mu.Lock()
+	select {
+	case <-t.ready: // its turn came as it gave up: give the turn back
+		l.mu.Unlock()
+		l.done(t)
+	default:
+		l.leaveLocked(t)
+		tell := l.dispatch()
+		l.mu.Unlock()
+		tell()
+	}
+	switch {
+	case replaced:
+		return fault.Errorf(fault.Conflict, "the check left the line: a newer check, or a reset, took its place")
+	case ctx.Err() != nil:
+		return fault.Errorf(fault.Conflict, "the check left the line: its session or its request ended")
+	}
+	return fault.Errorf(fault.Busy, "the check waited %v in line and its turn did not come; the server is busy, try again later", wait)
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// leaveLocked takes t out of the line; l.mu must be held.
+func (l *checkLine) leaveLocked(t *ticket) {
+	if !t.gone {
+		t.gone = true
+		close(t.left)
+	}
+	l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
+	l.forget(t.key)
+}
+
+// leave takes t out of the line, if it still waits there: its wait ends.
+func (l *checkLine) leave(t *ticket) {
+	l.mu.Lock()
+	if !slices.Contains(l.waiting, t) {
+		l.mu.Unlock()
+		return
+	}
+	l.leaveLocked(t)
+	tell := l.dispatch()
+	l.mu.Unlock()
+	tell()
+}
+
+// done ends t's turn and lets the line move.
+func (l *checkLine) done(t *ticket) {
+	l.mu.Lock()
+	if l.running[t.key] > 0 {
+		l.running[t.key]--
+		if l.running[t.key] == 0 {
+			delete(l.running, t.key)
+		}
+		l.playing--
+	}
+	l.forget(t.key)
+	tell := l.dispatch()
+	l.mu.Unlock()
+	tell()
+}
+
+// order is the line in the order its checks will start: by round, then
+// by arrival. l.mu must be held.
+func (l *checkLine) order() []*ticket {
+	o := slices.Clone(l.waiting)
+	slices.SortFunc(o, func(a, b *ticket) int {
+		if a.round != b.round {
+			return int(a.round - b.round)
+		}
+		return int(a.seq - b.seq)
+	})
+	return o
+}
+
+// forget drops the round of a key with nothing in line or playing: its
+// next check starts in the round being served. l.mu must be held.
+func (l *checkLine) forget(key string) {
+	if l.running[key] == 0 && !slices.ContainsFunc(l.waiting, func(t *ticket) bool { return t.key == key }) {
+		delete(l.last, key)
+	}
+}
+
+// dispatch starts what may start and renumbers the rest; it returns what
+// to tell them, to be called once l.mu is let go. l.mu must be held.
+func (l *checkLine) dispatch() func() {
+	for l.playing < l.max {
+		i := slices.IndexFunc(l.order(), func(t *ticket) bool { return l.running[t.key] == 0 })
+		if i < 0 {
+			break
+		}
+		t := l.order()[i]
+		l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
+		l.running[t.key]++
+		l.playing++
+		l.round = max(l.round, t.round)
+		t.place = 0
+		close(t.ready)
+	}
+	var moves []*ticket
+	for i, t := range l.order() {
+		if t.place != i+1 {
+			t.place = i + 1
+			if t.moved != nil {
+				moves = append(moves, t)
+			}
+		}
+	}
+	return func() {
+		for _, t := range moves {
+			// Told its place as it is now: a later move may have been told first.
+			l.mu.Lock()
+			place, waiting := t.place, !t.gone && t.place > 0
+			l.mu.Unlock()
+			if waiting {
+				t.moved(place)
+			}
+		}
+	}
+}
+
+// len returns how many checks wait in line.
+func (l *checkLine) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiting)
+}

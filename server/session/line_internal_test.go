@@ -1,0 +1,116 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/server/fault"
+)
+
+// places records what each ticket was told.
+type places struct {
+	mu  sync.Mutex
+	got map[string][]int
+}
+
+func (p *places) told(name string) func(int) {
+	return func(n int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.got[name] = append(p.got[name], n)
+	}
+}
+
+func (p *places) last(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if g := p.got[name]; len(g) > 0 {
+		return g[len(g)-1]
+	}
+	return 0
+}
+
+func turnCame(t *ticket) bool { return isClosed(t.ready) }
+
+// TestLine_OneAddressFloodWaitsBehindItselfAndOthersGoFirst: with room for
+// one check, an address that sends five waits one at a time, and a check
+// from another address that came after all five goes next; each waiting
+// check is told its place as the line moves.
+func TestLine_OneAddressFloodWaitsBehindItselfAndOthersGoFirst(t *testing.T) {
+	l := newCheckLine(1)
+	p := &places{got: map[string][]int{}}
+	var flood []*ticket
+	for i := range 5 {
+		flood = append(flood, l.join("203.0.113.7", nil, p.told("a"+string(rune('0'+i)))))
+	}
+	b := l.join("198.51.100.9", nil, p.told("b"))
+	if !turnCame(flood[0]) || turnCame(flood[1]) || turnCame(b) {
+		t.Fatal("the first check of the flood should play, and no other")
+	}
+	if got := p.last("b"); got != 1 {
+		t.Fatalf("the other address's check is told place %d, want 1 (next): the flood's second is in the second round", got)
+	}
+	if got := p.last("a1"); got != 2 {
+		t.Fatalf("the flood's second check is told place %d, want 2", got)
+	}
+	if got := p.last("a4"); got != 5 {
+		t.Fatalf("the flood's last check is told place %d, want 5", got)
+	}
+	l.done(flood[0])
+	if !turnCame(b) || turnCame(flood[1]) {
+		t.Fatal("after the flood's first, the other address's check should play")
+	}
+	if got := p.last("a1"); got != 1 {
+		t.Fatalf("the flood's second is told place %d, want 1 once the other's turn came", got)
+	}
+	l.done(b)
+	for i := 1; i < 5; i++ {
+		if !turnCame(flood[i]) {
+			t.Fatalf("the flood's check %d did not get its turn in order", i)
+		}
+		if i < 4 && turnCame(flood[i+1]) {
+			t.Fatalf("two checks of one address play at once")
+		}
+		l.done(flood[i])
+	}
+	if l.len() != 0 || l.playing != 0 {
+		t.Fatalf("the line holds %d and plays %d after all ended", l.len(), l.playing)
+	}
+}
+
+// TestLine_AReplacedCheckKeepsItsPlaceAndTheOldOneIsToldSo: a session's
+// newer check takes its older one's place; the older one's wait ends with
+// a conflict; a check that gives up leaves no trace; a turn that came as
+// it gave up is given back.
+func TestLine_AReplacedCheckKeepsItsPlaceAndTheOldOneIsToldSo(t *testing.T) {
+	l := newCheckLine(1)
+	busy := l.join("x", nil, nil)
+	first := l.join("a", nil, nil)
+	second := l.join("b", nil, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- l.wait(context.Background(), first, time.Minute) }()
+	again := l.join("a", first, nil)
+	var fe *fault.Error
+	if err := <-errc; !errors.As(err, &fe) || fe.Code != fault.Conflict {
+		t.Fatalf("the replaced check's wait: %v, want a conflict", err)
+	}
+	l.done(busy)
+	if !turnCame(again) || turnCame(second) {
+		t.Fatal("the newer check did not keep its older one's place, ahead of b")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.wait(ctx, second, time.Minute); err == nil {
+		t.Fatal("a cancelled wait returned no error")
+	}
+	if err := l.wait(context.Background(), l.join("c", nil, nil), 10*time.Millisecond); !errors.As(err, &fe) || fe.Code != fault.Busy {
+		t.Fatalf("a wait past its time: %v, want busy", err)
+	}
+	l.done(again)
+	if l.len() != 0 || l.playing != 0 {
+		t.Fatalf("the line holds %d and plays %d", l.len(), l.playing)
+	}
+}
