@@ -175,6 +175,7 @@ export class Build {
     this.report = null;
     this.refusal = null; // {kind, code, position, sqlstate, message}
     this.note = "";
+    this.inLine = ""; // "Your check is 3rd in line.", while it waits its turn
     this.comparing = false;
     this.fromLink = false;
     this.loadLink(hash || "");
@@ -272,6 +273,7 @@ export class Build {
     this.report = null;
     this.runs.clear();
     this.phase = "asked";
+    this.inLine = "";
     this.draw();
     const r = await this.send({ action: "check", solution: this.solution() }, {
       say: (msg, err) => { if (msg) this.failed(msg, err); },
@@ -376,8 +378,14 @@ export class Build {
       if (e.seq <= this.seq) return; // taken already, from the log
       this.seq = e.seq;
     }
+    // The server's line: where this session's check waits, as it moves.
+    if (e.note && e.note.code === "in-line") {
+      if (this.phase === "asked") { this.inLine = e.text; if (!this.quiet) this.draw(); }
+      return;
+    }
     const b = e.batch;
     if (b && b.name === CHECK) {
+      this.inLine = "";
       if (b.phase === "started") {
         this.runs.clear();
         this.report = null;
@@ -417,7 +425,7 @@ export class Build {
     check.setAttribute("aria-busy", String(this.phase === "asked" || this.phase === "running"));
     const result = byTest("build-result", this.root);
     const byCase = new Map([...this.runs.entries()].map(([id, r]) => [r.case, { ...r, run: id }]));
-    if (this.phase === "asked") this.progress("Starting the check…");
+    if (this.phase === "asked") this.progress(this.inLine || "Starting the check…");
     else if (this.phase === "running") {
       const all = [...this.runs.values()];
       const done = all.filter((r) => r.ended).length;
