@@ -268,3 +268,55 @@ func TestRecordings_AReadersCheckIsNeverShownAsTheSetups(t *testing.T) {
 		t.Error("the recordings' list holds the visitor's run")
 	}
 }
+
+// The public server's attacks, through the server, each refused by the
+// allow-list before anything runs: reads of what other readers' runs
+// leave in the catalog and the server's settings, WAL written outside any
+// transaction's rollback, and a constant Postgres would fold while the
+// check waits. Against bbdd733 every one of these passed the check (the
+// WAL one wrote 200 MB in each trial run), or was refused only after it
+// had run.
+func TestCheck_WhatOneVisitorCouldReadOrWriteIsRefused(t *testing.T) {
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	var walBefore string
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&walBefore); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		name string
+		kind sandbox.Kind
+		text string
+		says string // what the refusal names
+	}{
+		{"WAL outside the rollback", sandbox.Complete, "UPDATE jobs SET error = pg_logical_emit_message(false, 'x', repeat('x', 100000000))::text WHERE id = :id", "pg_logical_emit_message"},
+		{"the server's sessions, by size", sandbox.Fail, "UPDATE jobs SET error = pg_relation_size('jobs')::text WHERE id = :id", "pg_relation_size"},
+		{"the server's version", sandbox.Fail, "UPDATE jobs SET error = version() WHERE id = :id", "version"},
+		{"a setting", sandbox.Fail, "UPDATE jobs SET error = current_setting('data_directory') WHERE id = :id", "current_setting"},
+		{"other runs' sessions", sandbox.Fail, "UPDATE jobs SET error = (SELECT string_agg(application_name, ',') FROM pg_stat_activity) WHERE id = :id", "pg_stat_activity"},
+		{"every schema's name", sandbox.Fail, "UPDATE jobs SET error = (SELECT string_agg(nspname, ',') FROM pg_namespace) WHERE id = :id", "pg_namespace"},
+		{"every role's name", sandbox.Fail, "UPDATE jobs SET error = (SELECT string_agg(rolname, ',') FROM pg_roles) WHERE id = :id", "pg_roles"},
+		{"locks", sandbox.Fail, "UPDATE jobs SET error = (SELECT count(*)::text FROM pg_locks) WHERE id = :id", "pg_locks"},
+		{"a 600 MB constant, folded while the check waits", sandbox.Complete, "UPDATE jobs SET error = repeat('x', 600000000) WHERE id = :id", "repeat"},
+	} {
+		ans := s.try(checkCmd(t, sandbox.Ours().With(a.kind, a.text)))
+		var body struct {
+			Error  string
+			Detail *sandbox.Detail
+		}
+		ans.json(t, &body)
+		if ans.Status != http.StatusBadRequest || body.Detail == nil || body.Detail.Code != sandbox.CodeForbiddenCall || !strings.Contains(body.Error, a.says) {
+			t.Errorf("%s: %d %s, want a 400 forbidden-call naming %s", a.name, ans.Status, ans.Body, a.says)
+		}
+	}
+	var wal int64
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn() - $1::pg_lsn", walBefore).Scan(&wal); err != nil {
+		t.Fatal(err)
+	}
+	if wal > 64<<20 {
+		t.Errorf("the refused checks wrote %d MB of WAL", wal>>20)
+	}
+	t.Logf("WAL written by nine refused checks: %d kB", wal>>10)
+}

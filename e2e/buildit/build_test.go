@@ -769,7 +769,7 @@ func TestBuild_ACheckWaitsInLineAndSaysWhere(t *testing.T) {
 	tab := e2etest.NewTab(t, 375, 900)
 	openBuild(tab, srv.URL+"/")
 	tab.Click("build-check")
-	tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent === "Your check is next in line."`, 30*time.Second)
+	tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.toLowerCase() === "your check is next in line."`, 30*time.Second) // the narration is the server's: the shout suite upper-cases it
 	buildShot(tab, "build-progress", "build-in-line-375")
 	if st, b := srv.Request("POST", cmds, token, `{"action":"reset"}`); st != 200 {
 		t.Fatalf("the other reader's reset: %d %s", st, b)
