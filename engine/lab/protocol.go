@@ -634,7 +634,7 @@ type NoteEvent struct {
 	Status  string     `json:"status,omitempty"` // no-lease: the job's status
 	LimitMS int64      `json:"limit_ms,omitempty"`
 	Reason  StopReason `json:"reason,omitempty"` // stopped
-	Line    string     `json:"line,omitempty"`   // output, log: the line, cut to 300 bytes
+	Line    string     `json:"line,omitempty"`   // output, log: the line, cut to 300 bytes (Cut)
 	Place   int        `json:"place,omitempty"`  // in-line: 1 for the next check to start
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/fencelab/fencelab/engine"
 )
@@ -603,4 +604,18 @@ func FinalWordsIn(o Ordering, epoch int64, rowFrom, receiverFrom string, status 
 		s += fmt.Sprintf("; the job is %s", status)
 	}
 	return s
+}
+
+// Cut returns s if it holds at most max bytes; otherwise its first max
+// bytes or fewer, cut at a character boundary, then "… [cut: N more
+// bytes]": a text shown to people that says it was cut, and by how much.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	end := max
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + fmt.Sprintf("… [cut: %d more bytes]", len(s)-end)
 }

@@ -3,7 +3,6 @@ package hub
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/fencelab/fencelab/engine/lab"
 )
@@ -50,14 +49,7 @@ func capEvent(e lab.Event, max int) (lab.Event, []byte) {
 func cutStrings(v any, limit int) any {
 	switch x := v.(type) {
 	case string:
-		if len(x) <= limit {
-			return x
-		}
-		end := limit
-		for end > 0 && !utf8.RuneStart(x[end]) {
-			end--
-		}
-		return x[:end] + fmt.Sprintf("… [cut: %d more bytes]", len(x)-end)
+		return lab.Cut(x, limit)
 	case []any:
 		for i := range x {
 			x[i] = cutStrings(x[i], limit)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -114,7 +113,7 @@ func (r *Role) Check(ctx context.Context, kind Kind, text string) (*Checked, err
 	if err != nil {
 		return nil, c.pgError(err, "prepare")
 	}
-	writes, err := c.allowCheck(ctx, conn, r.schemas, *notices)
+	writes, err := c.allowCheck(ctx, conn, r, *notices)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +243,7 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		msg = "it waited for a lock longer than the lock timeout (" + settingValue("lock_timeout") + ")"
 	}
 	return &Error{Code: code, Kind: c.Kind, SQLState: pe.Code, Position: c.rw.origPosition(int(pe.Position)),
-		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, cutMessage(c.ownTerms(msg)))}
+		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, lab.Cut(c.ownTerms(msg), MaxMessageBytes))}
 }
 
 // MaxMessageBytes is the longest Postgres message a refusal carries: a
@@ -252,17 +251,6 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 // for type integer: …" of a 2 MiB text), and a refusal travels in events
 // and answers.
 const MaxMessageBytes = 1 << 10
-
-func cutMessage(msg string) string {
-	if len(msg) <= MaxMessageBytes {
-		return msg
-	}
-	end := MaxMessageBytes
-	for end > 0 && !utf8.RuneStart(msg[end]) {
-		end--
-	}
-	return msg[:end] + fmt.Sprintf("… [cut: %d more bytes]", len(msg)-end)
-}
 
 // ownTerms puts a Postgres message in the reader's terms: the run's
 // schemas, which the reader never names (its statements use jobs and

@@ -202,7 +202,7 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 		readLines(stdout, MaxLineBytes, func(b []byte) {
 			var e lab.Event
 			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != lab.ProtocolVersion {
-				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: truncate(string(b), 300)}}
+				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: lab.Cut(string(b), 300)}}
 			}
 			e.Actor = p.Label // a worker speaks for itself only
 			lines <- e
@@ -211,7 +211,7 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	go func() {
 		defer wg.Done()
 		readLines(stderr, MaxLineBytes, func(b []byte) {
-			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: truncate(string(b), 300)}}
+			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: lab.Cut(string(b), 300)}}
 		}, func(n int) { lines <- long("stderr", n) })
 	}()
 	go func() {
@@ -271,13 +271,6 @@ func readLines(r io.Reader, max int, line func([]byte), long func(n int)) {
 			return
 		}
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func signalName(sig syscall.Signal) string {
