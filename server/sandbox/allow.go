@@ -71,17 +71,17 @@ const maxSQLValueClock = 8
 var regTypes = []string{"regclass", "regproc", "regprocedure", "regoper", "regoperator", "regtype",
 	"regrole", "regnamespace", "regconfig", "regdictionary", "regcollation"}
 
-// allowedNodes are the kinds of node a statement's tree may hold, each with
-// what it is in the reader's words; any other is refused.
-var allowedNodes = map[string]string{
-	"QUERY": "", "RANGETBLENTRY": "", "RANGETBLFUNCTION": "", "RANGETBLREF": "", "ALIAS": "",
-	"FROMEXPR": "", "JOINEXPR": "", "TARGETENTRY": "", "SORTGROUPCLAUSE": "", "ROWMARKCLAUSE": "",
-	"COMMONTABLEEXPR": "", "ONCONFLICTEXPR": "", "INFERENCEELEM": "", "SETOPERATIONSTMT": "",
-	"VAR": "", "CONST": "", "PARAM": "", "OPEXPR": "", "DISTINCTEXPR": "", "NULLIFEXPR": "",
-	"SCALARARRAYOPEXPR": "", "BOOLEXPR": "", "SUBLINK": "", "FUNCEXPR": "", "NAMEDARGEXPR": "", "AGGREF": "",
-	"RELABELTYPE": "", "COERCEVIAIO": "", "CASEEXPR": "", "CASEWHEN": "", "CASETESTEXPR": "",
-	"ARRAYEXPR": "", "ROWEXPR": "", "COALESCEEXPR": "", "MINMAXEXPR": "", "SQLVALUEFUNCTION": "",
-	"NULLTEST": "", "BOOLEANTEST": "", "FIELDSELECT": "", "SUBSCRIPTINGREF": "",
+// allowedNodes are the kinds of node a statement's tree may hold; any
+// other is refused (nodeWords names the common ones for the reader).
+var allowedNodes = map[string]bool{
+	"QUERY": true, "RANGETBLENTRY": true, "RANGETBLFUNCTION": true, "RANGETBLREF": true, "ALIAS": true,
+	"FROMEXPR": true, "JOINEXPR": true, "TARGETENTRY": true, "SORTGROUPCLAUSE": true, "ROWMARKCLAUSE": true,
+	"COMMONTABLEEXPR": true, "ONCONFLICTEXPR": true, "INFERENCEELEM": true, "SETOPERATIONSTMT": true,
+	"VAR": true, "CONST": true, "PARAM": true, "OPEXPR": true, "DISTINCTEXPR": true, "NULLIFEXPR": true,
+	"SCALARARRAYOPEXPR": true, "BOOLEXPR": true, "SUBLINK": true, "FUNCEXPR": true, "NAMEDARGEXPR": true, "AGGREF": true,
+	"RELABELTYPE": true, "COERCEVIAIO": true, "CASEEXPR": true, "CASEWHEN": true, "CASETESTEXPR": true,
+	"ARRAYEXPR": true, "ROWEXPR": true, "COALESCEEXPR": true, "MINMAXEXPR": true, "SQLVALUEFUNCTION": true,
+	"NULLTEST": true, "BOOLEANTEST": true, "FIELDSELECT": true, "SUBSCRIPTINGREF": true,
 }
 
 // nodeWords names, for a refusal, nodes a reader may write that are not
@@ -152,6 +152,22 @@ SELECT (SELECT array_agg(oid) FROM t),
 	return al, nil
 }
 
+// allowList returns the role's allow-list, read from the catalog on conn
+// the first time and kept: the run's tables and their types do not change
+// while the role lives, and a solution's four checks need it four times.
+func (r *Role) allowList(ctx context.Context, conn *pgx.Conn) (*allowList, error) {
+	r.allowMu.Lock()
+	defer r.allowMu.Unlock()
+	if r.allow == nil {
+		al, err := loadAllowList(ctx, conn, r.schemas)
+		if err != nil {
+			return nil, err
+		}
+		r.allow = al
+	}
+	return r.allow, nil
+}
+
 // treeSettings make Postgres send the rewritten query tree of what it
 // parses to the client, as a LOG message, on the check's own connection.
 var treeSettings = []string{"SET debug_print_rewritten = on", "SET debug_pretty_print = off", "SET client_min_messages = log"}
@@ -172,27 +188,27 @@ type refusedName struct {
 func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
 	var ws []write
 	var bad *refusedName
-	var walk func(n *tnode, rtable []*tnode)
+	var walk func(n *tnode)
 	refuse := func(r refusedName) {
 		if bad == nil {
 			bad = &r
 		}
 	}
-	walk = func(n *tnode, rtable []*tnode) {
+	walk = func(n *tnode) {
 		if n == nil || bad != nil {
 			return
 		}
 		if n.tag == "" { // a list
 			for _, it := range n.items {
-				walk(it, rtable)
+				walk(it)
 			}
 			return
 		}
-		if n.tag == "\x00scalar" {
+		if n.tag == scalarTag {
 			return
 		}
 		pos := n.int("location", -1)
-		if _, ok := allowedNodes[n.tag]; !ok {
+		if !allowedNodes[n.tag] {
 			w := nodeWords[n.tag]
 			if w == "" {
 				w = "this kind of expression (" + strings.ToLower(n.tag) + ")"
@@ -202,7 +218,7 @@ func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
 		}
 		switch n.tag {
 		case "QUERY":
-			rtable = n.field("rtable").list()
+			rtable := n.field("rtable").list()
 			switch ct := n.int("commandType", 0); ct {
 			case 1: // SELECT
 			case 2, 3: // UPDATE, INSERT
@@ -277,11 +293,11 @@ func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
 			}
 		}
 		for _, f := range n.fields {
-			walk(f.v, rtable)
+			walk(f.v)
 		}
 	}
 	for _, t := range trees {
-		walk(t, nil)
+		walk(t)
 	}
 	return ws, bad
 }
@@ -297,7 +313,7 @@ func sqlValueName(op int) string {
 // allowCheck reads Postgres's tree of the statement prepared on conn and
 // holds it to the allow-list, before anything is planned or run. It
 // returns the tables the statement writes.
-func (c *Checked) allowCheck(ctx context.Context, conn *pgx.Conn, s lab.Schemas, notices []string) ([]write, error) {
+func (c *Checked) allowCheck(ctx context.Context, conn *pgx.Conn, r *Role, notices []string) ([]write, error) {
 	var trees []*tnode
 	for _, n := range notices {
 		t, ok := strings.CutPrefix(n, treeHeader+"\n")
@@ -313,7 +329,7 @@ func (c *Checked) allowCheck(ctx context.Context, conn *pgx.Conn, s lab.Schemas,
 	if len(trees) == 0 {
 		return nil, fmt.Errorf("check %s: Postgres sent no query tree", c.Kind)
 	}
-	al, err := loadAllowList(ctx, conn, s)
+	al, err := r.allowList(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -372,10 +388,13 @@ func collectNotices() (func(*pgconn.PgConn, *pgconn.Notice), *[]string) {
 	}, &got
 }
 
+// scalarTag is the tag of a scalar token's tnode: no node is named so.
+const scalarTag = "\x00scalar"
+
 // tnode is a node of Postgres's text form of a tree (outfuncs.c): a node
 // {TAG :field value …}, a list ( … ), or a scalar token.
 type tnode struct {
-	tag    string // "" for a list, "\x00scalar" for a scalar
+	tag    string // "" for a list, scalarTag for a scalar
 	text   string // a scalar's token
 	fields []tfield
 	items  []*tnode
@@ -398,7 +417,7 @@ func (n *tnode) field(name string) *tnode {
 	return nil
 }
 
-func (n *tnode) null() bool { return n == nil || (n.tag == "\x00scalar" && n.text == "<>") }
+func (n *tnode) null() bool { return n == nil || (n.tag == scalarTag && n.text == "<>") }
 
 func (n *tnode) list() []*tnode {
 	if n == nil || n.tag != "" {
@@ -409,7 +428,7 @@ func (n *tnode) list() []*tnode {
 
 func (n *tnode) int(name string, def int) int {
 	v := n.field(name)
-	if v == nil || v.tag != "\x00scalar" {
+	if v == nil || v.tag != scalarTag {
 		return def
 	}
 	i, err := strconv.Atoi(v.text)
@@ -433,7 +452,7 @@ func (n *tnode) oids(name string) []uint32 {
 	switch {
 	case v == nil:
 		return nil
-	case v.tag == "\x00scalar":
+	case v.tag == scalarTag:
 		if i, err := strconv.ParseUint(v.text, 10, 32); err == nil {
 			return []uint32{uint32(i)}
 		}
@@ -520,7 +539,7 @@ func parseTree(s string) (*tnode, error) {
 		case t == ")" || t == "}":
 			return nil, fmt.Errorf("an unexpected %s", t)
 		}
-		return &tnode{tag: "\x00scalar", text: t}, nil
+		return &tnode{tag: scalarTag, text: t}, nil
 	}
 	v, err := value(0)
 	if err != nil {

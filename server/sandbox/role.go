@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -130,6 +131,9 @@ type Role struct {
 	password string
 	schemas  lab.Schemas
 	conn     *pgx.ConnConfig // the server's, with this role's user and password
+
+	allowMu sync.Mutex
+	allow   *allowList // read once (allowList)
 }
 
 // Name is the role's name (not secret).
