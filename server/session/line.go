@@ -41,7 +41,6 @@ type ticket struct {
 	ready chan struct{} // closed when its turn has come
 	left  chan struct{} // closed when it is replaced, or taken out (leave)
 	place int           // 1 for the next to start; 0 once its turn has come
-	gone  bool          // left the line (cancelled, or replaced)
 	moved func(place int)
 }
 
@@ -54,14 +53,14 @@ func newCheckLine(max int) *checkLine {
 // moved is told the ticket's place each time it changes, outside the
 // line's lock, never after its turn has come.
 func (l *checkLine) join(key string, old *ticket, moved func(place int)) *ticket {
-	l.mu.Lock()
 	t := &ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved}
-	if i := slices.Index(l.waiting, old); old != nil && i >= 0 {
-		t.seq, t.round = old.seq, old.round
-		old.gone = true
-		close(old.left)
-		l.waiting[i] = t
-	} else {
+	l.change(func() {
+		if i := slices.Index(l.waiting, old); old != nil && i >= 0 {
+			t.seq, t.round = old.seq, old.round
+			close(old.left)
+			l.waiting[i] = t
+			return
+		}
 		l.seq++
 		t.seq = l.seq
 		t.round = l.round
@@ -70,11 +69,18 @@ func (l *checkLine) join(key string, old *ticket, moved func(place int)) *ticket
 		}
 		l.last[key] = t.round
 		l.waiting = append(l.waiting, t)
-	}
+	})
+	return t
+}
+
+// change makes a change to the line under its lock, starts what may
+// start, and then, the lock let go, tells the checks that moved.
+func (l *checkLine) change(f func()) {
+	l.mu.Lock()
+	f()
 	tell := l.dispatch()
 	l.mu.Unlock()
 	tell()
-	return t
 }
 
 // wait waits for t's turn, at most for wait, or until ctx ends; on an
@@ -90,16 +96,14 @@ func (l *checkLine) wait(ctx context.Context, t *ticket, wait time.Duration) err
 	case <-timer.C:
 	}
 	replaced := isClosed(t.left)
-	l.mu.Lock()
-	select {
-	case <-t.ready: // its turn came as it gave up: give the turn back
-		l.mu.Unlock()
+	turned := false
+	l.change(func() {
+		if turned = isClosed(t.ready); !turned {
+			l.leaveLocked(t)
+		}
+	})
+	if turned { // its turn came as it gave up: give the turn back
 		l.done(t)
-	default:
-		l.leaveLocked(t)
-		tell := l.dispatch()
-		l.mu.Unlock()
-		tell()
 	}
 	switch {
 	case replaced:
@@ -121,8 +125,7 @@ func isClosed(c chan struct{}) bool {
 
 // leaveLocked takes t out of the line; l.mu must be held.
 func (l *checkLine) leaveLocked(t *ticket) {
-	if !t.gone {
-		t.gone = true
+	if !isClosed(t.left) {
 		close(t.left)
 	}
 	l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
@@ -131,31 +134,25 @@ func (l *checkLine) leaveLocked(t *ticket) {
 
 // leave takes t out of the line, if it still waits there: its wait ends.
 func (l *checkLine) leave(t *ticket) {
-	l.mu.Lock()
-	if !slices.Contains(l.waiting, t) {
-		l.mu.Unlock()
-		return
-	}
-	l.leaveLocked(t)
-	tell := l.dispatch()
-	l.mu.Unlock()
-	tell()
+	l.change(func() {
+		if slices.Contains(l.waiting, t) {
+			l.leaveLocked(t)
+		}
+	})
 }
 
 // done ends t's turn and lets the line move.
 func (l *checkLine) done(t *ticket) {
-	l.mu.Lock()
-	if l.running[t.key] > 0 {
-		l.running[t.key]--
-		if l.running[t.key] == 0 {
-			delete(l.running, t.key)
+	l.change(func() {
+		if l.running[t.key] > 0 {
+			l.running[t.key]--
+			if l.running[t.key] == 0 {
+				delete(l.running, t.key)
+			}
+			l.playing--
 		}
-		l.playing--
-	}
-	l.forget(t.key)
-	tell := l.dispatch()
-	l.mu.Unlock()
-	tell()
+		l.forget(t.key)
+	})
 }
 
 // order is the line in the order its checks will start: by round, then
@@ -183,11 +180,12 @@ func (l *checkLine) forget(key string) {
 // to tell them, to be called once l.mu is let go. l.mu must be held.
 func (l *checkLine) dispatch() func() {
 	for l.playing < l.max {
-		i := slices.IndexFunc(l.order(), func(t *ticket) bool { return l.running[t.key] == 0 })
+		o := l.order()
+		i := slices.IndexFunc(o, func(t *ticket) bool { return l.running[t.key] == 0 })
 		if i < 0 {
 			break
 		}
-		t := l.order()[i]
+		t := o[i]
 		l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
 		l.running[t.key]++
 		l.playing++
@@ -208,7 +206,7 @@ func (l *checkLine) dispatch() func() {
 		for _, t := range moves {
 			// Told its place as it is now: a later move may have been told first.
 			l.mu.Lock()
-			place, waiting := t.place, !t.gone && t.place > 0
+			place, waiting := t.place, !isClosed(t.left) && t.place > 0
 			l.mu.Unlock()
 			if waiting {
 				t.moved(place)
