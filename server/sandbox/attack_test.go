@@ -17,6 +17,28 @@ import (
 const peersSetup = `CREATE SCHEMA IF NOT EXISTS fencelab_peers;
 CREATE TABLE IF NOT EXISTS fencelab_peers.sessions (id text PRIMARY KEY, instance text NOT NULL)`
 
+// extensionSetup is what an extension installed in public would add: a
+// function and an operator on text that every role may call (PUBLIC has
+// EXECUTE on a new function), which only the allow-list's schema test
+// refuses — their types are all allowed.
+const extensionSetup = `CREATE OR REPLACE FUNCTION public.fl_spy(a text, b text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT a = b';
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_operator WHERE oprname = '###' AND oprnamespace = 'public'::regnamespace) THEN
+    CREATE OPERATOR public.### (LEFTARG = text, RIGHTARG = text, FUNCTION = public.fl_spy);
+  END IF;
+END $$`
+
+// makeExtension installs extensionSetup for one test, and drops it after.
+func makeExtension(t *testing.T, r *run) {
+	t.Helper()
+	if _, err := r.pool.Exec(context.Background(), extensionSetup); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = r.pool.Exec(context.Background(), "DROP OPERATOR IF EXISTS public.### (text, text); DROP FUNCTION IF EXISTS public.fl_spy(text, text)")
+	})
+}
+
 // TestCheck_Attacks sends what an attacker would, and wants each refused
 // by Check, with its code, before anything runs.
 func TestCheck_Attacks(t *testing.T) {
@@ -25,6 +47,7 @@ func TestCheck_Attacks(t *testing.T) {
 	other := newRun(t)
 	ctx := context.Background()
 	makePeers(t, r)
+	makeExtension(t, r)
 	file := filepath.Join(os.TempDir(), "fencelab-sandbox-"+strconv.Itoa(os.Getpid()))
 	before := snapshot(t, r)
 	for _, a := range []struct {
@@ -96,6 +119,10 @@ func TestCheck_Attacks(t *testing.T) {
 		{"a window function", sandbox.Complete, "UPDATE jobs SET attempts = (SELECT max(r) FROM (SELECT row_number() OVER () AS r FROM jobs) s)::int WHERE id = :id", sandbox.CodeForbiddenCall, ""},
 		{"a name with a brace", sandbox.Complete, "UPDATE jobs SET error = 'x' WHERE id = :id RETURNING id AS \"{FUNCEXPR\"", sandbox.CodeBadText, "\"{"},
 		{"a name spelled in escapes", sandbox.Complete, "UPDATE jobs SET error = 'x' WHERE id = :id RETURNING id AS U&\"\\0028\"", sandbox.CodeBadText, "U&"},
+		{"an aggregate off the list", sandbox.Complete, "UPDATE jobs SET error = (SELECT string_agg(owner, ',') FROM jobs) WHERE id = :id", sandbox.CodeForbiddenCall, "string_agg"},
+		{"a value of a type off the list", sandbox.Complete, "UPDATE jobs SET error = ('<a/>'::xml)::text WHERE id = :id", sandbox.CodeForbiddenCall, ""},
+		{"an extension's operator", sandbox.Complete, "UPDATE jobs SET error = (owner OPERATOR(public.###) 'x')::text WHERE id = :id", sandbox.CodeForbiddenCall, ""},
+		{"an extension's function", sandbox.Complete, "UPDATE jobs SET error = public.fl_spy(owner, 'x')::text WHERE id = :id", sandbox.CodeForbiddenCall, "public.fl_spy"},
 		{"a delete of deliveries", sandbox.Receiver, "WITH d AS (DELETE FROM deliveries RETURNING 1) INSERT INTO deliveries (job_id, epoch, owner, payload) VALUES (:job_id, :epoch, :owner, :body)", sandbox.CodeForbiddenCall, ""},
 		{"a receiver writing jobs", sandbox.Receiver, "UPDATE jobs SET error = 'x' WHERE id = :job_id", sandbox.CodeWrongTable, ""},
 	} {

@@ -114,3 +114,24 @@ func TestLine_AReplacedCheckKeepsItsPlaceAndTheOldOneIsToldSo(t *testing.T) {
 		t.Fatalf("the line holds %d and plays %d", l.len(), l.playing)
 	}
 }
+
+// TestLine_AnAddressPlaysOneAtATimeWithRoomToSpare: with room for two,
+// an address's second check still waits for its first, while another
+// address's check takes the room.
+func TestLine_AnAddressPlaysOneAtATimeWithRoomToSpare(t *testing.T) {
+	l := newCheckLine(2)
+	a1, a2 := l.join("a", nil, nil), l.join("a", nil, nil)
+	if !turnCame(a1) || turnCame(a2) {
+		t.Fatal("an address's second check played beside its first")
+	}
+	b := l.join("b", nil, nil)
+	if !turnCame(b) {
+		t.Fatal("another address's check did not take the room left")
+	}
+	l.done(a1)
+	if !turnCame(a2) {
+		t.Fatal("the address's second check did not play after its first")
+	}
+	l.done(a2)
+	l.done(b)
+}
