@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -128,7 +129,7 @@ func TestInsertMany_RunAtAndAllOrNone(t *testing.T) {
 	if _, err := q.Claim(e.ctx, "w", time.Minute); !errors.Is(err, engine.ErrNoJob) {
 		t.Fatalf("a claim before run_at = %v, want ErrNoJob", err)
 	}
-	if n, err := q.Claimable(e.ctx); err != nil || n != 0 {
+	if n, err := playground.Claimable(e.ctx, q); err != nil || n != 0 {
 		t.Fatalf("claimable before run_at = %d, %v; want 0", n, err)
 	}
 	if time.Now().After(later) {
@@ -299,7 +300,7 @@ func TestMigrateQueue_UpDownAndAnOldSchema(t *testing.T) {
 func TestComplete_FinishedOnlyWhenNoOtherClaimCouldHaveWritten(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q := e.queue(engine.Guards(0).Break(engine.EpochCheck))
+	q := e.queue(playground.Guards(0).Break(playground.EpochCheck))
 	id := e.insert(q, 1)[0]
 	a, err := q.Claim(e.ctx, "pod-7", shortLease)
 	if err != nil {

@@ -3,11 +3,12 @@ package engine
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencelab/fencelab/engine/internal/hook"
 )
 
 // The production path: the same claim and compare-and-set, many jobs to a
@@ -62,7 +63,7 @@ func (q *Queue) ClaimBatch(ctx context.Context, owner string, n int, lease time.
 	if n < 1 || n > MaxBatch {
 		return nil, fmt.Errorf("claim a batch: %w", invalidf("a batch of %d jobs: want 1 to %d", n, MaxBatch))
 	}
-	st := jobClaimBatch(q.cfg.Schema, q.guard, owner, n, lease, q.cfg.NowFunc())
+	st := jobClaimBatch(q.cfg.Schema, q.hooks.Broken, owner, n, lease, q.now())
 	start := time.Now()
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -143,7 +144,7 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", claims, jobCompleteBatch(q.cfg.Schema, q.guard, ids, owners, epochs, results), nil)
+	return q.casBatch(ctx, "complete", claims, jobCompleteBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, results), nil)
 }
 
 // FailBatch records many failures in one statement, each by compare-and-set
@@ -172,7 +173,7 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 	for i, f := range fs {
 		delays[i] = q.delay(f.Claim.Attempt)
 	}
-	return q.casBatch(ctx, "fail", claims, jobFailBatch(q.cfg.Schema, q.guard, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "fail", claims, jobFailBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
 		r.Status = Status(v.(string))
 	})
 }
@@ -188,7 +189,7 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "renew", cs, leaseRenewBatch(q.cfg.Schema, q.guard, ids, owners, epochs, lease, q.cfg.NowFunc()), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "renew", cs, leaseRenewBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, lease, q.now()), func(r *BatchResult, v any) {
 		r.LeaseUntil = v.(time.Time)
 	})
 }
@@ -204,7 +205,7 @@ func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", cs, jobLockBatch(q.cfg.Schema, q.guard, ids, owners, epochs), nil)
+	return q.casBatch(ctx, "complete", cs, jobLockBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs), nil)
 }
 
 // on returns a copy of q that runs its statements on db, such as a
@@ -218,7 +219,7 @@ func (q *Queue) on(db DB) *Queue {
 // casBatch runs a statement built by casBatch and says, for each claim in
 // order, whether its write landed, with what the row held when it did not.
 // fill, if set, takes the UPDATE's returned value of a write that landed.
-func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st Statement, fill func(*BatchResult, any)) ([]BatchResult, error) {
+func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st hook.Statement, fill func(*BatchResult, any)) ([]BatchResult, error) {
 	start := time.Now()
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -248,7 +249,7 @@ func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st Statemen
 		case returned == nil:
 			fe := &FencedError{Op: op, JobID: r.JobID, HeldOwner: cs[i].Owner, HeldEpoch: cs[i].Epoch,
 				RowStatus: Status(*rowStatus), RowOwner: derefString(rowOwner), RowEpoch: *rowEpoch}
-			fe.Reasons = fenceReasons(q.guard, fe)
+			fe.Reasons = fenceReasons(q.hooks.Broken, fe)
 			r.Err = q.notWritten(fe)
 		default:
 			written++
@@ -274,16 +275,4 @@ func derefString(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// Fenced returns the batch results whose write was refused by the fence.
-func Fenced(rs []BatchResult) []*FencedError {
-	var out []*FencedError
-	for _, r := range rs {
-		var fe *FencedError
-		if errors.As(r.Err, &fe) {
-			out = append(out, fe)
-		}
-	}
-	return out
 }

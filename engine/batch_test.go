@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 )
 
 // TestBatch_AZombieInsideABatchIsRefusedTheRestLand: worker A claims three
@@ -60,7 +61,7 @@ func TestBatch_AZombieInsideABatchIsRefusedTheRestLand(t *testing.T) {
 			t.Fatalf("job %d of the batch: %v, want landed", r.JobID, r.Err)
 		}
 	}
-	if n := len(engine.Fenced(rs)); n != 1 {
+	if n := len(fenced(rs)); n != 1 {
 		t.Fatalf("Fenced found %d", n)
 	}
 	for i, id := range ids {
@@ -130,9 +131,9 @@ func TestBatch_TheGuardsHoldAsForOneJob(t *testing.T) {
 	for _, broken := range []bool{false, true} {
 		t.Run(fmt.Sprint("epoch-check off: ", broken), func(t *testing.T) {
 			e := newEnv(t)
-			var gs engine.Guards
+			var gs playground.Guards
 			if broken {
-				gs = gs.Break(engine.EpochCheck)
+				gs = gs.Break(playground.EpochCheck)
 			}
 			q := e.queue(gs)
 			id := e.insert(q, 1)[0]
@@ -235,4 +236,16 @@ func TestSetupQueue_NoHistoryNoTrigger(t *testing.T) {
 	if rs, err := q.CompleteBatch(e.ctx, []engine.Completion{{Claim: cs[0], Result: []byte(`{}`)}}); err != nil || rs[0].Err != nil {
 		t.Fatalf("complete: %+v, %v", rs, err)
 	}
+}
+
+// fenced returns the batch results whose write the fence refused.
+func fenced(rs []engine.BatchResult) []*engine.FencedError {
+	var out []*engine.FencedError
+	for _, r := range rs {
+		var fe *engine.FencedError
+		if errors.As(r.Err, &fe) {
+			out = append(out, fe)
+		}
+	}
+	return out
 }

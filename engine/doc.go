@@ -2,8 +2,9 @@
 // claim, lease renewal, complete and fail by compare-and-set, and the
 // external receiver's rule. It is small enough to read in one sitting, and
 // each of its guards can be broken on purpose to show what it protects
-// (fencelab's playground does; its scenarios, events and verdicts live in
-// engine/lab). Any Go program can import it: ExampleWorkerPool
+// (fencelab's playground does, through engine/playground, a package no
+// library user needs; its scenarios, events and verdicts live in
+// server/lab). Any Go program can import it: ExampleWorkerPool
 // (engine/example_workerpool_test.go, and on pkg.go.dev) is the program to
 // copy.
 //
@@ -105,7 +106,7 @@
 //   - A finished job holds its last owner's result, in the row and at the
 //     receiver.
 //
-// engine/lab records every change of a job row with the database time and
+// server/lab records every change of a job row with the database time and
 // the writer (a history trigger) and the receiver's every decision, and
 // tests each invariant against those records, never against what workers
 // believe.
@@ -160,8 +161,8 @@
 // # Guards
 //
 // Each guard is one clause of one statement (or of the three
-// compare-and-sets, which share theirs), on by default, and broken by a
-// Guards set. A broken guard's clause is replaced by an SQL comment that
+// compare-and-sets, which share theirs), on by default, and broken only
+// through engine/playground. A broken guard's clause is replaced by an SQL comment that
 // names it, so the statement a person reads is the one that ran:
 //
 //   - status-check: AND status = 'running' on renew, complete and fail.

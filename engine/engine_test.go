@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,18 +42,18 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) queue(gs engine.Guards) *engine.Queue {
+func (e *env) queue(gs playground.Guards) *engine.Queue {
 	e.t.Helper()
-	q, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+	q, err := playground.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs}, playground.QueueHooks{Broken: gs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return q
 }
 
-func (e *env) receiver(gs engine.Guards) *engine.Receiver {
+func (e *env) receiver(gs playground.Guards) *engine.Receiver {
 	e.t.Helper()
-	r, err := engine.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver, Guards: gs})
+	r, err := playground.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver}, playground.ReceiverHooks{Broken: gs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -451,7 +452,7 @@ func TestReceiver_KeepsTheNewestEpochRefusesOlderAcceptsSame(t *testing.T) {
 	}
 
 	// With the guard off, the receiver goes backwards.
-	off := e.receiver(engine.Guards(0).Break(engine.ReceiverCheck))
+	off := e.receiver(playground.Guards(0).Break(playground.ReceiverCheck))
 	rc, err = deliver(t, off, 1, 1, "A")
 	if err != nil || rc.Decision != engine.AcceptedOlder {
 		t.Fatalf("stale delivery with receiver-check off = %+v, %v; want accepted-older", rc, err)
@@ -508,17 +509,17 @@ func TestGuards_OwnerAndEpochChecks(t *testing.T) {
 	// With only the epoch check off, the owner check still stops a zombie
 	// with another name — but not one with the same name.
 	for _, tc := range []struct {
-		broken      engine.Guards
+		broken      playground.Guards
 		sameName    bool
 		wantFenced  bool
 		description string
 	}{
 		{0, false, true, "all guards"},
 		{0, true, true, "all guards, same identity"},
-		{engine.Guards(0).Break(engine.EpochCheck), false, true, "epoch-check off: owner check hides it"},
-		{engine.Guards(0).Break(engine.EpochCheck), true, false, "epoch-check off, same identity: zombie lands"},
-		{engine.Guards(0).Break(engine.OwnerCheck), false, true, "owner-check off: epoch check holds"},
-		{engine.Guards(0).Break(engine.OwnerCheck).Break(engine.EpochCheck), false, false, "both off: zombie lands"},
+		{playground.Guards(0).Break(playground.EpochCheck), false, true, "epoch-check off: owner check hides it"},
+		{playground.Guards(0).Break(playground.EpochCheck), true, false, "epoch-check off, same identity: zombie lands"},
+		{playground.Guards(0).Break(playground.OwnerCheck), false, true, "owner-check off: epoch check holds"},
+		{playground.Guards(0).Break(playground.OwnerCheck).Break(playground.EpochCheck), false, false, "both off: zombie lands"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			t.Parallel()
@@ -546,9 +547,9 @@ func TestGuards_StatusCheckStopsACompleteOnADoneJob(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		e := newEnv(t)
-		gs := engine.Guards(0).Break(engine.EpochIncrement) // both claims share epoch 0, same name
+		gs := playground.Guards(0).Break(playground.EpochIncrement) // both claims share epoch 0, same name
 		if !on {
-			gs = gs.Break(engine.StatusCheck)
+			gs = gs.Break(playground.StatusCheck)
 		}
 		q := e.queue(gs)
 		id := e.insert(q, 1)[0]
@@ -572,17 +573,16 @@ func TestGuards_DBClockDecidesWhetherASkewedClockMatters(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		e := newEnv(t)
-		var gs engine.Guards
+		var gs playground.Guards
 		if !on {
-			gs = gs.Break(engine.DBClock)
+			gs = gs.Break(playground.DBClock)
 		}
 		q := e.queue(gs)
 		e.insert(q, 1)
 		if _, err := q.Claim(e.ctx, "worker-a", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		skewed, _ := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs,
-			NowFunc: func() time.Time { return time.Now().Add(time.Hour) }})
+		skewed, _ := playground.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs}, playground.QueueHooks{Broken: gs, Now: func() time.Time { return time.Now().Add(time.Hour) }})
 		_, err := skewed.Claim(e.ctx, "worker-b", time.Minute)
 		if on && !errors.Is(err, engine.ErrNoJob) {
 			t.Fatalf("db-clock on: a worker whose clock runs an hour ahead took a live lease: %v", err)
@@ -600,16 +600,16 @@ func TestGuards_SkipLockedKeepsClaimersFromBlocking(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		e := newEnv(t)
-		var gs engine.Guards
+		var gs playground.Guards
 		if !on {
-			gs = gs.Break(engine.SkipLocked)
+			gs = gs.Break(playground.SkipLocked)
 		}
 		ids := e.insert(e.queue(gs), 2)
 		tx, err := e.pool.Begin(e.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		held, _ := engine.NewQueue(tx, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+		held, _ := playground.NewQueue(tx, engine.QueueConfig{Schema: e.schemas.Jobs}, playground.QueueHooks{Broken: gs})
 		first, err := held.Claim(e.ctx, "worker-a", time.Minute)
 		if err != nil || first.JobID != ids[0] {
 			t.Fatalf("first claim: %+v, %v", first, err)
@@ -621,7 +621,7 @@ func TestGuards_SkipLockedKeepsClaimersFromBlocking(t *testing.T) {
 		if _, err := conn.Exec(e.ctx, "SET lock_timeout = '300ms'"); err != nil {
 			t.Fatal(err)
 		}
-		q, _ := engine.NewQueue(conn, engine.QueueConfig{Schema: e.schemas.Jobs, Guards: gs})
+		q, _ := playground.NewQueue(conn, engine.QueueConfig{Schema: e.schemas.Jobs}, playground.QueueHooks{Broken: gs})
 		second, err := q.Claim(e.ctx, "worker-b", time.Minute)
 		var pgErr *pgconn.PgError
 		if on && (err != nil || second.JobID != ids[1]) {
@@ -878,7 +878,7 @@ func TestJobComplete_FencedReasonsAreTheRowAsTheWriteSawIt(t *testing.T) {
 	// The zombie's queue reports each statement as it returns: the moment
 	// its compare-and-set has been judged, the new owner commits.
 	var once sync.Once
-	zombie, err := engine.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs, TraceFunc: func(tr engine.Trace) {
+	zombie, err := playground.NewQueue(e.pool, engine.QueueConfig{Schema: e.schemas.Jobs}, playground.QueueHooks{Trace: func(tr playground.Trace) {
 		if tr.Name == "JobComplete" {
 			once.Do(func() {
 				if _, err := owner.Complete(context.Background(), b, result("B")); err != nil {
@@ -908,7 +908,7 @@ func TestJobComplete_FencedReasonsAreTheRowAsTheWriteSawIt(t *testing.T) {
 		t.Fatalf("fail on a done job = %v (%+v)", err, fe)
 	}
 	// With the epoch check off, the epoch is no reason.
-	lax := e.queue(engine.Guards(0).Break(engine.EpochCheck))
+	lax := e.queue(playground.Guards(0).Break(playground.EpochCheck))
 	_, err = lax.Renew(e.ctx, a, time.Minute)
 	if !errors.As(err, &fe) || fmt.Sprint(fe.Reasons) != fmt.Sprint([]engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged}) {
 		t.Fatalf("renew with epoch-check off = %v (%+v)", err, fe)
@@ -1017,7 +1017,7 @@ func TestOutbox_AFencedCommitSendsNothing(t *testing.T) {
 func TestReceiver_KeyedAppliesTheFirstAndDeduplicates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r, err := engine.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver, Keyed: true})
+	r, err := playground.NewReceiver(e.pool, engine.ReceiverConfig{Schema: e.schemas.Receiver}, playground.ReceiverHooks{Keyed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1058,7 +1058,7 @@ func TestClaimable_CountsALockedRowASkipLockedClaimPassesOver(t *testing.T) {
 	if _, err := q.Claim(e.ctx, "worker-a", time.Minute); !errors.Is(err, engine.ErrNoJob) {
 		t.Fatalf("a claim while the row is locked = %v, want ErrNoJob", err)
 	}
-	if n, err := q.Claimable(e.ctx); err != nil || n != 1 {
+	if n, err := playground.Claimable(e.ctx, q); err != nil || n != 1 {
 		t.Fatalf("Claimable while the row is locked = %d, %v; want 1", n, err)
 	}
 	if err := tx.Rollback(e.ctx); err != nil {
@@ -1067,7 +1067,7 @@ func TestClaimable_CountsALockedRowASkipLockedClaimPassesOver(t *testing.T) {
 	if c, err := q.Claim(e.ctx, "worker-a", time.Minute); err != nil || c.JobID != id {
 		t.Fatalf("the claim once the lock is gone: %+v, %v", c, err)
 	}
-	if n, err := q.Claimable(e.ctx); err != nil || n != 0 {
+	if n, err := playground.Claimable(e.ctx, q); err != nil || n != 0 {
 		t.Fatalf("Claimable with the job claimed = %d, %v; want 0", n, err)
 	}
 }

@@ -64,10 +64,6 @@ func invalidf(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Invalidf returns an *InputError with a plain message, for callers that
-// validate input of their own before it reaches the engine.
-func Invalidf(format string, args ...any) error { return invalidf(format, args...) }
-
 // FenceReason says which kept guard a fenced write failed.
 type FenceReason string
 
@@ -170,13 +166,6 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 // isConnClosed is pgx's error for a statement sent on a connection it had
 // closed already (after the server ended it).
 func isConnClosed(err error) bool { return err != nil && strings.Contains(err.Error(), "conn closed") }
-
-// Translate is the engine's translation of a Postgres or driver error, for
-// statements of the caller's own run beside the engine's (in a TxFunc, or
-// on a queue's schema): ErrInvalidInput for the caller's data,
-// ErrUnavailable for a database out of reach for now, and otherwise err
-// wrapped with op. Its message never carries the connection string.
-func Translate(op string, err error) error { return translate(op, err) }
 
 func translate(op string, err error) error {
 	if err == nil {

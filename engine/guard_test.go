@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelab/fencelab/engine/internal/hook"
 )
 
 // TestGuards_EachIsExactlyOneClause shows that turning a guard off changes
@@ -12,8 +14,8 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	d := Delivery{JobID: 1, Epoch: 2, Owner: "o", Payload: []byte(`{}`)}
-	statements := func(gs Guards) []Statement {
-		return []Statement{
+	statements := func(gs hook.Guards) []hook.Statement {
+		return []hook.Statement{
 			jobClaim("s", gs, "o", time.Second, now),
 			leaseRenew("s", gs, 1, "o", 2, time.Second, now),
 			jobComplete("s", gs, 1, "o", 2, []byte(`{}`)),
@@ -22,18 +24,18 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 			receiverDeliver("r", gs, d),
 		}
 	}
-	clause := map[Guard]string{
-		StatusCheck:    "AND status = 'running'",
-		OwnerCheck:     "AND owner = $",
-		EpochCheck:     "AND epoch = $",
-		EpochIncrement: "epoch = epoch + 1,",
-		ReceiverCheck:  "WHERE held.epoch <= EXCLUDED.epoch",
-		DBClock:        "lease_until = now() + ",
-		SkipLocked:     "SKIP LOCKED",
+	clause := map[hook.Guard]string{
+		hook.StatusCheck:    "AND status = 'running'",
+		hook.OwnerCheck:     "AND owner = $",
+		hook.EpochCheck:     "AND epoch = $",
+		hook.EpochIncrement: "epoch = epoch + 1,",
+		hook.ReceiverCheck:  "WHERE held.epoch <= EXCLUDED.epoch",
+		hook.DBClock:        "lease_until = now() + ",
+		hook.SkipLocked:     "SKIP LOCKED",
 	}
 	on := statements(0)
-	for _, g := range AllGuards() {
-		off := statements(Guards(0).Break(g))
+	for _, g := range hook.AllGuards() {
+		off := statements(hook.Guards(0).Break(g))
 		changed := 0
 		for i := range on {
 			if on[i].SQL == off[i].SQL {
@@ -54,10 +56,10 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 			}
 		}
 		want := 1
-		if g == StatusCheck || g == OwnerCheck || g == EpochCheck {
+		if g == hook.StatusCheck || g == hook.OwnerCheck || g == hook.EpochCheck {
 			want = 4 // renew, complete, fail and the outbox's complete share the compare-and-set
 		}
-		if g == DBClock {
+		if g == hook.DBClock {
 			want = 2 // the claim and the renewal read the clock
 		}
 		if changed != want {

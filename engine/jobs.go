@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fencelab/fencelab/engine/internal/hook"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -69,31 +70,12 @@ type Claim struct {
 	DBTime     time.Time       `json:"db_time"`
 }
 
-// Trace is one statement as it ran: what was sent, how many rows it
-// affected, and the database time it reported.
-type Trace struct {
-	Statement
-	Rows    int64
-	DBTime  time.Time // zero when the statement failed
-	Err     error
-	Elapsed time.Duration
-}
-
 // QueueConfig configures a Queue. The zero value of every field but Schema
 // is usable.
 type QueueConfig struct {
 	// Schema is the jobs schema; it must have been set up with SetupQueue
 	// (or migrated to LatestVersion).
 	Schema string
-	// Guards lists the guards broken on purpose; zero keeps them all.
-	Guards Guards
-	// NowFunc is the worker's own clock. It is used only when the db-clock
-	// guard is off, which is the point of that guard: a skewed worker clock
-	// then decides when a lease has run out. Default time.Now.
-	NowFunc func() time.Time
-	// TraceFunc, if set, is called after every statement, on the goroutine
-	// that ran it.
-	TraceFunc func(Trace)
 	// RetryDelayFunc says how long a failed job waits before it may be
 	// claimed again, given the attempt that failed (1 for the first).
 	// Default: exponential backoff with jitter, 1s × 2^(attempt-1), capped
@@ -128,7 +110,7 @@ const MaxRetryDelay = 30 * 24 * time.Hour
 type Queue struct {
 	db    DB
 	cfg   QueueConfig
-	guard Guards
+	hooks hook.Queue // the playground's (engine/playground); zero here
 }
 
 // NewQueue validates cfg and returns a Queue over db.
@@ -139,24 +121,24 @@ func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
 	if err := ValidateSchemaName(cfg.Schema); err != nil {
 		return nil, err
 	}
-	if !cfg.Guards.Valid() {
-		return nil, invalidf("unknown guard bits %#x", uint16(cfg.Guards))
-	}
-	if cfg.NowFunc == nil {
-		cfg.NowFunc = time.Now
-	}
 	if cfg.RetryDelayFunc == nil {
 		cfg.RetryDelayFunc = retryDelay
 	}
-	return &Queue{db: db, cfg: cfg, guard: cfg.Guards}, nil
+	return &Queue{db: db, cfg: cfg}, nil
 }
 
-// Guards returns the guards this queue runs with.
-func (q *Queue) Guards() Guards { return q.guard }
+// now is the worker's own clock, which a statement reads only while the
+// db-clock guard is broken.
+func (q *Queue) now() time.Time {
+	if q.hooks.Now != nil {
+		return q.hooks.Now()
+	}
+	return time.Now()
+}
 
-func (q *Queue) trace(st Statement, rows int64, dbTime time.Time, err error, start time.Time) {
-	if q.cfg.TraceFunc != nil {
-		q.cfg.TraceFunc(Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})
+func (q *Queue) trace(st hook.Statement, rows int64, dbTime time.Time, err error, start time.Time) {
+	if q.hooks.Trace != nil {
+		q.hooks.Trace(hook.Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})
 	}
 }
 
@@ -308,7 +290,7 @@ func (q *Queue) insertMany(ctx context.Context, db DB, jobs []NewJob) ([]int64, 
 // returns ErrNoJob. The same statement first ends, as failed, every job
 // whose lease ran out on its last attempt (see the package doc's state
 // model): until some claim runs, such a job stays running with its lease
-// run out (Expired lists it; Claimable does not count it).
+// run out (the playground's Expired lists it; its Claimable does not count it).
 func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (Claim, error) {
 	if err := ValidateOwner(owner); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
@@ -316,7 +298,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 	if err := ValidateLease(lease); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	st := jobClaim(q.cfg.Schema, q.guard, owner, lease, q.cfg.NowFunc())
+	st := jobClaim(q.cfg.Schema, q.hooks.Broken, owner, lease, q.now())
 	start := time.Now()
 	var c Claim
 	var payload []byte
@@ -332,12 +314,12 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 	return c, nil
 }
 
-// Claimable counts the jobs a claim would see as claimable now, locked or
-// not. A claim that got ErrNoJob while Claimable is above zero skipped a
+// claimable counts the jobs a claim would see as claimable now, locked or
+// not. A claim that got ErrNoJob while this is above zero skipped a
 // row that another session held locked for a moment (SKIP LOCKED): trying
 // again shortly may take it.
-func (q *Queue) Claimable(ctx context.Context) (int, error) {
-	st := jobCountClaimable(q.cfg.Schema, q.guard, q.cfg.NowFunc())
+func (q *Queue) claimable(ctx context.Context) (int, error) {
+	st := jobCountClaimable(q.cfg.Schema, q.hooks.Broken, q.now())
 	var n int
 	if err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
 		return 0, translate("count claimable jobs", err)
@@ -357,7 +339,7 @@ func (q *Queue) Renew(ctx context.Context, c Claim, lease time.Duration) (time.T
 		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
 	}
 	var until *time.Time
-	if _, err := q.cas(ctx, "renew", c, leaseRenew(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, lease, q.cfg.NowFunc()), &until); err != nil {
+	if _, err := q.cas(ctx, "renew", c, leaseRenew(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, lease, q.now()), &until); err != nil {
 		return time.Time{}, err
 	}
 	return *until, nil
@@ -375,7 +357,7 @@ func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
 	}
 	var epoch *int64
-	return q.cas(ctx, "complete", c, jobComplete(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, result), &epoch)
+	return q.cas(ctx, "complete", c, jobComplete(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, result), &epoch)
 }
 
 // Fail records a failure by compare-and-set on owner and epoch. The job
@@ -393,7 +375,7 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
 	}
 	var status *Status
-	if _, err := q.cas(ctx, "fail", c, jobFail(q.cfg.Schema, q.guard, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
+	if _, err := q.cas(ctx, "fail", c, jobFail(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
 		return "", err
 	}
 	return *status, nil
@@ -404,7 +386,7 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 // returned (NULL when nothing was written) and the database time. Nothing
 // written becomes a *FencedError whose reasons come from the row that same
 // statement locked and judged.
-func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, returned any) (time.Time, error) {
+func (q *Queue) cas(ctx context.Context, op string, c Claim, st hook.Statement, returned any) (time.Time, error) {
 	var rowStatus Status
 	var rowOwner *string
 	var rowEpoch int64
@@ -429,7 +411,7 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, retur
 	if rowOwner != nil {
 		fe.RowOwner = *rowOwner
 	}
-	fe.Reasons = fenceReasons(q.guard, fe)
+	fe.Reasons = fenceReasons(q.hooks.Broken, fe)
 	return at, q.notWritten(fe)
 }
 
@@ -443,7 +425,7 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st Statement, retur
 // claim's write can leave that same owner and epoch behind, nothing tells
 // the two apart, and it is a fence.
 func (q *Queue) notWritten(fe *FencedError) error {
-	if q.guard.On(EpochIncrement) && q.guard.On(EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
+	if q.hooks.Broken.On(hook.EpochIncrement) && q.hooks.Broken.On(hook.EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
 		return &FinishedError{Op: fe.Op, JobID: fe.JobID, Epoch: fe.RowEpoch, Status: fe.RowStatus}
 	}
 	return fe
@@ -451,15 +433,15 @@ func (q *Queue) notWritten(fe *FencedError) error {
 
 // fenceReasons lists each kept guard the row as seen failed, in guard
 // order: why a write was fenced.
-func fenceReasons(gs Guards, fe *FencedError) []FenceReason {
+func fenceReasons(gs hook.Guards, fe *FencedError) []FenceReason {
 	var rs []FenceReason
-	if gs.On(StatusCheck) && fe.RowStatus != StatusRunning {
+	if gs.On(hook.StatusCheck) && fe.RowStatus != StatusRunning {
 		rs = append(rs, ReasonNotRunning)
 	}
-	if gs.On(OwnerCheck) && fe.RowOwner != fe.HeldOwner {
+	if gs.On(hook.OwnerCheck) && fe.RowOwner != fe.HeldOwner {
 		rs = append(rs, ReasonOwnerChanged)
 	}
-	if gs.On(EpochCheck) && fe.RowEpoch != fe.HeldEpoch {
+	if gs.On(hook.EpochCheck) && fe.RowEpoch != fe.HeldEpoch {
 		rs = append(rs, ReasonEpochChanged)
 	}
 	return rs
@@ -564,9 +546,9 @@ func noRowsOK(err error) error {
 	return err
 }
 
-// Expired lists the running jobs whose lease has run out on the database
+// expired lists the running jobs whose lease has run out on the database
 // clock, with the database time in each Job's DBTime.
-func (q *Queue) Expired(ctx context.Context) ([]Job, error) {
+func (q *Queue) expired(ctx context.Context) ([]Job, error) {
 	st := jobListExpired(q.cfg.Schema)
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {

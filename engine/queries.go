@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencelab/fencelab/engine/internal/hook"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -14,13 +15,6 @@ import (
 // does. Names are Noun+Verb. Each guard is one clause: when a guard is off
 // its clause is left out of the statement and a comment stands in its place,
 // so the SQL a person reads on the timeline is exactly the SQL that ran.
-
-// Statement is one SQL statement as the engine sends it to Postgres.
-type Statement struct {
-	Name string // Noun+Verb, such as "JobClaim"
-	SQL  string
-	Args []any
-}
 
 // builder assembles a statement line by line and numbers its arguments.
 type builder struct {
@@ -39,7 +33,7 @@ func (b *builder) line(format string, a ...any) { b.lines = append(b.lines, fmt.
 
 // guarded adds the line clause when guard g is on, and otherwise a comment
 // in its place that says which guard removed it.
-func (b *builder) guarded(gs Guards, g Guard, clause string) {
+func (b *builder) guarded(gs hook.Guards, g hook.Guard, clause string) {
 	if gs.On(g) {
 		b.lines = append(b.lines, clause)
 		return
@@ -50,7 +44,7 @@ func (b *builder) guarded(gs Guards, g Guard, clause string) {
 }
 
 // offNote is the trailing comment on a line that a broken guard changed.
-func offNote(gs Guards, g Guard, what string) string {
+func offNote(gs hook.Guards, g hook.Guard, what string) string {
 	if gs.On(g) {
 		return ""
 	}
@@ -68,8 +62,8 @@ func (b *builder) set(assignments []string) {
 	}
 }
 
-func (b *builder) build() Statement {
-	return Statement{Name: b.name, SQL: strings.Join(b.lines, "\n"), Args: b.args}
+func (b *builder) build() hook.Statement {
+	return hook.Statement{Name: b.name, SQL: strings.Join(b.lines, "\n"), Args: b.args}
 }
 
 func interval(d time.Duration) pgtype.Interval {
@@ -78,8 +72,8 @@ func interval(d time.Duration) pgtype.Interval {
 
 // clockExpr returns the expression a lease is judged by: the database's
 // now(), or with db-clock off the worker's own clock passed as an argument.
-func clockExpr(b *builder, gs Guards, workerNow time.Time) string {
-	if gs.On(DBClock) {
+func clockExpr(b *builder, gs hook.Guards, workerNow time.Time) string {
+	if gs.On(hook.DBClock) {
 		return "now()"
 	}
 	return b.arg(workerNow) + "::timestamptz"
@@ -90,23 +84,23 @@ func clockExpr(b *builder, gs Guards, workerNow time.Time) string {
 // out with attempts left. It sets the owner, bumps the epoch and starts a
 // fresh lease. The same statement first ends every running job whose lease
 // ran out on its last attempt (spent): such a job is never claimed again.
-func jobClaim(schema string, gs Guards, owner string, lease time.Duration, workerNow time.Time) Statement {
+func jobClaim(schema string, gs hook.Guards, owner string, lease time.Duration, workerNow time.Time) hook.Statement {
 	return claimStatement("JobClaim", schema, gs, owner, 1, lease, workerNow)
 }
 
 // claimStatement builds the one-job and the batch claim: they differ only
 // in how many rows the inner SELECT may pick.
-func claimStatement(name, schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
+func claimStatement(name, schema string, gs hook.Guards, owner string, n int, lease time.Duration, workerNow time.Time) hook.Statement {
 	b := &builder{name: name}
 	t := ident(schema) + ".jobs"
 	ownerArg, leaseArg := b.arg(owner), b.arg(interval(lease))
 	clock := clockExpr(b, gs, workerNow)
-	clockNote := offNote(gs, DBClock, "the worker's own clock, not now()")
+	clockNote := offNote(gs, hook.DBClock, "the worker's own clock, not now()")
 	spent(b, t, clock, clockNote)
 	b.line("UPDATE %s", t)
 	b.line("   SET status = 'running',")
 	b.line("       owner = %s,", ownerArg)
-	b.guarded(gs, EpochIncrement, "       epoch = epoch + 1,")
+	b.guarded(gs, hook.EpochIncrement, "       epoch = epoch + 1,")
 	b.line("       attempts = attempts + 1,")
 	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, clockNote)
 	b.line("       updated_at = now()")
@@ -123,10 +117,10 @@ func claimStatement(name, schema string, gs Guards, owner string, n int, lease t
 	b.line("               OR (status = 'running' AND lease_until < %s AND attempts < max_attempts))%s", clock, clockNote)
 	b.line("        ORDER BY run_at, id")
 	b.line("        %s", pick)
-	if gs.On(SkipLocked) {
+	if gs.On(hook.SkipLocked) {
 		b.line("          FOR UPDATE SKIP LOCKED%s", shut)
 	} else {
-		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", SkipLocked)
+		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", hook.SkipLocked)
 		b.line("       %s", shut)
 	}
 	b.line("RETURNING id, owner, epoch, lease_until, attempts, payload, now()")
@@ -159,7 +153,7 @@ func spent(b *builder, t, clock, clockNote string) {
 // same clock, without locking them: when a claim finds none while this
 // finds some, the claim skipped rows another session had locked for a
 // moment (a heartbeat's update).
-func jobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement {
+func jobCountClaimable(schema string, gs hook.Guards, workerNow time.Time) hook.Statement {
 	b := &builder{name: "JobCountClaimable"}
 	clock := clockExpr(b, gs, workerNow)
 	b.line("SELECT count(*) FROM %s.jobs", ident(schema))
@@ -181,7 +175,7 @@ func jobCountClaimable(schema string, gs Guards, workerNow time.Time) Statement 
 // another claimer holds, after ending the spent jobs as jobClaim does. The
 // jobs are picked into an array and updated by their primary key, so the
 // plan does not hang on the table's statistics.
-func jobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Duration, workerNow time.Time) Statement {
+func jobClaimBatch(schema string, gs hook.Guards, owner string, n int, lease time.Duration, workerNow time.Time) hook.Statement {
 	return claimStatement("JobClaimBatch", schema, gs, owner, n, lease, workerNow)
 }
 
@@ -193,7 +187,7 @@ func jobClaimBatch(schema string, gs Guards, owner string, n int, lease time.Dur
 // input row, in input order: the job id, the row as seen (NULLs: no such
 // job), returned (NULL: fenced), now(). extra names the input's further
 // columns and their array types.
-func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string, epochs []int64, extra [][2]string, extraArgs []any, set []string, returning string) {
+func casBatch(b *builder, schema string, gs hook.Guards, ids []int64, owners []string, epochs []int64, extra [][2]string, extraArgs []any, set []string, returning string) {
 	t := ident(schema) + ".jobs"
 	cols := "id, owner, epoch"
 	idsArg := b.arg(ids)
@@ -228,9 +222,9 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 		b.line("    FROM seen")
 		b.line("   WHERE j.id = seen.id")
 	}
-	b.guarded(gs, StatusCheck, "     AND seen.row_status = 'running'")
-	b.guarded(gs, OwnerCheck, "     AND seen.row_owner = seen.held_owner")
-	b.guarded(gs, EpochCheck, "     AND seen.row_epoch = seen.held_epoch")
+	b.guarded(gs, hook.StatusCheck, "     AND seen.row_status = 'running'")
+	b.guarded(gs, hook.OwnerCheck, "     AND seen.row_owner = seen.held_owner")
+	b.guarded(gs, hook.EpochCheck, "     AND seen.row_epoch = seen.held_epoch")
 	if set != nil {
 		b.line("  RETURNING j.id, %s", returning)
 	}
@@ -242,7 +236,7 @@ func casBatch(b *builder, schema string, gs Guards, ids []int64, owners []string
 
 // jobCompleteBatch records many jobs' results, each only if its caller
 // still owns it at the epoch it holds.
-func jobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, results []string) Statement {
+func jobCompleteBatch(schema string, gs hook.Guards, ids []int64, owners []string, epochs []int64, results []string) hook.Statement {
 	b := &builder{name: "JobCompleteBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, [][2]string{{"result", "text[]"}}, []any{results}, []string{
 		"status = 'done',",
@@ -256,7 +250,7 @@ func jobCompleteBatch(schema string, gs Guards, ids []int64, owners []string, ep
 // jobFailBatch records many failures, each only if its caller still owns
 // the job: back to pending while it has attempts left, to run again after
 // its own delay, and failed after.
-func jobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, reasons []string, delays []time.Duration) Statement {
+func jobFailBatch(schema string, gs hook.Guards, ids []int64, owners []string, epochs []int64, reasons []string, delays []time.Duration) hook.Statement {
 	b := &builder{name: "JobFailBatch"}
 	waits := make([]pgtype.Interval, len(delays))
 	for i, d := range delays {
@@ -276,7 +270,7 @@ func jobFailBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 // would, writing nothing: returned is 1 for each job its caller still
 // holds. The transaction that ran it then writes for those jobs, knowing
 // no other claim can take them before it ends.
-func jobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64) Statement {
+func jobLockBatch(schema string, gs hook.Guards, ids []int64, owners []string, epochs []int64) hook.Statement {
 	b := &builder{name: "JobLockBatch"}
 	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, nil, "1 AS returned")
 	return b.build()
@@ -284,12 +278,12 @@ func jobLockBatch(schema string, gs Guards, ids []int64, owners []string, epochs
 
 // leaseRenewBatch extends many leases, each by compare-and-set like a
 // commit: a zombie's heartbeat fails exactly as its commit would.
-func leaseRenewBatch(schema string, gs Guards, ids []int64, owners []string, epochs []int64, lease time.Duration, workerNow time.Time) Statement {
+func leaseRenewBatch(schema string, gs hook.Guards, ids []int64, owners []string, epochs []int64, lease time.Duration, workerNow time.Time) hook.Statement {
 	b := &builder{name: "LeaseRenewBatch"}
 	clock := clockExpr(b, gs, workerNow)
 	leaseArg := b.arg(interval(lease))
 	casBatch(b, schema, gs, ids, owners, epochs, nil, nil, []string{
-		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, DBClock, "the worker's own clock, not now()")),
+		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, leaseArg, offNote(gs, hook.DBClock, "the worker's own clock, not now()")),
 		"updated_at = now()",
 	}, "j.lease_until AS returned")
 	return b.build()
@@ -297,20 +291,20 @@ func leaseRenewBatch(schema string, gs Guards, ids []int64, owners []string, epo
 
 // casWhere adds the compare-and-set clauses shared by renew, complete and
 // fail: the job id, then one clause per ownership guard.
-func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {
+func casWhere(b *builder, gs hook.Guards, idArg, owner string, epoch int64) {
 	b.line("  WHERE id = %s", idArg)
-	b.guarded(gs, StatusCheck, "    AND status = 'running'")
+	b.guarded(gs, hook.StatusCheck, "    AND status = 'running'")
 	// Placeholders are only numbered for clauses that are sent, so a
 	// broken guard's comment names the value it no longer compares.
-	if gs.On(OwnerCheck) {
+	if gs.On(hook.OwnerCheck) {
 		b.line("    AND owner = %s", b.arg(owner))
 	} else {
-		b.guarded(gs, OwnerCheck, "    AND owner = <the owner held>")
+		b.guarded(gs, hook.OwnerCheck, "    AND owner = <the owner held>")
 	}
-	if gs.On(EpochCheck) {
+	if gs.On(hook.EpochCheck) {
 		b.line("    AND epoch = %s", b.arg(epoch))
 	} else {
-		b.guarded(gs, EpochCheck, "    AND epoch = <the epoch held>")
+		b.guarded(gs, hook.EpochCheck, "    AND epoch = <the epoch held>")
 	}
 }
 
@@ -324,13 +318,13 @@ func casWhere(b *builder, gs Guards, idArg, owner string, epoch int64) {
 //
 // Its one row is: the row's status, owner and epoch as seen (no row at all:
 // no such job), then returning (NULL when the write was fenced), then now().
-func casStatement(b *builder, schema string, gs Guards, jobID int64, owner string, epoch int64, set []string, returning string) {
+func casStatement(b *builder, schema string, gs hook.Guards, jobID int64, owner string, epoch int64, set []string, returning string) {
 	casStatementThen(b, schema, gs, jobID, owner, epoch, set, returning, nil)
 }
 
 // casStatementThen is casStatement with more CTEs after the UPDATE's, which
 // may read what it wrote (FROM done): they happen only if it did.
-func casStatementThen(b *builder, schema string, gs Guards, jobID int64, owner string, epoch int64, set []string, returning string, then func(b *builder)) {
+func casStatementThen(b *builder, schema string, gs hook.Guards, jobID int64, owner string, epoch int64, set []string, returning string, then func(b *builder)) {
 	t := ident(schema) + ".jobs"
 	idArg := b.arg(jobID)
 	b.line("WITH seen AS (")
@@ -354,11 +348,11 @@ func casStatementThen(b *builder, schema string, gs Guards, jobID int64, owner s
 
 // leaseRenew extends a lease by compare-and-set, like a commit: a zombie's
 // heartbeat fails exactly as its commit would.
-func leaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) Statement {
+func leaseRenew(schema string, gs hook.Guards, jobID int64, owner string, epoch int64, lease time.Duration, workerNow time.Time) hook.Statement {
 	b := &builder{name: "LeaseRenew"}
 	clock := clockExpr(b, gs, workerNow)
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
-		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, b.arg(interval(lease)), offNote(gs, DBClock, "the worker's own clock, not now()")),
+		fmt.Sprintf("lease_until = %s + %s::interval,%s", clock, b.arg(interval(lease)), offNote(gs, hook.DBClock, "the worker's own clock, not now()")),
 		"updated_at = now()",
 	}, "lease_until AS new_lease_until")
 	return b.build()
@@ -366,7 +360,7 @@ func leaseRenew(schema string, gs Guards, jobID int64, owner string, epoch int64
 
 // jobComplete records a job's result, only if the caller still owns it at
 // the epoch it holds.
-func jobComplete(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte) Statement {
+func jobComplete(schema string, gs hook.Guards, jobID int64, owner string, epoch int64, result []byte) hook.Statement {
 	b := &builder{name: "JobComplete"}
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = 'done',",
@@ -380,7 +374,7 @@ func jobComplete(schema string, gs Guards, jobID int64, owner string, epoch int6
 // jobCompleteOutbox is jobComplete that also writes a delivery to the
 // outbox, in the same statement: the delivery exists if and only if the
 // commit landed, and a relay sends it after the commit.
-func jobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoch int64, result []byte, d Delivery) Statement {
+func jobCompleteOutbox(schema string, gs hook.Guards, jobID int64, owner string, epoch int64, result []byte, d Delivery) hook.Statement {
 	b := &builder{name: "JobCompleteOutbox"}
 	casStatementThen(b, schema, gs, jobID, owner, epoch, []string{
 		"status = 'done',",
@@ -397,7 +391,7 @@ func jobCompleteOutbox(schema string, gs Guards, jobID int64, owner string, epoc
 
 // outboxInsert writes one delivery to the outbox, in the transaction of
 // the completion that earns it.
-func outboxInsert(schema string, d Delivery) Statement {
+func outboxInsert(schema string, d Delivery) hook.Statement {
 	b := &builder{name: "OutboxInsert"}
 	b.line("INSERT INTO %s.outbox (job_id, epoch, owner, payload)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
@@ -405,7 +399,7 @@ func outboxInsert(schema string, d Delivery) Statement {
 }
 
 // outboxPending reads up to limit outbox deliveries not sent yet, oldest first.
-func outboxPending(schema string, limit int) Statement {
+func outboxPending(schema string, limit int) hook.Statement {
 	b := &builder{name: "OutboxPending"}
 	b.line("SELECT id, job_id, epoch, owner, payload, created_at")
 	b.line("  FROM %s.outbox", ident(schema))
@@ -416,7 +410,7 @@ func outboxPending(schema string, limit int) Statement {
 }
 
 // outboxSent marks an outbox delivery sent.
-func outboxSent(schema string, id int64) Statement {
+func outboxSent(schema string, id int64) hook.Statement {
 	b := &builder{name: "OutboxSent"}
 	b.line("UPDATE %s.outbox SET sent_at = now()", ident(schema))
 	b.line(" WHERE id = %s AND sent_at IS NULL", b.arg(id))
@@ -426,7 +420,7 @@ func outboxSent(schema string, id int64) Statement {
 // jobFail records a failure, only if the caller still owns the job. The job
 // goes back to pending for a retry after delay, or to failed once its
 // attempts are used up.
-func jobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, reason string, delay time.Duration) Statement {
+func jobFail(schema string, gs hook.Guards, jobID int64, owner string, epoch int64, reason string, delay time.Duration) hook.Statement {
 	b := &builder{name: "JobFail"}
 	casStatement(b, schema, gs, jobID, owner, epoch, []string{
 		"status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,",
@@ -439,7 +433,7 @@ func jobFail(schema string, gs Guards, jobID int64, owner string, epoch int64, r
 }
 
 // jobInsert adds a pending job, to run at runAt (NULL: now).
-func jobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Timestamptz) Statement {
+func jobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Timestamptz) hook.Statement {
 	b := &builder{name: "JobInsert"}
 	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
 	b.line("VALUES (%s::jsonb, %s, coalesce(%s::timestamptz, now()))", b.arg(string(payload)), b.arg(maxAttempts), b.arg(runAt))
@@ -449,7 +443,7 @@ func jobInsert(schema string, payload []byte, maxAttempts int, runAt pgtype.Time
 
 // jobInsertMany adds many pending jobs in one statement, from arrays of
 // equal length (a NULL run_at: now), and returns their ids in input order.
-func jobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt []pgtype.Timestamptz) Statement {
+func jobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt []pgtype.Timestamptz) hook.Statement {
 	b := &builder{name: "JobInsertMany"}
 	b.line("INSERT INTO %s.jobs (payload, max_attempts, run_at)", ident(schema))
 	b.line("SELECT p::jsonb, m, coalesce(r, now())")
@@ -460,7 +454,7 @@ func jobInsertMany(schema string, payloads []string, maxAttempts []int32, runAt 
 }
 
 // jobGet reads one job as it is now, with the database time.
-func jobGet(schema string, jobID int64) Statement {
+func jobGet(schema string, jobID int64) hook.Statement {
 	b := &builder{name: "JobGet"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
 	b.line("       run_at, result, error, created_at, updated_at, now()")
@@ -470,7 +464,7 @@ func jobGet(schema string, jobID int64) Statement {
 }
 
 // jobList reads every job, oldest first, up to limit rows.
-func jobList(schema string, limit int) Statement {
+func jobList(schema string, limit int) hook.Statement {
 	b := &builder{name: "JobList"}
 	b.line("SELECT id, payload, status, owner, epoch, lease_until, attempts, max_attempts,")
 	b.line("       run_at, result, error, created_at, updated_at, now()")
@@ -482,7 +476,7 @@ func jobList(schema string, limit int) Statement {
 
 // jobListExpired lists running jobs whose lease has run out on the
 // database clock.
-func jobListExpired(schema string) Statement {
+func jobListExpired(schema string) hook.Statement {
 	b := &builder{name: "JobListExpired"}
 	b.line("SELECT id, owner, epoch, lease_until, now()")
 	b.line("  FROM %s.jobs", ident(schema))
@@ -494,7 +488,7 @@ func jobListExpired(schema string) Statement {
 // receiverDeliver is the receiver's rule as one atomic conditional upsert:
 // a newer epoch replaces what is held (and says which epoch it superseded),
 // the same epoch is accepted again, an older one matches no row.
-func receiverDeliver(schema string, gs Guards, d Delivery) Statement {
+func receiverDeliver(schema string, gs hook.Guards, d Delivery) hook.Statement {
 	b := &builder{name: "ReceiverDeliver"}
 	t := ident(schema) + ".deliveries"
 	b.line("INSERT INTO %s AS held (job_id, epoch, owner, payload)", t)
@@ -503,7 +497,7 @@ func receiverDeliver(schema string, gs Guards, d Delivery) Statement {
 	b.line("   SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, payload = EXCLUDED.payload,")
 	b.line("       prev_epoch = held.epoch, prev_owner = held.owner,")
 	b.line("       accepted = held.accepted + 1, updated_at = now()")
-	b.guarded(gs, ReceiverCheck, " WHERE held.epoch <= EXCLUDED.epoch")
+	b.guarded(gs, hook.ReceiverCheck, " WHERE held.epoch <= EXCLUDED.epoch")
 	b.line("RETURNING epoch, prev_epoch, prev_owner, accepted, now()")
 	return b.build()
 }
@@ -512,7 +506,7 @@ func receiverDeliver(schema string, gs Guards, d Delivery) Statement {
 // third party — and deduplicates on a stable key, the job's id: the first
 // delivery for a key is applied, any later one matches no row and changes
 // nothing.
-func receiverDeliverKeyed(schema string, d Delivery) Statement {
+func receiverDeliverKeyed(schema string, d Delivery) hook.Statement {
 	b := &builder{name: "ReceiverDeliverKeyed"}
 	b.line("INSERT INTO %s.deliveries AS held (job_id, epoch, owner, payload)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner), b.arg(string(d.Payload)))
@@ -522,7 +516,7 @@ func receiverDeliverKeyed(schema string, d Delivery) Statement {
 }
 
 // receiverGet reads what the receiver holds for a job.
-func receiverGet(schema string, jobID int64) Statement {
+func receiverGet(schema string, jobID int64) hook.Statement {
 	b := &builder{name: "ReceiverGet"}
 	b.line("SELECT job_id, epoch, owner, payload, accepted, updated_at, now()")
 	b.line("  FROM %s.deliveries", ident(schema))
@@ -531,7 +525,7 @@ func receiverGet(schema string, jobID int64) Statement {
 }
 
 // receiverDecisionInsert logs one decision of the receiver.
-func receiverDecisionInsert(schema string, d Delivery, decision Decision, held, prev *int64) Statement {
+func receiverDecisionInsert(schema string, d Delivery, decision Decision, held, prev *int64) hook.Statement {
 	b := &builder{name: "ReceiverDecisionInsert"}
 	b.line("INSERT INTO %s.decisions (job_id, epoch, owner, payload, decision, held_epoch, prev_epoch)", ident(schema))
 	b.line("VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s)", b.arg(d.JobID), b.arg(d.Epoch), b.arg(d.Owner),
@@ -541,7 +535,7 @@ func receiverDecisionInsert(schema string, d Delivery, decision Decision, held, 
 }
 
 // receiverDecisionList reads the receiver's decisions for a job, in order.
-func receiverDecisionList(schema string, jobID int64) Statement {
+func receiverDecisionList(schema string, jobID int64) hook.Statement {
 	b := &builder{name: "ReceiverDecisionList"}
 	b.line("SELECT seq, job_id, epoch, owner, payload, decision, held_epoch, prev_epoch, at")
 	b.line("  FROM %s.decisions", ident(schema))
@@ -554,24 +548,24 @@ func receiverDecisionList(schema string, jobID int64) Statement {
 // across sessions, until the transaction ends: setups of other schemas go
 // on at the same time. The keys are taken in one order, so two setups that
 // share a schema cannot deadlock.
-func schemaLock(schemas ...string) Statement {
+func schemaLock(schemas ...string) hook.Statement {
 	keys := make([]int64, 0, len(schemas))
 	for _, s := range schemas {
 		keys = append(keys, schemaLockKey(s))
 	}
 	slices.Sort(keys)
-	return Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
+	return hook.Statement{Name: "SchemaLock", SQL: "SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys", Args: []any{keys}}
 }
 
 // schemaDropOne drops one schema and everything in it.
-func schemaDropOne(name string) Statement {
-	return Statement{Name: "SchemaDropOne", SQL: "DROP SCHEMA IF EXISTS " + ident(name) + " CASCADE"}
+func schemaDropOne(name string) hook.Statement {
+	return hook.Statement{Name: "SchemaDropOne", SQL: "DROP SCHEMA IF EXISTS " + ident(name) + " CASCADE"}
 }
 
 // ---- the schema's version ------------------------------------------------------
 
-func versionTableCreate(schema string) Statement {
-	return Statement{Name: "VersionTableCreate", SQL: "CREATE TABLE IF NOT EXISTS " + ident(schema) +
+func versionTableCreate(schema string) hook.Statement {
+	return hook.Statement{Name: "VersionTableCreate", SQL: "CREATE TABLE IF NOT EXISTS " + ident(schema) +
 		".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
 }
 
@@ -580,19 +574,19 @@ func versionTableCreate(schema string) Statement {
 // cache, which a setup that waited on the schema lock has not refreshed
 // (an advisory lock takes in no invalidations), and so miss a table
 // another session just made.
-func versionTableExists(schema string) Statement {
-	return Statement{Name: "VersionTableExists", SQL: "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace" +
+func versionTableExists(schema string) hook.Statement {
+	return hook.Statement{Name: "VersionTableExists", SQL: "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace" +
 		" WHERE n.nspname = $1 AND c.relname = 'schema_migrations')", Args: []any{schema}}
 }
 
-func versionGet(schema string) Statement {
-	return Statement{Name: "VersionGet", SQL: "SELECT coalesce(max(version), 0) FROM " + ident(schema) + ".schema_migrations"}
+func versionGet(schema string) hook.Statement {
+	return hook.Statement{Name: "VersionGet", SQL: "SELECT coalesce(max(version), 0) FROM " + ident(schema) + ".schema_migrations"}
 }
 
-func versionAdd(schema string, version int, name string) Statement {
-	return Statement{Name: "VersionAdd", SQL: "INSERT INTO " + ident(schema) + ".schema_migrations (version, name) VALUES ($1, $2)", Args: []any{version, name}}
+func versionAdd(schema string, version int, name string) hook.Statement {
+	return hook.Statement{Name: "VersionAdd", SQL: "INSERT INTO " + ident(schema) + ".schema_migrations (version, name) VALUES ($1, $2)", Args: []any{version, name}}
 }
 
-func versionRemove(schema string, version int) Statement {
-	return Statement{Name: "VersionRemove", SQL: "DELETE FROM " + ident(schema) + ".schema_migrations WHERE version = $1", Args: []any{version}}
+func versionRemove(schema string, version int) hook.Statement {
+	return hook.Statement{Name: "VersionRemove", SQL: "DELETE FROM " + ident(schema) + ".schema_migrations WHERE version = $1", Args: []any{version}}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencelab/fencelab/engine/internal/hook"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -95,37 +96,14 @@ type DecisionRecord struct {
 // they commit (rule 4): newest epoch per job wins, older epochs are refused,
 // the same epoch is accepted again. Safe for concurrent use when its DB is.
 type Receiver struct {
-	db        TxDB
-	schema    string
-	guards    Guards
-	keyed     bool
-	rule      Rule
-	traceFunc func(Trace)
+	db     TxDB
+	schema string
+	hooks  hook.Receiver // the playground's (engine/playground); zero here
 }
-
-// Rule is a receiver rule of the caller's own, in place of the engine's
-// conditional upsert: it applies one delivery to the
-// receiver's deliveries table, in a session of its own, and says whether
-// it took it. The playground runs a reader's own statement this way.
-type Rule func(ctx context.Context, d Delivery) (taken bool, st Statement, err error)
 
 // ReceiverConfig configures a Receiver.
 type ReceiverConfig struct {
 	Schema string // the receiver's own schema
-	Guards Guards // only receiver-check matters here
-	// Keyed makes the receiver a third party that knows no epochs: it
-	// applies the first delivery for each job and answers every later one
-	// as a Duplicate. The receiver-check guard does
-	// not apply.
-	Keyed bool
-	// Rule, if set, decides each delivery instead of the engine's upsert
-	// (and Keyed and Guards do not apply). The receiver reads what it
-	// held before and after the rule ran, names the decision from the two
-	// (a newer epoch, the same, an older one, a refusal) and logs it. The
-	// rule runs outside the receiver's transaction, so two deliveries for
-	// one job must not race: a scripted run sends them one at a time.
-	Rule      Rule
-	TraceFunc func(Trace)
 }
 
 // NewReceiver validates cfg and returns a Receiver over db.
@@ -133,22 +111,12 @@ func NewReceiver(db TxDB, cfg ReceiverConfig) (*Receiver, error) {
 	if err := ValidateSchemaName(cfg.Schema); err != nil {
 		return nil, err
 	}
-	return &Receiver{db: db, schema: cfg.Schema, guards: cfg.Guards, keyed: cfg.Keyed, rule: cfg.Rule, traceFunc: cfg.TraceFunc}, nil
+	return &Receiver{db: db, schema: cfg.Schema}, nil
 }
 
-// WithTrace returns a copy of r that reports each statement to fn instead.
-func (r *Receiver) WithTrace(fn func(Trace)) *Receiver {
-	c := *r
-	c.traceFunc = fn
-	return &c
-}
-
-// Guards returns the guards the receiver runs with.
-func (r *Receiver) Guards() Guards { return r.guards }
-
-func (r *Receiver) trace(st Statement, rows int64, at time.Time, err error, start time.Time) {
-	if r.traceFunc != nil {
-		r.traceFunc(Trace{Statement: st, Rows: rows, DBTime: at, Err: err, Elapsed: time.Since(start)})
+func (r *Receiver) trace(st hook.Statement, rows int64, at time.Time, err error, start time.Time) {
+	if r.hooks.Trace != nil {
+		r.hooks.Trace(hook.Trace{Statement: st, Rows: rows, DBTime: at, Err: err, Elapsed: time.Since(start)})
 	}
 }
 
@@ -160,11 +128,11 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 	if err := d.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("deliver: %w", err)
 	}
-	if r.rule != nil {
+	if r.hooks.Rule != nil {
 		return r.deliverByRule(ctx, d)
 	}
 	decide := r.decideEpoch
-	if r.keyed {
+	if r.hooks.Keyed {
 		decide = r.decideKeyed
 	}
 	var rc Receipt
@@ -202,7 +170,7 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 // an older one, take the same one again. It fills rc's decision and reports
 // whether the delivery changed nothing (the caller then reads what is held).
 func (r *Receiver) decideEpoch(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
-	st := receiverDeliver(r.schema, r.guards, d)
+	st := receiverDeliver(r.schema, r.hooks.Broken, d)
 	start := time.Now()
 	var prevOwner *string
 	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
@@ -308,7 +276,7 @@ func (r *Receiver) deliverByRule(ctx context.Context, d Delivery) (Receipt, erro
 		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
 	}
 	start := time.Now()
-	taken, st, err := r.rule(ctx, d)
+	taken, st, err := r.hooks.Rule(ctx, d)
 	if st.SQL != "" {
 		r.trace(st, boolRows(taken), time.Time{}, err, start)
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/fencelab/fencelab/engine/internal/hook"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -124,19 +125,6 @@ func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
 	return SetupReceiver(ctx, db, schema)
 }
 
-// LockSchemas takes, until db's transaction ends, the advisory lock that
-// SetupQueue, MigrateQueue, DropQueue and SetupReceiver take on each named
-// schema: code of the caller's own that creates or drops things in such a
-// schema (a trigger, grants) waits its turn with them, and never meets
-// them halfway. The keys are taken in one order, so two callers that share
-// a schema cannot deadlock; other schemas are not held up. db must be in
-// a transaction, or the lock is gone as soon as it is taken. A name is
-// only hashed into a key, so it may also name a set-up of the caller's own
-// that is no schema at all.
-func LockSchemas(ctx context.Context, db DB, schemas ...string) error {
-	return translate("lock schemas", execStatement(ctx, db, schemaLock(schemas...)))
-}
-
 func inTx(ctx context.Context, db TxDB, fn func(pgx.Tx) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -149,7 +137,7 @@ func inTx(ctx context.Context, db TxDB, fn func(pgx.Tx) error) error {
 	return translate("commit", tx.Commit(ctx))
 }
 
-func execStatement(ctx context.Context, db DB, st Statement) error {
+func execStatement(ctx context.Context, db DB, st hook.Statement) error {
 	_, err := db.Exec(ctx, st.SQL, st.Args...)
 	return err
 }

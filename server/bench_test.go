@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // The baseline for the socket benchmarks: a bare WebSocket server that

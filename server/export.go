@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/labstack/echo/v4"
@@ -138,7 +138,7 @@ func (s *Server) findRecording(c echo.Context) error {
 	var broken []string
 	if b := c.QueryParam("broken"); b != "" {
 		for _, n := range strings.Split(b, ",") {
-			if _, err := engine.ParseGuard(n); err != nil {
+			if _, err := playground.ParseGuard(n); err != nil {
 				return fault.Errorf(fault.Invalid, "broken: unknown guard %s", strconv.QuoteToASCII(shorten(n)))
 			}
 			broken = append(broken, n)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/web"
 )
 

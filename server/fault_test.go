@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -19,10 +19,10 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgcluster"
-	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgcluster"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/worker"
 	"github.com/fencelab/fencelab/web"

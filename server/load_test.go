@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // loadEvents returns a load lab's events of one phase.

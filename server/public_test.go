@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/supervisor"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/lab/labtest"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/labtest"
 	"github.com/fencelab/fencelab/server/recording"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/templates"
 	"github.com/fencelab/fencelab/web"
 )
@@ -27,14 +27,14 @@ func render(t *testing.T, p templates.PageData) string {
 func page() templates.PageData {
 	return templates.PageData{Title: "t", Nonce: "n0nce", AssetBase: "/static/v1/",
 		View: web.PageView(web.Setup{Ordering: lab.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
-			Broken: engine.Guards(0).Break(engine.EpochCheck), SameIdentity: true}),
+			Broken: playground.Guards(0).Break(playground.EpochCheck), SameIdentity: true}),
 		State: map[string]any{"hello": "</script><script>alert(1)</script>"}}
 }
 
 func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 	html := render(t, page())
 	var want []string
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		want = append(want, "guard-"+g.String())
 	}
 	for _, s := range lab.Styles() {
@@ -86,7 +86,7 @@ func TestPage_SaysEveryCodeInTheLabsWords(t *testing.T) {
 
 func guardNames() []string {
 	var out []string
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		out = append(out, g.String())
 	}
 	return out

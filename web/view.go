@@ -3,8 +3,8 @@ package web
 import (
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/templates"
 )
@@ -14,7 +14,7 @@ import (
 type Setup struct {
 	Ordering     lab.Ordering
 	Mode         lab.Mode // auto or step
-	Broken       engine.Guards
+	Broken       playground.Guards
 	Style        string
 	SameIdentity bool
 	LeaseMS      int64
@@ -49,7 +49,7 @@ func PageView(s Setup) templates.View {
 	for _, st := range lab.Styles() {
 		v.Styles = append(v.Styles, templates.StyleChoice{Name: st.Name, Title: st.Title, Source: st.Source, Selected: st.Name == style})
 	}
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		w := lab.GuardWords(g)
 		v.Guards = append(v.Guards, templates.GuardChoice{Name: w.Name, Help: w.Help, On: s.Broken.On(g)})
 	}
@@ -75,7 +75,7 @@ func PageView(s Setup) templates.View {
 		v.Experiments = append(v.Experiments, templates.Experiment{Name: string(b), Title: w.Title, Ask: w.Ask})
 	}
 	v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: lab.NoGuardOff.Name, Label: lab.NoGuardOff.Off})
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: g.String(), Label: lab.GuardWords(g).Off})
 	}
 	return v

@@ -22,10 +22,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/templates"
@@ -150,7 +150,7 @@ func parseSetup(c echo.Context) (Setup, []string) {
 	}
 	if v := q.Get("break"); v != "" {
 		for _, n := range strings.Split(v, ",") {
-			if g, err := engine.ParseGuard(strings.TrimSpace(n)); err == nil {
+			if g, err := playground.ParseGuard(strings.TrimSpace(n)); err == nil {
 				st.Broken = st.Broken.Break(g)
 			} else {
 				ignored = append(ignored, fmt.Sprintf("guard %q", n))

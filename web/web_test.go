@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/web"
 )

@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/fencelab/fencelab/cmd/internal/bench"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/bench"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 const benchSummary = `Benchmarks the fenced claim→complete cycle: N workers claim and complete
@@ -181,7 +181,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 	fmt.Fprintln(stdout, p)
 	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.1f× the one-job cycle and %.1f× pgbench's one job per transaction (median of %d rounds; no history trigger)\n",
 		f.PerSecond()/o.PerSecond(), f.PerSecond()/p.PerSecond(), rounds)
-	fmt.Fprintln(stdout, "River at its own tuning, in the same kind of run: cd engine/bench/river && go run .")
+	fmt.Fprintln(stdout, "River at its own tuning, in the same kind of run: cd cmd/internal/bench/river && go run .")
 	return nil
 }
 

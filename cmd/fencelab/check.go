@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/cmd/internal/harness"
 	solcheck "github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/harness"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/server/crowd"
+	"github.com/fencelab/fencelab/cmd/internal/crowd"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 const crowdSummary = `A crowd of simulated blog readers against the playground server, over its

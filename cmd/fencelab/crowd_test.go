@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/pgtest"
-	"github.com/fencelab/fencelab/server/crowd"
+	"github.com/fencelab/fencelab/cmd/internal/crowd"
+	"github.com/fencelab/fencelab/server/pgtest"
 )
 
 // TestCrowd_Refused: bad flags are one line on stderr and exit 2, before

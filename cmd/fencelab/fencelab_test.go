@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgtest"
 )
 
 // want is one cell of the guard × ordering table: what a run must end in.
@@ -143,7 +144,7 @@ func guardMatrix() map[string]matrixCell {
 
 var guardNames = func() []string {
 	var out []string
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		out = append(out, g.String())
 	}
 	return out

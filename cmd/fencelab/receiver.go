@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/receiver"
 )
 
@@ -27,7 +28,7 @@ func receiverCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs := newFlagSet("receiver", receiverSummary, stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
 	schema := fs.String("schema", lab.DefaultReceiverSchema, "the receiver's schema")
-	var broken engine.Guards
+	var broken playground.Guards
 	fs.Var(&broken, "break", "turn a guard off; only receiver-check applies here")
 	reset := fs.Bool("reset", false, "drop and recreate the schema first")
 	if err := parse(fs, args); err != nil {
@@ -36,7 +37,7 @@ func receiverCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err := engine.ValidateSchemaName(*schema); err != nil {
 		return usagef("fencelab receiver: --schema: %v", err)
 	}
-	if broken.Keep(engine.ReceiverCheck) != 0 {
+	if broken.Keep(playground.ReceiverCheck) != 0 {
 		return usagef("fencelab receiver: --break: only receiver-check applies to the receiver")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -57,7 +58,7 @@ func receiverCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err := setup(ctx, pool, *schema); err != nil {
 		return err
 	}
-	rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: *schema, Guards: broken})
+	rcv, err := playground.NewReceiver(pool, engine.ReceiverConfig{Schema: *schema}, playground.ReceiverHooks{Broken: broken})
 	if err != nil {
 		return err
 	}

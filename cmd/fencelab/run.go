@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgcluster"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/notify"
+	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -132,7 +132,7 @@ Deliveries: direct, keyed, outbox.`
 func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", runSummary, stderr)
 	ordering := fs.String("ordering", "", "the scenario (required): new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew")
-	var broken engine.Guards
+	var broken playground.Guards
 	fs.Var(&broken, "break", "turn a guard off (repeatable, or comma-separated)")
 	style := fs.String("style", "", "start from a queue style's guards: leases-alone, fencelab, state-only, id-only or token")
 	same := fs.Bool("same-identity", false, "give the new owner the zombie's own name")

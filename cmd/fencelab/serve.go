@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/pgcluster"
 	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/web"
 )

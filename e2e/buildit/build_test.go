@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab/labtest"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/pgtest"
 )
 
 // LockedBuffer is a strings.Builder safe for concurrent writers.

@@ -3,7 +3,7 @@ package e2etest
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/engine/watchdog"
+	"github.com/fencelab/fencelab/server/child"
 )
 
 // serverAttr returns the process attributes of a `fencelab serve` under
@@ -13,6 +13,6 @@ import (
 // through its watchdog.
 func serverAttr() *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{}
-	watchdog.SetParentDeath(attr, syscall.SIGKILL)
+	child.SetParentDeath(attr, syscall.SIGKILL)
 	return attr
 }

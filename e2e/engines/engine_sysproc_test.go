@@ -3,7 +3,7 @@ package engines
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/engine/watchdog"
+	"github.com/fencelab/fencelab/server/child"
 )
 
 // engineAttr returns the process attributes of an engine's process (an X
@@ -13,5 +13,5 @@ import (
 // kernel has no such signal (macOS), an engine whose test binary died
 // lives on until it is stopped by hand.
 func engineAttr() *syscall.SysProcAttr {
-	return watchdog.SysProcAttr(syscall.SIGKILL)
+	return child.SysProcAttr(syscall.SIGKILL)
 }

@@ -6,7 +6,7 @@
 // own four statements run by real worker processes and a receiver that
 // runs their rule, all as a Postgres role made for the run
 // (server/sandbox); the harness's, a reader's worker program
-// (server/harness); and the session's batch, whose cells the page draws.
+// (cmd/internal/harness); and the session's batch, whose cells the page draws.
 // What each run came to is read from the database and the receiver's log
 // (lab.Evaluate), never from what a worker says. It has no HTTP and no
 // flags: `fencelab check`, `fencelab check --worker` and the playground's
@@ -27,8 +27,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/runner"
@@ -329,7 +330,7 @@ func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s lab
 			return nil, nil, err
 		}
 		rule, closeRule := role.ReceiverRule(st)
-		rcv, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver, Rule: rule})
+		rcv, err := playground.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver}, playground.ReceiverHooks{Rule: rule})
 		if err != nil {
 			closeRule()
 			drop()

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // A Player plays one case of a check and says what it came to: an

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/check"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // The pipeline's bookkeeping, with a Player that plays no run: each

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/wire"
 )
@@ -352,8 +353,8 @@ func orderings() string {
 
 // Guards returns the broken guards the command names: its style's, plus
 // each one in Broken.
-func (c Command) Guards() (engine.Guards, error) {
-	var gs engine.Guards
+func (c Command) Guards() (playground.Guards, error) {
+	var gs playground.Guards
 	if c.Style != "" {
 		st, err := lab.StyleByName(c.Style)
 		if err != nil {
@@ -362,7 +363,7 @@ func (c Command) Guards() (engine.Guards, error) {
 		gs = st.Broken
 	}
 	for _, n := range c.Broken {
-		g, err := engine.ParseGuard(n)
+		g, err := playground.ParseGuard(n)
 		if err != nil {
 			return 0, bad("%v", err)
 		}

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/control"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 func TestDecode_Good(t *testing.T) {
@@ -19,11 +19,11 @@ func TestDecode_Good(t *testing.T) {
 		},
 		`{"action":"run","ordering":"new-owner-first","mode":"step","broken":["epoch-check","owner-check"],"same_identity":true,"lease_ms":300}`: func(c control.Command) bool {
 			rc, err := c.RunConfig()
-			return err == nil && !rc.Broken.On(engine.EpochCheck) && !rc.Broken.On(engine.OwnerCheck) && rc.SameIdentity && rc.Lease.Milliseconds() == 300
+			return err == nil && !rc.Broken.On(playground.EpochCheck) && !rc.Broken.On(playground.OwnerCheck) && rc.SameIdentity && rc.Lease.Milliseconds() == 300
 		},
 		`{"action":"run","ordering":"clock-skew","skew_ms":5000,"style":"token"}`: func(c control.Command) bool {
 			rc, err := c.RunConfig()
-			return err == nil && rc.Skew.Milliseconds() == 5000 && !rc.Broken.On(engine.ReceiverCheck)
+			return err == nil && rc.Skew.Milliseconds() == 5000 && !rc.Broken.On(playground.ReceiverCheck)
 		},
 		`{"action":"run","ordering":"free-play"}`: func(c control.Command) bool { return c.Mode == "" },
 		`{"action":"pace","pace_ms":0}`:           func(c control.Command) bool { return *c.PaceMS == 0 },

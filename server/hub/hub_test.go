@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/hub"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 func ev(i int) lab.Event {

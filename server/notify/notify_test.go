@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/pgtest"
 	"github.com/fencelab/fencelab/server/notify"
+	"github.com/fencelab/fencelab/server/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

@@ -1,7 +1,7 @@
 package notify
 
 import (
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -9,11 +9,11 @@ import (
 // UNLISTENs.
 
 // channelListen subscribes the connection to a channel.
-func channelListen(channel string) engine.Statement {
-	return engine.Statement{Name: "ChannelListen", SQL: "LISTEN " + pgx.Identifier{channel}.Sanitize()}
+func channelListen(channel string) playground.Statement {
+	return playground.Statement{Name: "ChannelListen", SQL: "LISTEN " + pgx.Identifier{channel}.Sanitize()}
 }
 
 // channelUnlisten ends the connection's subscription to a channel.
-func channelUnlisten(channel string) engine.Statement {
-	return engine.Statement{Name: "ChannelUnlisten", SQL: "UNLISTEN " + pgx.Identifier{channel}.Sanitize()}
+func channelUnlisten(channel string) playground.Statement {
+	return playground.Statement{Name: "ChannelUnlisten", SQL: "UNLISTEN " + pgx.Identifier{channel}.Sanitize()}
 }

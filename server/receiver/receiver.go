@@ -11,8 +11,9 @@ import (
 	"strconv"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
 )
@@ -68,8 +69,8 @@ func (h *Handler) deliver(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var traces []engine.Trace
-	r = r.WithTrace(func(t engine.Trace) { traces = append(traces, t) })
+	var traces []playground.Trace
+	r = playground.WithTrace(r, func(t playground.Trace) { traces = append(traces, t) })
 	rc, err := r.Deliver(c.Request().Context(), d)
 	if err != nil && !errors.Is(err, engine.ErrStale) {
 		return err
@@ -136,7 +137,7 @@ func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
 
 // DecisionEvent says what the receiver decided, with the upsert it ran,
 // as an event of the run whose receiver it is.
-func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []engine.Trace) lab.Event {
+func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []playground.Trace) lab.Event {
 	re := &lab.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: lab.ResultFrom(d.Payload),
 		HeldEpoch: rc.HeldEpoch, Superseded: rc.Superseded, SupersededOwner: rc.SupersededOwner}
 	for _, t := range traces {

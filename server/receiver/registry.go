@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/labstack/echo/v4"
 )
 

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 //go:embed seed

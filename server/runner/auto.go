@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // The auto mode: the runner plays the steps itself, one every pace, until

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

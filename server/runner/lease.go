@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/supervisor"
 )
 
@@ -141,7 +142,7 @@ func (r *Run) watch(ctx context.Context) {
 		case <-t.C:
 		}
 		if r.leaseDue(ctx) {
-			jobs, err := r.queue.Expired(ctx)
+			jobs, err := playground.Expired(ctx, r.queue)
 			if err == nil {
 				for _, j := range jobs {
 					r.leaseExpired(ctx, j)

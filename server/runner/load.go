@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
@@ -346,7 +347,7 @@ func (l *Load) prepare(ctx context.Context, schemas lab.Schemas, name string) *s
 	if err := lab.Reset(ctx, env.Pool, schemas); err != nil {
 		return fail(fmt.Errorf("set up the style's schemas: %w", err))
 	}
-	if st.rcv, err = engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver, Guards: style.Broken}); err != nil {
+	if st.rcv, err = playground.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver}, playground.ReceiverHooks{Broken: style.Broken}); err != nil {
 		return fail(err)
 	}
 	st.ran = false

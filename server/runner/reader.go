@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -14,7 +14,7 @@ import (
 // environment that gives the workers the statements and the role; and the
 // receiver's rule, the reader's, run on a connection of the role's own.
 // A run with no reader's statements gets a nil rule: the engine's.
-func (r *Run) readerSQL(ctx context.Context) (engine.Rule, error) {
+func (r *Run) readerSQL(ctx context.Context) (playground.Rule, error) {
 	sol := r.spec.Solution
 	if sol == nil {
 		return nil, nil

@@ -27,8 +27,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/sandbox"
@@ -346,7 +347,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 			r.cleanup(r.dropSchemas)
 		}
 	}
-	q, err := engine.NewQueue(env.Pool, engine.QueueConfig{Schema: spec.Schemas.Jobs, Guards: spec.Config.Broken})
+	q, err := playground.NewQueue(env.Pool, engine.QueueConfig{Schema: spec.Schemas.Jobs}, playground.QueueHooks{Broken: spec.Config.Broken})
 	if err != nil {
 		return err
 	}
@@ -371,8 +372,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rcv, err := engine.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver, Guards: spec.Config.Broken,
-			Keyed: spec.Config.Delivery == lab.DeliverKeyed, Rule: rule})
+		rcv, err := playground.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver}, playground.ReceiverHooks{Broken: spec.Config.Broken, Keyed: spec.Config.Delivery == lab.DeliverKeyed, Rule: rule})
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // Settings are the role's session settings, set on the role for the
@@ -85,7 +86,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 		return fmt.Errorf("harden: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := engine.LockSchemas(ctx, tx, hardenLock); err != nil {
+	if err := playground.LockSchemas(ctx, tx, hardenLock); err != nil {
 		return fmt.Errorf("harden: lock: %w", err)
 	}
 	var dbName string
@@ -231,7 +232,7 @@ func newRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas, roleName stri
 		return nil, fmt.Errorf("make %s: %w", r, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+	if err := playground.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
 		return nil, fmt.Errorf("make %s: lock: %w", r, err)
 	}
 	var dbName string

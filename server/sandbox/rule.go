@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/jackc/pgx/v5"
 )
 
-// ReceiverRule returns the reader's receiver statement as an engine.Rule
-// (engine.ReceiverConfig.Rule), run one delivery at a time on one
+// ReceiverRule returns the reader's receiver statement as an playground.Rule
+// (playground.ReceiverHooks.Rule), run one delivery at a time on one
 // connection of the role, opened on first use; close closes it, before
 // the role is dropped.
-func (r *Role) ReceiverRule(st *Checked) (rule engine.Rule, close func()) {
+func (r *Role) ReceiverRule(st *Checked) (rule playground.Rule, close func()) {
 	rr := &receiverRule{role: r, st: st}
 	return rr.deliver, rr.close
 }
@@ -25,11 +26,11 @@ type receiverRule struct {
 	conn *pgx.Conn
 }
 
-func (rr *receiverRule) deliver(ctx context.Context, d engine.Delivery) (bool, engine.Statement, error) {
+func (rr *receiverRule) deliver(ctx context.Context, d engine.Delivery) (bool, playground.Statement, error) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	args := map[string]any{"job_id": d.JobID, "epoch": d.Epoch, "owner": d.Owner, "body": string(d.Payload)}
-	stmt := engine.Statement{Name: "ReaderReceiver", SQL: rr.st.SQL, Args: rr.st.Args(args)}
+	stmt := playground.Statement{Name: "ReaderReceiver", SQL: rr.st.SQL, Args: rr.st.Args(args)}
 	if rr.conn == nil || rr.conn.IsClosed() {
 		c, err := rr.role.Connect(ctx)
 		if err != nil {

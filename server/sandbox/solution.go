@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // Solution is a reader's answer to the article's Step 2: the four

@@ -68,7 +68,7 @@ var (
 )
 
 // Python returns a python3 that can import psycopg, for the reference
-// workers of `fencelab check --worker` (server/harness/examples/python):
+// workers of `fencelab check --worker` (cmd/internal/harness/examples/python):
 // Debian's first (python3-psycopg), then whichever is first on PATH. The
 // workers are the proof of the harness, so none is a failure, never a
 // skip.

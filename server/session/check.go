@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )

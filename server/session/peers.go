@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -52,7 +53,7 @@ CREATE INDEX IF NOT EXISTS sessions_instance ON fencelab_peers.sessions (instanc
 // tell it is alive (identity.go). The caller holds the instance lock.
 func (m *Manager) joinPeers(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
-		if err := engine.LockSchemas(ctx, tx, peersSchema); err != nil {
+		if err := playground.LockSchemas(ctx, tx, peersSchema); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, peersSetupSQL); err != nil {

@@ -1,7 +1,7 @@
 package session
 
 import (
-	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -12,24 +12,24 @@ import (
 // advisoryLock takes a session-level advisory lock and holds it for as
 // long as the connection lives. Processes that share a database use it to
 // say "I am alive and these schemas are mine".
-func advisoryLock(key int64) engine.Statement {
-	return engine.Statement{Name: "AdvisoryLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
+func advisoryLock(key int64) playground.Statement {
+	return playground.Statement{Name: "AdvisoryLock", SQL: "SELECT pg_advisory_lock($1)", Args: []any{key}}
 }
 
 // advisoryTryLock takes an advisory lock if nobody holds it: a lock that
 // is free means the process that held it is gone.
-func advisoryTryLock(key int64) engine.Statement {
-	return engine.Statement{Name: "AdvisoryTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
+func advisoryTryLock(key int64) playground.Statement {
+	return playground.Statement{Name: "AdvisoryTryLock", SQL: "SELECT pg_try_advisory_lock($1)", Args: []any{key}}
 }
 
 // advisoryUnlock gives back a lock taken with advisoryTryLock.
-func advisoryUnlock(key int64) engine.Statement {
-	return engine.Statement{Name: "AdvisoryUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
+func advisoryUnlock(key int64) playground.Statement {
+	return playground.Statement{Name: "AdvisoryUnlock", SQL: "SELECT pg_advisory_unlock($1)", Args: []any{key}}
 }
 
 // schemaList lists the schemas whose names start with prefix.
-func schemaList(prefix string) engine.Statement {
-	return engine.Statement{
+func schemaList(prefix string) playground.Statement {
+	return playground.Statement{
 		Name: "SchemaList",
 		SQL:  "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname",
 		Args: []any{prefix},
@@ -38,6 +38,6 @@ func schemaList(prefix string) engine.Statement {
 
 // schemaDrop drops one schema and everything in it: one a gone instance's
 // run left.
-func schemaDrop(name string) engine.Statement {
-	return engine.Statement{Name: "SchemaDrop", SQL: "DROP SCHEMA IF EXISTS " + pgx.Identifier{name}.Sanitize() + " CASCADE"}
+func schemaDrop(name string) playground.Statement {
+	return playground.Statement{Name: "SchemaDrop", SQL: "DROP SCHEMA IF EXISTS " + pgx.Identifier{name}.Sanitize() + " CASCADE"}
 }

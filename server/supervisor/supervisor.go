@@ -1,7 +1,7 @@
 // Package supervisor spawns worker processes and owns them until they are
 // reaped. Each worker is `fencelab worker` started from the fencelab binary,
 // in a process group of its own, with a parent-death signal on Linux and a
-// pipe watchdog (engine/watchdog) where there is none, so no worker
+// pipe watchdog (server/child) where there is none, so no worker
 // outlives its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
 //
 // Pause is SIGSTOP, resume is SIGCONT, kill is SIGKILL, each sent to the
@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/watchdog"
+	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -39,7 +39,7 @@ type Config struct {
 	// ExtraEnv is added to the workers' environment.
 	ExtraEnv []string
 	Log      *slog.Logger
-	// Watchdog kills the workers through a pipe watchdog (engine/watchdog) if
+	// Watchdog kills the workers through a pipe watchdog (server/child) if
 	// the supervisor dies without Close, even on Linux, where the
 	// parent-death signal already does. Elsewhere the watchdog is always on.
 	Watchdog bool
@@ -55,8 +55,8 @@ type Supervisor struct {
 	mu     sync.Mutex
 	procs  map[*Proc]struct{}
 	closed bool
-	wd     *watchdog.Watchdog // nil until a worker needs it (see workerAttr)
-	wg     sync.WaitGroup     // the spawner and every process's readers
+	wd     *child.Watchdog // nil until a worker needs it (see workerAttr)
+	wg     sync.WaitGroup  // the spawner and every process's readers
 }
 
 type spawnReq struct {

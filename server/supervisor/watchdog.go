@@ -3,7 +3,7 @@ package supervisor
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/engine/watchdog"
+	"github.com/fencelab/fencelab/server/child"
 )
 
 // workerAttr returns the process attributes of a new worker, and whether
@@ -19,7 +19,7 @@ import (
 // watchdog alone has to do its job, as it does on macOS.
 func workerAttr(cfg Config) (attr *syscall.SysProcAttr, needWatchdog bool) {
 	attr = &syscall.SysProcAttr{Setpgid: true}
-	diesWithUs := !cfg.noPdeathsig && watchdog.SetParentDeath(attr, syscall.SIGKILL)
+	diesWithUs := !cfg.noPdeathsig && child.SetParentDeath(attr, syscall.SIGKILL)
 	return attr, cfg.Watchdog || !diesWithUs
 }
 
@@ -32,7 +32,7 @@ func (s *Supervisor) startWatchdog() error {
 	if s.wd != nil {
 		return nil
 	}
-	wd, err := watchdog.Start(watchdog.Config{Name: "fencelab-worker-watchdog", Signal: syscall.SIGKILL})
+	wd, err := child.Start(child.Config{Name: "fencelab-worker-watchdog", Signal: syscall.SIGKILL})
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (s *Supervisor) watch(pid int) error {
 }
 
 // unwatch takes a worker off the watchdog's list. run calls it with s.mu
-// held once the worker is reaped, not before (see watchdog.Unwatch).
+// held once the worker is reaped, not before (see child.Unwatch).
 func (s *Supervisor) unwatch(pid int) {
 	if s.wd == nil {
 		return

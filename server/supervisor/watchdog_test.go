@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/watchdog"
+	"github.com/fencelab/fencelab/server/child"
 )
 
 // The test binary doubles as the processes these tests need (Go's os/exec
@@ -100,7 +100,7 @@ func runParent(mode string) error {
 }
 
 // watchdogOf returns s's watchdog, or nil when s has none.
-func watchdogOf(s *Supervisor) *watchdog.Watchdog {
+func watchdogOf(s *Supervisor) *child.Watchdog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.wd
@@ -140,7 +140,7 @@ func killLeftover(t *testing.T, what string, pid int) {
 // Close, no deferred cleanup) whose worker has no parent-death signal, and
 // checks that the watchdog kills the worker, running or SIGSTOPped, and
 // then exits. (The kernel continues a stopped worker once its parent's
-// death orphans its process group; engine/watchdog's
+// death orphans its process group; server/child's
 // TestWatchdog_ReadsOnlyPids kills one that stays stopped.)
 func TestWatchdog_WorkerDiesWithParent(t *testing.T) {
 	t.Parallel()

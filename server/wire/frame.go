@@ -3,8 +3,8 @@ package wire
 import (
 	"encoding/json"
 
-	"github.com/fencelab/fencelab/engine/lab"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 )
 
 // FrameType says what a session socket's frame is, and so which of
@@ -30,7 +30,7 @@ const (
 // whose "type" says which other fields it has (see the FrameType
 // constants). The server writes its frames as Frames (the hub encodes
 // each event frame once itself, in the same shape); a client such as
-// server/crowd decodes every frame it reads into one.
+// cmd/internal/crowd decodes every frame it reads into one.
 //
 // A Frame encodes with exactly its type's fields, zero values included
 // ("since":0, "ok":false), and nothing else; it decodes leniently, as a

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -47,13 +48,8 @@ type call struct {
 // then reports each statement as an event that carries what the worker
 // holds and what the database answered.
 func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
-	var traces []engine.Trace
-	q, err := engine.NewQueue(w.pool, engine.QueueConfig{
-		Schema:    w.cfg.Schema,
-		Guards:    w.cfg.Broken,
-		NowFunc:   w.now,
-		TraceFunc: func(t engine.Trace) { traces = append(traces, t) },
-	})
+	var traces []playground.Trace
+	q, err := playground.NewQueue(w.pool, engine.QueueConfig{Schema: w.cfg.Schema}, playground.QueueHooks{Broken: w.cfg.Broken, Now: w.now, Trace: func(t playground.Trace) { traces = append(traces, t) }})
 	if err != nil {
 		return err
 	}
@@ -68,7 +64,7 @@ func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
 }
 
 // statement says what one statement of a call came to.
-func (w *Worker) statement(c *call, t engine.Trace) *lab.SQLEvent {
+func (w *Worker) statement(c *call, t playground.Trace) *lab.SQLEvent {
 	s := &lab.SQLEvent{Op: c.op, Result: lab.ResultOK, Stmt: lab.StmtOf(t), Owner: w.cfg.Name}
 	if h := c.held; h != nil && h.JobID != 0 {
 		s.JobID, s.Epoch = h.JobID, lab.Int64(h.Epoch)

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -32,7 +33,7 @@ type Config struct {
 	Work               time.Duration // how long the simulated work takes
 	Poll               time.Duration // how long to wait when nothing is claimable
 	Skew               time.Duration // how far this worker's own clock runs ahead
-	Broken             engine.Guards
+	Broken             playground.Guards
 	Step               bool // wait at each checkpoint for a command
 	UntilEmpty         bool // exit when nothing is claimable
 	MaxJobs            int  // 0: no limit
@@ -114,7 +115,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 
 func guardNames() []string {
 	var out []string
-	for _, g := range engine.AllGuards() {
+	for _, g := range playground.AllGuards() {
 		out = append(out, g.String())
 	}
 	return out

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 )
@@ -31,7 +32,7 @@ func (w *Worker) runReader(ctx context.Context, c *call, st *sandbox.Checked, ar
 	defer conn.Release()
 	start := time.Now()
 	res, err := sandbox.Exec(ctx, conn.Conn(), st, args)
-	t := engine.Trace{Statement: engine.Statement{Name: "Reader" + upper(st.Kind.String()), SQL: st.SQL, Args: st.Args(args)}, Err: err, Elapsed: time.Since(start)}
+	t := playground.Trace{Statement: playground.Statement{Name: "Reader" + upper(st.Kind.String()), SQL: st.SQL, Args: st.Args(args)}, Err: err, Elapsed: time.Since(start)}
 	if err == nil {
 		t.Rows = res.RowsAffected
 		c.err = read(res)

@@ -28,8 +28,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -223,11 +224,11 @@ func (w *Worker) claimStep(ctx context.Context, claim func(quiet bool) error) er
 		if !errors.Is(err, engine.ErrNoJob) {
 			return err
 		}
-		q, qerr := engine.NewQueue(w.pool, engine.QueueConfig{Schema: w.cfg.Schema, Guards: w.cfg.Broken, NowFunc: w.now})
+		q, qerr := playground.NewQueue(w.pool, engine.QueueConfig{Schema: w.cfg.Schema}, playground.QueueHooks{Broken: w.cfg.Broken, Now: w.now})
 		if qerr != nil {
 			break
 		}
-		if n, cerr := q.Claimable(ctx); cerr != nil || n == 0 {
+		if n, cerr := playground.Claimable(ctx, q); cerr != nil || n == 0 {
 			break
 		}
 		select {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/lab"
-	"github.com/fencelab/fencelab/engine/lab/labtest"
-	"github.com/fencelab/fencelab/engine/pgtest"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/worker"
 )

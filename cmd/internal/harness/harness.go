@@ -1,0 +1,430 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+// Defaults and bounds of a Config.
+const (
+	// DefaultTimeout is how long the check waits for a worker to do each
+	// thing the contract asks (claim and call the receiver, exit after its
+	// answer) before it calls the case failed.
+	DefaultTimeout = 15 * time.Second
+	// DefaultSchemaPrefix starts the names of each case's two schemas.
+	DefaultSchemaPrefix = "fencelab_check"
+	// MinClockAheadLease is the shortest lease the clock-ahead case runs
+	// with: B must be able to start and poll several times inside A's
+	// live lease, or a B that does not claim proves nothing.
+	MinClockAheadLease = 4 * time.Second
+	// clockAheadWindow is how long B, once started, is given to claim in
+	// the clock-ahead case: its start-up on a loaded machine, then many
+	// polls at the contract's 100 ms. A correct B never claims, so the
+	// case always waits this long.
+	clockAheadWindow = 2500 * time.Millisecond
+	// leaseMargin ends the clock-ahead window this long before A's lease
+	// runs out on the database clock.
+	leaseMargin  = 500 * time.Millisecond
+	maxPrefixLen = 30
+)
+
+// Config is one check of a reader's worker program. Validate fills the
+// defaults.
+type Config struct {
+	// Command is the reader's worker command line, run with /bin/sh -c,
+	// once as worker A and once as worker B in each case.
+	Command string
+	// Dir is the command's working directory; "" is the current one.
+	Dir string
+	// Pool is fencelab's own connection to the database: it sets each case
+	// up, watches the job row and evaluates the case.
+	Pool *pgxpool.Pool
+	// DatabaseURL is the database the workers reach, Pool's. They get it
+	// as DATABASE_URL with the user replaced by a role made for each case
+	// (sandbox.NewWorkerRole: rights on the case's jobs table alone, no
+	// superuser) and no password; the role's password comes as PGPASSWORD.
+	// Neither appears on a command line, in an error or in the workers'
+	// relayed output. The database must be hardened (sandbox.Harden).
+	DatabaseURL string
+	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
+	// default lab.DefaultRunLease. The clock-ahead case uses at least
+	// MinClockAheadLease.
+	Lease time.Duration
+	// Cases are the cases to play, in order; default every one of
+	// lab.CheckCases() that ForWorkerPrograms.
+	Cases []lab.CheckCase
+	// NewReceiverFunc, if set, makes each case's receiver (the reader's own
+	// receiver rule, through an *engine.Receiver) on the case's schemas;
+	// the func it returns is called when the case ends. Default:
+	// engine.NewReceiver(Pool, {Schema: s.Receiver}), the engine's rule.
+	NewReceiverFunc func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error)
+	// Timeout bounds each wait on a worker; default DefaultTimeout.
+	Timeout time.Duration
+	// SchemaPrefix starts each case's schema names; default
+	// DefaultSchemaPrefix. The schemas are dropped when the case ends.
+	SchemaPrefix string
+	Log          *slog.Logger
+	// Stderr receives the workers' stdout and stderr, a line at a time,
+	// each prefixed "worker A: " or "worker B: "; nil discards them.
+	Stderr io.Writer
+}
+
+// Validate checks the config and fills its defaults.
+func (c *Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Command) == "":
+		return playground.Invalidf("the worker command is empty")
+	case c.Pool == nil:
+		return playground.Invalidf("the check needs a database pool")
+	case c.DatabaseURL == "":
+		return playground.Invalidf("the check needs the database URL to give the workers")
+	}
+	if c.Lease == 0 {
+		c.Lease = lab.DefaultRunLease
+	}
+	if c.Lease < lab.MinRunLease || c.Lease > lab.MaxRunLease {
+		return playground.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, lab.MinRunLease, lab.MaxRunLease)
+	}
+	if len(c.Cases) == 0 {
+		for _, cs := range lab.CheckCases() {
+			if ok, _ := cs.ForWorkerPrograms(); ok {
+				c.Cases = append(c.Cases, cs)
+			}
+		}
+	}
+	for _, cs := range c.Cases {
+		if err := playable(cs); err != nil {
+			return err
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 100*time.Millisecond {
+		return playground.Invalidf("timeout %v is too short: give a worker at least 100ms", c.Timeout)
+	}
+	if c.SchemaPrefix == "" {
+		c.SchemaPrefix = DefaultSchemaPrefix
+	}
+	if err := engine.ValidateSchemaName(c.SchemaPrefix); err != nil || len(c.SchemaPrefix) > maxPrefixLen {
+		return playground.Invalidf("schema prefix %q must be a plain lowercase identifier of at most %d characters", c.SchemaPrefix, maxPrefixLen)
+	}
+	if c.NewReceiverFunc == nil {
+		pool := c.Pool
+		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+			r, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver})
+			return r, func() {}, err
+		}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// The codes of a case's Err: what the worker did not do, or, for
+// CodeReceiver, what the receiver's rule could not.
+const (
+	CodeStart   = "worker-start"    // the command could not be started
+	CodeNoClaim = "worker-no-claim" // it never claimed the job
+	// CodeClaimExpired: after A's lease ran out, its claims kept matching
+	// no row; the code is the requirement's name, so the report names it.
+	CodeClaimExpired = string(lab.ReqTakesExpired)
+	CodeNoDelivery   = "worker-no-delivery" // it claimed, but never called the receiver
+	CodeExit         = "worker-exit"        // it exited before it called the receiver
+	CodeNoExit       = "worker-no-exit"     // it did not exit after the receiver's answer
+	CodeContract     = "worker-contract"    // its call to the receiver broke the contract
+	CodeLease        = "lease"              // the lease did not run out on the database clock in time
+	CodeReceiver     = "receiver"           // the receiver's rule failed on a delivery
+)
+
+// caseError is a case that could not be played, for a reason the worker
+// gave: it becomes the case's *lab.Failure.
+type caseError struct{ code, msg string }
+
+func (e *caseError) Error() string { return e.msg }
+
+// playable says why a worker program cannot play a case, if it cannot.
+func playable(cs lab.CheckCase) error {
+	if _, err := lab.ParseCheckCase(string(cs)); err != nil {
+		return err
+	}
+	if ok, why := cs.ForWorkerPrograms(); !ok {
+		return playground.Invalidf("the %s case cannot be played with a worker program: %s", cs, why)
+	}
+	return nil
+}
+
+// A Player plays the cases of a check with a reader's worker program, for
+// the check's one pipeline (server/check's Play, which judges them). Its
+// methods may be called from several goroutines at once: each case has
+// schemas, a role, a receiver and workers of its own, named at random.
+type Player struct{ cfg Config }
+
+// NewPlayer checks cfg (Config.Validate) and returns a Player of it.
+func NewPlayer(cfg Config) (*Player, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Player{cfg: cfg}, nil
+}
+
+// Cases are the cases the config names, in order.
+func (p *Player) Cases() []lab.CheckCase { return append([]lab.CheckCase(nil), p.cfg.Cases...) }
+
+// Play plays one case with the reader's worker as A and B and says what it
+// came to: an Outcome read from the database and the receiver, or an Err
+// that says what the worker did not do. It returns an error only when the
+// check itself cannot go on: a case no program can play, the database, or
+// ctx.
+//
+// The case's schemas are dropped when it ends, and its workers killed and
+// reaped, on an error or a cancelled ctx too.
+func (p *Player) Play(ctx context.Context, cs lab.CheckCase) (lab.CheckInput, error) {
+	if err := playable(cs); err != nil {
+		return lab.CheckInput{Case: cs}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lab.CheckInput{Case: cs}, err
+	}
+	in, err := runCase(ctx, &p.cfg, cs)
+	if err != nil {
+		return in, fmt.Errorf("check case %s: %w", cs, err)
+	}
+	return in, nil
+}
+
+// caseRun is one case being played.
+type caseRun struct {
+	cfg     *Config
+	cs      lab.CheckCase
+	rc      lab.RunConfig
+	s       lab.Schemas
+	q       *engine.Queue
+	jobID   int64
+	gate    *gate
+	addr    net.Addr
+	sp      *spawner
+	sink    *lineSink
+	workers map[string]*proc
+	notes   []string // how each worker ended, in order: reported, not judged
+	role    *sandbox.Role
+	roleURL string // DatabaseURL as the role, with no password
+	recv    *engine.Receiver
+	log     *slog.Logger
+}
+
+// openCase makes what a case is played in: two fresh schemas of a random
+// name (the jobs table empty), a role for its workers, its receiver,
+// served by the gate on a loopback port, and a spawner of its workers.
+// The func it returns undoes all of it, last first, with time of its own
+// on a cancelled ctx; it is nil when openCase returns an error, having
+// undone what it made.
+func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConfig) (c *caseRun, closeCase func(), err error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, nil, err
+	}
+	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
+	c = &caseRun{cfg: cfg, cs: cs, rc: rc, s: lab.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
+		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
+	c.log = cfg.Log.With("case", cs, "schemas", base)
+
+	var undo []func(context.Context)
+	closeAll := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](cctx)
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	undo = append(undo, func(cctx context.Context) {
+		if err := lab.Drop(cctx, cfg.Pool, c.s); err != nil {
+			c.log.Warn("drop the case's schemas", "err", err)
+		}
+	})
+	if err := lab.Setup(ctx, cfg.Pool, c.s); err != nil {
+		return nil, nil, fmt.Errorf("set up the case's schemas: %w", err)
+	}
+	if c.role, err = sandbox.NewWorkerRole(ctx, cfg.Pool, c.s); err != nil {
+		return nil, nil, fmt.Errorf("make the workers' role: %w", err)
+	}
+	undo = append(undo, func(cctx context.Context) {
+		if err := c.role.Drop(cctx, cfg.Pool); err != nil {
+			c.log.Warn("drop the workers' role", "err", err)
+		}
+	})
+	if c.roleURL, err = c.role.DatabaseURL(cfg.DatabaseURL); err != nil {
+		return nil, nil, fmt.Errorf("the workers' database URL: %w", err)
+	}
+	if c.q, err = engine.NewQueue(cfg.Pool, engine.QueueConfig{Schema: c.s.Jobs}); err != nil {
+		return nil, nil, err
+	}
+	recv, done, err := cfg.NewReceiverFunc(ctx, c.s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("make the case's receiver: %w", err)
+	}
+	if done != nil {
+		undo = append(undo, func(context.Context) { done() })
+	}
+	c.recv = recv
+
+	gctx, cancelGate := context.WithCancel(ctx)
+	undo = append(undo, func(context.Context) { cancelGate() })
+	if c.gate, err = newGate(gctx, recv, lab.Zombie, lab.NewOwner); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for the receiver: %w", err)
+	}
+	c.addr = ln.Addr()
+	srv := &http.Server{Handler: c.gate, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, 0)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	undo = append(undo, func(context.Context) {
+		c.gate.close()
+		_ = srv.Close()
+		<-served
+	})
+
+	c.sp = newSpawner()
+	undo = append(undo, func(context.Context) {
+		for _, p := range c.workers {
+			p.kill()
+		}
+		c.sp.close()
+	})
+	return c, closeAll, nil
+}
+
+func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
+	in.Case = cs
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // whatever failed, it failed because the check was cancelled
+		}
+	}()
+	lease := cfg.Lease
+	if cs == lab.CaseClockAhead {
+		lease = max(lease, MinClockAheadLease)
+	}
+	rc := cs.Config(lease)
+	if err := rc.Validate(); err != nil {
+		return in, err
+	}
+	c, closeCase, err := openCase(ctx, cfg, cs, rc)
+	if err != nil {
+		return in, err
+	}
+	defer closeCase()
+	log, recv := c.log, c.recv
+	if c.jobID, err = c.q.Insert(ctx, []byte(`{"task":"check","case":"`+string(cs)+`"}`), 0); err != nil {
+		return in, err
+	}
+
+	log.Info("case starts", "job", c.jobID, "lease", lease)
+	tried, err := c.play(ctx)
+	if ctx.Err() != nil {
+		return in, ctx.Err()
+	}
+	if ierr := c.gate.infraErr(); ierr != nil {
+		// The receiver's rule may be the reader's own statement: its
+		// failure is the case's, not the check's.
+		in.Err = &lab.Failure{Code: CodeReceiver, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
+		return in, nil
+	}
+	if err != nil {
+		var ce *caseError
+		if !errors.As(err, &ce) {
+			return in, err
+		}
+		log.Info("case could not be played", "code", ce.code, "err", ce.msg)
+		in.Err = &lab.Failure{Code: ce.code, Message: ce.msg}
+		return in, nil
+	}
+	// The workers are done with; nothing of theirs may write now.
+	for _, p := range c.workers {
+		p.kill()
+	}
+	o, err := lab.Evaluate(ctx, c.cfg.Pool, c.s.Jobs, recv, lab.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
+	if err != nil {
+		if ctx.Err() != nil {
+			return in, ctx.Err()
+		}
+		in.Err = &lab.Failure{Code: string(lab.ErrEvaluate), Message: "the case's outcome could not be read: " + err.Error()}
+		return in, nil
+	}
+	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
+	in.Outcome = &o
+	in.Notes = c.notes
+	return in, nil
+}
+
+// env is a worker's whole environment: fencelab's own, less anything that
+// would steer the worker elsewhere, plus the contract's variables.
+func (c *caseRun) env(label string) []string {
+	ours := map[string]string{
+		"DATABASE_URL":           c.roleURL,
+		"PGUSER":                 c.role.Name(),
+		"PGPASSWORD":             c.role.Password(),
+		"PGOPTIONS":              "-c search_path=" + c.s.Jobs,
+		"PGAPPNAME":              lab.AppName(label),
+		"FENCELAB_SCHEMA":        c.s.Jobs,
+		"FENCELAB_OWNER":         c.rc.Owner(label),
+		"FENCELAB_WORKER":        label,
+		"FENCELAB_LEASE_MS":      strconv.FormatInt(c.rc.Lease.Milliseconds(), 10),
+		"FENCELAB_RECEIVER_URL":  c.gate.url(c.addr, label),
+		"FENCELAB_CLOCK_SKEW_MS": strconv.FormatInt(c.rc.WorkerSkew(label).Milliseconds(), 10),
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, mine := ours[k]; !mine {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range []string{"DATABASE_URL", "PGUSER", "PGPASSWORD", "PGOPTIONS", "PGAPPNAME", "FENCELAB_SCHEMA", "FENCELAB_OWNER", "FENCELAB_WORKER",
+		"FENCELAB_LEASE_MS", "FENCELAB_RECEIVER_URL", "FENCELAB_CLOCK_SKEW_MS"} {
+		env = append(env, k+"="+ours[k])
+	}
+	return env
+}
+
+// start starts a worker.
+func (c *caseRun) start(label string) (*proc, error) {
+	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, lab.Zombie), c.gate.url(c.addr, lab.NewOwner)}
+	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
+	if err != nil {
+		return nil, &caseError{code: CodeStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
+	}
+	c.workers[label] = p
+	c.cfg.Log.Debug("worker started", "case", c.cs, "label", label, "pid", p.pid)
+	return p, nil
+}
