@@ -124,7 +124,7 @@ func TestPage_BreakEachGuard(t *testing.T) {
 			tab := e2etest.NewTab(t, 1280, 900)
 			// Clock skew shows its guard only while A's lease is live when
 			// B claims: a lease that a late heartbeat on a busy machine
-			// cannot lose (as the matrix gives it: lab.MinSkewLease).
+			// cannot lose (as the matrix gives it: experiments.MinSkewLease).
 			lease := "300"
 			if tc.ordering == "clock-skew" {
 				lease = "1000"

@@ -12,7 +12,8 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,14 +30,14 @@ type env struct {
 	t       *testing.T
 	ctx     context.Context
 	pool    *pgxpool.Pool
-	schemas lab.Schemas
+	schemas judge.Schemas
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), pool: pgtest.Pool(t),
-		schemas: lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
-	if err := lab.Setup(e.ctx, e.pool, e.schemas); err != nil {
+		schemas: judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
+	if err := judge.Setup(e.ctx, e.pool, e.schemas); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -116,7 +117,7 @@ func (e *env) zombieAndOwner(q *engine.Queue) (id int64, a, b engine.Claim) {
 }
 
 func result(worker string) []byte {
-	b, _ := json.Marshal(lab.Result{Worker: worker, Output: "done by " + worker})
+	b, _ := json.Marshal(protocol.Result{Worker: worker, Output: "done by " + worker})
 	return b
 }
 
@@ -235,7 +236,7 @@ func TestJobComplete_ZombieIsFenced(t *testing.T) {
 		t.Fatalf("the owner's complete: %v", err)
 	}
 	j, _ = q.Get(e.ctx, id)
-	if j.Status != engine.StatusDone || lab.ResultFrom(j.Result) != "B" || j.LeaseUntil != nil {
+	if j.Status != engine.StatusDone || protocol.ResultFrom(j.Result) != "B" || j.LeaseUntil != nil {
 		t.Fatalf("after the owner's complete: %+v", j)
 	}
 	// A second complete by the owner writes nothing either: the job is done,
@@ -435,7 +436,7 @@ func TestReceiver_KeepsTheNewestEpochRefusesOlderAcceptsSame(t *testing.T) {
 		t.Fatalf("stale delivery = %+v, %v; want refused with held epoch 2", rc, err)
 	}
 	held, err := r.Get(e.ctx, 1)
-	if err != nil || held.Epoch != 2 || lab.ResultFrom(held.Payload) != "B" {
+	if err != nil || held.Epoch != 2 || protocol.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("held = %+v, %v; want B's payload at epoch 2", held, err)
 	}
 	ds, err := r.Decisions(e.ctx, 1)
@@ -720,7 +721,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 		// the history records who wrote what, as it does for processes.
 		cfg, _ := pgxpool.ParseConfig(pgtest.DSN(t))
 		cfg.MaxConns = 1
-		cfg.ConnConfig.RuntimeParams["application_name"] = lab.AppName(owner)
+		cfg.ConnConfig.RuntimeParams["application_name"] = protocol.AppName(owner)
 		pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -769,7 +770,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 						return
 					}
 				}
-				payload, _ := json.Marshal(lab.Result{Worker: owner})
+				payload, _ := json.Marshal(protocol.Result{Worker: owner})
 				if _, err := r.Deliver(e.ctx, engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: owner, Payload: payload}); errors.Is(err, engine.ErrStale) {
 					stale.add()
 				} else if err != nil {
@@ -802,14 +803,14 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 		if j.Attempts > 1 {
 			reclaimed++
 		}
-		h, _ := lab.History(e.ctx, e.pool, e.schemas.Jobs, j.ID)
+		h, _ := judge.History(e.ctx, e.pool, e.schemas.Jobs, j.ID)
 		ds, _ := r.Decisions(e.ctx, j.ID)
 		held, err := r.Get(e.ctx, j.ID)
 		if err != nil {
 			t.Errorf("job %d: %v", j.ID, err)
 			continue
 		}
-		if vs := lab.Check(h, ds, &held); len(vs) > 0 {
+		if vs := judge.Check(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d broke invariants: %+v", j.ID, vs)
 		}
 	}
@@ -1000,7 +1001,7 @@ func TestOutbox_AFencedCommitSendsNothing(t *testing.T) {
 		t.Fatalf("the owner's commit with the outbox: %v", err)
 	}
 	ms, err := q.OutboxPending(e.ctx, 10)
-	if err != nil || len(ms) != 1 || ms[0].Delivery.Epoch != 2 || lab.ResultFrom(ms[0].Delivery.Payload) != "B" {
+	if err != nil || len(ms) != 1 || ms[0].Delivery.Epoch != 2 || protocol.ResultFrom(ms[0].Delivery.Payload) != "B" {
 		t.Fatalf("the outbox holds %+v, %v; want B's delivery at epoch 2", ms, err)
 	}
 	if err := q.OutboxSent(e.ctx, ms[0].ID); err != nil {
@@ -1030,7 +1031,7 @@ func TestReceiver_KeyedAppliesTheFirstAndDeduplicates(t *testing.T) {
 		t.Fatalf("a newer epoch for the same key: %+v, %v; want a duplicate that changes nothing", rc, err)
 	}
 	held, _ := r.Get(e.ctx, 9)
-	if held.Epoch != 1 || lab.ResultFrom(held.Payload) != "A" {
+	if held.Epoch != 1 || protocol.ResultFrom(held.Payload) != "A" {
 		t.Fatalf("the keyed receiver holds %+v; want the first delivery, A's", held)
 	}
 	ds, _ := r.Decisions(e.ctx, 9)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // TestAPI_BadInputOnEveryRoute: every route answers bad input with a 4xx
@@ -89,7 +89,7 @@ func TestAPI_BadInputOnEveryRoute(t *testing.T) {
 		t.Fatalf("bad input changed the session: before %+v, after %+v", before.Run, after.Run)
 	}
 	for _, e := range s.events(before.LastSeq, "") {
-		if e.RunState != nil || (e.Process != nil && e.Process.Change == lab.ProcStopped) || (e.Row != nil && e.Row.Op == lab.RowInsert) {
+		if e.RunState != nil || (e.Process != nil && e.Process.Change == protocol.ProcStopped) || (e.Row != nil && e.Row.Op == protocol.RowInsert) {
 			t.Fatalf("bad input led to an event: %+v", e)
 		}
 	}
@@ -203,8 +203,8 @@ func TestAPI_Caps(t *testing.T) {
 	}
 	// The stall cap: a worker frozen past it is killed.
 	s.cmd(`{"action":"pause_worker","worker":"C"}`)
-	s.waitEvent(5*time.Second, "C killed for stalling too long", func(e lab.Event) bool {
-		return e.Process != nil && e.Actor == "C" && e.Process.Change == lab.ProcExited && e.Process.Cause == lab.CauseStallLimit
+	s.waitEvent(5*time.Second, "C killed for stalling too long", func(e protocol.Event) bool {
+		return e.Process != nil && e.Actor == "C" && e.Process.Change == protocol.ProcExited && e.Process.Cause == protocol.CauseStallLimit
 	})
 	// And the run still works.
 	rep := s.cmd(`{"action":"verdict"}`)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // The baseline for the socket benchmarks: a bare WebSocket server that
@@ -106,9 +106,9 @@ func awaitAll(b *testing.B, counts []chan int64) {
 }
 
 var benchFrame = func() []byte {
-	e := lab.Event{Seq: 1, V: lab.ProtocolVersion, Actor: "A", Kind: lab.KindSQL, Text: "Worker A committed job 1 at epoch 2 (1 row).", At: time.Now(),
-		SQL: &lab.SQLEvent{Op: lab.OpComplete, Result: lab.ResultOK, Owner: "worker-a", JobID: 1, Epoch: lab.Int64(2),
-			Stmt: lab.Stmt{Name: "JobComplete", SQL: strings.Repeat("UPDATE x SET y = 1 WHERE z = 2\n", 8), Args: []string{"1", "'worker-a'", "2"}, Rows: 1}}}
+	e := protocol.Event{Seq: 1, V: protocol.ProtocolVersion, Actor: "A", Kind: protocol.KindSQL, Text: "Worker A committed job 1 at epoch 2 (1 row).", At: time.Now(),
+		SQL: &protocol.SQLEvent{Op: protocol.OpComplete, Result: protocol.ResultOK, Owner: "worker-a", JobID: 1, Epoch: protocol.Int64(2),
+			Stmt: protocol.Stmt{Name: "JobComplete", SQL: strings.Repeat("UPDATE x SET y = 1 WHERE z = 2\n", 8), Args: []string{"1", "'worker-a'", "2"}, Rows: 1}}}
 	ev, _ := json.Marshal(e)
 	return append(append([]byte(`{"type":"event","event":`), ev...), '}')
 }()
@@ -134,7 +134,7 @@ func BenchmarkEventToSockets(b *testing.B) {
 			for sess.Log.Subscribers() < clients {
 				time.Sleep(time.Millisecond)
 			}
-			var e lab.Event
+			var e protocol.Event
 			_ = json.Unmarshal(benchFrame[len(`{"type":"event","event":`):len(benchFrame)-1], &e)
 			b.ResetTimer()
 			for range b.N {
@@ -193,7 +193,7 @@ func BenchmarkWorkerStepToSocket(b *testing.B) {
 				e := eventOf(m)
 				var recv time.Time
 				_ = json.Unmarshal(m["_recv"], &recv)
-				if e.SQL != nil && e.SQL.Op != lab.OpRenew && !e.At.IsZero() {
+				if e.SQL != nil && e.SQL.Op != protocol.OpRenew && !e.At.IsZero() {
 					lat = append(lat, recv.Sub(e.At))
 				}
 				if e.Verdict != nil {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
@@ -26,10 +28,10 @@ func checkCmd(t *testing.T, sol sandbox.Solution) string {
 }
 
 // checkReport waits for the session's finished check and returns its report.
-func (s *sess) checkReport(timeout time.Duration) *lab.CheckReport {
+func (s *sess) checkReport(timeout time.Duration) *protocol.CheckReport {
 	s.ts.t.Helper()
-	e := s.waitEvent(timeout, "a finished check", func(e lab.Event) bool {
-		return e.Kind == lab.KindBatch && e.Batch.Name == lab.BatchCheck && e.Batch.Phase == lab.BatchFinished
+	e := s.waitEvent(timeout, "a finished check", func(e protocol.Event) bool {
+		return e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchFinished
 	})
 	if e.Batch.Check == nil {
 		s.ts.t.Fatalf("the finished check carries no report: %+v", e.Batch)
@@ -57,8 +59,8 @@ func TestCheck_TheReadersStatementsRunForReal(t *testing.T) {
 	sol := sandbox.Ours()
 	sol.Claim = strings.Replace(sol.Claim, "       epoch = epoch + 1,\n", "", 1)
 	res := s.cmd(checkCmd(t, sol))
-	if len(res.Runs) != len(lab.CheckCases()) {
-		t.Fatalf("the check started %d runs, want one per case (%d)", len(res.Runs), len(lab.CheckCases()))
+	if len(res.Runs) != len(experiments.CheckCases()) {
+		t.Fatalf("the check started %d runs, want one per case (%d)", len(res.Runs), len(experiments.CheckCases()))
 	}
 	rep := s.checkReport(2 * time.Minute)
 	if rep.Pass {
@@ -66,15 +68,15 @@ func TestCheck_TheReadersStatementsRunForReal(t *testing.T) {
 	}
 	var named bool
 	for _, b := range rep.Broken {
-		named = named || b.Requirement == lab.ReqEpochRaised
+		named = named || b.Requirement == experiments.ReqEpochRaised
 	}
 	if !named {
-		t.Fatalf("the report does not name %s: %+v", lab.ReqEpochRaised, rep.Broken)
+		t.Fatalf("the report does not name %s: %+v", experiments.ReqEpochRaised, rep.Broken)
 	}
 	// The timeline shows their statements as they ran.
 	var theirs bool
 	for _, e := range s.events(0, res.Runs[0]) {
-		if e.Kind == lab.KindSQL && e.SQL.Op == lab.OpClaim && e.SQL.Stmt.Name == "ReaderClaim" {
+		if e.Kind == protocol.KindSQL && e.SQL.Op == protocol.OpClaim && e.SQL.Stmt.Name == "ReaderClaim" {
 			theirs = !strings.Contains(e.SQL.Stmt.SQL, "epoch + 1")
 		}
 	}
@@ -86,15 +88,15 @@ func TestCheck_TheReadersStatementsRunForReal(t *testing.T) {
 	waitFor(t, 2*time.Minute, "the second check", func() bool {
 		n := 0
 		for _, e := range s.events(0, "") {
-			if e.Kind == lab.KindBatch && e.Batch.Name == lab.BatchCheck && e.Batch.Phase == lab.BatchFinished {
+			if e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchFinished {
 				n++
 			}
 		}
 		return n == 2
 	})
-	var last *lab.CheckReport
+	var last *protocol.CheckReport
 	for _, e := range s.events(0, "") {
-		if e.Kind == lab.KindBatch && e.Batch.Phase == lab.BatchFinished && e.Batch.Check != nil {
+		if e.Kind == protocol.KindBatch && e.Batch.Phase == protocol.BatchFinished && e.Batch.Check != nil {
 			last = e.Batch.Check
 		}
 	}
@@ -111,11 +113,11 @@ func TestCheck_AttacksAreRefusedAndLeaveNothing(t *testing.T) {
 	s := ts.newSession()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	victim := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, victim); err != nil {
+	victim := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, victim); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = lab.Drop(context.Background(), pool, victim) })
+	t.Cleanup(func() { _ = judge.Drop(context.Background(), pool, victim) })
 	attacks := []struct {
 		name string
 		kind sandbox.Kind
@@ -159,7 +161,7 @@ func TestCheck_AttacksAreRefusedAndLeaveNothing(t *testing.T) {
 		t.Logf("%s: %s (%s, in %v)", a.name, body.Error, body.Detail.Code, time.Since(start).Round(time.Millisecond))
 	}
 	for _, e := range s.events(0, "") {
-		if e.Kind == lab.KindBatch || e.Kind == lab.KindRunState {
+		if e.Kind == protocol.KindBatch || e.Kind == protocol.KindRunState {
 			t.Fatalf("a refused check started something: %+v", e)
 		}
 	}
@@ -248,7 +250,7 @@ func TestRecordings_AReadersCheckIsNeverShownAsTheSetups(t *testing.T) {
 	if rep := s.checkReport(2 * time.Minute); rep.Pass {
 		t.Fatalf("the start passes: %+v", rep)
 	}
-	for _, o := range []lab.Ordering{lab.NewOwnerFirst, lab.ZombieFirst} {
+	for _, o := range []experiments.Ordering{experiments.NewOwnerFirst, experiments.ZombieFirst} {
 		a := ts.do(http.MethodGet, "/api/recordings/find?ordering="+string(o)+"&broken=", "", "", "")
 		if a.Status != http.StatusOK {
 			t.Fatalf("find %s: %d %s", o, a.Status, a.Body)
@@ -257,7 +259,7 @@ func TestRecordings_AReadersCheckIsNeverShownAsTheSetups(t *testing.T) {
 			t.Errorf("the %s recording every reader is shown is the visitor's run", o)
 		}
 		var r struct {
-			Outcome *lab.Outcome
+			Outcome *protocol.Outcome
 			Seed    bool
 		}
 		if err := json.Unmarshal(a.Body, &r); err != nil || r.Outcome == nil || !r.Outcome.Safe {

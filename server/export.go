@@ -9,7 +9,8 @@ import (
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/labstack/echo/v4"
@@ -19,21 +20,21 @@ import (
 // the whole run when the session keeps all its events, else those it
 // keeps, with the answer's X-Fencelab-Dropped-Before header saying the seq
 // before which they are gone.
-func (s *Server) RunEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab.Event, error) {
+func (s *Server) RunEvents(c echo.Context) (*session.Session, protocol.RunInfo, []protocol.Event, error) {
 	sess, info, evs, _, err := s.runEvents(c)
 	return sess, info, evs, err
 }
 
 // runEvents is RunEvents, and the seq before which the run's events are no
 // longer kept (0: it is whole).
-func (s *Server) runEvents(c echo.Context) (*session.Session, lab.RunInfo, []lab.Event, int64, error) {
+func (s *Server) runEvents(c echo.Context) (*session.Session, protocol.RunInfo, []protocol.Event, int64, error) {
 	sess, err := s.session(c)
 	if err != nil {
-		return nil, lab.RunInfo{}, nil, 0, err
+		return nil, protocol.RunInfo{}, nil, 0, err
 	}
 	id := c.Param("run")
 	if err := checkRunID("", id); err != nil {
-		return nil, lab.RunInfo{}, nil, 0, err
+		return nil, protocol.RunInfo{}, nil, 0, err
 	}
 	info, err := sess.Run(id)
 	if err != nil {
@@ -131,8 +132,8 @@ type found struct {
 }
 
 func (s *Server) findRecording(c echo.Context) error {
-	o, err := lab.ParseOrdering(c.QueryParam("ordering"))
-	if err != nil || o == lab.FreePlay {
+	o, err := experiments.ParseOrdering(c.QueryParam("ordering"))
+	if err != nil || o == experiments.FreePlay {
 		return fault.Errorf(fault.Invalid, "ordering=%s is not a scripted ordering", strconv.QuoteToASCII(shorten(c.QueryParam("ordering"))))
 	}
 	var broken []string

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/web"
 )
 
@@ -55,7 +55,7 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 		}
 		evs, _ := live.Log.Since(live.Log.Dropped(r), r, 0)
 		for _, e := range evs {
-			verdict = verdict || e.Kind == lab.KindVerdict
+			verdict = verdict || e.Kind == protocol.KindVerdict
 		}
 	}
 	if d := live.Log.Dropped(r); d != 0 {
@@ -65,7 +65,7 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 
 	// The whole log since 0: what is kept, and where it starts.
 	var all struct {
-		Events        []lab.Event
+		Events        []protocol.Event
 		DroppedBefore int64 `json:"dropped_before"`
 	}
 	a := ts.do("GET", sp+"/events?since=0&limit=10000", "", "", "")
@@ -90,7 +90,7 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 
 	// The newest run, whole, by every export.
 	var page struct {
-		Events        []lab.Event
+		Events        []protocol.Event
 		DroppedBefore int64 `json:"dropped_before"`
 	}
 	a = ts.do("GET", sp+"/events?since=0&limit=10000&run="+r, "", "", "")
@@ -102,9 +102,9 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 		t.Fatalf("events of the newest run: dropped_before %d, %d events, want %d and none dropped", page.DroppedBefore, len(page.Events), len(want))
 	}
 	nd = ts.do("GET", sp+"/events.ndjson?run="+r, "", "", "")
-	var lines []lab.Event
+	var lines []protocol.Event
 	for sc := bufio.NewScanner(bytes.NewReader(nd.Body)); sc.Scan(); {
-		var e lab.Event
+		var e protocol.Event
 		_ = json.Unmarshal(sc.Bytes(), &e)
 		lines = append(lines, e)
 	}
@@ -147,7 +147,7 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 	w.next(t, "live", 5*time.Second)
 }
 
-func sameSeqs(evs []lab.Event, want []int64) bool {
+func sameSeqs(evs []protocol.Event, want []int64) bool {
 	if len(evs) != len(want) || len(want) == 0 {
 		return false
 	}

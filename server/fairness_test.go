@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -235,8 +235,8 @@ func TestFairness_ChecksFromOneAddressWaitInLineOneAtATime(t *testing.T) {
 	bad := `{"action":"check","solution":` + mustJSON(t, broken) + `}`
 	answered := make(chan answer, 1)
 	go func() { answered <- ts.from(addr, "POST", path(second), second.Token, bad) }()
-	second.waitEvent(10*time.Second, "the second check's place in line", func(e lab.Event) bool {
-		return e.Note != nil && e.Note.Code == lab.NoteInLine && e.Note.Place == 1 && e.Text == "Your check is next in line."
+	second.waitEvent(10*time.Second, "the second check's place in line", func(e protocol.Event) bool {
+		return e.Note != nil && e.Note.Code == protocol.NoteInLine && e.Note.Place == 1 && e.Text == "Your check is next in line."
 	})
 	select {
 	case a := <-answered:

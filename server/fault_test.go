@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/jackc/pgx/v5"
@@ -133,10 +134,10 @@ func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
 			break
 		}
 	}
-	end := s.waitEvent(30*time.Second, "the run's end", func(e lab.Event) bool {
-		return e.Run == run && (e.Kind == lab.KindVerdict || (e.Kind == lab.KindError && e.Error.Message != ""))
+	end := s.waitEvent(30*time.Second, "the run's end", func(e protocol.Event) bool {
+		return e.Run == run && (e.Kind == protocol.KindVerdict || (e.Kind == protocol.KindError && e.Error.Message != ""))
 	})
-	if end.Kind == lab.KindError && strings.Contains(end.Error.Message, "internal error") {
+	if end.Kind == protocol.KindError && strings.Contains(end.Error.Message, "internal error") {
 		t.Fatalf("the run ended saying only %q", end.Error.Message)
 	}
 	t.Logf("X's run ended: %s", end.Text)
@@ -275,13 +276,13 @@ func TestFault_AWorkerTheDatabaseDropsSaysSo(t *testing.T) {
 		t.Fatalf("terminated %d backends of worker A", n)
 	}
 	ans := s.try(`{"action":"step"}`)
-	s.waitEvent(20*time.Second, "worker A's exit", func(e lab.Event) bool {
-		return e.Run == run && e.Process != nil && e.Process.Change == lab.ProcExited && e.Actor == "A"
+	s.waitEvent(20*time.Second, "worker A's exit", func(e protocol.Event) bool {
+		return e.Run == run && e.Process != nil && e.Process.Change == protocol.ProcExited && e.Actor == "A"
 	})
 	time.Sleep(500 * time.Millisecond)
 	said := []string{ans.errText()}
 	for _, e := range s.events(0, run) {
-		if e.Kind == lab.KindError || (e.Kind == lab.KindNote && e.Note.Code == lab.NoteStopped) {
+		if e.Kind == protocol.KindError || (e.Kind == protocol.KindNote && e.Note.Code == protocol.NoteStopped) {
 			said = append(said, e.Text)
 		}
 	}
@@ -322,12 +323,14 @@ func TestFault_ALoadLabCutByARestartSaysWhy(t *testing.T) {
 	})
 	s := x.newSession()
 	s.cmd(`{"action":"load","workers":4,"jobs":400,"lease_ms":300}`)
-	s.waitEvent(60*time.Second, "the load lab under way", func(e lab.Event) bool { return e.Kind == lab.KindLoad && e.Load.Phase == lab.LoadTick })
+	s.waitEvent(60*time.Second, "the load lab under way", func(e protocol.Event) bool {
+		return e.Kind == protocol.KindLoad && e.Load.Phase == experiments.LoadTick
+	})
 	if err := c.Restart(context.Background(), 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	e := s.waitEvent(60*time.Second, "the load lab's end", func(e lab.Event) bool {
-		return e.Kind == lab.KindLoad && (e.Load.Phase == lab.LoadStopped || e.Load.Phase == lab.LoadFinished)
+	e := s.waitEvent(60*time.Second, "the load lab's end", func(e protocol.Event) bool {
+		return e.Kind == protocol.KindLoad && (e.Load.Phase == experiments.LoadStopped || e.Load.Phase == experiments.LoadFinished)
 	})
 	t.Logf("%s: %s", e.Load.Phase, e.Text)
 	if strings.Contains(e.Text, "internal error") {

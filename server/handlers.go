@@ -16,7 +16,7 @@ import (
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,20 +98,20 @@ func dbDetail(err error) string {
 // scenarioInfo is what /api/scenarios lists: the lab's catalog and the
 // commands a driver may send.
 type scenarioInfo struct {
-	lab.Catalog
+	protocol.Catalog
 	Actions []string `json:"actions"`
 }
 
 // Scenarios describes the orderings, guards, styles and words, and the
 // actions of the API.
 func Scenarios() scenarioInfo {
-	return scenarioInfo{Catalog: lab.NewCatalog(), Actions: control.Actions()}
+	return scenarioInfo{Catalog: protocol.NewCatalog(), Actions: control.Actions()}
 }
 
 func (s *Server) scenarios(c echo.Context) error { return c.JSON(http.StatusOK, Scenarios()) }
 
 func (s *Server) protocolSchema(c echo.Context) error {
-	return c.Blob(http.StatusOK, "application/schema+json", lab.Schema)
+	return c.Blob(http.StatusOK, "application/schema+json", protocol.Schema)
 }
 
 // created is the answer to POST /api/sessions.
@@ -299,9 +299,9 @@ func runParam(c echo.Context, sess *session.Session) (string, error) {
 
 // eventPage is the answer to GET .../events.
 type eventPage struct {
-	Events  []lab.Event `json:"events"`
-	LastSeq int64       `json:"last_seq"`
-	More    bool        `json:"more"`
+	Events  []protocol.Event `json:"events"`
+	LastSeq int64            `json:"last_seq"`
+	More    bool             `json:"more"`
 	// DroppedBefore, when the answer is not whole, is the seq before which
 	// the events asked for (the run's, with ?run=) are no longer kept: the
 	// events start there, or later.
@@ -327,7 +327,7 @@ func setDropped(c echo.Context, dropped int64) {
 // much of the log before it is gone). A since past 0 resumes a reader
 // exactly where it was; if the events after it are gone, the answer is a
 // 410 that says which.
-func (s *Server) keptSince(sess *session.Session, since int64, run string, limit int) (evs []lab.Event, dropped int64, err error) {
+func (s *Server) keptSince(sess *session.Session, since int64, run string, limit int) (evs []protocol.Event, dropped int64, err error) {
 	for range 3 { // the log may drop more between the two reads: read again
 		evs, err = sess.Log.Since(since, run, limit)
 		if !errors.Is(err, hub.ErrGone) {
@@ -374,7 +374,7 @@ func (s *Server) events(c echo.Context) error {
 		page.Events, page.More = evs[:limit], true
 	}
 	if page.Events == nil {
-		page.Events = []lab.Event{}
+		page.Events = []protocol.Event{}
 	}
 	return c.JSON(http.StatusOK, page)
 }

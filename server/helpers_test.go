@@ -16,8 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/server/session"
@@ -189,19 +189,19 @@ func (s *sess) snapshot() session.Snapshot {
 	return snap
 }
 
-func (s *sess) events(since int64, run string) []lab.Event {
+func (s *sess) events(since int64, run string) []protocol.Event {
 	s.ts.t.Helper()
 	a := s.ts.do("GET", fmt.Sprintf("/api/sessions/%s/events?since=%d&run=%s&limit=10000", s.ID, since, run), "", "", "")
 	if a.Status != http.StatusOK {
 		s.ts.t.Fatalf("events: %d %s", a.Status, a.Body)
 	}
-	var p struct{ Events []lab.Event }
+	var p struct{ Events []protocol.Event }
 	a.json(s.ts.t, &p)
 	return p.Events
 }
 
 // waitEvent polls the log until an event matches, and returns it.
-func (s *sess) waitEvent(timeout time.Duration, what string, match func(lab.Event) bool) lab.Event {
+func (s *sess) waitEvent(timeout time.Duration, what string, match func(protocol.Event) bool) protocol.Event {
 	s.ts.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -213,13 +213,13 @@ func (s *sess) waitEvent(timeout time.Duration, what string, match func(lab.Even
 		time.Sleep(30 * time.Millisecond)
 	}
 	s.ts.t.Fatalf("no event %s after %v", what, timeout)
-	return lab.Event{}
+	return protocol.Event{}
 }
 
 // verdictOf waits for a run's verdict and decodes its outcome.
-func (s *sess) verdictOf(run string, timeout time.Duration) lab.Outcome {
+func (s *sess) verdictOf(run string, timeout time.Duration) protocol.Outcome {
 	s.ts.t.Helper()
-	e := s.waitEvent(timeout, "verdict of "+run, func(e lab.Event) bool { return e.Kind == lab.KindVerdict && e.Run == run })
+	e := s.waitEvent(timeout, "verdict of "+run, func(e protocol.Event) bool { return e.Kind == protocol.KindVerdict && e.Run == run })
 	if e.Verdict == nil || e.Verdict.Outcome == nil {
 		s.ts.t.Fatalf("verdict of %s carries no outcome: %+v", run, e)
 	}
@@ -269,8 +269,8 @@ func typeOf(m map[string]json.RawMessage) string {
 	return t
 }
 
-func eventOf(m map[string]json.RawMessage) lab.Event {
-	var e lab.Event
+func eventOf(m map[string]json.RawMessage) protocol.Event {
+	var e protocol.Event
 	_ = json.Unmarshal(m["event"], &e)
 	return e
 }

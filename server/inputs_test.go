@@ -20,7 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
@@ -590,7 +590,7 @@ func TestInputs_DatabaseDownSaysNoMore(t *testing.T) {
 	leaks("the session's answer", string(a.Body), secrets)
 	for _, e := range s.events(0, "") {
 		b, _ := json.Marshal(e)
-		if e.Kind == lab.KindError {
+		if e.Kind == protocol.KindError {
 			leaks("an error event", string(b), secrets)
 		}
 	}

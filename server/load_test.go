@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // loadEvents returns a load lab's events of one phase.
-func loadEvents(s *sess, id string, phase lab.LoadPhase) []lab.Event {
-	var out []lab.Event
+func loadEvents(s *sess, id string, phase experiments.LoadPhase) []protocol.Event {
+	var out []protocol.Event
 	for _, e := range s.events(0, id) {
 		if e.Load != nil && e.Load.Phase == phase {
 			out = append(out, e)
@@ -49,13 +50,13 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	if !strings.HasPrefix(r.Run, "l") {
 		t.Fatalf("the load lab's id is %q", r.Run)
 	}
-	fin := s.waitEvent(4*time.Minute, "the load lab's end", func(e lab.Event) bool {
-		return e.Run == r.Run && e.Load != nil && (e.Load.Phase == lab.LoadFinished || e.Load.Phase == lab.LoadStopped)
+	fin := s.waitEvent(4*time.Minute, "the load lab's end", func(e protocol.Event) bool {
+		return e.Run == r.Run && e.Load != nil && (e.Load.Phase == experiments.LoadFinished || e.Load.Phase == experiments.LoadStopped)
 	})
-	if fin.Load.Phase != lab.LoadFinished {
+	if fin.Load.Phase != experiments.LoadFinished {
 		t.Fatalf("the load lab stopped: %s", fin.Text)
 	}
-	results := map[string]lab.LoadStyleResult{}
+	results := map[string]experiments.LoadStyleResult{}
 	for _, res := range fin.Load.Results {
 		results[res.Style] = res
 		c, tl := res.Check, res.Tally
@@ -104,14 +105,14 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	}
 	// The ticks are the live counts, numbered in time, and the last of each
 	// style agrees with its end.
-	ticks := loadEvents(s, r.Run, lab.LoadTick)
+	ticks := loadEvents(s, r.Run, experiments.LoadTick)
 	if len(ticks) < 8 {
 		t.Errorf("%d ticks", len(ticks))
 	}
-	if n := len(loadEvents(s, r.Run, lab.LoadStyleDone)); n != 4 {
+	if n := len(loadEvents(s, r.Run, experiments.LoadStyleDone)); n != 4 {
 		t.Errorf("%d style_done events, want 4", n)
 	}
-	if n := len(loadEvents(s, r.Run, lab.LoadRoundDone)); n != 12 {
+	if n := len(loadEvents(s, r.Run, experiments.LoadRoundDone)); n != 12 {
 		t.Errorf("%d round_done events, want 12 (and 4 style_done)", n)
 	}
 	waitFor(t, 10*time.Second, "the load lab's workers and schemas gone", func() bool {
@@ -122,7 +123,7 @@ func TestLoad_CountsMatchTheChecker(t *testing.T) {
 	var rec struct {
 		Seed    bool
 		Verdict string
-		Events  []lab.Event
+		Events  []protocol.Event
 	}
 	a := ts.do("GET", "/api/recordings/load", "", "", "")
 	a.json(t, &rec)
@@ -177,7 +178,7 @@ func TestLoad_OneAtATimeAndBadInput(t *testing.T) {
 	if st := ts.loadStats(t); st.Loads != 0 || st.Workers != 0 {
 		t.Errorf("after reset: %+v", st)
 	}
-	stopped := loadEvents(s, "", lab.LoadStopped)
+	stopped := loadEvents(s, "", experiments.LoadStopped)
 	if len(stopped) < 6 {
 		t.Errorf("%d stopped events, want one per lab (6)", len(stopped))
 	}
@@ -192,9 +193,9 @@ func TestLoad_TheSeedIsServed(t *testing.T) {
 	var rec struct {
 		Seed    bool
 		Verdict string
-		Config  lab.LoadConfig
-		Events  []lab.Event
-		Results []lab.LoadStyleResult
+		Config  experiments.LoadConfig
+		Events  []protocol.Event
+		Results []experiments.LoadStyleResult
 	}
 	a := ts.do("GET", "/api/recordings/load", "", "", "")
 	a.json(t, &rec)
@@ -203,10 +204,10 @@ func TestLoad_TheSeedIsServed(t *testing.T) {
 	}
 	rounds := 0
 	for _, e := range rec.Events {
-		if e.Load != nil && e.Load.Phase == lab.LoadRoundDone {
+		if e.Load != nil && e.Load.Phase == experiments.LoadRoundDone {
 			rounds++
 		}
-		if e.Load != nil && e.Load.Phase == lab.LoadFinished && (e.Load.Verdict != rec.Verdict || e.Load.Throughput == nil) {
+		if e.Load != nil && e.Load.Phase == experiments.LoadFinished && (e.Load.Verdict != rec.Verdict || e.Load.Throughput == nil) {
 			t.Errorf("the finished event: %q, %+v", e.Load.Verdict, e.Load.Throughput)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/session"
@@ -73,7 +73,7 @@ func TestCommands_SixRunsAtOnceLeaveOne(t *testing.T) {
 	waitFor(t, 10*time.Second, "one run's two schemas", func() bool { return schemasOf(t, ts) == 2 })
 	var pids []int
 	for _, e := range s.events(0, "") {
-		if e.Process != nil && e.Process.Change == lab.ProcSpawned {
+		if e.Process != nil && e.Process.Change == protocol.ProcSpawned {
 			pids = append(pids, e.Process.Pid)
 		}
 	}
@@ -182,7 +182,7 @@ func TestSecrets_AFailedCallSaysNoURL(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nobody answers there now
 	const key = "s3cr3tK3yOfARun"
-	ce := &lab.CallEvent{JobID: 1, Epoch: 1}
+	ce := &protocol.CallEvent{JobID: 1, Epoch: 1}
 	_, err = receiver.Call(context.Background(), &http.Client{Timeout: 2 * time.Second}, "http://"+addr+"/receiver/"+key+"/deliveries", []byte(`{}`), ce)
 	if err == nil {
 		t.Fatal("a call to a closed port succeeded")
@@ -220,7 +220,7 @@ func TestRuns_AnAbandonedRunEnds(t *testing.T) {
 	time.Sleep(2 * time.Second) // nobody drives either; one is watched
 	ts.Sessions.Sweep()
 	run := s.snapshot().Run
-	if !run.Phase.Ended() || run.StopReason != lab.StopAbandoned {
+	if !run.Phase.Ended() || run.StopReason != protocol.StopAbandoned {
 		t.Fatalf("the abandoned run is %s (%s)", run.Phase, run.StopReason)
 	}
 	if run := watched.snapshot().Run; run.Phase.Ended() {
@@ -261,7 +261,7 @@ func TestRuns_RowEventsSurviveALostListener(t *testing.T) {
 		t.Fatalf("the run: %+v", o)
 	}
 	var seqs []int64
-	var last lab.RowOp
+	var last protocol.RowOp
 	for _, e := range s.events(0, r.Run) {
 		if e.Row != nil {
 			seqs = append(seqs, e.Row.HistorySeq)
@@ -273,7 +273,7 @@ func TestRuns_RowEventsSurviveALostListener(t *testing.T) {
 			t.Fatalf("row events by history seq %v: a gap or a repeat at %d", seqs, i)
 		}
 	}
-	if len(seqs) < 4 || last != lab.RowOp("complete") {
+	if len(seqs) < 4 || last != protocol.RowOp("complete") {
 		t.Fatalf("the row events after the listener was killed are missing: %v, the last a %q", seqs, last)
 	}
 }
@@ -329,13 +329,13 @@ func TestRuns_AWorkerKilledFromOutside(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s.waitEvent(10*time.Second, "the run's error", func(e lab.Event) bool { return e.Error != nil && e.Error.Code == lab.ErrWorkerLost })
+	s.waitEvent(10*time.Second, "the run's error", func(e protocol.Event) bool { return e.Error != nil && e.Error.Code == protocol.ErrWorkerLost })
 	a := s.try(`{"action":"step"}`)
 	if a.Status != http.StatusConflict || !strings.Contains(a.errText(), "Worker B is gone") && !strings.Contains(a.errText(), "worker B is gone") {
 		t.Fatalf("a step after the worker was killed: %d %s", a.Status, a.Body)
 	}
 	run := s.snapshot().Run
-	if run.ID != r.Run || run.Phase != lab.PhaseStopped || run.StopReason != lab.StopWorkerLost || run.Outcome != nil {
+	if run.ID != r.Run || run.Phase != protocol.PhaseStopped || run.StopReason != protocol.StopWorkerLost || run.Outcome != nil {
 		t.Fatalf("the run is %s (%s), outcome %v", run.Phase, run.StopReason, run.Outcome)
 	}
 	for _, e := range s.events(0, r.Run) {
@@ -357,10 +357,10 @@ func TestRuns_AWorkerStoppedFromOutsideMeetsTheStallLimit(t *testing.T) {
 	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	e := s.waitEvent(15*time.Second, "the stalled worker killed", func(e lab.Event) bool {
-		return e.Process != nil && e.Process.Change == lab.ProcExited && e.Process.Pid == w.Pid
+	e := s.waitEvent(15*time.Second, "the stalled worker killed", func(e protocol.Event) bool {
+		return e.Process != nil && e.Process.Change == protocol.ProcExited && e.Process.Pid == w.Pid
 	})
-	if e.Process.Cause != lab.CauseStallLimit {
+	if e.Process.Cause != protocol.CauseStallLimit {
 		t.Fatalf("the worker stopped from outside exited, cause %q", e.Process.Cause)
 	}
 }

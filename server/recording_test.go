@@ -9,22 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
 )
 
 // seedSetups are the runs recorded into the binary: every ordering as a
 // correct build, and each cell of the guard table that is unsafe.
 var seedSetups = []struct {
-	ordering lab.Ordering
+	ordering experiments.Ordering
 	broken   []string
 }{
-	{lab.NewOwnerFirst, nil}, {lab.ZombieFirst, nil}, {lab.OwnerDoneFirst, nil}, {lab.CrashBeforeCommit, nil}, {lab.ClockSkew, nil},
-	{lab.NewOwnerFirst, []string{"epoch-increment"}}, {lab.ZombieFirst, []string{"epoch-increment"}},
-	{lab.NewOwnerFirst, []string{"receiver-check"}}, {lab.ClockSkew, []string{"db-clock"}},
+	{experiments.NewOwnerFirst, nil}, {experiments.ZombieFirst, nil}, {experiments.OwnerDoneFirst, nil}, {experiments.CrashBeforeCommit, nil}, {experiments.ClockSkew, nil},
+	{experiments.NewOwnerFirst, []string{"epoch-increment"}}, {experiments.ZombieFirst, []string{"epoch-increment"}},
+	{experiments.NewOwnerFirst, []string{"receiver-check"}}, {experiments.ClockSkew, []string{"db-clock"}},
 	// The prediction's run: leases alone.
-	{lab.NewOwnerFirst, []string{"status-check", "owner-check", "epoch-check", "receiver-check"}},
+	{experiments.NewOwnerFirst, []string{"status-check", "owner-check", "epoch-check", "receiver-check"}},
 }
 
 // TestRecordingSeeds checks the recorded runs embedded in the binary: each
@@ -58,7 +59,7 @@ func TestRecordingSeeds(t *testing.T) {
 		var sql, verdict int
 		pids := map[string]bool{}
 		for _, e := range r.Events {
-			if e.Process != nil && e.Process.Change == lab.ProcSpawned && e.Process.Pid > 0 {
+			if e.Process != nil && e.Process.Change == protocol.ProcSpawned && e.Process.Pid > 0 {
 				pids[e.Actor] = true
 			}
 			if e.SQL != nil && e.SQL.Stmt.SQL != "" && pids[e.Actor] {
@@ -75,7 +76,7 @@ func TestRecordingSeeds(t *testing.T) {
 			t.Errorf("%s: %d statements from worker processes, %d verdicts: not a real run's log", r.Key, sql, verdict)
 		}
 		if len(st.broken) == 0 {
-			x, _ := lab.ExpectedOutcome(st.ordering)
+			x, _ := experiments.ExpectedOutcome(st.ordering)
 			o := r.Outcome
 			if !o.Safe || o.ZombieReceiverCall != x.ZombieReceiverCall || o.ZombieCommit != x.ZombieCommit || o.Final.Epoch != x.Epoch {
 				t.Errorf("%s: the correct build's seed is %+v", r.Key, o)
@@ -127,8 +128,8 @@ func recordLoadSeed(t *testing.T) {
 	ts := startServer(t, nil)
 	s := ts.newSession()
 	r := s.cmd(`{"action":"load"}`)
-	s.waitEvent(5*time.Minute, "the load lab's end", func(e lab.Event) bool {
-		return e.Run == r.Run && e.Load != nil && e.Load.Phase == lab.LoadFinished
+	s.waitEvent(5*time.Minute, "the load lab's end", func(e protocol.Event) bool {
+		return e.Run == r.Run && e.Load != nil && e.Load.Phase == experiments.LoadFinished
 	})
 	var rec recording.LoadRecording
 	ok := false
@@ -161,17 +162,17 @@ func checkLoadSeed(t *testing.T) {
 		t.Fatalf("no load lab seed (FENCELAB_UPDATE_SEEDS=load go test ./server -run TestRecordingSeeds)")
 	}
 	labtest.Events(t, rec.Events)
-	phases := map[lab.LoadPhase]int{}
+	phases := map[experiments.LoadPhase]int{}
 	for _, e := range rec.Events {
 		if e.Load != nil {
 			phases[e.Load.Phase]++
-			if e.Load.Phase == lab.LoadFinished && e.Load.Verdict != rec.Verdict {
+			if e.Load.Phase == experiments.LoadFinished && e.Load.Verdict != rec.Verdict {
 				t.Errorf("the load seed's verdict %q is not its finished event's %q", rec.Verdict, e.Load.Verdict)
 			}
 		}
 	}
-	n := len(lab.LoadStyles())
-	if !rec.Seed || phases[lab.LoadStarted] != 1 || phases[lab.LoadFinished] != 1 || phases[lab.LoadStyleDone] != n || phases[lab.LoadRoundDone] != n*(n-1) || phases[lab.LoadTick] < 10 {
+	n := len(experiments.LoadStyles())
+	if !rec.Seed || phases[experiments.LoadStarted] != 1 || phases[experiments.LoadFinished] != 1 || phases[experiments.LoadStyleDone] != n || phases[experiments.LoadRoundDone] != n*(n-1) || phases[experiments.LoadTick] < 10 {
 		t.Errorf("the load seed is not a whole lab of %d rounds: %v", n, phases)
 	}
 	if !strings.Contains(rec.Verdict, fmt.Sprintf("over %d rounds", n)) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -72,7 +72,7 @@ func TestRowFeed_EveryHistoryRowIsOneRowEvent(t *testing.T) {
 		for {
 			clear(told)
 			for _, e := range s.events(0, run) {
-				if e.Kind == lab.KindRow {
+				if e.Kind == protocol.KindRow {
 					told[e.Row.HistorySeq]++
 				}
 			}
@@ -140,7 +140,7 @@ func TestRowFeed_ThroughAPostgresRestart(t *testing.T) {
 	waitFor(t, 20*time.Second, "every history row told", func() bool {
 		told = map[int64]int{}
 		for _, e := range s.events(0, run) {
-			if e.Kind == lab.KindRow {
+			if e.Kind == protocol.KindRow {
 				told[e.Row.HistorySeq]++
 			}
 		}

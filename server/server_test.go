@@ -15,7 +15,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
@@ -26,14 +28,14 @@ import (
 func TestAPI_TheArticlesOrderings(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	want := map[lab.Ordering]lab.Call{lab.NewOwnerFirst: lab.CallRejected, lab.ZombieFirst: lab.CallAcceptedThenSuperseded}
-	for _, o := range []lab.Ordering{lab.NewOwnerFirst, lab.ZombieFirst} {
+	want := map[experiments.Ordering]experiments.Call{experiments.NewOwnerFirst: experiments.CallRejected, experiments.ZombieFirst: experiments.CallAcceptedThenSuperseded}
+	for _, o := range []experiments.Ordering{experiments.NewOwnerFirst, experiments.ZombieFirst} {
 		for _, mode := range []string{"auto", "step"} {
 			t.Run(string(o)+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				s := ts.newSession()
 				r := s.cmd(fmt.Sprintf(`{"action":"run","ordering":%q,"mode":%q,"lease_ms":300,"pace_ms":0}`, o, mode))
-				var out lab.Outcome
+				var out protocol.Outcome
 				if mode == "step" {
 					steps := 0
 					for {
@@ -47,13 +49,13 @@ func TestAPI_TheArticlesOrderings(t *testing.T) {
 							t.Fatal("the run never ended")
 						}
 					}
-					if sc, _ := lab.Script(o); steps != len(sc.Steps) {
+					if sc, _ := experiments.Script(o); steps != len(sc.Steps) {
 						t.Errorf("%d steps, want %d", steps, len(sc.Steps))
 					}
 				} else {
 					out = s.verdictOf(r.Run, 30*time.Second)
 				}
-				if out.ZombieReceiverCall != want[o] || out.ZombieCommit != lab.CallRejected || !out.Safe ||
+				if out.ZombieReceiverCall != want[o] || out.ZombieCommit != experiments.CallRejected || !out.Safe ||
 					out.Final.Epoch != 2 || out.Final.ResultFrom != "B" || out.Receiver.PayloadFrom != "B" || out.Receiver.Epoch != 2 {
 					t.Fatalf("outcome = %+v", out)
 				}
@@ -74,15 +76,15 @@ func TestAPI_CrashBeforeCommit(t *testing.T) {
 	s := ts.newSession()
 	r := s.cmd(`{"action":"run","ordering":"crash-before-commit","mode":"auto","lease_ms":300,"pace_ms":0}`)
 	o := s.verdictOf(r.Run, 30*time.Second)
-	if o.ZombieReceiverCall != lab.CallAcceptedThenSuperseded || o.ZombieCommit != lab.CallNotAttempted ||
+	if o.ZombieReceiverCall != experiments.CallAcceptedThenSuperseded || o.ZombieCommit != experiments.CallNotAttempted ||
 		o.Receiver.Epoch != 2 || o.Receiver.PayloadFrom != "B" || !o.Safe {
 		t.Fatalf("outcome = %+v", o)
 	}
-	s.waitEvent(time.Second, "A killed by SIGKILL, by the script", func(e lab.Event) bool {
-		return e.Process != nil && e.Actor == "A" && e.Process.Change == lab.ProcExited && e.Process.Signal == "SIGKILL" &&
-			e.Process.State == lab.StateKilled && e.Process.Cause == lab.CauseScript
+	s.waitEvent(time.Second, "A killed by SIGKILL, by the script", func(e protocol.Event) bool {
+		return e.Process != nil && e.Actor == "A" && e.Process.Change == protocol.ProcExited && e.Process.Signal == "SIGKILL" &&
+			e.Process.State == protocol.StateKilled && e.Process.Cause == protocol.CauseScript
 	})
-	s.waitEvent(time.Second, "the receiver accepting epoch 2 over 1", func(e lab.Event) bool {
+	s.waitEvent(time.Second, "the receiver accepting epoch 2 over 1", func(e protocol.Event) bool {
 		return e.Receiver != nil && e.Receiver.Decision == engine.AcceptedNewer && e.Receiver.Epoch == 2 &&
 			e.Receiver.Superseded != nil && *e.Receiver.Superseded == 1
 	})
@@ -105,7 +107,7 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	if st := supervisor.ProcState(a.Pid); st != 'T' {
 		t.Fatalf("after pause, /proc/%d says %q, want T (stopped)", a.Pid, st)
 	}
-	if w := s.snapshot().Run.Workers[0]; !w.Frozen || w.State != lab.StateStopped || w.Letter != "T" {
+	if w := s.snapshot().Run.Workers[0]; !w.Frozen || w.State != protocol.StateStopped || w.Letter != "T" {
 		t.Fatalf("the API says %+v", w)
 	}
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
@@ -121,8 +123,8 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	s.cmd(`{"action":"pause_worker","worker":"A"}`)
 	s.cmd(`{"action":"pause_worker","worker":"B"}`)
 	s.cmd(`{"action":"add_job"}`)
-	claim := s.waitEvent(10*time.Second, "C claims the job", func(e lab.Event) bool {
-		return e.SQL != nil && e.SQL.Op == lab.OpClaim && e.SQL.Result == lab.ResultOK && e.Actor == "C"
+	claim := s.waitEvent(10*time.Second, "C claims the job", func(e protocol.Event) bool {
+		return e.SQL != nil && e.SQL.Op == protocol.OpClaim && e.SQL.Result == protocol.ResultOK && e.Actor == "C"
 	})
 	s.cmd(`{"action":"kill_worker","worker":"C"}`)
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
@@ -134,21 +136,21 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	// already sent runs in Postgres all the same, so A may have held the
 	// job first (a -race run saw it), and its lease's end comes first.
 	held := *claim.SQL.Epoch
-	lease := s.waitEvent(10*time.Second, "of the job's lease", func(e lab.Event) bool {
+	lease := s.waitEvent(10*time.Second, "of the job's lease", func(e protocol.Event) bool {
 		return e.Lease != nil && e.Lease.JobID == claim.SQL.JobID && e.Lease.Epoch == held
 	})
-	if l := lease.Lease; l.Change != lab.LeaseExpired || l.Holder != "C" {
+	if l := lease.Lease; l.Change != protocol.LeaseExpired || l.Holder != "C" {
 		var told []string
 		for _, e := range s.events(0, "") {
-			if e.Lease != nil || (e.SQL != nil && e.SQL.Op == lab.OpClaim) || e.Process != nil {
+			if e.Lease != nil || (e.SQL != nil && e.SQL.Op == protocol.OpClaim) || e.Process != nil {
 				b, _ := json.Marshal(e)
 				told = append(told, string(b))
 			}
 		}
 		t.Fatalf("the job's lease event is %+v, want it expired at epoch %d held by C; the run told:\n%s", *l, held, strings.Join(told, "\n"))
 	}
-	done := s.waitEvent(20*time.Second, "another worker committing at epoch 2", func(e lab.Event) bool {
-		return e.SQL != nil && e.SQL.Op == lab.OpComplete && e.SQL.Result == lab.ResultOK && e.SQL.JobID == claim.SQL.JobID
+	done := s.waitEvent(20*time.Second, "another worker committing at epoch 2", func(e protocol.Event) bool {
+		return e.SQL != nil && e.SQL.Op == protocol.OpComplete && e.SQL.Result == protocol.ResultOK && e.SQL.JobID == claim.SQL.JobID
 	})
 	if *done.SQL.Epoch != held+1 || done.Actor == "C" {
 		t.Fatalf("job finished by %s at epoch %d", done.Actor, *done.SQL.Epoch)
@@ -270,8 +272,8 @@ func TestWS_SlowReaderIsCutOffOthersKeepPace(t *testing.T) {
 		// Appends come in batches the reading client keeps up with, as a
 		// run's events do; the slow one reads nothing at all.
 		for j := range batch {
-			sess.Log.Append(lab.Event{V: lab.ProtocolVersion, Kind: lab.KindNote, Actor: lab.ActorRunner, Text: fmt.Sprint(i+j, big),
-				Note: &lab.NoteEvent{Code: lab.NoteLog, Line: big}})
+			sess.Log.Append(protocol.Event{V: protocol.ProtocolVersion, Kind: protocol.KindNote, Actor: protocol.ActorRunner, Text: fmt.Sprint(i+j, big),
+				Note: &protocol.NoteEvent{Code: protocol.NoteLog, Line: big}})
 		}
 		seqs = append(seqs, collect(t, fast, int64(i+batch), 10*time.Second)...)
 	}
@@ -462,8 +464,8 @@ func TestExternalReceiver(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
-	rs := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, rs); err != nil {
+	rs := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, rs); err != nil {
 		t.Fatal(err)
 	}
 	rcv, _ := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: rs.Receiver})
@@ -473,12 +475,12 @@ func TestExternalReceiver(t *testing.T) {
 	s := ts.newSession()
 	r := s.cmd(`{"action":"run","ordering":"zombie-first","mode":"auto","lease_ms":300,"pace_ms":0}`)
 	o := s.verdictOf(r.Run, 30*time.Second)
-	if !o.Safe || o.ZombieReceiverCall != lab.CallAcceptedThenSuperseded || o.Receiver.PayloadFrom != "B" || o.Receiver.Epoch != 2 {
+	if !o.Safe || o.ZombieReceiverCall != experiments.CallAcceptedThenSuperseded || o.Receiver.PayloadFrom != "B" || o.Receiver.Epoch != 2 {
 		t.Fatalf("outcome via the standalone receiver: %+v", o)
 	}
 	// The deliveries are in the standalone receiver's own table.
 	held, err := rcv.Get(ctx, o.JobID)
-	if err != nil || held.Epoch != 2 || lab.ResultFrom(held.Payload) != "B" {
+	if err != nil || held.Epoch != 2 || protocol.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("the standalone receiver holds %+v, %v", held, err)
 	}
 }

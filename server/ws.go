@@ -17,7 +17,7 @@ import (
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
@@ -177,7 +177,7 @@ func (s *Server) serveSocket(sess *session.Session, conn *websocket.Conn, since 
 	if driver {
 		role = "driver"
 	}
-	hello := wire.Frame{Type: wire.FrameHello, Session: sess.ID, Role: role, Since: since, LastSeq: sess.Log.LastSeq(), ProtocolVersion: lab.ProtocolVersion}
+	hello := wire.Frame{Type: wire.FrameHello, Session: sess.ID, Role: role, Since: since, LastSeq: sess.Log.LastSeq(), ProtocolVersion: protocol.ProtocolVersion}
 	if writeJSON(hello) != nil {
 		return
 	}

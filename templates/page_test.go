@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/templates"
 	"github.com/fencelab/fencelab/web"
 )
@@ -26,7 +26,7 @@ func render(t *testing.T, p templates.PageData) string {
 
 func page() templates.PageData {
 	return templates.PageData{Title: "t", Nonce: "n0nce", AssetBase: "/static/v1/",
-		View: web.PageView(web.Setup{Ordering: lab.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
+		View: web.PageView(web.Setup{Ordering: experiments.NewOwnerFirst, Mode: "step", LeaseMS: 1500, PaceMS: 0,
 			Broken: playground.Guards(0).Break(playground.EpochCheck), SameIdentity: true}),
 		State: map[string]any{"hello": "</script><script>alert(1)</script>"}}
 }
@@ -37,10 +37,10 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 	for _, g := range playground.AllGuards() {
 		want = append(want, "guard-"+g.String())
 	}
-	for _, s := range lab.Styles() {
+	for _, s := range experiments.Styles() {
 		want = append(want, "style-"+s.Name)
 	}
-	for _, o := range lab.Orderings() {
+	for _, o := range experiments.Orderings() {
 		want = append(want, "outcome-"+string(o), "outcome-"+string(o)+"-call", "outcome-"+string(o)+"-commit", "outcome-"+string(o)+"-final")
 		for _, g := range append([]string{"none"}, guardNames()...) {
 			want = append(want, "matrix-"+string(o)+"-"+g+"-distinct", "matrix-"+string(o)+"-"+g+"-same")
@@ -63,13 +63,13 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 // table and the matrix name each ordering in its words, never its code.
 func TestPage_SaysEveryCodeInTheLabsWords(t *testing.T) {
 	page := render(t, page())
-	for _, o := range append(lab.Orderings(), lab.FreePlay) {
-		w := lab.OrderingWords(o)
+	for _, o := range append(experiments.Orderings(), experiments.FreePlay) {
+		w := experiments.OrderingWords(o)
 		w.Title, w.Menu, w.Short = html.EscapeString(w.Title), html.EscapeString(w.Menu), html.EscapeString(w.Short)
 		if !strings.Contains(page, `<option value="`+string(o)+`">`+w.Menu+`</option>`) && !strings.Contains(page, `<option value="`+string(o)+`" selected>`+w.Menu+`</option>`) {
 			t.Errorf("the Scenario menu does not offer %s as %q", o, w.Menu)
 		}
-		if o == lab.FreePlay {
+		if o == experiments.FreePlay {
 			continue
 		}
 		if !strings.Contains(page, `<th scope="row">`+w.Title+`</th>`) {

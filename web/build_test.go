@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/templates"
@@ -51,7 +52,7 @@ func TestBuild_EditorsAreTheSandboxs(t *testing.T) {
 	if b.MaxTextBytes != sandbox.MaxTextBytes {
 		t.Errorf("MaxTextBytes %d, want the sandbox's %d", b.MaxTextBytes, sandbox.MaxTextBytes)
 	}
-	cases := lab.CheckCases()
+	cases := experiments.CheckCases()
 	if len(b.Cases) != len(cases) {
 		t.Fatalf("%d cases, want %d", len(b.Cases), len(cases))
 	}
@@ -76,8 +77,8 @@ func TestBuild_TablesAreTheSchemas(t *testing.T) {
 	b := web.BuildView()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
+	s := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	schemaOf := map[string]string{"jobs": s.Jobs, "deliveries": s.Receiver}
@@ -160,7 +161,7 @@ func TestBuild_BodyCarriesEveryTestID(t *testing.T) {
 		}
 	}
 	want = append(want, "build-claim-returns")
-	for _, c := range lab.CheckCases() {
+	for _, c := range experiments.CheckCases() {
 		for _, part := range []string{"", "-state", "-call", "-commit", "-final", "-open"} {
 			want = append(want, "build-case-"+string(c)+part)
 		}

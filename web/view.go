@@ -4,7 +4,8 @@ import (
 	"strings"
 
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/templates"
 )
@@ -12,15 +13,15 @@ import (
 // Setup is what the page's controls start at: from the permalink, or the
 // defaults.
 type Setup struct {
-	Ordering     lab.Ordering
-	Mode         lab.Mode // auto or step
+	Ordering     experiments.Ordering
+	Mode         protocol.Mode // auto or step
 	Broken       playground.Guards
 	Style        string
 	SameIdentity bool
 	LeaseMS      int64
 	PaceMS       int64
 	SkewMS       int64
-	Delivery     lab.Delivery
+	Delivery     experiments.Delivery
 }
 
 // PageView builds the page's view model from the lab: every choice of the
@@ -30,53 +31,53 @@ type Setup struct {
 func PageView(s Setup) templates.View {
 	v := templates.View{
 		Setup:    templates.Setup{SameIdentity: s.SameIdentity, LeaseMS: s.LeaseMS, PaceMS: s.PaceMS, SkewMS: s.SkewMS},
-		Question: lab.Question, QuestionSetup: lab.QuestionSetup, QuestionAsk: lab.QuestionAsk,
+		Question: protocol.Question, QuestionSetup: protocol.QuestionSetup, QuestionAsk: protocol.QuestionAsk,
 		Columns: columns(),
 		Limits:  limits(),
-		Load: templates.Load{Workers: lab.DefaultLoad().Workers, Jobs: lab.DefaultLoad().Jobs, Rounds: lab.DefaultLoad().Rounds,
-			MaxWorkers: lab.MaxLoadWorkers, MaxJobs: lab.MaxLoadJobs, LeaseMS: lab.DefaultLoad().LeaseMS},
+		Load: templates.Load{Workers: experiments.DefaultLoad().Workers, Jobs: experiments.DefaultLoad().Jobs, Rounds: experiments.DefaultLoad().Rounds,
+			MaxWorkers: experiments.MaxLoadWorkers, MaxJobs: experiments.MaxLoadJobs, LeaseMS: experiments.DefaultLoad().LeaseMS},
 	}
-	for _, o := range append(lab.Orderings(), lab.FreePlay) {
-		v.Orderings = append(v.Orderings, templates.Choice{Value: string(o), Label: lab.OrderingWords(o).Menu, Selected: o == s.Ordering})
+	for _, o := range append(experiments.Orderings(), experiments.FreePlay) {
+		v.Orderings = append(v.Orderings, templates.Choice{Value: string(o), Label: experiments.OrderingWords(o).Menu, Selected: o == s.Ordering})
 	}
-	for _, m := range []lab.Mode{lab.ModeAuto, lab.ModeStep} {
-		v.Modes = append(v.Modes, templates.Choice{Value: string(m), Label: upperFirst(lab.ModeWords(m)), Selected: m == s.Mode || (m == lab.ModeAuto && s.Mode != lab.ModeStep)})
+	for _, m := range []protocol.Mode{protocol.ModeAuto, protocol.ModeStep} {
+		v.Modes = append(v.Modes, templates.Choice{Value: string(m), Label: upperFirst(protocol.ModeWords(m)), Selected: m == s.Mode || (m == protocol.ModeAuto && s.Mode != protocol.ModeStep)})
 	}
 	style := s.Style
 	if style == "" {
 		style = "fencelab"
 	}
-	for _, st := range lab.Styles() {
+	for _, st := range experiments.Styles() {
 		v.Styles = append(v.Styles, templates.StyleChoice{Name: st.Name, Title: st.Title, Source: st.Source, Selected: st.Name == style})
 	}
 	for _, g := range playground.AllGuards() {
-		w := lab.GuardWords(g)
+		w := protocol.GuardWords(g)
 		v.Guards = append(v.Guards, templates.GuardChoice{Name: w.Name, Help: w.Help, On: s.Broken.On(g)})
 	}
 	delivery := s.Delivery
 	if delivery == "" {
-		delivery = lab.DeliverDirect
+		delivery = experiments.DeliverDirect
 	}
-	for _, d := range lab.Deliveries() {
-		v.Deliveries = append(v.Deliveries, templates.Choice{Value: string(d), Label: lab.DeliveryWords(d), Selected: d == delivery})
+	for _, d := range experiments.Deliveries() {
+		v.Deliveries = append(v.Deliveries, templates.Choice{Value: string(d), Label: protocol.DeliveryWords(d), Selected: d == delivery})
 	}
-	for _, a := range lab.Answers() {
-		v.Answers = append(v.Answers, templates.Choice{Value: string(a), Label: lab.AnswerWords(a)})
+	for _, a := range experiments.Answers() {
+		v.Answers = append(v.Answers, templates.Choice{Value: string(a), Label: protocol.AnswerWords(a)})
 	}
-	for _, o := range lab.Orderings() {
-		x, _ := lab.ExpectedOutcome(o) // every scripted ordering has one
-		v.Outcomes = append(v.Outcomes, templates.OutcomeRow{Ordering: string(o), Title: lab.OrderingWords(o).Title,
+	for _, o := range experiments.Orderings() {
+		x, _ := experiments.ExpectedOutcome(o) // every scripted ordering has one
+		v.Outcomes = append(v.Outcomes, templates.OutcomeRow{Ordering: string(o), Title: experiments.OrderingWords(o).Title,
 			Call: x.Words.Call, Commit: x.Words.Commit, Final: x.Words.Final})
-		w := lab.OrderingWords(o)
+		w := experiments.OrderingWords(o)
 		v.Matrix.Orderings = append(v.Matrix.Orderings, templates.MatrixOrdering{Name: string(o), Title: w.Title, Short: w.Short})
 	}
-	for _, b := range []lab.BatchName{lab.BatchEpochCheck, lab.BatchEpochCheckSameName, lab.BatchReceiverCheck} {
-		w := lab.BatchWords(b)
+	for _, b := range []experiments.BatchName{experiments.BatchEpochCheck, experiments.BatchEpochCheckSameName, experiments.BatchReceiverCheck} {
+		w := protocol.BatchWords(b)
 		v.Experiments = append(v.Experiments, templates.Experiment{Name: string(b), Title: w.Title, Ask: w.Ask})
 	}
-	v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: lab.NoGuardOff.Name, Label: lab.NoGuardOff.Off})
+	v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: protocol.NoGuardOff.Name, Label: protocol.NoGuardOff.Off})
 	for _, g := range playground.AllGuards() {
-		v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: g.String(), Label: lab.GuardWords(g).Off})
+		v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: g.String(), Label: protocol.GuardWords(g).Off})
 	}
 	return v
 }
@@ -122,7 +123,7 @@ func build() templates.Build {
 		}
 		b.Editors = append(b.Editors, e)
 	}
-	for _, c := range lab.CheckCases() {
+	for _, c := range experiments.CheckCases() {
 		b.Cases = append(b.Cases, templates.CheckCase{Case: string(c), Title: c.Title()})
 	}
 	return b
@@ -130,7 +131,7 @@ func build() templates.Build {
 
 // columns are the headers of the article's table.
 func columns() templates.Columns {
-	return templates.Columns{Call: lab.ColumnWords(lab.ColumnCall), Commit: lab.ColumnWords(lab.ColumnCommit), Final: lab.ColumnWords(lab.ColumnFinal)}
+	return templates.Columns{Call: protocol.ColumnWords(protocol.ColumnCall), Commit: protocol.ColumnWords(protocol.ColumnCommit), Final: protocol.ColumnWords(protocol.ColumnFinal)}
 }
 
 func upperFirst(s string) string {
@@ -143,27 +144,27 @@ func upperFirst(s string) string {
 // limits lists what fencing does not do, in the article's words, each
 // with the real runs that show it.
 func limits() []templates.Limit {
-	run := func(ordering lab.Ordering, extra string) string {
+	run := func(ordering experiments.Ordering, extra string) string {
 		return `{"action":"run","mode":"auto","pace_ms":400,"lease_ms":800,"ordering":"` + string(ordering) + `"` + extra + `}`
 	}
 	return []templates.Limit{
 		{ID: "receiver", Title: "The receiver must cooperate",
 			Say: "Fencing protects only what checks the token. A third party that ignores the epoch takes the zombie's late call over the new owner's. The article's remedy: give it a stable key it deduplicates on, and look its state up before you retry. That makes one effect per job — but when the zombie calls first, the one effect is the zombie's.",
 			Runs: []templates.LimitRun{
-				{ID: "ignores", Button: "Run it: a receiver that ignores the epoch", Command: run(lab.NewOwnerFirst, `,"broken":["receiver-check"]`)},
-				{ID: "keyed", Button: "With the remedy: a key it deduplicates on", Command: run(lab.NewOwnerFirst, `,"delivery":"keyed"`)},
-				{ID: "keyed-zombie", Button: "The same key, the zombie first", Command: run(lab.ZombieFirst, `,"delivery":"keyed"`)},
+				{ID: "ignores", Button: "Run it: a receiver that ignores the epoch", Command: run(experiments.NewOwnerFirst, `,"broken":["receiver-check"]`)},
+				{ID: "keyed", Button: "With the remedy: a key it deduplicates on", Command: run(experiments.NewOwnerFirst, `,"delivery":"keyed"`)},
+				{ID: "keyed-zombie", Button: "The same key, the zombie first", Command: run(experiments.ZombieFirst, `,"delivery":"keyed"`)},
 			}},
 		{ID: "heard", Title: "The zombie never wins, but it may be heard",
 			Say: "When the zombie reaches the receiver first, its call is accepted before the new owner's newer epoch supersedes it. If that call sent an email or moved money, it happened. The fix the article names: an outbox, written in the same transaction as the compare-and-set and delivered by a relay only after the commit.",
 			Runs: []templates.LimitRun{
-				{ID: "effects", Button: "Run it, and count the effects", Command: run(lab.ZombieFirst, ``)},
-				{ID: "outbox", Button: "With an outbox", Command: run(lab.ZombieFirst, `,"delivery":"outbox"`)},
+				{ID: "effects", Button: "Run it, and count the effects", Command: run(experiments.ZombieFirst, ``)},
+				{ID: "outbox", Button: "With an outbox", Command: run(experiments.ZombieFirst, `,"delivery":"outbox"`)},
 			}},
 		{ID: "clock", Title: "The database clock is trusted",
 			Say: "Leases are judged on one clock, the database's. A worker that judged by its own, running fast, would take a lease that is still live: the token cannot fix a wrong clock.",
 			Runs: []templates.LimitRun{
-				{ID: "skew", Button: "Run it: a worker 2 s fast, judging by its own clock", Command: run(lab.ClockSkew, `,"broken":["db-clock"],"skew_ms":2000`)},
+				{ID: "skew", Button: "Run it: a worker 2 s fast, judging by its own clock", Command: run(experiments.ClockSkew, `,"broken":["db-clock"],"skew_ms":2000`)},
 			}},
 	}
 }

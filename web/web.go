@@ -25,7 +25,8 @@ import (
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/templates"
@@ -78,7 +79,7 @@ type handler struct {
 // pageState is what the script starts from.
 type pageState struct {
 	Session   session.Snapshot `json:"session"`
-	Events    []lab.Event      `json:"events"`
+	Events    []protocol.Event `json:"events"`
 	Token     string           `json:"token,omitempty"`
 	Scenarios any              `json:"scenarios"`
 	Setup     setupJSON        `json:"setup"`
@@ -100,15 +101,15 @@ type pageState struct {
 }
 
 type setupJSON struct {
-	Ordering     lab.Ordering `json:"ordering"`
-	Mode         lab.Mode     `json:"mode"`
-	Broken       []string     `json:"broken"`
-	Style        string       `json:"style"`
-	SameIdentity bool         `json:"same_identity"`
-	Delivery     lab.Delivery `json:"delivery"`
-	LeaseMS      int64        `json:"lease_ms"`
-	PaceMS       int64        `json:"pace_ms"`
-	SkewMS       int64        `json:"skew_ms"`
+	Ordering     experiments.Ordering `json:"ordering"`
+	Mode         protocol.Mode        `json:"mode"`
+	Broken       []string             `json:"broken"`
+	Style        string               `json:"style"`
+	SameIdentity bool                 `json:"same_identity"`
+	Delivery     experiments.Delivery `json:"delivery"`
+	LeaseMS      int64                `json:"lease_ms"`
+	PaceMS       int64                `json:"pace_ms"`
+	SkewMS       int64                `json:"skew_ms"`
 }
 
 // maxInitialEvents bounds the events rendered into the first page; the
@@ -125,24 +126,24 @@ func nonce() string {
 // and says so.
 func parseSetup(c echo.Context) (Setup, []string) {
 	q := c.QueryParams()
-	st := Setup{Ordering: lab.ZombieFirst, Mode: lab.ModeAuto, LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
+	st := Setup{Ordering: experiments.ZombieFirst, Mode: protocol.ModeAuto, LeaseMS: 1000, PaceMS: 900, Style: "fencelab"}
 	var ignored []string
 	if v := q.Get("ordering"); v != "" {
-		if o, err := lab.ParseOrdering(v); err == nil {
+		if o, err := experiments.ParseOrdering(v); err == nil {
 			st.Ordering = o
 		} else {
 			ignored = append(ignored, fmt.Sprintf("ordering %q", v))
 		}
 	}
 	if v := q.Get("mode"); v != "" {
-		if v == string(lab.ModeAuto) || v == string(lab.ModeStep) {
-			st.Mode = lab.Mode(v)
+		if v == string(protocol.ModeAuto) || v == string(protocol.ModeStep) {
+			st.Mode = protocol.Mode(v)
 		} else {
 			ignored = append(ignored, fmt.Sprintf("mode %q", v))
 		}
 	}
 	if v := q.Get("style"); v != "" {
-		if s, err := lab.StyleByName(v); err == nil {
+		if s, err := experiments.StyleByName(v); err == nil {
 			st.Style, st.Broken = s.Name, s.Broken
 		} else {
 			ignored = append(ignored, fmt.Sprintf("style %q", v))
@@ -161,7 +162,7 @@ func parseSetup(c echo.Context) (Setup, []string) {
 		st.SameIdentity = true
 	}
 	if v := q.Get("delivery"); v != "" {
-		if d, err := lab.ParseDelivery(v); err == nil {
+		if d, err := experiments.ParseDelivery(v); err == nil {
 			st.Delivery = d
 		} else {
 			ignored = append(ignored, fmt.Sprintf("delivery %q", v))
@@ -179,7 +180,7 @@ func parseSetup(c echo.Context) (Setup, []string) {
 		}
 		*dst = n
 	}
-	num("lease", lab.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
+	num("lease", experiments.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
 	num("pace", 0, 3000, &st.PaceMS)
 	num("skew", 0, 10000, &st.SkewMS)
 	return st, ignored
@@ -220,7 +221,7 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 	setup, ignored := parseSetup(c)
 	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
 		EmbedOrigins: append([]string{}, h.opts.CommandOrigins...), Busy: sess == nil,
-		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []lab.Event{},
+		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []protocol.Event{},
 		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
 			SameIdentity: setup.SameIdentity, Delivery: setup.Delivery, LeaseMS: setup.LeaseMS, PaceMS: setup.PaceMS, SkewMS: setup.SkewMS}}
 	if sess != nil {
@@ -357,9 +358,9 @@ func bundle() (string, error) {
 
 // replayData is the JSON a replay file starts from.
 type replayData struct {
-	Summary   lab.RunInfo `json:"summary"`
-	Events    []lab.Event `json:"events"`
-	Scenarios any         `json:"scenarios"`
+	Summary   protocol.RunInfo `json:"summary"`
+	Events    []protocol.Event `json:"events"`
+	Scenarios any              `json:"scenarios"`
 }
 
 // replay serves one run as a self-contained HTML file to download: it
@@ -384,7 +385,7 @@ func (h *handler) replay(c echo.Context) error {
 	}
 	d := templates.ReplayData{
 		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
-		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, lab.OrderingWords(rs.Ordering).Title, broken),
+		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, experiments.OrderingWords(rs.Ordering).Title, broken),
 		CSS:   string(css), JS: js, View: PageView(Setup{Ordering: rs.Ordering, Mode: rs.Mode}),
 		Data: replayData{Summary: rs, Events: evs, Scenarios: server.Scenarios()},
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/bench"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
 const benchSummary = `Benchmarks the fenced claim→complete cycle: N workers claim and complete
@@ -64,7 +64,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case *jobs < *workers || *jobs > 10_000_000:
 		return usagef("fencelab bench: --jobs %d must be between --workers and 10,000,000", *jobs)
 	}
-	schemas := lab.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
+	schemas := judge.Schemas{Jobs: *schema, Receiver: *schema + "_receiver"}
 	if err := schemas.Validate(); err != nil {
 		return usagef("fencelab bench: --schema: %v", err)
 	}
@@ -81,10 +81,10 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeDB()
-	if err := lab.Reset(ctx, pool, schemas); err != nil {
+	if err := judge.Reset(ctx, pool, schemas); err != nil {
 		return err
 	}
-	defer func() { _ = lab.Drop(context.WithoutCancel(ctx), pool, schemas) }()
+	defer func() { _ = judge.Drop(context.WithoutCancel(ctx), pool, schemas) }()
 
 	var ours, theirs []bench.Result
 	for range *rounds {

@@ -15,7 +15,8 @@ import (
 	"github.com/fencelab/fencelab/cmd/internal/harness"
 	solcheck "github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -84,8 +85,8 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case *writeStart != "":
 		return writeSolution(*writeStart, sandbox.Start(), stdout)
 	}
-	if *lease < lab.MinRunLease || *lease > 10*time.Second {
-		return usagef("fencelab check: --lease %v must be between %v and 10s", *lease, lab.MinRunLease)
+	if *lease < experiments.MinRunLease || *lease > 10*time.Second {
+		return usagef("fencelab check: --lease %v must be between %v and 10s", *lease, experiments.MinRunLease)
 	}
 	var sol sandbox.Solution
 	var missing []string
@@ -118,7 +119,7 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	defer w.Close()
 	cfg := solcheck.Config{Env: &w.Env, Solution: sol, Lease: *lease, Parallel: 2}
 	if *events {
-		cfg.EmitFunc = func(e lab.Event) { fmt.Fprintln(stderr, formatEvent(e)) }
+		cfg.EmitFunc = func(e protocol.Event) { fmt.Fprintln(stderr, formatEvent(e)) }
 	}
 	rep, err := solcheck.Run(ctx, cfg)
 	var refused *sandbox.Error
@@ -132,7 +133,7 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // printCheck prints a check's report and says whether it passed.
-func printCheck(rep lab.CheckReport, asJSON bool, stdout io.Writer) error {
+func printCheck(rep protocol.CheckReport, asJSON bool, stdout io.Writer) error {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -172,7 +173,7 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		return err
 	}
 	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
-	var probes lab.Probes
+	var probes experiments.Probes
 	if receiverText != "" {
 		var err error
 		probes, err = solcheck.ValidateReceiver(ctx, pool, receiverText)

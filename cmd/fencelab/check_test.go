@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -54,7 +54,7 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 			Requirement string `json:"requirement"`
 		} `json:"broken"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || !rep.Pass || len(rep.Cases) != len(lab.CheckCases()) || rep.Broken == nil {
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || !rep.Pass || len(rep.Cases) != len(experiments.CheckCases()) || rep.Broken == nil {
 		t.Fatalf("ours --json: exit %d %v\n%s\n%s", code, err, stdout, stderr)
 	}
 
@@ -91,7 +91,7 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 // same-name and zombie-fails cases (exit 1); --worker with a worker statement is exit 2.
 func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	py := servertest.Python(t)
-	dir, err := filepath.Abs(filepath.Join("..", "..", "server", "harness", "examples", "python"))
+	dir, err := filepath.Abs(filepath.Join("..", "internal", "harness", "examples", "python"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	}
 	// One name for both lets the zombie's commit, and its fail, match.
 	for _, c := range rep.Cases {
-		if c.OK != (c.Case != string(lab.CaseSameName) && c.Case != string(lab.CaseZombieFails)) {
+		if c.OK != (c.Case != string(experiments.CaseSameName) && c.Case != string(experiments.CaseZombieFails)) {
 			t.Errorf("no_epoch_cas.py: case %s ok=%v", c.Case, c.OK)
 		}
 	}

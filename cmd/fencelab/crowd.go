@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/crowd"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
 const crowdSummary = `A crowd of simulated blog readers against the playground server, over its
@@ -90,7 +90,7 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	cfg := crowd.Config{Readers: counts[0], Settle: *settle, Ramp: *ramp, Timeout: *timeout,
-		Ordering: lab.Ordering(*ordering), Lease: *lease, Pace: *pace,
+		Ordering: experiments.Ordering(*ordering), Lease: *lease, Pace: *pace,
 		URL: *target, AllowRemote: *allowRemote, Executable: exe, ServeFlags: serveFlags,
 		Log: log.New(stderr, "fencelab crowd: ", 0)}
 	if err := cfg.Validate(); err != nil {

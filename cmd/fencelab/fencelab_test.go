@@ -18,14 +18,16 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 )
 
 // want is one cell of the guard × ordering table: what a run must end in.
 type want struct {
-	receiverCall lab.Call
-	commit       lab.Call
+	receiverCall experiments.Call
+	commit       experiments.Call
 	rowFrom      string
 	receiverFrom string
 	epoch        int64
@@ -34,20 +36,20 @@ type want struct {
 
 // correct is the correct build's cell for an ordering, from the engine's
 // specification (the article's table), which the page also shows.
-func correct(o lab.Ordering) want {
-	x, _ := lab.ExpectedOutcome(o)
+func correct(o experiments.Ordering) want {
+	x, _ := experiments.ExpectedOutcome(o)
 	return want{x.ZombieReceiverCall, x.ZombieCommit, x.ResultFrom, x.ReceiverFrom, x.Epoch, true}
 }
 
 var (
-	correctNOF = correct(lab.NewOwnerFirst)
-	correctZF  = correct(lab.ZombieFirst)
-	correctODF = correct(lab.OwnerDoneFirst)
-	correctCBC = correct(lab.CrashBeforeCommit)
-	correctCS  = correct(lab.ClockSkew)
+	correctNOF = correct(experiments.NewOwnerFirst)
+	correctZF  = correct(experiments.ZombieFirst)
+	correctODF = correct(experiments.OwnerDoneFirst)
+	correctCBC = correct(experiments.CrashBeforeCommit)
+	correctCS  = correct(experiments.ClockSkew)
 )
 
-func check(t *testing.T, o lab.Outcome, w want) {
+func check(t *testing.T, o protocol.Outcome, w want) {
 	t.Helper()
 	got := want{o.ZombieReceiverCall, o.ZombieCommit, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Epoch, o.Safe}
 	if got != w {
@@ -87,7 +89,7 @@ func TestRun_TheArticlesTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			check(t, o, tc.want)
-			if o.Ordering != lab.Ordering(tc.ordering) || len(o.Broken) != 0 || o.Final.Owner == "" {
+			if o.Ordering != experiments.Ordering(tc.ordering) || len(o.Broken) != 0 || o.Final.Owner == "" {
 				t.Errorf("outcome header = %+v", o)
 			}
 		})
@@ -129,16 +131,16 @@ func guardMatrix() map[string]matrixCell {
 	}
 	set := func(key string, w want) { c := m[key]; c.want = w; m[key] = c }
 	// A shared epoch: the receiver takes the zombie's stale delivery as a retry.
-	set("new-owner-first/epoch-increment", want{lab.CallAccepted, lab.CallRejected, "B", "A", 0, false})
-	set("zombie-first/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 0, false})
-	set("owner-done-first/epoch-increment", want{lab.CallAccepted, lab.CallRejected, "B", "A", 0, false})
-	set("crash-before-commit/epoch-increment", want{lab.CallAcceptedThenSuperseded, lab.CallNotAttempted, "B", "B", 0, false})
-	set("clock-skew/epoch-increment", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 0, true})
+	set("new-owner-first/epoch-increment", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 0, false})
+	set("zombie-first/epoch-increment", want{experiments.CallAcceptedThenSuperseded, experiments.CallRejected, "B", "B", 0, false})
+	set("owner-done-first/epoch-increment", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 0, false})
+	set("crash-before-commit/epoch-increment", want{experiments.CallAcceptedThenSuperseded, experiments.CallNotAttempted, "B", "B", 0, false})
+	set("clock-skew/epoch-increment", want{experiments.CallAccepted, experiments.CallAccepted, "A", "A", 0, true})
 	// No receiver check: the late delivery overwrites the newer one.
-	set("new-owner-first/receiver-check", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false})
-	set("owner-done-first/receiver-check", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false})
+	set("new-owner-first/receiver-check", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false})
+	set("owner-done-first/receiver-check", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false})
 	// The worker's own clock: B takes a lease that is still live.
-	set("clock-skew/db-clock", want{lab.CallAcceptedThenSuperseded, lab.CallRejected, "B", "B", 2, false})
+	set("clock-skew/db-clock", want{experiments.CallAcceptedThenSuperseded, experiments.CallRejected, "B", "B", 2, false})
 	return m
 }
 
@@ -161,26 +163,26 @@ func extraMatrix() map[string]matrixCell {
 	for o, c := range map[string]want{"new-owner-first": correctNOF, "zombie-first": correctZF, "owner-done-first": correctODF} {
 		add(o, "same-identity", c, "--same-identity")
 	}
-	add("new-owner-first", "epoch-check+same-identity", want{lab.CallRejected, lab.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
-	add("zombie-first", "epoch-check+same-identity", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
+	add("new-owner-first", "epoch-check+same-identity", want{experiments.CallRejected, experiments.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
+	add("zombie-first", "epoch-check+same-identity", want{experiments.CallAcceptedThenSuperseded, experiments.CallAccepted, "A", "B", 2, false}, "--break", "epoch-check", "--same-identity")
 	add("owner-done-first", "epoch-check+same-identity", correctODF, "--break", "epoch-check", "--same-identity")
-	add("new-owner-first", "style=leases-alone", want{lab.CallAccepted, lab.CallAccepted, "B", "A", 2, false}, "--style", "leases-alone")
-	add("zombie-first", "style=leases-alone", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}, "--style", "leases-alone")
-	add("owner-done-first", "style=leases-alone", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "leases-alone")
-	add("new-owner-first", "style=state-only", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "state-only")
-	add("zombie-first", "style=state-only", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "A", "B", 2, false}, "--style", "state-only")
-	add("owner-done-first", "style=state-only", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "state-only")
-	add("new-owner-first", "style=id-only", want{lab.CallAccepted, lab.CallAccepted, "B", "A", 2, false}, "--style", "id-only")
-	add("zombie-first", "style=id-only", want{lab.CallAcceptedThenSuperseded, lab.CallAccepted, "B", "B", 2, false}, "--style", "id-only")
-	add("owner-done-first", "style=id-only", want{lab.CallAccepted, lab.CallAccepted, "A", "A", 2, false}, "--style", "id-only")
-	add("new-owner-first", "style=token", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "token")
+	add("new-owner-first", "style=leases-alone", want{experiments.CallAccepted, experiments.CallAccepted, "B", "A", 2, false}, "--style", "leases-alone")
+	add("zombie-first", "style=leases-alone", want{experiments.CallAcceptedThenSuperseded, experiments.CallAccepted, "B", "B", 2, false}, "--style", "leases-alone")
+	add("owner-done-first", "style=leases-alone", want{experiments.CallAccepted, experiments.CallAccepted, "A", "A", 2, false}, "--style", "leases-alone")
+	add("new-owner-first", "style=state-only", want{experiments.CallAccepted, experiments.CallAccepted, "A", "A", 2, false}, "--style", "state-only")
+	add("zombie-first", "style=state-only", want{experiments.CallAcceptedThenSuperseded, experiments.CallAccepted, "A", "B", 2, false}, "--style", "state-only")
+	add("owner-done-first", "style=state-only", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false}, "--style", "state-only")
+	add("new-owner-first", "style=id-only", want{experiments.CallAccepted, experiments.CallAccepted, "B", "A", 2, false}, "--style", "id-only")
+	add("zombie-first", "style=id-only", want{experiments.CallAcceptedThenSuperseded, experiments.CallAccepted, "B", "B", 2, false}, "--style", "id-only")
+	add("owner-done-first", "style=id-only", want{experiments.CallAccepted, experiments.CallAccepted, "A", "A", 2, false}, "--style", "id-only")
+	add("new-owner-first", "style=token", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false}, "--style", "token")
 	add("zombie-first", "style=token", correctZF, "--style", "token")
-	add("owner-done-first", "style=token", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--style", "token")
-	add("new-owner-first", "delivery=keyed", want{lab.CallSkipped, lab.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
-	add("zombie-first", "delivery=keyed", want{lab.CallAccepted, lab.CallRejected, "B", "A", 2, false}, "--delivery", "keyed")
-	add("owner-done-first", "delivery=keyed", want{lab.CallSkipped, lab.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
+	add("owner-done-first", "style=token", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false}, "--style", "token")
+	add("new-owner-first", "delivery=keyed", want{experiments.CallSkipped, experiments.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
+	add("zombie-first", "delivery=keyed", want{experiments.CallAccepted, experiments.CallRejected, "B", "A", 2, false}, "--delivery", "keyed")
+	add("owner-done-first", "delivery=keyed", want{experiments.CallSkipped, experiments.CallRejected, "B", "B", 2, true}, "--delivery", "keyed")
 	for _, o := range []string{"new-owner-first", "zombie-first", "owner-done-first"} {
-		add(o, "delivery=outbox", want{lab.CallNeverSent, lab.CallRejected, "B", "B", 2, true}, "--delivery", "outbox")
+		add(o, "delivery=outbox", want{experiments.CallNeverSent, experiments.CallRejected, "B", "B", 2, true}, "--delivery", "outbox")
 	}
 	return m
 }
@@ -189,7 +191,7 @@ func extraMatrix() map[string]matrixCell {
 // wait for leases), and checks each in its own subtest.
 func runMatrix(t *testing.T, cells map[string]matrixCell) {
 	type result struct {
-		o   lab.Outcome
+		o   protocol.Outcome
 		err error
 	}
 	results := map[string]result{}
@@ -445,8 +447,8 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
+	s := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
@@ -505,17 +507,17 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 		if j.Status != engine.StatusDone || j.Epoch != 1 || j.Attempts != 1 {
 			t.Errorf("job %d ends %s at epoch %d after %d attempts; want done, 1, 1", j.ID, j.Status, j.Epoch, j.Attempts)
 		}
-		h, _ := lab.History(ctx, pool, s.Jobs, j.ID)
+		h, _ := judge.History(ctx, pool, s.Jobs, j.ID)
 		ds, _ := r.Decisions(ctx, j.ID)
 		held, err := r.Get(ctx, j.ID)
 		if err != nil {
 			t.Errorf("job %d never reached the receiver: %v", j.ID, err)
 			continue
 		}
-		if vs := lab.Check(h, ds, &held); len(vs) > 0 {
+		if vs := judge.Check(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d: %v", j.ID, vs)
 		}
-		workersSeen[lab.ResultFrom(j.Result)]++
+		workersSeen[protocol.ResultFrom(j.Result)]++
 	}
 	if len(all) != jobs {
 		t.Fatalf("%d jobs, want %d", len(all), jobs)
@@ -633,7 +635,7 @@ func TestReceiverService_HTTP(t *testing.T) {
 	var held engine.Held
 	_ = json.NewDecoder(resp.Body).Decode(&held)
 	resp.Body.Close()
-	if held.Epoch != 2 || held.Accepted != 2 || lab.ResultFrom(held.Payload) != "B" {
+	if held.Epoch != 2 || held.Accepted != 2 || protocol.ResultFrom(held.Payload) != "B" {
 		t.Fatalf("after the bad input the receiver holds %+v; want epoch 2, B, accepted twice", held)
 	}
 }

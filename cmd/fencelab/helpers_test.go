@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
 	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -61,11 +61,11 @@ func fencelab(t *testing.T, env []string, args ...string) (string, string, int) 
 }
 
 // runJSON runs `fencelab run --json` in fresh schemas and decodes the outcome.
-func runJSON(t *testing.T, args ...string) (lab.Outcome, error) {
+func runJSON(t *testing.T, args ...string) (protocol.Outcome, error) {
 	jobs, recv := pgtest.Schema(t), pgtest.Schema(t)
 	args = append([]string{"run", "--json", "--lease", "300ms", "--schema", jobs, "--receiver-schema", recv}, args...)
 	stdout, stderr, code := fencelab(t, nil, args...)
-	var o lab.Outcome
+	var o protocol.Outcome
 	if code != 0 {
 		return o, fmt.Errorf("fencelab %s: exit %d\nstderr: %s", strings.Join(args, " "), code, stderr)
 	}

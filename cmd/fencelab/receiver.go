@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/receiver"
 )
 
@@ -27,7 +27,7 @@ the same epoch again.
 func receiverCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("receiver", receiverSummary, stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
-	schema := fs.String("schema", lab.DefaultReceiverSchema, "the receiver's schema")
+	schema := fs.String("schema", judge.DefaultReceiverSchema, "the receiver's schema")
 	var broken playground.Guards
 	fs.Var(&broken, "break", "turn a guard off; only receiver-check applies here")
 	reset := fs.Bool("reset", false, "drop and recreate the schema first")

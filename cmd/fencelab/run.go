@@ -15,7 +15,9 @@ import (
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/fencelab/fencelab/server/receiver"
@@ -137,36 +139,36 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	style := fs.String("style", "", "start from a queue style's guards: leases-alone, fencelab, state-only, id-only or token")
 	same := fs.Bool("same-identity", false, "give the new owner the zombie's own name")
 	delivery := fs.String("delivery", "direct", "how results reach the receiver: direct (it keeps the newest epoch), keyed (a third party that deduplicates on a stable key) or outbox (written with the commit, sent after it)")
-	lease := fs.Duration("lease", lab.DefaultRunLease, "lease length")
+	lease := fs.Duration("lease", experiments.DefaultRunLease, "lease length")
 	skew := fs.Duration("skew", 0, "clock-skew only: how far worker B's clock runs ahead (default twice the lease)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table row")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
-	jobsSchema := fs.String("schema", lab.DefaultJobsSchema, "the jobs schema (dropped and recreated)")
-	recvSchema := fs.String("receiver-schema", lab.DefaultReceiverSchema, "the receiver's schema (dropped and recreated)")
+	jobsSchema := fs.String("schema", judge.DefaultJobsSchema, "the jobs schema (dropped and recreated)")
+	recvSchema := fs.String("receiver-schema", judge.DefaultReceiverSchema, "the receiver's schema (dropped and recreated)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *ordering == "" {
 		return usagef("fencelab run: --ordering is required (new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew)")
 	}
-	if *ordering == string(lab.FreePlay) {
+	if *ordering == string(experiments.FreePlay) {
 		return usagef("fencelab run: free play needs a person at the controls: start the playground with fencelab serve")
 	}
 	if *lease <= 0 {
 		return usagef("fencelab run: --lease %v must be positive", *lease)
 	}
 	if *style != "" {
-		st, err := lab.StyleByName(*style)
+		st, err := experiments.StyleByName(*style)
 		if err != nil {
 			return usagef("fencelab run: --style: %v", err)
 		}
 		broken |= st.Broken
 	}
-	cfg := lab.RunConfig{Ordering: lab.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew, Delivery: lab.Delivery(*delivery)}
+	cfg := experiments.RunConfig{Ordering: experiments.Ordering(*ordering), Broken: broken, SameIdentity: *same, Lease: *lease, Skew: *skew, Delivery: experiments.Delivery(*delivery)}
 	if err := cfg.Validate(); err != nil {
 		return usagef("fencelab run: %v", err)
 	}
-	schemas := lab.Schemas{Jobs: *jobsSchema, Receiver: *recvSchema}
+	schemas := judge.Schemas{Jobs: *jobsSchema, Receiver: *recvSchema}
 	if err := schemas.Validate(); err != nil {
 		return usagef("fencelab run: %v", err)
 	}
@@ -178,7 +180,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	defer closeTap()
 	var mu sync.Mutex
-	emit := func(e lab.Event) {
+	emit := func(e protocol.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if tap != nil {
@@ -198,7 +200,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	// With a database of the user's own, the run's schemas stay to be
 	// looked at; a throwaway cluster takes them with it anyway.
 	keep := getenv("DATABASE_URL") != ""
-	r, err := runner.Open(ctx, &w.env, runner.Spec{ID: "r1", Config: cfg, Mode: lab.ModeStep, Schemas: schemas, KeepSchemas: keep, EmitFunc: emit})
+	r, err := runner.Open(ctx, &w.env, runner.Spec{ID: "r1", Config: cfg, Mode: protocol.ModeStep, Schemas: schemas, KeepSchemas: keep, EmitFunc: emit})
 	if err != nil {
 		return err
 	}
@@ -206,7 +208,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	res, err := r.Finish(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			r.Stop(lab.StopInterrupted)
+			r.Stop(protocol.StopInterrupted)
 			return errors.New("interrupted")
 		}
 		return err
@@ -226,14 +228,14 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 }
 
 // table renders an outcome as the article's table row, in the lab's words.
-func table(o lab.Outcome) string {
+func table(o protocol.Outcome) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", "ordering", lab.ColumnWords(lab.ColumnCall), lab.ColumnWords(lab.ColumnCommit), lab.ColumnWords(lab.ColumnFinal))
-	words := map[lab.Column]string{}
+	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", "ordering", protocol.ColumnWords(protocol.ColumnCall), protocol.ColumnWords(protocol.ColumnCommit), protocol.ColumnWords(protocol.ColumnFinal))
+	words := map[protocol.Column]string{}
 	for _, c := range o.Table {
 		words[c.Column] = c.Words
 	}
-	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", o.Ordering, words[lab.ColumnCall], words[lab.ColumnCommit], words[lab.ColumnFinal])
+	fmt.Fprintf(&b, "%-20s  %-26s  %-15s  %s\n", o.Ordering, words[protocol.ColumnCall], words[protocol.ColumnCommit], words[protocol.ColumnFinal])
 	return b.String()
 }
 
@@ -251,7 +253,7 @@ func tapFromEnv(getenv func(string) string) (func([]byte), func(), error) {
 }
 
 // formatEvent renders an event as one line for a terminal.
-func formatEvent(e lab.Event) string {
+func formatEvent(e protocol.Event) string {
 	s := fmt.Sprintf("%s  %-8s %-10s %s", e.At.Local().Format("15:04:05.000"), e.Actor, e.Kind, e.Text)
 	if e.SQL != nil {
 		s += fmt.Sprintf("  [%s: %d row(s)]", e.SQL.Stmt.Name, e.SQL.Stmt.Rows)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -614,8 +614,8 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		if st["phase"] != "running" {
 			t.Fatalf("reloaded during the check, Build it is %v, not running (the check took less than a reload?)", st["phase"])
 		}
-		if n := len(st["runs"].(map[string]any)); n != len(lab.CheckCases()) {
-			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's %d", n, len(lab.CheckCases()))
+		if n := len(st["runs"].(map[string]any)); n != len(experiments.CheckCases()) {
+			t.Errorf("reloaded during the check, Build it follows %d runs, want the check's %d", n, len(experiments.CheckCases()))
 		}
 		tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.startsWith("Running")`, 10*time.Second)
 		checkShown(t, tab)
@@ -733,10 +733,10 @@ func TestBuild_TheChallengeToItsEnd(t *testing.T) {
 		add  sandbox.Kind
 		want string // named first before ours's statement is typed in
 	}{
-		{sandbox.Claim, string(lab.ReqEpochRaised)},
-		{sandbox.Complete, string(lab.ReqCompleteFence)},
-		{sandbox.Fail, string(lab.ReqFailFence)},
-		{sandbox.Receiver, string(lab.ReqReceiverOlder)},
+		{sandbox.Claim, string(experiments.ReqEpochRaised)},
+		{sandbox.Complete, string(experiments.ReqCompleteFence)},
+		{sandbox.Fail, string(experiments.ReqFailFence)},
+		{sandbox.Receiver, string(experiments.ReqReceiverOlder)},
 	} {
 		check("before ours's "+s.add.String(), s.want)
 		tab.SetValue("build-"+s.add.String()+"-text", ours.Text(s.add))
@@ -744,10 +744,10 @@ func TestBuild_TheChallengeToItsEnd(t *testing.T) {
 	check("every requirement added", "")
 	buildShot(tab, "build-result", "build-challenge-passes-1280")
 	tab.SetValue("build-claim-text", strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1))
-	check("SKIP LOCKED dropped", string(lab.ReqSkipLocked))
+	check("SKIP LOCKED dropped", string(experiments.ReqSkipLocked))
 	tab.SetValue("build-claim-text", ours.Claim)
 	tab.SetValue("build-fail-text", start.Fail)
-	check("the fail unfenced", string(lab.ReqFailFence))
+	check("the fail unfenced", string(experiments.ReqFailFence))
 }
 
 // TestBuild_ACheckWaitsInLineAndSaysWhere: on a server that plays one

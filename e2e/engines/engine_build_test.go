@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -128,7 +128,7 @@ func engineBuild(t *testing.T, srv *e2etest.Server, page func(*testing.T, int, i
 			t.Errorf("case %s has %d empty cells", r.Case, r.Empty)
 		}
 	}
-	if len(rows) != len(lab.CheckCases()) || crosses == 0 {
+	if len(rows) != len(experiments.CheckCases()) || crosses == 0 {
 		t.Errorf("the result table has %d rows and %d ✗ marks: %+v", len(rows), crosses, rows)
 	}
 	var broken []string

@@ -1,14 +1,14 @@
 // Package check is the article's Step 3, "Check it". Play is its one
-// pipeline: it plays each case (lab.CheckCases, defined once in the lab,
+// pipeline: it plays each case (experiments.CheckCases, defined once in the lab,
 // each played from the runner's script of it) with a Player, and judges
-// what each came to (lab.JudgeCheck) with what the statements' probes
+// what each came to (judge.JudgeCheck) with what the statements' probes
 // showed (Validate). Three Players play the cases: Statements, a reader's
 // own four statements run by real worker processes and a receiver that
 // runs their rule, all as a Postgres role made for the run
 // (server/sandbox); the harness's, a reader's worker program
 // (cmd/internal/harness); and the session's batch, whose cells the page draws.
 // What each run came to is read from the database and the receiver's log
-// (lab.Evaluate), never from what a worker says. It has no HTTP and no
+// (judge.Evaluate), never from what a worker says. It has no HTTP and no
 // flags: `fencelab check`, `fencelab check --worker` and the playground's
 // "check" command all call Play.
 package check
@@ -29,7 +29,9 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/runner"
@@ -48,12 +50,12 @@ const DefaultLease = time.Second
 type Config struct {
 	Env      *runner.Env
 	Solution sandbox.Solution
-	Lease    time.Duration        // default DefaultLease
-	Cases    []lab.CheckCase      // default lab.CheckCases()
-	Prefix   string               // names the schemas (Statements.Prefix; prefix_v_j, _r for Validate); default "fl_check_<random>"
-	EmitFunc func(lab.Event)      // every event of every case's run, if set
-	Parallel int                  // cases at once; default 1
-	OnCase   func(lab.CheckInput) // after each case, if set
+	Lease    time.Duration           // default DefaultLease
+	Cases    []experiments.CheckCase // default experiments.CheckCases()
+	Prefix   string                  // names the schemas (Statements.Prefix; prefix_v_j, _r for Validate); default "fl_check_<random>"
+	EmitFunc func(protocol.Event)    // every event of every case's run, if set
+	Parallel int                     // cases at once; default 1
+	OnCase   func(judge.CheckInput)  // after each case, if set
 }
 
 // Validate checks a solution's four statements on throwaway schemas and
@@ -62,27 +64,27 @@ type Config struct {
 // *sandbox.Error (bad input), any other error is the database's. It is
 // what lets a caller refuse a solution before it starts a single run.
 //
-// It also probes the receiver's rule alone (lab.ReceiverProbe: a first
+// It also probes the receiver's rule alone (experiments.ReceiverProbe: a first
 // delivery, a newer epoch, the same epoch again, an older one) and the
 // claim, complete and fail on tables set up for it (probeStatements: two
 // claimers at once, an expired lease, the holder's own fail, another job
 // in the table), and returns what they showed, for
 // CheckReport.WithProbes.
-func Validate(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, sol sandbox.Solution) (probes lab.Probes, err error) {
+func Validate(ctx context.Context, pool *pgxpool.Pool, s judge.Schemas, sol sandbox.Solution) (probes experiments.Probes, err error) {
 	if err := s.Validate(); err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
-	if err := lab.Setup(ctx, pool, s); err != nil {
-		return lab.Probes{}, fmt.Errorf("check the statements: set up: %w", err)
+	if err := judge.Setup(ctx, pool, s); err != nil {
+		return experiments.Probes{}, fmt.Errorf("check the statements: set up: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = lab.Drop(dctx, pool, s)
+		_ = judge.Drop(dctx, pool, s)
 	}()
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -91,11 +93,11 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, sol sandbo
 	}()
 	st, err := role.CheckSolution(ctx, sol)
 	if err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
 	if err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	// The trial's job is a run's: the same payload and attempts, and, as
 	// each run's, job 1 of a fresh table. Try runs each statement as a
@@ -104,19 +106,19 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, sol sandbo
 	// nothing rests on the trial but refusing a statement that errors
 	// early: a statement that behaves in it alone fails the runs.
 	if _, err := q.Insert(ctx, []byte(runner.JobPayload), 0); err != nil {
-		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
+		return experiments.Probes{}, fmt.Errorf("check the statements: %w", err)
 	}
 	if err := role.Try(ctx, st); err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	if probes.Receiver, err = probeReceiver(ctx, role, st.Receiver); err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	if _, err := q.Insert(ctx, []byte(`{"task":"a second job"}`), 1); err != nil {
-		return lab.Probes{}, fmt.Errorf("check the statements: %w", err)
+		return experiments.Probes{}, fmt.Errorf("check the statements: %w", err)
 	}
 	if probes.Statements, err = probeStatements(ctx, pool, s, role, st); err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	return probes, nil
 }
@@ -125,9 +127,9 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, sol sandbo
 // program whose statements are its own: it is Validate of our statements
 // with the rule, on schemas of a random name, and it returns the
 // receiver's probe alone.
-func ValidateReceiver(ctx context.Context, pool *pgxpool.Pool, text string) (lab.Probes, error) {
+func ValidateReceiver(ctx context.Context, pool *pgxpool.Pool, text string) (experiments.Probes, error) {
 	probes, err := Validate(ctx, pool, SchemasOf("fl_check_"+randomHex(4)+"_v"), sandbox.Ours().With(sandbox.Receiver, text))
-	return lab.Probes{Receiver: probes.Receiver}, err
+	return experiments.Probes{Receiver: probes.Receiver}, err
 }
 
 // probeReceiver sends the receiver's rule the probe's deliveries, one by
@@ -136,8 +138,8 @@ func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked)
 	rule, closeRule := role.ReceiverRule(st)
 	defer closeRule()
 	var taken []bool
-	for _, d := range lab.ReceiverProbe() {
-		body, _ := json.Marshal(lab.Result{Worker: d.From, Owner: d.Owner, JobID: d.JobID, Epoch: d.Epoch, Output: "the receiver's probe"})
+	for _, d := range experiments.ReceiverProbe() {
+		body, _ := json.Marshal(protocol.Result{Worker: d.From, Owner: d.Owner, JobID: d.JobID, Epoch: d.Epoch, Output: "the receiver's probe"})
 		took, _, err := rule(ctx, engine.Delivery{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, Payload: body})
 		if err != nil {
 			return nil, err
@@ -151,9 +153,9 @@ func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked)
 // Statements and judges them (Play). A refused statement is a
 // *sandbox.Error, and no case runs. The report lists every case, in
 // order, also those that could not run.
-func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
+func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if cfg.Env == nil || cfg.Env.Pool == nil {
-		return lab.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
+		return protocol.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
@@ -163,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 	}
 	probes, err := Validate(ctx, cfg.Env.Pool, SchemasOf(cfg.Prefix+"_v"), cfg.Solution)
 	if err != nil {
-		return lab.CheckReport{}, err
+		return protocol.CheckReport{}, err
 	}
 	return Play(ctx, Plan{Cases: cfg.Cases, Probes: probes, Parallel: cfg.Parallel, OnCase: cfg.OnCase,
 		Player: &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: cfg.Lease, Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc}})
@@ -171,8 +173,8 @@ func Run(ctx context.Context, cfg Config) (lab.CheckReport, error) {
 
 // SchemasOf are the two schemas of a check's run or validation whose
 // names start with prefix: prefix_j and prefix_r.
-func SchemasOf(prefix string) lab.Schemas {
-	return lab.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
+func SchemasOf(prefix string) judge.Schemas {
+	return judge.Schemas{Jobs: prefix + "_j", Receiver: prefix + "_r"}
 }
 
 // Statements plays a check's cases with a reader's four statements: each
@@ -182,33 +184,33 @@ func SchemasOf(prefix string) lab.Schemas {
 type Statements struct {
 	Env      *runner.Env
 	Solution sandbox.Solution
-	Lease    time.Duration   // default DefaultLease
-	Prefix   string          // each case's run is c<n>, its schemas prefix_<n>_j and _r, n its place in lab.CheckCases()
-	EmitFunc func(lab.Event) // every event of every case's run, if set
+	Lease    time.Duration        // default DefaultLease
+	Prefix   string               // each case's run is c<n>, its schemas prefix_<n>_j and _r, n its place in experiments.CheckCases()
+	EmitFunc func(protocol.Event) // every event of every case's run, if set
 }
 
 // Play plays one case's run to its verdict.
-func (p *Statements) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
-	if _, err := lab.ParseCheckCase(string(c)); err != nil {
-		return lab.CheckInput{Case: c}, err
+func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
+	if _, err := experiments.ParseCheckCase(string(c)); err != nil {
+		return judge.CheckInput{Case: c}, err
 	}
-	n := slices.Index(lab.CheckCases(), c) + 1
-	in := lab.CheckInput{Case: c, Run: fmt.Sprintf("c%d", n)}
+	n := slices.Index(experiments.CheckCases(), c) + 1
+	in := judge.CheckInput{Case: c, Run: fmt.Sprintf("c%d", n)}
 	lease := p.Lease
 	if lease == 0 {
 		lease = DefaultLease
 	}
 	rc := c.Config(lease)
 	if err := rc.Validate(); err != nil {
-		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: err.Error()}
+		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: err.Error()}
 		return in, nil
 	}
 	sol := p.Solution
 	emit := p.EmitFunc
 	if emit == nil {
-		emit = func(lab.Event) {}
+		emit = func(protocol.Event) {}
 	}
-	spec := runner.Spec{ID: in.Run, Config: rc, Mode: lab.ModeAuto, Solution: &sol,
+	spec := runner.Spec{ID: in.Run, Config: rc, Mode: protocol.ModeAuto, Solution: &sol,
 		Schemas: SchemasOf(fmt.Sprintf("%s_%d", p.Prefix, n)), EmitFunc: emit}
 	// A run's Done is closed before it has given back its schemas and
 	// role; its OnEndFunc, once it has.
@@ -216,18 +218,18 @@ func (p *Statements) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput,
 	spec.OnEndFunc = func(*runner.Run) { close(cleaned) }
 	r, err := runner.New(p.Env, spec)
 	if err != nil {
-		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
 		return in, nil
 	}
 	if err := r.Start(ctx); err != nil {
 		<-cleaned
-		in.Err = &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
 		return in, ctx.Err()
 	}
 	select {
 	case <-r.Done():
 	case <-ctx.Done():
-		r.Stop(lab.StopShutdown)
+		r.Stop(protocol.StopShutdown)
 	}
 	<-cleaned
 	if err := ctx.Err(); err != nil {
@@ -241,11 +243,11 @@ func (p *Statements) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput,
 }
 
 // failureOf says why a run ended without an outcome.
-func failureOf(r *runner.Run) *lab.Failure {
+func failureOf(r *runner.Run) *protocol.Failure {
 	if f := r.Info().Error; f != nil {
 		return f
 	}
-	return &lab.Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
+	return &protocol.Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
 }
 
 func randomHex(n int) string {
@@ -313,8 +315,8 @@ func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *sl
 // for a check of a reader's worker program (harness.Config's
 // NewReceiverFunc). The func each returns closes its connection and
 // drops its role.
-func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
-	return func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
+	return func(ctx context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
 		role, err := sandbox.NewRole(ctx, pool, s)
 		if err != nil {
 			return nil, nil, err

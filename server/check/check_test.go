@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/check"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -30,7 +31,7 @@ func world(t *testing.T) *check.World {
 	return w
 }
 
-func run(t *testing.T, w *check.World, sol sandbox.Solution) lab.CheckReport {
+func run(t *testing.T, w *check.World, sol sandbox.Solution) protocol.CheckReport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -41,7 +42,7 @@ func run(t *testing.T, w *check.World, sol sandbox.Solution) lab.CheckReport {
 	return rep
 }
 
-func brokenNames(rep lab.CheckReport) []string {
+func brokenNames(rep protocol.CheckReport) []string {
 	var out []string
 	for _, b := range rep.Broken {
 		out = append(out, string(b.Requirement))
@@ -49,8 +50,8 @@ func brokenNames(rep lab.CheckReport) []string {
 	return out
 }
 
-func caseOK(rep lab.CheckReport) map[lab.CheckCase]bool {
-	m := map[lab.CheckCase]bool{}
+func caseOK(rep protocol.CheckReport) map[experiments.CheckCase]bool {
+	m := map[experiments.CheckCase]bool{}
 	for _, c := range rep.Cases {
 		m[c.Case] = c.OK
 	}
@@ -66,18 +67,18 @@ func TestCheck_OursPassesAndTheStartFails(t *testing.T) {
 	if !ours.Pass {
 		t.Fatalf("ours does not pass: %s\n%+v", ours.Words, ours.Cases)
 	}
-	if len(ours.Cases) != len(lab.CheckCases()) || len(ours.Broken) != 0 {
+	if len(ours.Cases) != len(experiments.CheckCases()) || len(ours.Broken) != 0 {
 		t.Fatalf("ours: %d cases, broken %v", len(ours.Cases), brokenNames(ours))
 	}
 	start := run(t, w, sandbox.Start())
 	ok := caseOK(start)
-	if start.Pass || ok[lab.CaseNewOwnerFirst] || ok[lab.CaseZombieFirst] {
+	if start.Pass || ok[experiments.CaseNewOwnerFirst] || ok[experiments.CaseZombieFirst] {
 		t.Fatalf("the leases-alone start passes the article's orderings: %+v", ok)
 	}
 	// Leases alone: no epoch anywhere, so the first thing named is the
 	// first the reader adds, requirement 2.
-	if got := brokenNames(start); len(got) == 0 || got[0] != string(lab.ReqEpochRaised) {
-		t.Fatalf("the start's broken requirements %v do not name %s first", got, lab.ReqEpochRaised)
+	if got := brokenNames(start); len(got) == 0 || got[0] != string(experiments.ReqEpochRaised) {
+		t.Fatalf("the start's broken requirements %v do not name %s first", got, experiments.ReqEpochRaised)
 	}
 	t.Logf("start: %s broken: %v", start.Words, brokenNames(start))
 }
@@ -95,14 +96,14 @@ func TestCheck_AClaimThatKeepsTheEpochIsNamed(t *testing.T) {
 	if rep.Pass {
 		t.Fatalf("a claim that keeps the epoch passes: %+v", rep.Cases)
 	}
-	var found *lab.CheckBroken
+	var found *experiments.CheckBroken
 	for i, b := range rep.Broken {
-		if b.Requirement == lab.ReqEpochRaised {
+		if b.Requirement == experiments.ReqEpochRaised {
 			found = &rep.Broken[i]
 		}
 	}
 	if found == nil {
-		t.Fatalf("broken %v does not name %s", brokenNames(rep), lab.ReqEpochRaised)
+		t.Fatalf("broken %v does not name %s", brokenNames(rep), experiments.ReqEpochRaised)
 	}
 	if !strings.Contains(found.Words, "both claims held epoch") {
 		t.Fatalf("its words %q do not say what happened", found.Words)
@@ -111,7 +112,7 @@ func TestCheck_AClaimThatKeepsTheEpochIsNamed(t *testing.T) {
 	// token both owners shared is the claim's doing, and nothing else is
 	// blamed.
 	if got := brokenNames(rep); len(got) != 1 {
-		t.Fatalf("broken %v: want %s alone", got, lab.ReqEpochRaised)
+		t.Fatalf("broken %v: want %s alone", got, experiments.ReqEpochRaised)
 	}
 }
 
@@ -144,8 +145,8 @@ func TestCheck_AReceiverThatRefusesARetryIsNamed(t *testing.T) {
 			t.Fatalf("case %s fails; only the probe should: %+v", c.Case, c.Broken)
 		}
 	}
-	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != lab.ReqReceiverSame || rep.Broken[0].Case != lab.CaseReceiver {
-		t.Fatalf("pass %v, broken %+v: want %s from the receiver alone", rep.Pass, rep.Broken, lab.ReqReceiverSame)
+	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != experiments.ReqReceiverSame || rep.Broken[0].Case != experiments.CaseReceiver {
+		t.Fatalf("pass %v, broken %+v: want %s from the receiver alone", rep.Pass, rep.Broken, experiments.ReqReceiverSame)
 	}
 }
 
@@ -158,22 +159,22 @@ func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 	w := world(t)
 	for _, tc := range []struct {
 		fail string
-		want []lab.Requirement
+		want []experiments.Requirement
 	}{
-		{sandbox.Start().Fail, []lab.Requirement{lab.ReqFailFence}},
+		{sandbox.Start().Fail, []experiments.Requirement{experiments.ReqFailFence}},
 		{"UPDATE jobs SET status = 'done', error = :error, epoch = 0 WHERE true AND :id > 0 AND :owner <> '' AND :epoch > 0",
-			[]lab.Requirement{lab.ReqFailFence, lab.ReqOwnRow, lab.ReqFailRetries}},
+			[]experiments.Requirement{experiments.ReqFailFence, experiments.ReqOwnRow, experiments.ReqFailRetries}},
 	} {
 		sol := sandbox.Ours()
 		sol.Fail = tc.fail
 		rep := run(t, w, sol)
 		ok := caseOK(rep)
 		t.Logf("%s broken: %v", rep.Words, brokenNames(rep))
-		if rep.Pass || ok[lab.CaseZombieFails] {
+		if rep.Pass || ok[experiments.CaseZombieFails] {
 			t.Fatalf("an unfenced fail passes: %+v", ok)
 		}
 		for c, pass := range ok {
-			if c != lab.CaseZombieFails && !pass {
+			if c != experiments.CaseZombieFails && !pass {
 				t.Errorf("%s fails with our complete: %+v", c, rep.Cases)
 			}
 		}
@@ -204,14 +205,14 @@ func TestCheck_AClaimWithoutSkipLockedIsNamed(t *testing.T) {
 			t.Errorf("%s passes", tc.name)
 			continue
 		}
-		var found *lab.CheckBroken
+		var found *experiments.CheckBroken
 		for i, b := range rep.Broken {
-			if b.Requirement == lab.ReqSkipLocked {
+			if b.Requirement == experiments.ReqSkipLocked {
 				found = &rep.Broken[i]
 			}
 		}
-		if found == nil || found.Case != lab.CaseClaimers || !strings.Contains(found.Words, "SKIP LOCKED") {
-			t.Errorf("%s: broken %+v does not name %s", tc.name, rep.Broken, lab.ReqSkipLocked)
+		if found == nil || found.Case != experiments.CaseClaimers || !strings.Contains(found.Words, "SKIP LOCKED") {
+			t.Errorf("%s: broken %+v does not name %s", tc.name, rep.Broken, experiments.ReqSkipLocked)
 		}
 	}
 }

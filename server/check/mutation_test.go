@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -15,30 +15,30 @@ type mutation struct {
 	kind sandbox.Kind
 	old  string // the clause, as it is in sandbox.Ours()
 	new  string
-	want lab.Requirement // "" : covered by another clause, the check passes
+	want experiments.Requirement // "" : covered by another clause, the check passes
 }
 
 // mutations lists the clauses of the article's five requirements, in our
 // statements. README.md's table "What the check catches" is this list.
 var mutations = []mutation{
-	{"SKIP LOCKED", sandbox.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", lab.ReqSkipLocked},
-	{"the expired-lease branch", sandbox.Claim, "\n           OR (status = 'running' AND lease_until < now())", "", lab.ReqTakesExpired},
-	{"the increment", sandbox.Claim, "       epoch = epoch + 1,\n", "", lab.ReqEpochRaised},
-	{"now() for the worker's clock", sandbox.Claim, "lease_until < now())", "lease_until < :now)", lab.ReqDBClock},
-	{"the complete's epoch", sandbox.Complete, "\n   AND epoch = :epoch", "", lab.ReqCompleteFence},
+	{"SKIP LOCKED", sandbox.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", experiments.ReqSkipLocked},
+	{"the expired-lease branch", sandbox.Claim, "\n           OR (status = 'running' AND lease_until < now())", "", experiments.ReqTakesExpired},
+	{"the increment", sandbox.Claim, "       epoch = epoch + 1,\n", "", experiments.ReqEpochRaised},
+	{"now() for the worker's clock", sandbox.Claim, "lease_until < now())", "lease_until < :now)", experiments.ReqDBClock},
+	{"the complete's epoch", sandbox.Complete, "\n   AND epoch = :epoch", "", experiments.ReqCompleteFence},
 	{"the complete's owner (the epoch covers it)", sandbox.Complete, "\n   AND owner = :owner", "", ""},
-	{"the complete's owner and epoch", sandbox.Complete, "\n   AND owner = :owner\n   AND epoch = :epoch", "", lab.ReqCompleteFence},
+	{"the complete's owner and epoch", sandbox.Complete, "\n   AND owner = :owner\n   AND epoch = :epoch", "", experiments.ReqCompleteFence},
 	{"the complete's status (the epoch covers it)", sandbox.Complete, "\n   AND status = 'running'", "", ""},
-	{"the complete's status and epoch", sandbox.Complete, "\n   AND status = 'running'\n   AND owner = :owner\n   AND epoch = :epoch", "\n   AND owner = :owner", lab.ReqCompleteFence},
-	{"the complete's id", sandbox.Complete, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", lab.ReqOwnRow},
-	{"the fail's epoch", sandbox.Fail, "\n   AND epoch = :epoch", "", lab.ReqFailFence},
+	{"the complete's status and epoch", sandbox.Complete, "\n   AND status = 'running'\n   AND owner = :owner\n   AND epoch = :epoch", "\n   AND owner = :owner", experiments.ReqCompleteFence},
+	{"the complete's id", sandbox.Complete, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", experiments.ReqOwnRow},
+	{"the fail's epoch", sandbox.Fail, "\n   AND epoch = :epoch", "", experiments.ReqFailFence},
 	{"the fail's owner (the epoch covers it)", sandbox.Fail, "\n   AND owner = :owner", "", ""},
-	{"the fail's owner and epoch", sandbox.Fail, "\n   AND owner = :owner\n   AND epoch = :epoch", "", lab.ReqFailFence},
-	{"the fail's id", sandbox.Fail, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", lab.ReqOwnRow},
-	{"the fail's retry", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'failed'", lab.ReqFailRetries},
-	{"the fail's last attempt", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'pending'", lab.ReqFailRetries},
-	{"the receiver's epoch condition", sandbox.Receiver, "\n WHERE held.epoch <= EXCLUDED.epoch", "", lab.ReqReceiverOlder},
-	{"<= for <, in the receiver", sandbox.Receiver, "held.epoch <= EXCLUDED.epoch", "held.epoch < EXCLUDED.epoch", lab.ReqReceiverSame},
+	{"the fail's owner and epoch", sandbox.Fail, "\n   AND owner = :owner\n   AND epoch = :epoch", "", experiments.ReqFailFence},
+	{"the fail's id", sandbox.Fail, "WHERE id = :id\n   AND ", "WHERE :id > 0 AND ", experiments.ReqOwnRow},
+	{"the fail's retry", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'failed'", experiments.ReqFailRetries},
+	{"the fail's last attempt", sandbox.Fail, "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'pending'", experiments.ReqFailRetries},
+	{"the receiver's epoch condition", sandbox.Receiver, "\n WHERE held.epoch <= EXCLUDED.epoch", "", experiments.ReqReceiverOlder},
+	{"<= for <, in the receiver", sandbox.Receiver, "held.epoch <= EXCLUDED.epoch", "held.epoch < EXCLUDED.epoch", experiments.ReqReceiverSame},
 }
 
 // TestCheck_EveryClauseIsNamed is the check's own mutation test: each
@@ -87,7 +87,7 @@ func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
 	type step struct {
 		name string
 		sol  sandbox.Solution
-		want lab.Requirement // named first; "" : passes
+		want experiments.Requirement // named first; "" : passes
 	}
 	// Each step's solution is the one before it with one more of ours:
 	// known beforehand, so the checks run side by side.
@@ -95,20 +95,20 @@ func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
 	sol := start
 	for _, s := range []struct {
 		add  sandbox.Kind
-		want lab.Requirement // named first before the step is taken
+		want experiments.Requirement // named first before the step is taken
 	}{
-		{sandbox.Claim, lab.ReqEpochRaised},
-		{sandbox.Complete, lab.ReqCompleteFence},
-		{sandbox.Fail, lab.ReqFailFence},
-		{sandbox.Receiver, lab.ReqReceiverOlder},
+		{sandbox.Claim, experiments.ReqEpochRaised},
+		{sandbox.Complete, experiments.ReqCompleteFence},
+		{sandbox.Fail, experiments.ReqFailFence},
+		{sandbox.Receiver, experiments.ReqReceiverOlder},
 	} {
 		steps = append(steps, step{"before ours's " + s.add.String(), sol, s.want})
 		sol = sol.With(s.add, ours.Text(s.add))
 	}
 	steps = append(steps,
 		step{"every requirement added", sol, ""},
-		step{"then SKIP LOCKED dropped", sol.With(sandbox.Claim, strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)), lab.ReqSkipLocked},
-		step{"then the fail unfenced", sol.With(sandbox.Fail, start.Fail), lab.ReqFailFence})
+		step{"then SKIP LOCKED dropped", sol.With(sandbox.Claim, strings.Replace(ours.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)), experiments.ReqSkipLocked},
+		step{"then the fail unfenced", sol.With(sandbox.Fail, start.Fail), experiments.ReqFailFence})
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // A Player plays one case of a check and says what it came to: an
@@ -19,53 +21,53 @@ import (
 // page's check, each case a cell the page draws). Play may be called from
 // several goroutines at once, one case each.
 type Player interface {
-	Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error)
+	Play(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error)
 }
 
 // PlayerFunc is a func as a Player.
-type PlayerFunc func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error)
+type PlayerFunc func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error)
 
 // Play calls f.
-func (f PlayerFunc) Play(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+func (f PlayerFunc) Play(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 	return f(ctx, c)
 }
 
 // Plan is one check for Play.
 type Plan struct {
 	// Cases are played in this order (Parallel at a time) and the report
-	// lists them so; default lab.CheckCases().
-	Cases  []lab.CheckCase
+	// lists them so; default experiments.CheckCases().
+	Cases  []experiments.CheckCase
 	Player Player
 	// Probes are what Validate showed of the statements (or
 	// ValidateReceiver of a receiver rule alone); a report names what
 	// they found broken first.
-	Probes lab.Probes
+	Probes experiments.Probes
 	// Parallel is how many cases play at once; default 1.
 	Parallel int
 	// OnCase, if set, is told each case as it ends, in the order they end.
-	OnCase func(lab.CheckInput)
+	OnCase func(judge.CheckInput)
 }
 
 // Play is the check's one pipeline: it plays each of the plan's cases
-// with its Player and judges them with the probes (lab.JudgeCheck,
+// with its Player and judges them with the probes (judge.JudgeCheck,
 // CheckReport.WithProbes). Each case's result is its Player's, named by
 // the case it was asked to play: a Player that answers with another
 // case's name is an error, not a result. Play returns an error, and no
 // report, when a Player does, or ctx ends; the cases playing then are
 // ended first.
-func Play(ctx context.Context, p Plan) (lab.CheckReport, error) {
+func Play(ctx context.Context, p Plan) (protocol.CheckReport, error) {
 	if p.Player == nil {
-		return lab.CheckReport{}, errors.New("check: the plan has no Player")
+		return protocol.CheckReport{}, errors.New("check: the plan has no Player")
 	}
 	cases := p.Cases
 	if len(cases) == 0 {
-		cases = lab.CheckCases()
+		cases = experiments.CheckCases()
 	}
 	parallel := max(1, p.Parallel)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	inputs := make([]lab.CheckInput, len(cases))
+	inputs := make([]judge.CheckInput, len(cases))
 	sem := make(chan struct{}, parallel)
 	var (
 		wg     sync.WaitGroup
@@ -102,9 +104,9 @@ func Play(ctx context.Context, p Plan) (lab.CheckReport, error) {
 	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
-		return lab.CheckReport{}, err
+		return protocol.CheckReport{}, err
 	}
-	rep := lab.JudgeCheck(inputs)
+	rep := judge.JudgeCheck(inputs)
 	rep.WithProbes(p.Probes)
 	return rep, nil
 }

@@ -9,17 +9,19 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/check"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // The pipeline's bookkeeping, with a Player that plays no run: each
 // case's result is the one its Player gave for it, wherever it finished,
 // and a Player that answers for another case stops the check.
 func TestPlay_EachResultNamesItsCase(t *testing.T) {
-	cases := lab.CheckCases()
+	cases := experiments.CheckCases()
 	// The cases end last first: a pipeline that took results in the
 	// order they came, or by position, would give each the wrong run.
-	player := check.PlayerFunc(func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+	player := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 		n := 0
 		for i, k := range cases {
 			if k == c {
@@ -27,11 +29,11 @@ func TestPlay_EachResultNamesItsCase(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Duration(n) * 30 * time.Millisecond)
-		return lab.CheckInput{Case: c, Run: "run-of-" + string(c), Err: &lab.Failure{Code: "test", Message: "played " + string(c)}}, nil
+		return judge.CheckInput{Case: c, Run: "run-of-" + string(c), Err: &protocol.Failure{Code: "test", Message: "played " + string(c)}}, nil
 	})
-	var ended []lab.CheckCase
+	var ended []experiments.CheckCase
 	rep, err := check.Play(t.Context(), check.Plan{Cases: cases, Player: player, Parallel: len(cases),
-		OnCase: func(in lab.CheckInput) { ended = append(ended, in.Case) }})
+		OnCase: func(in judge.CheckInput) { ended = append(ended, in.Case) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +55,12 @@ func TestPlay_EachResultNamesItsCase(t *testing.T) {
 
 func TestPlay_APlayerThatAnswersForAnotherCaseIsAnError(t *testing.T) {
 	var played atomic.Int32
-	player := check.PlayerFunc(func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+	player := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 		played.Add(1)
-		if c == lab.CaseZombieFirst {
-			return lab.CheckInput{Case: lab.CaseNewOwnerFirst}, nil
+		if c == experiments.CaseZombieFirst {
+			return judge.CheckInput{Case: experiments.CaseNewOwnerFirst}, nil
 		}
-		return lab.CheckInput{Case: c, Err: &lab.Failure{Code: "test", Message: "x"}}, nil
+		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: "test", Message: "x"}}, nil
 	})
 	_, err := check.Play(t.Context(), check.Plan{Player: player})
 	if err == nil || !strings.Contains(err.Error(), "asked to play zombie-first") {
@@ -71,11 +73,11 @@ func TestPlay_APlayerThatAnswersForAnotherCaseIsAnError(t *testing.T) {
 
 func TestPlay_APlayersErrorStopsTheCheck(t *testing.T) {
 	boom := errors.New("the database went away")
-	player := check.PlayerFunc(func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
-		if c == lab.CaseCrash {
-			return lab.CheckInput{Case: c}, boom
+	player := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
+		if c == experiments.CaseCrash {
+			return judge.CheckInput{Case: c}, boom
 		}
-		return lab.CheckInput{Case: c, Err: &lab.Failure{Code: "test", Message: "x"}}, nil
+		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: "test", Message: "x"}}, nil
 	})
 	if _, err := check.Play(t.Context(), check.Plan{Player: player}); !errors.Is(err, boom) {
 		t.Fatalf("got %v: want the player's error", err)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,14 +25,14 @@ import (
 
 // probeStatements runs every statement probe, in turn, and returns what
 // they found broken, in order.
-func probeStatements(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, role *sandbox.Role, st *sandbox.Statements) ([]lab.CheckBroken, error) {
+func probeStatements(ctx context.Context, pool *pgxpool.Pool, s judge.Schemas, role *sandbox.Role, st *sandbox.Statements) ([]experiments.CheckBroken, error) {
 	conn, err := role.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a connection of its own
 	p := &prober{pool: pool, conn: conn, st: st, schema: s.Jobs}
-	var found []lab.CheckBroken
+	var found []experiments.CheckBroken
 	b, err := probeClaimers(ctx, role, st.Claim)
 	if err != nil {
 		return nil, err
@@ -38,7 +40,7 @@ func probeStatements(ctx context.Context, pool *pgxpool.Pool, s lab.Schemas, rol
 	if b != nil {
 		found = append(found, *b)
 	}
-	for _, probe := range []func(context.Context) (*lab.CheckBroken, error){p.expired, p.holderFails, p.otherJob} {
+	for _, probe := range []func(context.Context) (*experiments.CheckBroken, error){p.expired, p.holderFails, p.otherJob} {
 		b, err := probe(ctx)
 		if err != nil {
 			return nil, err
@@ -68,15 +70,15 @@ const (
 
 // set puts job id in a state, as the server.
 func (p *prober) set(ctx context.Context, id int64, status engine.Status, owner string, epoch int64, lease time.Duration, attempts, maxAttempts int) error {
-	err := lab.SetJob(ctx, p.pool, p.schema, id, lab.JobState{Status: status, Owner: owner, Epoch: epoch, Lease: lease, Attempts: attempts, MaxAttempts: maxAttempts})
+	err := judge.SetJob(ctx, p.pool, p.schema, id, judge.JobState{Status: status, Owner: owner, Epoch: epoch, Lease: lease, Attempts: attempts, MaxAttempts: maxAttempts})
 	if err != nil {
 		return fmt.Errorf("check the statements: set up a probe: %w", err)
 	}
 	return nil
 }
 
-func (p *prober) rows(ctx context.Context) (map[int64]lab.JobRow, error) {
-	rows, err := lab.JobRows(ctx, p.pool, p.schema)
+func (p *prober) rows(ctx context.Context) (map[int64]judge.JobRow, error) {
+	rows, err := judge.JobRows(ctx, p.pool, p.schema)
 	if err != nil {
 		return nil, fmt.Errorf("check the statements: %w", err)
 	}
@@ -113,7 +115,7 @@ func (p *prober) commit(ctx context.Context, k sandbox.Kind, id int64, owner str
 	if k == sandbox.Fail {
 		args["error"] = "the handler failed"
 	} else {
-		body, _ := json.Marshal(lab.Result{Worker: lab.Zombie, Owner: owner, JobID: id, Epoch: epoch, Output: "a probe's result"})
+		body, _ := json.Marshal(protocol.Result{Worker: experiments.Zombie, Owner: owner, JobID: id, Epoch: epoch, Output: "a probe's result"})
 		args["result"] = string(body)
 	}
 	r, refused, err := p.exec(ctx, k, args)
@@ -123,13 +125,13 @@ func (p *prober) commit(ctx context.Context, k sandbox.Kind, id int64, owner str
 	return r.Landed(), "", nil
 }
 
-func brokenBy(q lab.Requirement, c lab.CheckCase, format string, a ...any) *lab.CheckBroken {
-	return &lab.CheckBroken{Requirement: q, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)}
+func brokenBy(q experiments.Requirement, c experiments.CheckCase, format string, a ...any) *experiments.CheckBroken {
+	return &experiments.CheckBroken{Requirement: q, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)}
 }
 
 // expired: the one claimable job runs under a lease that ran out a
 // minute ago, its holder gone; the other is done. The claim must take it.
-func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
+func (p *prober) expired(ctx context.Context) (*experiments.CheckBroken, error) {
 	if err := p.set(ctx, 1, engine.StatusRunning, "worker-c", 1, leaseExpired, 1, 3); err != nil {
 		return nil, err
 	}
@@ -141,9 +143,9 @@ func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
 	case err != nil:
 		return nil, err
 	case refused != "":
-		return brokenBy(lab.ReqTakesExpired, lab.CaseExpired, "worker B's claim failed: %s", refused), nil
+		return brokenBy(experiments.ReqTakesExpired, experiments.CaseExpired, "worker B's claim failed: %s", refused), nil
 	case id == 0:
-		return brokenBy(lab.ReqTakesExpired, lab.CaseExpired, "worker B's claim took nothing while job 1's lease had run out a minute before on the database clock: "+
+		return brokenBy(experiments.ReqTakesExpired, experiments.CaseExpired, "worker B's claim took nothing while job 1's lease had run out a minute before on the database clock: "+
 			"your claim never takes a job whose lease ran out, so a crashed worker's job waits for ever (claim a running job whose lease_until < now() too)"), nil
 	}
 	return nil, nil
@@ -152,15 +154,15 @@ func (p *prober) expired(ctx context.Context) (*lab.CheckBroken, error) {
 // holderFails: a job of two attempts, claimed and failed by its holder,
 // twice. The first failure sends it back for a retry; the second, on its
 // last attempt, ends it failed.
-func (p *prober) holderFails(ctx context.Context) (*lab.CheckBroken, error) {
+func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, error) {
 	if err := p.set(ctx, 1, engine.StatusPending, "", 0, leaseNone, 0, 2); err != nil {
 		return nil, err
 	}
 	if err := p.set(ctx, 2, engine.StatusDone, "worker-c", 1, leaseNone, 1, 3); err != nil {
 		return nil, err
 	}
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return brokenBy(lab.ReqFailRetries, lab.CaseHolderFails, format, a...)
+	broken := func(format string, a ...any) *experiments.CheckBroken {
+		return brokenBy(experiments.ReqFailRetries, experiments.CaseHolderFails, format, a...)
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
 		id, epoch, refused, err := p.claim(ctx, "worker-a")
@@ -203,8 +205,8 @@ func (p *prober) holderFails(ctx context.Context) (*lab.CheckBroken, error) {
 // then, job 1 set back as it was, claims and fails it. No statement may
 // change job 2's row, though its owner and epoch are job 1's, and no
 // epoch may go down.
-func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
-	var before map[int64]lab.JobRow
+func (p *prober) otherJob(ctx context.Context) (*experiments.CheckBroken, error) {
+	var before map[int64]judge.JobRow
 	reset := func() error {
 		if err := p.set(ctx, 1, engine.StatusPending, "", 0, leaseNone, 0, 3); err != nil {
 			return err
@@ -216,12 +218,12 @@ func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
 		before, err = p.rows(ctx)
 		return err
 	}
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return brokenBy(lab.ReqOwnRow, lab.CaseOtherJob, format, a...)
+	broken := func(format string, a ...any) *experiments.CheckBroken {
+		return brokenBy(experiments.ReqOwnRow, experiments.CaseOtherJob, format, a...)
 	}
 	// after reads the table after a statement and names what it did to
 	// another job or to an epoch.
-	after := func(what string) (*lab.CheckBroken, error) {
+	after := func(what string) (*experiments.CheckBroken, error) {
 		now, err := p.rows(ctx)
 		if err != nil {
 			return nil, err
@@ -229,7 +231,7 @@ func (p *prober) otherJob(ctx context.Context) (*lab.CheckBroken, error) {
 		if d := before[2].Diff(now[2]); d != "" {
 			return broken("%s changed job 2, which worker A also holds at epoch 1 (%s): each statement must change its own job's row alone (WHERE id = :id)", what, d), nil
 		}
-		if down := lab.EpochWentDown(before, now); down != "" {
+		if down := judge.EpochWentDown(before, now); down != "" {
 			return broken("%s sent %s: an epoch never goes down, or an old token is new again", what, down), nil
 		}
 		before = now
@@ -292,10 +294,10 @@ const claimersWait = 3 * time.Second
 // must get a job at once, and not A's. A claim without SKIP LOCKED waits
 // on A's lock (until the role's lock_timeout ends it); one that finds
 // nothing, or A's job, is named too. The transaction is rolled back.
-func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*lab.CheckBroken, error) {
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return &lab.CheckBroken{Requirement: lab.ReqSkipLocked, Case: lab.CaseClaimers,
-			Words: lab.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}
+func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*experiments.CheckBroken, error) {
+	broken := func(format string, a ...any) *experiments.CheckBroken {
+		return &experiments.CheckBroken{Requirement: experiments.ReqSkipLocked, Case: experiments.CaseClaimers,
+			Words: experiments.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}
 	}
 	connA, err := role.Connect(ctx)
 	if err != nil {

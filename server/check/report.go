@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -14,11 +14,11 @@ import (
 // requirements the runs showed broken, then the result in one sentence.
 // A case's notes (how each worker program exited) follow its table in
 // parentheses: reported, never judged.
-func WriteText(w io.Writer, rep lab.CheckReport) error {
+func WriteText(w io.Writer, rep protocol.CheckReport) error {
 	var b strings.Builder
 	width := 0
-	for _, c := range lab.Columns() {
-		width = max(width, len(lab.ColumnWords(c)))
+	for _, c := range protocol.Columns() {
+		width = max(width, len(protocol.ColumnWords(c)))
 	}
 	for _, c := range rep.Cases {
 		fmt.Fprintf(&b, "%s %s\n", mark(c.OK), c.Title)
@@ -26,7 +26,7 @@ func WriteText(w io.Writer, rep lab.CheckReport) error {
 			fmt.Fprintf(&b, "    could not run to its end: %s\n", c.Error.Message)
 		}
 		for _, cell := range c.Table {
-			fmt.Fprintf(&b, "    %-*s  %s %s", width, lab.ColumnWords(cell.Column), mark(cell.AsCorrect), cell.Words)
+			fmt.Fprintf(&b, "    %-*s  %s %s", width, protocol.ColumnWords(cell.Column), mark(cell.AsCorrect), cell.Words)
 			if !cell.AsCorrect {
 				fmt.Fprintf(&b, "   (the article: %s)", cell.Expected)
 			}

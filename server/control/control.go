@@ -18,7 +18,8 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/wire"
 )
@@ -49,23 +50,23 @@ const (
 
 // Command is one decoded command. Only the fields its action takes are set.
 type Command struct {
-	Action       Action          `json:"action"`
-	Ordering     lab.Ordering    `json:"ordering,omitempty"`
-	Mode         lab.Mode        `json:"mode,omitempty"` // auto | step (scripted runs)
-	Broken       []string        `json:"broken,omitempty"`
-	Style        string          `json:"style,omitempty"`
-	SameIdentity bool            `json:"same_identity,omitempty"`
-	LeaseMS      int64           `json:"lease_ms,omitempty"`
-	SkewMS       int64           `json:"skew_ms,omitempty"`
-	PaceMS       *int64          `json:"pace_ms,omitempty"`
-	Worker       string          `json:"worker,omitempty"`
-	Delivery     lab.Delivery    `json:"delivery,omitempty"`
-	Name         lab.BatchName   `json:"name,omitempty"`
-	WorkMS       int64           `json:"work_ms,omitempty"`
-	Payload      json.RawMessage `json:"payload,omitempty"`
-	Workers      int             `json:"workers,omitempty"` // load: worker processes
-	Jobs         int             `json:"jobs,omitempty"`    // load: jobs per style
-	Styles       []string        `json:"styles,omitempty"`  // load: the queue styles, in order
+	Action       Action                `json:"action"`
+	Ordering     experiments.Ordering  `json:"ordering,omitempty"`
+	Mode         protocol.Mode         `json:"mode,omitempty"` // auto | step (scripted runs)
+	Broken       []string              `json:"broken,omitempty"`
+	Style        string                `json:"style,omitempty"`
+	SameIdentity bool                  `json:"same_identity,omitempty"`
+	LeaseMS      int64                 `json:"lease_ms,omitempty"`
+	SkewMS       int64                 `json:"skew_ms,omitempty"`
+	PaceMS       *int64                `json:"pace_ms,omitempty"`
+	Worker       string                `json:"worker,omitempty"`
+	Delivery     experiments.Delivery  `json:"delivery,omitempty"`
+	Name         experiments.BatchName `json:"name,omitempty"`
+	WorkMS       int64                 `json:"work_ms,omitempty"`
+	Payload      json.RawMessage       `json:"payload,omitempty"`
+	Workers      int                   `json:"workers,omitempty"` // load: worker processes
+	Jobs         int                   `json:"jobs,omitempty"`    // load: jobs per style
+	Styles       []string              `json:"styles,omitempty"`  // load: the queue styles, in order
 	// Solution (check) is the reader's four statements.
 	Solution *sandbox.Solution `json:"solution,omitempty"`
 }
@@ -79,7 +80,7 @@ type Limits struct {
 
 // DefaultLimits are the engine's run bounds and a 10s pace.
 func DefaultLimits() Limits {
-	return Limits{MinLease: lab.MinRunLease, MaxLease: lab.MaxRunLease, MaxPace: 10 * time.Second}
+	return Limits{MinLease: experiments.MinRunLease, MaxLease: experiments.MaxRunLease, MaxPace: 10 * time.Second}
 }
 
 // fields says which fields each action takes besides "action".
@@ -210,9 +211,9 @@ func (lim Limits) msRange(a Action, field string) (least, most int64) {
 		return lim.MinLease.Milliseconds(), lim.MaxLease.Milliseconds()
 	case "skew_ms":
 		if a == AddWorker { // a worker's clock may run behind as well as ahead
-			return -lab.MaxSkew.Milliseconds(), lab.MaxSkew.Milliseconds()
+			return -experiments.MaxSkew.Milliseconds(), experiments.MaxSkew.Milliseconds()
 		}
-		return 0, lab.MaxSkew.Milliseconds()
+		return 0, experiments.MaxSkew.Milliseconds()
 	case "work_ms":
 		return 0, maxWork.Milliseconds()
 	}
@@ -267,27 +268,27 @@ func (c *Command) validate(lim Limits) error {
 		if c.Ordering == "" {
 			return bad("run needs an ordering (one of %s)", orderings())
 		}
-		if _, err := lab.ParseOrdering(string(c.Ordering)); err != nil {
+		if _, err := experiments.ParseOrdering(string(c.Ordering)); err != nil {
 			return bad("unknown ordering %q (want one of %s)", c.Ordering, orderings())
 		}
 		switch {
-		case c.Ordering == lab.FreePlay && c.Mode != "":
+		case c.Ordering == experiments.FreePlay && c.Mode != "":
 			return bad("free play has no mode: its workers run on their own")
-		case c.Ordering != lab.FreePlay && c.Mode == "":
-			c.Mode = lab.ModeAuto
-		case c.Ordering != lab.FreePlay && c.Mode != lab.ModeAuto && c.Mode != lab.ModeStep:
+		case c.Ordering != experiments.FreePlay && c.Mode == "":
+			c.Mode = protocol.ModeAuto
+		case c.Ordering != experiments.FreePlay && c.Mode != protocol.ModeAuto && c.Mode != protocol.ModeStep:
 			return bad("mode %q must be auto or step", c.Mode)
 		}
 		if _, err := c.Guards(); err != nil {
 			return err
 		}
-		if _, err := lab.ParseDelivery(string(c.Delivery)); err != nil {
+		if _, err := experiments.ParseDelivery(string(c.Delivery)); err != nil {
 			return bad("%v", err)
 		}
-		if c.Delivery != "" && c.Ordering == lab.FreePlay {
+		if c.Delivery != "" && c.Ordering == experiments.FreePlay {
 			return bad("free play delivers directly; a delivery mode applies to a scripted run")
 		}
-		if c.SkewMS != 0 && c.Ordering != lab.ClockSkew {
+		if c.SkewMS != 0 && c.Ordering != experiments.ClockSkew {
 			return bad("skew_ms applies only to the clock-skew ordering (in free play, give it to add_worker)")
 		}
 	case Pace:
@@ -314,7 +315,7 @@ func (c *Command) validate(lim Limits) error {
 			return err
 		}
 	case Batch:
-		if _, err := lab.ParseBatch(string(c.Name)); err != nil {
+		if _, err := experiments.ParseBatch(string(c.Name)); err != nil {
 			return bad("%v", err)
 		}
 	case Check:
@@ -337,15 +338,15 @@ func (c *Command) validate(lim Limits) error {
 
 // LoadConfig returns the load lab a load command asks for, its defaults
 // filled in.
-func (c Command) LoadConfig() lab.LoadConfig {
-	lc := lab.LoadConfig{Workers: c.Workers, Jobs: c.Jobs, LeaseMS: c.LeaseMS, Styles: c.Styles}
+func (c Command) LoadConfig() experiments.LoadConfig {
+	lc := experiments.LoadConfig{Workers: c.Workers, Jobs: c.Jobs, LeaseMS: c.LeaseMS, Styles: c.Styles}
 	lc.Fill()
 	return lc
 }
 
 func orderings() string {
 	var names []string
-	for _, o := range append(lab.Orderings(), lab.FreePlay) {
+	for _, o := range append(experiments.Orderings(), experiments.FreePlay) {
 		names = append(names, string(o))
 	}
 	return strings.Join(names, ", ")
@@ -356,7 +357,7 @@ func orderings() string {
 func (c Command) Guards() (playground.Guards, error) {
 	var gs playground.Guards
 	if c.Style != "" {
-		st, err := lab.StyleByName(c.Style)
+		st, err := experiments.StyleByName(c.Style)
 		if err != nil {
 			return 0, bad("%v", err)
 		}
@@ -373,14 +374,14 @@ func (c Command) Guards() (playground.Guards, error) {
 }
 
 // RunConfig returns the engine's run config for a run command.
-func (c Command) RunConfig() (lab.RunConfig, error) {
+func (c Command) RunConfig() (experiments.RunConfig, error) {
 	gs, err := c.Guards()
 	if err != nil {
-		return lab.RunConfig{}, err
+		return experiments.RunConfig{}, err
 	}
-	rc := lab.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity, Delivery: c.Delivery,
+	rc := experiments.RunConfig{Ordering: c.Ordering, Broken: gs, SameIdentity: c.SameIdentity, Delivery: c.Delivery,
 		Lease: time.Duration(c.LeaseMS) * time.Millisecond}
-	if c.Ordering == lab.ClockSkew {
+	if c.Ordering == experiments.ClockSkew {
 		rc.Skew = time.Duration(c.SkewMS) * time.Millisecond
 	}
 	if err := rc.Validate(); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/control"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
 func TestDecode_Good(t *testing.T) {
@@ -15,7 +15,7 @@ func TestDecode_Good(t *testing.T) {
 	for in, check := range map[string]func(control.Command) bool{
 		`{"action":"step"}`: func(c control.Command) bool { return c.Action == control.Step },
 		`{"action":"run","ordering":"zombie-first"}`: func(c control.Command) bool {
-			return c.Mode == "auto" && c.Ordering == lab.ZombieFirst
+			return c.Mode == "auto" && c.Ordering == experiments.ZombieFirst
 		},
 		`{"action":"run","ordering":"new-owner-first","mode":"step","broken":["epoch-check","owner-check"],"same_identity":true,"lease_ms":300}`: func(c control.Command) bool {
 			rc, err := c.RunConfig()

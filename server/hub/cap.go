@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // capEvent encodes e and, when the encoding is over max bytes, cuts its
@@ -12,7 +12,7 @@ import (
 // ends with a note of how many bytes were cut ("… [cut: 2097100 more
 // bytes]"), so a reader sees that it was cut and by how much. It returns
 // the event as it is kept and its encoding; the two always agree.
-func capEvent(e lab.Event, max int) (lab.Event, []byte) {
+func capEvent(e protocol.Event, max int) (protocol.Event, []byte) {
 	ev, _ := json.Marshal(e) // an Event always encodes
 	if len(ev) <= max {
 		return e, ev
@@ -27,7 +27,7 @@ func capEvent(e lab.Event, max int) (lab.Event, []byte) {
 		if err != nil {
 			break
 		}
-		var cut lab.Event
+		var cut protocol.Event
 		if json.Unmarshal(out, &cut) != nil {
 			break
 		}
@@ -38,8 +38,8 @@ func capEvent(e lab.Event, max int) (lab.Event, []byte) {
 	}
 	// Nothing long to cut (an event of very many short parts): it is kept
 	// as a note of its kind and size alone.
-	n := lab.Event{V: e.V, Seq: e.Seq, Run: e.Run, At: e.At, Actor: e.Actor, Kind: lab.KindNote,
-		Note: &lab.NoteEvent{Code: lab.NoteOutput, Line: fmt.Sprintf("a %s event of %d bytes, over the %d an event may hold, was not kept", e.Kind, len(ev), max)}}
+	n := protocol.Event{V: e.V, Seq: e.Seq, Run: e.Run, At: e.At, Actor: e.Actor, Kind: protocol.KindNote,
+		Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Line: fmt.Sprintf("a %s event of %d bytes, over the %d an event may hold, was not kept", e.Kind, len(ev), max)}}
 	out, _ := json.Marshal(n)
 	return n, out
 }
@@ -49,7 +49,7 @@ func capEvent(e lab.Event, max int) (lab.Event, []byte) {
 func cutStrings(v any, limit int) any {
 	switch x := v.(type) {
 	case string:
-		return lab.Cut(x, limit)
+		return protocol.Cut(x, limit)
 	case []any:
 		for i := range x {
 			x[i] = cutStrings(x[i], limit)

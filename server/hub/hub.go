@@ -12,13 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // Entry is one event as the log keeps it: the event, and its frame — the
 // JSON message sent to every socket, encoded once however many there are.
 type Entry struct {
-	Event lab.Event
+	Event protocol.Event
 	Frame []byte // {"type":"event","event":{...}}
 	cost  int64  // the bytes it holds: its frame, and its event's strings
 }
@@ -198,7 +198,7 @@ func (l *Log) Kept() int {
 // Append numbers e, keeps it and hands it to every subscriber. A
 // subscriber whose buffer is full is dropped with ErrSlow. It returns the
 // numbered event.
-func (l *Log) Append(e lab.Event) lab.Event {
+func (l *Log) Append(e protocol.Event) protocol.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -279,13 +279,13 @@ func (l *Log) LastSeq() int64 {
 // returns ErrGone when events after `after` — of that run, when one is
 // given — have been dropped already: a run whose events are all kept is
 // given whole, whatever was dropped before it.
-func (l *Log) Since(after int64, run string, limit int) ([]lab.Event, error) {
+func (l *Log) Since(after int64, run string, limit int) ([]protocol.Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if after < l.droppedLocked(run) {
 		return nil, ErrGone
 	}
-	var out []lab.Event
+	var out []protocol.Event
 	for _, en := range l.entries[l.index(after):] {
 		if run != "" && en.Event.Run != run {
 			continue

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
-func ev(i int) lab.Event {
-	return lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r1"}
+func ev(i int) protocol.Event {
+	return protocol.Event{Kind: protocol.KindNote, Text: fmt.Sprint(i), Run: "r1"}
 }
 
 func TestLog_NumbersKeepsAndFiltersEvents(t *testing.T) {
@@ -23,7 +23,7 @@ func TestLog_NumbersKeepsAndFiltersEvents(t *testing.T) {
 			t.Fatalf("event %d got seq %d", i, e.Seq)
 		}
 	}
-	l.Append(lab.Event{Kind: lab.KindNote, Run: "r2"})
+	l.Append(protocol.Event{Kind: protocol.KindNote, Run: "r2"})
 	got, err := l.Since(2, "r1", 0)
 	if err != nil || len(got) != 3 || got[0].Seq != 3 {
 		t.Fatalf("Since(2, r1) = %v, %v", got, err)
@@ -229,10 +229,10 @@ func TestBudget_OneBusyLogCannotTakeTheOthersMemory(t *testing.T) {
 func TestLog_AWholeRunIsGivenWholeAfterOthersAreDropped(t *testing.T) {
 	l := hub.New(hub.Config{MaxEvents: 4})
 	for i := range 3 {
-		l.Append(lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r1"}) // seq 1..3
+		l.Append(protocol.Event{Kind: protocol.KindNote, Text: fmt.Sprint(i), Run: "r1"}) // seq 1..3
 	}
 	for i := range 3 {
-		l.Append(lab.Event{Kind: lab.KindNote, Text: fmt.Sprint(i), Run: "r2"}) // seq 4..6; 1 and 2 dropped
+		l.Append(protocol.Event{Kind: protocol.KindNote, Text: fmt.Sprint(i), Run: "r2"}) // seq 4..6; 1 and 2 dropped
 	}
 	if got, err := l.Since(0, "r2", 0); err != nil || len(got) != 3 || got[0].Seq != 4 {
 		t.Fatalf("Since(0, r2) of a run that is all kept = %v, %v", got, err)
@@ -267,7 +267,7 @@ func TestLog_AWholeRunIsGivenWholeAfterOthersAreDropped(t *testing.T) {
 func TestLog_AnEventOverItsCapIsCutAndSaysByHowMuch(t *testing.T) {
 	l := hub.New(hub.Config{MaxEventBytes: 16 << 10})
 	big := strings.Repeat("x", 2<<20)
-	e := lab.Event{Kind: lab.KindSQL, Run: "r1", Actor: "A", SQL: &lab.SQLEvent{Op: lab.OpClaim, Result: lab.ResultOK, Owner: "A" + big}}
+	e := protocol.Event{Kind: protocol.KindSQL, Run: "r1", Actor: "A", SQL: &protocol.SQLEvent{Op: protocol.OpClaim, Result: protocol.ResultOK, Owner: "A" + big}}
 	got := l.Append(e)
 	sub, backlog, err := l.Subscribe(0)
 	if err != nil {
@@ -278,7 +278,7 @@ func TestLog_AnEventOverItsCapIsCutAndSaysByHowMuch(t *testing.T) {
 	if len(frame) > 16<<10+64 {
 		t.Fatalf("the frame holds %d bytes, over the 16 KiB cap", len(frame))
 	}
-	if got.Kind != lab.KindSQL || got.SQL == nil || !strings.HasPrefix(got.SQL.Owner, "Axxx") {
+	if got.Kind != protocol.KindSQL || got.SQL == nil || !strings.HasPrefix(got.SQL.Owner, "Axxx") {
 		t.Fatalf("the cut event is %+v", got)
 	}
 	if !strings.HasSuffix(got.SQL.Owner, " more bytes]") {
@@ -305,7 +305,7 @@ func TestLog_KeepsItsBytesUnderItsCap(t *testing.T) {
 	big := strings.Repeat("y", 15<<10)
 	l := hub.New(hub.Config{MaxBytes: 1 << 20})
 	for i := range 700 {
-		l.Append(lab.Event{Kind: lab.KindNote, Run: "r1", Text: fmt.Sprint(i) + big})
+		l.Append(protocol.Event{Kind: protocol.KindNote, Run: "r1", Text: fmt.Sprint(i) + big})
 	}
 	if b := l.Bytes(); b > 1<<20 || b == 0 {
 		t.Fatalf("the log holds %d bytes, want at most 1 MiB", b)
@@ -319,7 +319,7 @@ func TestLog_KeepsItsBytesUnderItsCap(t *testing.T) {
 		logs = append(logs, hub.New(hub.Config{Budget: b}))
 	}
 	for i := range 2000 {
-		logs[i%4].Append(lab.Event{Kind: lab.KindNote, Text: big})
+		logs[i%4].Append(protocol.Event{Kind: protocol.KindNote, Text: big})
 	}
 	if kb := b.KeptBytes(); kb > 8<<20+64<<10 {
 		t.Fatalf("four logs hold %d bytes together, over the budget's 8 MiB", kb)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // Client reads a standalone receiver over its HTTP API. It is an
@@ -97,18 +97,18 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // (its result, decision, held epoch, HTTP status and any failure). It
 // returns the receiver's database time of the decision and, for a refusal,
 // an *engine.StaleError.
-func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *lab.CallEvent) (time.Time, error) {
+func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *protocol.CallEvent) (time.Time, error) {
 	rc, status, err := Post(ctx, hc, url, body)
 	ce.HTTPStatus = status
 	switch {
 	case err != nil:
-		ce.Result, ce.Error = lab.DeliveryFailed, &lab.Failure{Code: "unreachable", Message: err.Error()}
+		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: "unreachable", Message: err.Error()}
 		return rc.DBTime, err
 	case status == http.StatusConflict:
-		ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryRefused, rc.Decision, lab.Int64(rc.HeldEpoch)
+		ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryRefused, rc.Decision, protocol.Int64(rc.HeldEpoch)
 		return rc.DBTime, &engine.StaleError{JobID: ce.JobID, Epoch: ce.Epoch, HeldEpoch: rc.HeldEpoch}
 	}
-	ce.Result, ce.Decision, ce.HeldEpoch = lab.DeliveryAccepted, rc.Decision, lab.Int64(rc.HeldEpoch)
+	ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryAccepted, rc.Decision, protocol.Int64(rc.HeldEpoch)
 	return rc.DBTime, nil
 }
 

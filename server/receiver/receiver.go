@@ -13,7 +13,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
 )
@@ -33,7 +33,7 @@ type Answer struct {
 // block), so a server can put the receiver's decisions in its event log.
 type Handler struct {
 	ReceiverFunc   func(c echo.Context) (*engine.Receiver, error)
-	OnDecisionFunc func(c echo.Context, e lab.Event)
+	OnDecisionFunc func(c echo.Context, e protocol.Event)
 }
 
 // Register adds the receiver's routes to g:
@@ -137,17 +137,17 @@ func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
 
 // DecisionEvent says what the receiver decided, with the upsert it ran,
 // as an event of the run whose receiver it is.
-func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []playground.Trace) lab.Event {
-	re := &lab.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: lab.ResultFrom(d.Payload),
+func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []playground.Trace) protocol.Event {
+	re := &protocol.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: protocol.ResultFrom(d.Payload),
 		HeldEpoch: rc.HeldEpoch, Superseded: rc.Superseded, SupersededOwner: rc.SupersededOwner}
 	for _, t := range traces {
 		if t.Name == "ReceiverDeliver" || t.Name == "ReaderReceiver" {
-			st := lab.StmtOf(t)
+			st := protocol.StmtOf(t)
 			re.Stmt = &st
 		}
 	}
-	e := lab.Event{V: lab.ProtocolVersion, Kind: lab.KindReceiver, Actor: lab.ActorReceiver, At: rc.DBTime, Receiver: re}
-	lab.Narrate(&e)
+	e := protocol.Event{V: protocol.ProtocolVersion, Kind: protocol.KindReceiver, Actor: protocol.ActorReceiver, At: rc.DBTime, Receiver: re}
+	protocol.Narrate(&e)
 	return e
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/labstack/echo/v4"
 )
 
@@ -30,7 +30,7 @@ type Registry struct {
 
 type entry struct {
 	r     *engine.Receiver
-	emit  func(lab.Event)
+	emit  func(protocol.Event)
 	mu    sync.Mutex
 	creds map[string]bool
 }
@@ -71,7 +71,7 @@ func (s *Served) Stop() { s.stop() }
 
 // Serve makes r reachable under a new key. Each decision is handed to emit
 // as an event.
-func (g *Registry) Serve(r *engine.Receiver, emit func(lab.Event)) *Served {
+func (g *Registry) Serve(r *engine.Receiver, emit func(protocol.Event)) *Served {
 	key := secret(18)
 	e := &entry{r: r, emit: emit, creds: map[string]bool{}}
 	g.mu.Lock()
@@ -116,7 +116,7 @@ func (g *Registry) Register(grp *echo.Group) {
 			}
 			return e.r, nil
 		},
-		OnDecisionFunc: func(c echo.Context, ev lab.Event) {
+		OnDecisionFunc: func(c echo.Context, ev protocol.Event) {
 			if e, err := g.lookup(c); err == nil && e.emit != nil {
 				e.emit(ev)
 			}

@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 //go:embed seed
@@ -23,19 +24,19 @@ var seedFS embed.FS
 
 // Recording is one finished run and its whole event log.
 type Recording struct {
-	Key          string       `json:"key"`
-	Ordering     lab.Ordering `json:"ordering"`
-	Broken       []string     `json:"broken"`
-	SameIdentity bool         `json:"same_identity"`
-	LeaseMS      int64        `json:"lease_ms"`
-	Recorded     time.Time    `json:"recorded"`
-	Seed         bool         `json:"seed"`
+	Key          string               `json:"key"`
+	Ordering     experiments.Ordering `json:"ordering"`
+	Broken       []string             `json:"broken"`
+	SameIdentity bool                 `json:"same_identity"`
+	LeaseMS      int64                `json:"lease_ms"`
+	Recorded     time.Time            `json:"recorded"`
+	Seed         bool                 `json:"seed"`
 	// Custom: the run's workers ran a reader's own statements. Such a run
 	// is the reader's, never a setup's recording: Add refuses it, and Get
 	// never serves one (nor one whose events say so).
-	Custom  bool         `json:"custom,omitempty"`
-	Outcome *lab.Outcome `json:"outcome"`
-	Events  []lab.Event  `json:"events,omitempty"`
+	Custom  bool              `json:"custom,omitempty"`
+	Outcome *protocol.Outcome `json:"outcome"`
+	Events  []protocol.Event  `json:"events,omitempty"`
 }
 
 // Summary is a recording without its events.
@@ -46,7 +47,7 @@ func (r Recording) Summary() Recording {
 
 // Key names a setup: the ordering, the broken guards (sorted) and whether
 // the two workers share a name.
-func Key(o lab.Ordering, broken []string, same bool) string {
+func Key(o experiments.Ordering, broken []string, same bool) string {
 	b := append([]string(nil), broken...)
 	sort.Strings(b)
 	k := string(o)
@@ -157,8 +158,8 @@ func (s *Store) Get(key string) (Recording, bool) {
 // Find returns the recording closest to a setup: that very setup, else the
 // correct build of the same ordering, else the correct build of
 // zombie-first. ok is false only when the store is empty of all three.
-func (s *Store) Find(o lab.Ordering, broken []string, same bool) (Recording, bool) {
-	for _, k := range []string{Key(o, broken, same), Key(o, nil, false), Key(lab.ZombieFirst, nil, false)} {
+func (s *Store) Find(o experiments.Ordering, broken []string, same bool) (Recording, bool) {
+	for _, k := range []string{Key(o, broken, same), Key(o, nil, false), Key(experiments.ZombieFirst, nil, false)} {
 		if r, ok := s.Get(k); ok {
 			return r, true
 		}
@@ -181,10 +182,10 @@ func (s *Store) List() []Recording {
 }
 
 // speaksToday checks that a seed's events are in today's event protocol.
-func speaksToday(name string, evs []lab.Event) error {
+func speaksToday(name string, evs []protocol.Event) error {
 	for _, e := range evs {
-		if e.V != lab.ProtocolVersion {
-			return fmt.Errorf("recording %s speaks protocol %d, not %d: record the seeds again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", name, e.V, lab.ProtocolVersion)
+		if e.V != protocol.ProtocolVersion {
+			return fmt.Errorf("recording %s speaks protocol %d, not %d: record the seeds again (FENCELAB_UPDATE_SEEDS=1 go test ./server -run TestRecordingSeeds)", name, e.V, protocol.ProtocolVersion)
 		}
 	}
 	return nil
@@ -193,12 +194,12 @@ func speaksToday(name string, evs []lab.Event) error {
 // LoadRecording is a finished load lab and its whole event log: its
 // ticks, each style's end and its verdict.
 type LoadRecording struct {
-	Recorded time.Time             `json:"recorded"`
-	Seed     bool                  `json:"seed"`
-	Config   lab.LoadConfig        `json:"config"`
-	Verdict  string                `json:"verdict"`
-	Events   []lab.Event           `json:"events"`
-	Results  []lab.LoadStyleResult `json:"results"`
+	Recorded time.Time                     `json:"recorded"`
+	Seed     bool                          `json:"seed"`
+	Config   experiments.LoadConfig        `json:"config"`
+	Verdict  string                        `json:"verdict"`
+	Events   []protocol.Event              `json:"events"`
+	Results  []experiments.LoadStyleResult `json:"results"`
 }
 
 // LoadSeedFile is where the binary's recorded load lab lives.

@@ -4,7 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
 )
 
@@ -15,7 +16,7 @@ func TestStore_KeepsTheLabsRunsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, ok := s.Get(recording.Key(lab.NewOwnerFirst, nil, false))
+	seed, ok := s.Get(recording.Key(experiments.NewOwnerFirst, nil, false))
 	if !ok || !seed.Seed {
 		t.Fatal("no seed of new-owner-first")
 	}
@@ -25,7 +26,7 @@ func TestStore_KeepsTheLabsRunsAlone(t *testing.T) {
 		o := *seed.Outcome
 		o.Safe, o.Headline = false, "Unsafe: a visitor's run"
 		r.Outcome = &o
-		r.Events = append([]lab.Event(nil), seed.Events...)
+		r.Events = append([]protocol.Event(nil), seed.Events...)
 		for i, e := range r.Events {
 			if e.RunState != nil && !custom {
 				rs := *e.RunState
@@ -37,7 +38,7 @@ func TestStore_KeepsTheLabsRunsAlone(t *testing.T) {
 	}
 	for _, custom := range []bool{true, false} {
 		s.Add(theirs(custom))
-		got, ok := s.Get(recording.Key(lab.NewOwnerFirst, nil, false))
+		got, ok := s.Get(recording.Key(experiments.NewOwnerFirst, nil, false))
 		if !ok || !got.Seed || got.Outcome.Headline == "Unsafe: a visitor's run" {
 			t.Errorf("custom=%v: the setup's recording is now %q (seed %v)", custom, got.Outcome.Headline, got.Seed)
 		}
@@ -51,7 +52,7 @@ func TestStore_KeepsTheLabsRunsAlone(t *testing.T) {
 	mine := seed
 	mine.Seed, mine.Recorded = false, time.Now()
 	s.Add(mine)
-	if got, _ := s.Get(recording.Key(lab.NewOwnerFirst, nil, false)); got.Seed {
+	if got, _ := s.Get(recording.Key(experiments.NewOwnerFirst, nil, false)); got.Seed {
 		t.Error("a lab run did not replace the seed")
 	}
 }

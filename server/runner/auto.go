@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // The auto mode: the runner plays the steps itself, one every pace, until
@@ -22,7 +22,7 @@ func (r *Run) toggle(ctx context.Context, paused bool) error {
 	if err := r.awaitStart(ctx); err != nil {
 		return err
 	}
-	if r.spec.Mode != lab.ModeAuto {
+	if r.spec.Mode != protocol.ModeAuto {
 		return fault.Errorf(fault.Conflict, "only an auto run plays on its own; this run is %s", r.spec.Mode)
 	}
 	if err := r.endedErr(); err != nil {
@@ -38,7 +38,7 @@ func (r *Run) SetPace(ctx context.Context, d time.Duration) error {
 	if err := r.awaitStart(ctx); err != nil {
 		return err
 	}
-	if r.spec.Mode != lab.ModeAuto {
+	if r.spec.Mode != protocol.ModeAuto {
 		return fault.Errorf(fault.Conflict, "only an auto run has a pace; this run is %s", r.spec.Mode)
 	}
 	if err := r.endedErr(); err != nil {
@@ -54,11 +54,11 @@ func (r *Run) SetPace(ctx context.Context, d time.Duration) error {
 
 func (r *Run) setPaused(p bool) {
 	r.mu.Lock()
-	if r.spec.Mode == lab.ModeAuto && !r.phase.Ended() && r.phase != lab.PhaseStarting {
+	if r.spec.Mode == protocol.ModeAuto && !r.phase.Ended() && r.phase != protocol.PhaseStarting {
 		r.paused = p
-		r.phase = lab.PhasePlaying
+		r.phase = protocol.PhasePlaying
 		if p {
-			r.phase = lab.PhasePaused
+			r.phase = protocol.PhasePaused
 		}
 	}
 	r.mu.Unlock()

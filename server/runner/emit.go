@@ -5,23 +5,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Emit adds an event from outside the run — the receiver's decisions —
 // to the run's events, in order with the rest.
-func (r *Run) Emit(e lab.Event) { r.emit(context.Background(), e) }
+func (r *Run) Emit(e protocol.Event) { r.emit(context.Background(), e) }
 
 // emit stamps an event with the run's id, the protocol's version and, when
 // it has no database time, the database clock; fills in its narration; and
 // hands it on, one at a time.
-func (r *Run) emit(ctx context.Context, e lab.Event) {
-	e.Run, e.V = r.spec.ID, lab.ProtocolVersion
+func (r *Run) emit(ctx context.Context, e protocol.Event) {
+	e.Run, e.V = r.spec.ID, protocol.ProtocolVersion
 	if e.At.IsZero() {
 		e.At = r.dbNow(ctx)
 	}
-	lab.Narrate(&e)
+	protocol.Narrate(&e)
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
 	// Events are told in the order they are reported; a statement's own

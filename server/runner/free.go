@@ -6,7 +6,9 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // Free play: no script. Workers run on their own, with leases and
@@ -26,7 +28,7 @@ func (r *Run) AddJob(ctx context.Context, payload []byte) (int64, error) {
 	if err := r.awaitStart(ctx); err != nil {
 		return 0, err
 	}
-	if r.spec.Mode != lab.ModeFree {
+	if r.spec.Mode != protocol.ModeFree {
 		return 0, fault.Errorf(fault.Conflict, "jobs can only be added in free play")
 	}
 	if err := r.endedErr(); err != nil {
@@ -65,7 +67,7 @@ func (r *Run) addJob(ctx context.Context, payload []byte) (int64, error) {
 // are used up (the engine ends a job whose lease runs out on its last
 // attempt).
 func (r *Run) maxAttempts() int {
-	if r.spec.Mode == lab.ModeFree {
+	if r.spec.Mode == protocol.ModeFree {
 		return engine.MaxAttemptsCap
 	}
 	return 0
@@ -77,7 +79,7 @@ func (r *Run) AddWorker(ctx context.Context, o WorkerOptions) (string, error) {
 	if err := r.awaitStart(ctx); err != nil {
 		return "", err
 	}
-	if r.spec.Mode != lab.ModeFree {
+	if r.spec.Mode != protocol.ModeFree {
 		return "", fault.Errorf(fault.Conflict, "workers can only be added in free play")
 	}
 	if err := r.endedErr(); err != nil {
@@ -87,8 +89,8 @@ func (r *Run) AddWorker(ctx context.Context, o WorkerOptions) (string, error) {
 }
 
 func (r *Run) addWorker(receiverURL string, o WorkerOptions) (string, error) {
-	if o.Skew < -lab.MaxSkew || o.Skew > lab.MaxSkew {
-		return "", fault.Errorf(fault.Invalid, "skew %v must be within ±%v", o.Skew, lab.MaxSkew)
+	if o.Skew < -experiments.MaxSkew || o.Skew > experiments.MaxSkew {
+		return "", fault.Errorf(fault.Invalid, "skew %v must be within ±%v", o.Skew, experiments.MaxSkew)
 	}
 	if o.Work < 0 || o.Work > time.Minute {
 		return "", fault.Errorf(fault.Invalid, "work %v must be between 0 and 1m", o.Work)
@@ -126,25 +128,25 @@ func (r *Run) receiverURL() string {
 
 // Verdict judges every job of a free-play run now, says so as a verdict
 // event, and lets the run go on.
-func (r *Run) Verdict(ctx context.Context) (lab.Report, error) {
+func (r *Run) Verdict(ctx context.Context) (protocol.Report, error) {
 	if err := r.awaitStart(ctx); err != nil {
-		return lab.Report{}, err
+		return protocol.Report{}, err
 	}
-	if r.spec.Mode != lab.ModeFree {
-		return lab.Report{}, fault.Errorf(fault.Conflict, "a scripted run gives its verdict when it ends")
+	if r.spec.Mode != protocol.ModeFree {
+		return protocol.Report{}, fault.Errorf(fault.Conflict, "a scripted run gives its verdict when it ends")
 	}
 	if err := r.endedErr(); err != nil {
-		return lab.Report{}, err
+		return protocol.Report{}, err
 	}
 	return r.judge(ctx)
 }
 
 // judge checks every job and tells the verdict.
-func (r *Run) judge(ctx context.Context) (lab.Report, error) {
-	rep, err := lab.ReportJobs(ctx, r.env.Pool, r.spec.Schemas.Jobs, r.receiver, r.lim.MaxJobs)
+func (r *Run) judge(ctx context.Context) (protocol.Report, error) {
+	rep, err := judge.ReportJobs(ctx, r.env.Pool, r.spec.Schemas.Jobs, r.receiver, r.lim.MaxJobs)
 	if err != nil {
 		return rep, err
 	}
-	r.emit(ctx, lab.Event{Kind: lab.KindVerdict, Actor: lab.ActorRunner, Verdict: &lab.VerdictEvent{Safe: rep.Safe, Report: &rep}})
+	r.emit(ctx, protocol.Event{Kind: protocol.KindVerdict, Actor: protocol.ActorRunner, Verdict: &protocol.VerdictEvent{Safe: rep.Safe, Report: &rep}})
 	return rep, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/supervisor"
 )
 
@@ -26,12 +26,12 @@ type lease struct {
 // Postgres reports; before a claim takes a job over, or ends it (an expire:
 // its lease ran out on its last attempt), it reports the lease that ran
 // out, if the watcher has not seen it yet.
-func (r *Run) noteLease(c lab.RowEvent, at time.Time) {
-	if c.Op == lab.RowClaim || c.Op == lab.RowExpire {
+func (r *Run) noteLease(c protocol.RowEvent, at time.Time) {
+	if c.Op == protocol.RowClaim || c.Op == protocol.RowExpire {
 		r.takeover(c.JobID, c.New.Epoch, c.Writer, at)
 	}
 	switch c.Op {
-	case lab.RowClaim, lab.RowRenew:
+	case protocol.RowClaim, protocol.RowRenew:
 		if c.New.LeaseUntil != nil {
 			r.mu.Lock()
 			r.leases[c.JobID] = lease{epoch: c.New.Epoch, owner: c.New.Owner, until: *c.New.LeaseUntil}
@@ -67,7 +67,7 @@ func (r *Run) takeover(jobID, epoch int64, claimer string, at time.Time) {
 	r.leaseExpired(context.Background(), j)
 }
 
-func leaseKey(change lab.LeaseChange, jobID, epoch int64, until time.Time) string {
+func leaseKey(change protocol.LeaseChange, jobID, epoch int64, until time.Time) string {
 	return fmt.Sprintf("%s/%d/%d/%d", change, jobID, epoch, until.UnixMicro())
 }
 
@@ -78,7 +78,7 @@ func (r *Run) leaseDue(ctx context.Context) bool {
 	r.mu.Lock()
 	var first time.Time
 	for id, l := range r.leases {
-		if r.expired[leaseKey(lab.LeaseExpired, id, l.epoch, l.until)] {
+		if r.expired[leaseKey(protocol.LeaseExpired, id, l.epoch, l.until)] {
 			continue
 		}
 		if first.IsZero() || l.until.Before(first) {
@@ -90,7 +90,7 @@ func (r *Run) leaseDue(ctx context.Context) bool {
 }
 
 // seenLease reports whether a lease event was told already, and marks it.
-func (r *Run) seenLease(change lab.LeaseChange, j engine.Job) (seen bool, holder string) {
+func (r *Run) seenLease(change protocol.LeaseChange, j engine.Job) (seen bool, holder string) {
 	key := leaseKey(change, j.ID, j.Epoch, *j.LeaseUntil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -106,25 +106,25 @@ func (r *Run) seenLease(change lab.LeaseChange, j engine.Job) (seen bool, holder
 
 // leaseExpired reports a lease that ran out on the database clock, once.
 func (r *Run) leaseExpired(ctx context.Context, j engine.Job) {
-	seen, holder := r.seenLease(lab.LeaseExpired, j)
+	seen, holder := r.seenLease(protocol.LeaseExpired, j)
 	if seen {
 		return
 	}
-	r.emit(ctx, lab.Event{Kind: lab.KindLease, Actor: lab.ActorPostgres, At: j.DBTime, Lease: &lab.LeaseEvent{
-		Change: lab.LeaseExpired, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
-		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: lab.ClockDatabase}})
+	r.emit(ctx, protocol.Event{Kind: protocol.KindLease, Actor: protocol.ActorPostgres, At: j.DBTime, Lease: &protocol.LeaseEvent{
+		Change: protocol.LeaseExpired, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
+		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: protocol.ClockDatabase}})
 }
 
 // leaseTakenLive reports a claim that took a lease still live on the
 // database clock, once.
 func (r *Run) leaseTakenLive(j engine.Job, claimer string, skew time.Duration) {
-	seen, holder := r.seenLease(lab.LeaseTakenLive, j)
+	seen, holder := r.seenLease(protocol.LeaseTakenLive, j)
 	if seen {
 		return
 	}
-	r.emit(context.Background(), lab.Event{Kind: lab.KindLease, Actor: lab.ActorPostgres, At: j.DBTime, Lease: &lab.LeaseEvent{
-		Change: lab.LeaseTakenLive, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
-		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: lab.ClockWorker, ClockOf: claimer, SkewMS: skew.Milliseconds(),
+	r.emit(context.Background(), protocol.Event{Kind: protocol.KindLease, Actor: protocol.ActorPostgres, At: j.DBTime, Lease: &protocol.LeaseEvent{
+		Change: protocol.LeaseTakenLive, JobID: j.ID, Epoch: j.Epoch, Owner: j.Owner, Holder: holder,
+		LeaseUntil: *j.LeaseUntil, DBNow: j.DBTime, Clock: protocol.ClockWorker, ClockOf: claimer, SkewMS: skew.Milliseconds(),
 		LiveMS: j.LeaseUntil.Sub(j.DBTime).Milliseconds()}})
 }
 
@@ -194,9 +194,9 @@ func (r *Run) killStalled(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, l := range stalled {
-		r.note(ctx, l, lab.NoteEvent{Code: lab.NoteStallLimit, Worker: l, LimitMS: r.lim.MaxStall.Milliseconds()})
+		r.note(ctx, l, protocol.NoteEvent{Code: protocol.NoteStallLimit, Worker: l, LimitMS: r.lim.MaxStall.Milliseconds()})
 		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = r.kill(kctx, l, lab.CauseStallLimit) // an exited worker needs no killing
+		_ = r.kill(kctx, l, protocol.CauseStallLimit) // an exited worker needs no killing
 		cancel()
 	}
 }

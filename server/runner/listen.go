@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // rowChange is the payload the job_history trigger sends with NOTIFY.
@@ -28,8 +29,8 @@ type rowImage struct {
 	LeaseUntil *time.Time    `json:"lease_until"`
 }
 
-func (i rowImage) image() lab.RowImage {
-	out := lab.RowImage{Status: i.Status, Epoch: i.Epoch, LeaseUntil: i.LeaseUntil}
+func (i rowImage) image() protocol.RowImage {
+	out := protocol.RowImage{Status: i.Status, Epoch: i.Epoch, LeaseUntil: i.LeaseUntil}
 	if i.Owner != nil {
 		out.Owner = *i.Owner
 	}
@@ -37,8 +38,8 @@ func (i rowImage) image() lab.RowImage {
 }
 
 // event is the change as the protocol tells it.
-func (c rowChange) event() *lab.RowEvent {
-	e := &lab.RowEvent{HistorySeq: c.Seq, JobID: c.JobID, Op: lab.RowOp(c.Op), Writer: lab.LabelFromApp(c.App), App: c.App, New: c.New.image()}
+func (c rowChange) event() *protocol.RowEvent {
+	e := &protocol.RowEvent{HistorySeq: c.Seq, JobID: c.JobID, Op: protocol.RowOp(c.Op), Writer: protocol.LabelFromApp(c.App), App: c.App, New: c.New.image()}
 	if c.Old != nil {
 		old := c.Old.image()
 		e.Old = &old
@@ -48,7 +49,7 @@ func (c rowChange) event() *lab.RowEvent {
 
 // fromHistory is the change a history record tells, as a notification
 // would have told it.
-func fromHistory(h lab.HistoryRecord) rowChange {
+func fromHistory(h protocol.HistoryRecord) rowChange {
 	c := rowChange{Seq: h.Seq, JobID: h.JobID, Op: h.Op, At: h.At, App: h.App,
 		New: rowImage{Status: engine.Status(h.NewStatus), Owner: h.NewOwner, Epoch: h.NewEpoch, LeaseUntil: h.NewLeaseUntil}}
 	if h.OldStatus != nil {
@@ -121,7 +122,7 @@ func (r *Run) tellRow(c rowChange) {
 	}
 	row := c.event()
 	r.noteLease(*row, c.At)
-	r.emit(context.Background(), lab.Event{Kind: lab.KindRow, Actor: lab.ActorPostgres, At: c.At, Row: row})
+	r.emit(context.Background(), protocol.Event{Kind: protocol.KindRow, Actor: protocol.ActorPostgres, At: c.At, Row: row})
 }
 
 // catchUpLater catches up in the background, trying again with a backoff
@@ -157,7 +158,7 @@ func (r *Run) catchUp(ctx context.Context) error {
 	after := r.rows.floor
 	r.mu.Unlock()
 	for {
-		hs, err := lab.HistoryAfter(ctx, r.env.Pool, r.spec.Schemas.Jobs, after, 1000)
+		hs, err := judge.HistoryAfter(ctx, r.env.Pool, r.spec.Schemas.Jobs, after, 1000)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,9 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
@@ -27,22 +29,22 @@ import (
 // random now and then with SIGSTOP for longer than the lease and thaws it
 // with SIGCONT. Once per queue style and round, one after the other on the
 // same machine, each round in an order turned one place from the round
-// before (lab.LoadConfig.RoundOrder), so that no style gains from its
+// before (experiments.LoadConfig.RoundOrder), so that no style gains from its
 // place in the sequence and their throughputs compare round by round. The
-// counts are read from Postgres as the workers go (lab.Tally), and at the
+// counts are read from Postgres as the workers go (judge.Tally), and at the
 // end of each style's round the invariant checker reads every job
-// (lab.CheckLoad).
+// (judge.CheckLoad).
 
 // LoadSpec says which load lab to run.
 type LoadSpec struct {
 	// ID names the lab on every event it emits.
 	ID     string
-	Config lab.LoadConfig
+	Config experiments.LoadConfig
 	// SchemasFor names the schemas of the i-th style's round to run
 	// (from 0): made when it begins, dropped when it ends.
-	SchemasFor func(i int) lab.Schemas
+	SchemasFor func(i int) judge.Schemas
 	// EmitFunc receives every event of the lab, in order.
-	EmitFunc func(lab.Event)
+	EmitFunc func(protocol.Event)
 	// Tick is how often the live counts are read. Default 500ms.
 	Tick time.Duration
 	// Seed seeds the stalls and the work times; 0 for a random one.
@@ -64,8 +66,8 @@ type Load struct {
 	drops sync.WaitGroup // schemas being dropped in the background
 
 	mu       sync.Mutex
-	results  []lab.LoadStyleResult
-	stopped  lab.StopReason
+	results  []experiments.LoadStyleResult
+	stopped  protocol.StopReason
 	finished bool // every style ran to its end
 }
 
@@ -83,7 +85,7 @@ func StartLoad(env *Env, spec LoadSpec) (*Load, error) {
 		return nil, fault.Errorf(fault.Invalid, "the load lab needs the built-in receiver")
 	}
 	if spec.EmitFunc == nil {
-		spec.EmitFunc = func(lab.Event) {}
+		spec.EmitFunc = func(protocol.Event) {}
 	}
 	if spec.Tick == 0 {
 		spec.Tick = 500 * time.Millisecond
@@ -119,17 +121,17 @@ func (l *Load) giveSlots() {
 func (l *Load) ID() string { return l.spec.ID }
 
 // Config returns what the lab runs.
-func (l *Load) Config() lab.LoadConfig { return l.spec.Config }
+func (l *Load) Config() experiments.LoadConfig { return l.spec.Config }
 
 // Done is closed once the lab has ended.
 func (l *Load) Done() <-chan struct{} { return l.done }
 
 // Results returns the styles that have ended (run every round), in the
 // configured order.
-func (l *Load) Results() []lab.LoadStyleResult {
+func (l *Load) Results() []experiments.LoadStyleResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]lab.LoadStyleResult(nil), l.results...)
+	return append([]experiments.LoadStyleResult(nil), l.results...)
 }
 
 // Finished reports whether every style ran to its end.
@@ -141,7 +143,7 @@ func (l *Load) Finished() bool {
 
 // Stop ends the lab for a reason, if it has not ended, and returns once
 // its workers are reaped and its schemas dropped.
-func (l *Load) Stop(reason lab.StopReason) {
+func (l *Load) Stop(reason protocol.StopReason) {
 	select {
 	case <-l.done:
 		return // it has ended already, finished or not: nothing to say
@@ -156,13 +158,13 @@ func (l *Load) Stop(reason lab.StopReason) {
 	<-l.done
 }
 
-func (l *Load) emit(ev *lab.LoadEvent) {
+func (l *Load) emit(ev *protocol.LoadEvent) {
 	ev.Config = l.spec.Config
 	at := time.Now()
 	if l.env.Clock != nil {
 		at = l.env.Clock.Now(context.Background())
 	}
-	l.spec.EmitFunc(lab.Event{Run: l.spec.ID, At: at, Actor: lab.ActorRunner, Kind: lab.KindLoad, Load: ev})
+	l.spec.EmitFunc(protocol.Event{Run: l.spec.ID, At: at, Actor: protocol.ActorRunner, Kind: protocol.KindLoad, Load: ev})
 }
 
 func (l *Load) run() {
@@ -175,9 +177,9 @@ func (l *Load) run() {
 	}()
 	defer l.cancel()
 	defer l.drops.Wait() // Stop returns once every schema is dropped
-	l.emit(&lab.LoadEvent{Phase: lab.LoadStarted})
+	l.emit(&protocol.LoadEvent{Phase: experiments.LoadStarted})
 	cfg := l.spec.Config
-	acc := map[string]*lab.LoadStyleResult{}
+	acc := map[string]*experiments.LoadStyleResult{}
 	type slot struct {
 		round, pos int
 		name       string
@@ -189,7 +191,7 @@ func (l *Load) run() {
 		}
 	}
 	for _, name := range cfg.Styles {
-		acc[name] = &lab.LoadStyleResult{Style: name}
+		acc[name] = &experiments.LoadStyleResult{Style: name}
 	}
 	// Each run's schemas are made while the run before it settles (ready),
 	// and dropped in the background after it: the machine's time goes to
@@ -253,7 +255,7 @@ func (l *Load) run() {
 	prepare(0)
 	for i, at := range plan {
 		round, pos, name := at.round, at.pos, at.name
-		where := lab.LoadRound{Round: round + 1, Position: pos + 1, Jobs: cfg.RoundJobs(round)}
+		where := experiments.LoadRound{Round: round + 1, Position: pos + 1, Jobs: cfg.RoundJobs(round)}
 		move(i, false) // unless it has gone ahead already
 		st := <-final[i]
 		final[i] <- st // kept for the deferred clean-up above
@@ -266,7 +268,7 @@ func (l *Load) run() {
 			l.mu.Lock()
 			reason := l.stopped
 			l.mu.Unlock()
-			ev := &lab.LoadEvent{Phase: lab.LoadStopped, Reason: reason}
+			ev := &protocol.LoadEvent{Phase: experiments.LoadStopped, Reason: reason}
 			if reason == "" {
 				if fault.CodeOf(err) == fault.Internal && lostConnection(err) {
 					err = fault.Errorf(fault.Unavailable, "the database stopped answering (a restart or an outage): %s's round %d could not go on", name, round+1)
@@ -280,26 +282,26 @@ func (l *Load) run() {
 			return
 		}
 		res := *acc[name]
-		res.Rounds = append([]lab.LoadRound(nil), res.Rounds...)
-		phase := lab.LoadRoundDone
+		res.Rounds = append([]experiments.LoadRound(nil), res.Rounds...)
+		phase := experiments.LoadRoundDone
 		if round == cfg.Rounds-1 {
-			phase = lab.LoadStyleDone
+			phase = experiments.LoadStyleDone
 			l.mu.Lock()
 			l.results = append(l.results, res)
 			l.mu.Unlock()
 		}
-		l.emit(&lab.LoadEvent{Phase: phase, Style: name, Round: where.Round, Position: where.Position, Result: &res})
+		l.emit(&protocol.LoadEvent{Phase: phase, Style: name, Round: where.Round, Position: where.Position, Result: &res})
 	}
-	rs := make([]lab.LoadStyleResult, 0, len(cfg.Styles))
+	rs := make([]experiments.LoadStyleResult, 0, len(cfg.Styles))
 	for _, name := range cfg.Styles {
 		rs = append(rs, *acc[name])
 	}
 	l.mu.Lock()
 	l.finished = true
-	l.results = append([]lab.LoadStyleResult(nil), rs...)
+	l.results = append([]experiments.LoadStyleResult(nil), rs...)
 	l.mu.Unlock()
-	ev := &lab.LoadEvent{Phase: lab.LoadFinished, Results: rs, Verdict: lab.LoadVerdict(rs)}
-	if c, ok := lab.CompareLoad(rs); ok {
+	ev := &protocol.LoadEvent{Phase: experiments.LoadFinished, Results: rs, Verdict: judge.LoadVerdict(rs)}
+	if c, ok := experiments.CompareLoad(rs); ok {
 		ev.Throughput = &c
 	}
 	l.emit(ev)
@@ -318,8 +320,8 @@ type loadWorker struct {
 // ran, runStyle owns it and drops its schemas.
 type stage struct {
 	name    string
-	schemas lab.Schemas
-	style   lab.Style
+	schemas judge.Schemas
+	style   experiments.Style
 	rcv     *engine.Receiver
 	err     error
 	crew    *crew // its workers, if started ahead of it
@@ -331,7 +333,7 @@ type stage struct {
 // prepare makes a style's round ready to run: fresh schemas, its queue
 // and its receiver. On an error its schemas are dropped (in the
 // background) and the stage says why.
-func (l *Load) prepare(ctx context.Context, schemas lab.Schemas, name string) *stage {
+func (l *Load) prepare(ctx context.Context, schemas judge.Schemas, name string) *stage {
 	env := l.env
 	st := &stage{name: name, schemas: schemas, ran: true}
 	fail := func(err error) *stage {
@@ -339,12 +341,12 @@ func (l *Load) prepare(ctx context.Context, schemas lab.Schemas, name string) *s
 		st.err = err
 		return st
 	}
-	style, err := lab.StyleByName(name)
+	style, err := experiments.StyleByName(name)
 	if err != nil {
 		return fail(err)
 	}
 	st.style = style
-	if err := lab.Reset(ctx, env.Pool, schemas); err != nil {
+	if err := judge.Reset(ctx, env.Pool, schemas); err != nil {
 		return fail(fmt.Errorf("set up the style's schemas: %w", err))
 	}
 	if st.rcv, err = playground.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: schemas.Receiver}, playground.ReceiverHooks{Broken: style.Broken}); err != nil {
@@ -379,7 +381,7 @@ func (l *Load) workerLost(ctx context.Context, label string) error {
 
 // dropLater drops a run's schemas in the background; run waits for it
 // before the lab ends.
-func (l *Load) dropLater(schemas lab.Schemas) {
+func (l *Load) dropLater(schemas judge.Schemas) {
 	l.drops.Add(1)
 	go func() {
 		defer l.drops.Done()
@@ -412,7 +414,7 @@ func (l *Load) spawn(st *stage, round int) (*crew, error) {
 	// round draws anew.
 	c := &crew{lost: make(chan string, cfg.Workers), up: make(chan struct{}, cfg.Workers),
 		rng: rand.New(rand.NewPCG(l.spec.Seed, (l.spec.Seed>>1|1)+uint64(round)))}
-	c.served = env.Receivers.Serve(st.rcv, func(lab.Event) {}) // thousands of decisions: counted, not told
+	c.served = env.Receivers.Serve(st.rcv, func(protocol.Event) {}) // thousands of decisions: counted, not told
 	lease := cfg.Lease()
 	for i := range cfg.Workers {
 		label := nextLabel(i)
@@ -426,11 +428,11 @@ func (l *Load) spawn(st *stage, round int) (*crew, error) {
 		wenv := []string{"DATABASE_URL=" + env.DatabaseURL, worker.EnvReceiverURL + "=" + c.served.URL,
 			worker.EnvReceiverCredential + "=" + c.served.Credential()}
 		w := &loadWorker{}
-		p, err := env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: wenv, EventFunc: func(_ *supervisor.Proc, e lab.Event) {
+		p, err := env.Supervisor.Start(supervisor.Spec{Label: label, Args: args, Env: wenv, EventFunc: func(_ *supervisor.Proc, e protocol.Event) {
 			// Its thousands of statements are counted from Postgres, not
 			// told; what it says on stderr goes to the server's log.
 			switch {
-			case e.Process != nil && e.Process.Change == lab.ProcExited && !w.exited.Swap(true):
+			case e.Process != nil && e.Process.Change == protocol.ProcExited && !w.exited.Swap(true):
 				c.lost <- label
 			case e.SQL != nil:
 				// Only what the lab needs to know of its statements: that
@@ -439,14 +441,14 @@ func (l *Load) spawn(st *stage, round int) (*crew, error) {
 					c.up <- struct{}{}
 				}
 				switch e.SQL.Op {
-				case lab.OpClaim:
-					if e.SQL.Result == lab.ResultOK {
+				case protocol.OpClaim:
+					if e.SQL.Result == protocol.ResultOK {
 						w.busy.Store(true)
 					}
-				case lab.OpComplete, lab.OpFail:
+				case protocol.OpComplete, protocol.OpFail:
 					w.busy.Store(false)
 				}
-			case e.Note != nil && e.Note.Code == lab.NoteLog:
+			case e.Note != nil && e.Note.Code == protocol.NoteLog:
 				env.Log.Debug("load lab worker", "lab", l.spec.ID, "worker", label, "line", e.Note.Line)
 			}
 		}})
@@ -502,7 +504,7 @@ func (l *Load) spareSlots(n int) bool {
 // them to acc, the style's rounds before it; its ticks count those rounds
 // in. It calls endedFunc once every job of the round has ended, while its
 // last zombies settle.
-func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc *lab.LoadStyleResult, endedFunc func()) error {
+func (l *Load) runStyle(ctx context.Context, st *stage, where experiments.LoadRound, acc *experiments.LoadStyleResult, endedFunc func()) error {
 	env, cfg := l.env, l.spec.Config
 	st.ran = true
 	defer l.dropLater(st.schemas)
@@ -536,7 +538,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 			n = cfg.Workers // go on: the span starts at the first claim
 		}
 	}
-	for _, stmt := range lab.JobsFill(schemas.Jobs, where.Jobs) {
+	for _, stmt := range judge.JobsFill(schemas.Jobs, where.Jobs) {
 		if _, err := env.Pool.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
 			return fmt.Errorf("fill the queue: %s: %w", stmt.Name, err)
 		}
@@ -640,13 +642,13 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 	}
 	poll := time.NewTicker(min(100*time.Millisecond, l.spec.Tick))
 	defer poll.Stop()
-	var prev lab.LoadTally
+	var prev experiments.LoadTally
 	prevAt := start
 	ended := false // a count saw every job ended
 	cutShort := false
 	// tell reads the live counts and tells them.
 	tell := func(now time.Time) error {
-		t, err := lab.Tally(ctx, env.Pool, schemas)
+		t, err := judge.Tally(ctx, env.Pool, schemas)
 		if err != nil {
 			return err
 		}
@@ -654,7 +656,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		t.PerSecond = float64(t.Done-prev.Done) / now.Sub(prevAt).Seconds()
 		prev, prevAt = t, now
 		sum := acc.Tally.Add(t)
-		l.emit(&lab.LoadEvent{Phase: lab.LoadTick, Style: name, Round: where.Round, Position: where.Position, Tally: &sum})
+		l.emit(&protocol.LoadEvent{Phase: experiments.LoadTick, Style: name, Round: where.Round, Position: where.Position, Tally: &sum})
 		return nil
 	}
 	for {
@@ -667,7 +669,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		}
 		// Often, only whether the jobs have ended (the history and the
 		// receiver's decisions are longer reads, for the ticks alone).
-		t, err := lab.TallyJobs(ctx, env.Pool, schemas)
+		t, err := judge.TallyJobs(ctx, env.Pool, schemas)
 		if err != nil {
 			return err
 		}
@@ -688,7 +690,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 			(sinceThaw > settle || sinceThaw > 200*time.Millisecond && busyNow() == 0) {
 			break
 		}
-		if now.Sub(start) > lab.MaxLoadStyleTime {
+		if now.Sub(start) > experiments.MaxLoadStyleTime {
 			cutShort = true
 			stopChaos()
 			break
@@ -699,14 +701,14 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 	elapsed := time.Since(start)
 	killWorkers() // nothing more is written: the last count is the end
 
-	t, err := lab.Tally(ctx, env.Pool, schemas)
+	t, err := judge.Tally(ctx, env.Pool, schemas)
 	if err != nil {
 		return err
 	}
 	t.Style, t.ElapsedMS, t.Stalls = name, elapsed.Milliseconds(), int(stalls.Load())
 	// Throughput up to the moment the last job ended, not the settling,
 	// on the database clock.
-	span, err := lab.Span(ctx, env.Pool, schemas)
+	span, err := judge.Span(ctx, env.Pool, schemas)
 	if err != nil {
 		return err
 	}
@@ -714,7 +716,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where lab.LoadRound, acc
 		span = elapsed
 	}
 	span = max(time.Millisecond, span)
-	check, err := lab.CheckLoad(ctx, env.Pool, schemas.Jobs, rcv, where.Jobs)
+	check, err := judge.CheckLoad(ctx, env.Pool, schemas.Jobs, rcv, where.Jobs)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/receiver"
 )
 
@@ -66,9 +67,9 @@ func (r *Run) relayOnce(ctx context.Context) int {
 // receiver answered (taken or refused: either way it is done).
 func (r *Run) send(ctx context.Context, hc *http.Client, url string, id int64, d engine.Delivery) bool {
 	body, _ := json.Marshal(d) // a Delivery always encodes
-	ce := &lab.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: ".../deliveries", Body: string(body)}
+	ce := &protocol.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: ".../deliveries", Body: string(body)}
 	at, err := receiver.Call(ctx, hc, url, body, ce)
-	r.emit(ctx, lab.Event{Kind: lab.KindCall, Actor: lab.ActorRelay, At: at, Call: ce})
+	r.emit(ctx, protocol.Event{Kind: protocol.KindCall, Actor: protocol.ActorRelay, At: at, Call: ce})
 	if errors.As(err, new(*engine.StaleError)) {
 		err = nil // refused: done all the same
 	}
@@ -84,7 +85,7 @@ func (r *Run) send(ctx context.Context, hc *http.Client, url string, id int64, d
 // hold the verdict up for long.
 func (r *Run) drain(ctx context.Context) {
 	deadline := time.Now().Add(3 * time.Second)
-	if r.spec.Config.Delivery == lab.DeliverOutbox {
+	if r.spec.Config.Delivery == experiments.DeliverOutbox {
 		for r.relayOnce(ctx) > 0 && time.Now().Before(deadline) {
 			time.Sleep(relayEvery)
 		}

@@ -8,7 +8,7 @@
 //
 // A Run owns its whole life — start (its schemas, its receiver, its
 // workers), steps, finish, evaluation and the end — in one explicit mode
-// and phase (lab.Mode, lab.RunPhase). Open assembles a run for every
+// and phase (protocol.Mode, protocol.RunPhase). Open assembles a run for every
 // caller: `fencelab run` and the playground server alike. The runner needs
 // no HTTP of its own and knows no HTTP status; its errors carry fault
 // codes. Every event of a run goes to one EmitFunc, numbered by whoever
@@ -29,7 +29,9 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/sandbox"
@@ -41,7 +43,7 @@ import (
 // returns where they deliver, the credentials they deliver with, and how
 // to stop serving. *receiver.Registry is one.
 type Receivers interface {
-	Serve(r *engine.Receiver, emit func(lab.Event)) *receiver.Served
+	Serve(r *engine.Receiver, emit func(protocol.Event)) *receiver.Served
 }
 
 // Limits bound what a run may hold and how long it may wait.
@@ -110,14 +112,14 @@ type Env struct {
 type Spec struct {
 	// ID names the run on every event it emits.
 	ID     string
-	Config lab.RunConfig
-	Mode   lab.Mode
+	Config experiments.RunConfig
+	Mode   protocol.Mode
 	// Pace is the delay between the steps of an auto run (0: none).
 	Pace time.Duration
 	// Background marks a run that is not its session's current one (a
 	// matrix cell).
 	Background bool
-	Schemas    lab.Schemas
+	Schemas    judge.Schemas
 	// Prepared says the schemas were set up already, and are empty (a
 	// server's spare pair): the run uses them as they are.
 	Prepared bool
@@ -139,7 +141,7 @@ type Spec struct {
 	GiveWorkerFunc func()
 	// EmitFunc receives every event of the run, one at a time, in order. It
 	// must not block for long.
-	EmitFunc func(lab.Event)
+	EmitFunc func(protocol.Event)
 	// OnEndFunc, if set, is called once, after the run has ended and its
 	// last event is out, with its final state.
 	OnEndFunc func(r *Run)
@@ -151,23 +153,23 @@ type Run struct {
 	env      *Env
 	spec     Spec
 	lim      Limits
-	scenario lab.Scenario
+	scenario experiments.Scenario
 	queue    *engine.Queue
-	receiver lab.ReceiverView
+	receiver judge.ReceiverView
 	jobID    int64
 
 	stepMu sync.Mutex // one step at a time
 
 	mu         sync.Mutex
-	phase      lab.RunPhase
+	phase      protocol.RunPhase
 	paused     bool // an auto run waits between steps
 	pace       time.Duration
 	started    time.Time
 	ended      time.Time
-	stopReason lab.StopReason
-	outcome    *lab.Outcome
-	report     *lab.Report
-	failure    *lab.Failure
+	stopReason protocol.StopReason
+	outcome    *protocol.Outcome
+	report     *protocol.Report
+	failure    *protocol.Failure
 	changed    chan struct{} // closed and replaced on every change of a worker
 	workers    map[string]*workerState
 	order      []string        // labels in the order they were spawned
@@ -226,19 +228,19 @@ func New(env *Env, spec Spec) (*Run, error) {
 		return nil, errors.New("runner: Env needs Pool, Supervisor, Notify, DatabaseURL and Receivers or ExternalReceiver")
 	}
 	switch {
-	case spec.Config.Ordering == lab.FreePlay:
-		spec.Mode = lab.ModeFree
-	case spec.Mode == lab.ModeFree:
+	case spec.Config.Ordering == experiments.FreePlay:
+		spec.Mode = protocol.ModeFree
+	case spec.Mode == protocol.ModeFree:
 		return nil, fault.Errorf(fault.Invalid, "free play is its own ordering: %s has a script", spec.Config.Ordering)
 	case spec.Mode == "":
-		spec.Mode = lab.ModeAuto
-	case spec.Mode != lab.ModeAuto && spec.Mode != lab.ModeStep:
+		spec.Mode = protocol.ModeAuto
+	case spec.Mode != protocol.ModeAuto && spec.Mode != protocol.ModeStep:
 		return nil, fault.Errorf(fault.Invalid, "mode %q must be auto or step", spec.Mode)
 	}
 	if spec.EmitFunc == nil {
-		spec.EmitFunc = func(lab.Event) {}
+		spec.EmitFunc = func(protocol.Event) {}
 	}
-	sc, err := lab.ScriptOf(spec.Config)
+	sc, err := experiments.ScriptOf(spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +249,7 @@ func New(env *Env, spec Spec) (*Run, error) {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Run{env: env, spec: spec, lim: lim, scenario: sc, phase: lab.PhaseStarting, pace: spec.Pace, started: time.Now(),
+	r := &Run{env: env, spec: spec, lim: lim, scenario: sc, phase: protocol.PhaseStarting, pace: spec.Pace, started: time.Now(),
 		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]lease{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{})}
 	r.stopBG = func() {}
@@ -264,12 +266,12 @@ func (r *Run) dropSchemas() { dropSchemas(r.env, r.spec.Schemas, "a run's", r.sp
 // database is unavailable (a restart: 57P03, "the database system is
 // starting up"), so that a server's end or a run's leaves none behind an
 // outage; it logs once if it could not.
-func dropSchemas(env *Env, s lab.Schemas, whose, id string) {
+func dropSchemas(env *Env, s judge.Schemas, whose, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
-		err := lab.Drop(ctx, env.Pool, s)
+		err := judge.Drop(ctx, env.Pool, s)
 		if err == nil {
 			return
 		}
@@ -302,7 +304,7 @@ func (r *Run) Start(ctx context.Context) error {
 	r.mu.Unlock()
 	r.emitState(ctx)
 	if err := r.start(ctx, bgctx); err != nil {
-		r.fail(lab.ErrStartFailed, nil, err, lab.StopStartFailed)
+		r.fail(protocol.ErrStartFailed, nil, err, protocol.StopStartFailed)
 		return err
 	}
 	r.mu.Lock()
@@ -311,14 +313,14 @@ func (r *Run) Start(ctx context.Context) error {
 		return r.endedErr()
 	}
 	switch r.spec.Mode {
-	case lab.ModeStep:
-		r.phase = lab.PhaseReady
+	case protocol.ModeStep:
+		r.phase = protocol.PhaseReady
 	default:
-		r.phase = lab.PhasePlaying
+		r.phase = protocol.PhasePlaying
 	}
 	r.mu.Unlock()
 	r.emitState(ctx)
-	if r.spec.Mode == lab.ModeAuto {
+	if r.spec.Mode == protocol.ModeAuto {
 		r.loops.Add(1)
 		go r.autoLoop(bgctx)
 	}
@@ -340,7 +342,7 @@ func (r *Run) awaitStart(ctx context.Context) error {
 func (r *Run) start(ctx, bgctx context.Context) error {
 	env, spec := r.env, r.spec
 	if !spec.Prepared {
-		if err := lab.Reset(ctx, env.Pool, spec.Schemas); err != nil {
+		if err := judge.Reset(ctx, env.Pool, spec.Schemas); err != nil {
 			return fmt.Errorf("set up the run's schemas: %w", err)
 		}
 		if !spec.KeepSchemas {
@@ -353,10 +355,10 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	r.queue = q
 	receiverURL := ""
-	if spec.Solution != nil && (env.ExternalReceiver != "" || spec.Mode == lab.ModeFree || spec.Config.Delivery != lab.DeliverDirect) {
+	if spec.Solution != nil && (env.ExternalReceiver != "" || spec.Mode == protocol.ModeFree || spec.Config.Delivery != experiments.DeliverDirect) {
 		return fault.Errorf(fault.Invalid, "a reader's statements run only in a scripted run, with direct delivery to the built-in receiver")
 	}
-	if env.ExternalReceiver != "" && spec.Config.Delivery == lab.DeliverKeyed {
+	if env.ExternalReceiver != "" && spec.Config.Delivery == experiments.DeliverKeyed {
 		return fault.Errorf(fault.Invalid, "a standalone receiver keeps epochs: the keyed delivery needs the built-in one")
 	}
 	if env.ExternalReceiver != "" {
@@ -372,7 +374,7 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rcv, err := playground.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver}, playground.ReceiverHooks{Broken: spec.Config.Broken, Keyed: spec.Config.Delivery == lab.DeliverKeyed, Rule: rule})
+		rcv, err := playground.NewReceiver(env.Pool, engine.ReceiverConfig{Schema: spec.Schemas.Receiver}, playground.ReceiverHooks{Broken: spec.Config.Broken, Keyed: spec.Config.Delivery == experiments.DeliverKeyed, Rule: rule})
 		if err != nil {
 			return err
 		}
@@ -392,12 +394,12 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 	}
 	r.bg.Add(1)
 	go r.watch(bgctx)
-	if spec.Config.Delivery == lab.DeliverOutbox {
+	if spec.Config.Delivery == experiments.DeliverOutbox {
 		r.bg.Add(1)
 		go r.relay(bgctx, receiverURL)
 	}
 
-	if spec.Mode == lab.ModeFree {
+	if spec.Mode == protocol.ModeFree {
 		for range 2 {
 			if _, err := r.addWorker(receiverURL, WorkerOptions{}); err != nil {
 				return err
@@ -410,15 +412,15 @@ func (r *Run) start(ctx, bgctx context.Context) error {
 		return err
 	}
 	r.jobID = id
-	for _, label := range []string{lab.Zombie, lab.NewOwner} {
+	for _, label := range []string{experiments.Zombie, experiments.NewOwner} {
 		if err := r.spawn(label, spec.Config.Owner(label), spec.Config.WorkerSkew(label), receiverURL, true, 0); err != nil {
 			return err
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.lim.StepTimeout)
 	defer cancel()
-	for _, label := range []string{lab.Zombie, lab.NewOwner} {
-		if err := r.waitFor(wctx, label, func(w *workerState) bool { return w.waitingAt == lab.CheckpointClaim }); err != nil {
+	for _, label := range []string{experiments.Zombie, experiments.NewOwner} {
+		if err := r.waitFor(wctx, label, func(w *workerState) bool { return w.waitingAt == protocol.CheckpointClaim }); err != nil {
 			return fmt.Errorf("worker %s never became ready: %w", label, err)
 		}
 	}
@@ -443,30 +445,30 @@ func (r *Run) cleanup(fn func()) {
 func (r *Run) ID() string { return r.spec.ID }
 
 // Config returns the run's settings.
-func (r *Run) Config() lab.RunConfig { return r.spec.Config }
+func (r *Run) Config() experiments.RunConfig { return r.spec.Config }
 
 // Mode returns how the run is played.
-func (r *Run) Mode() lab.Mode { return r.spec.Mode }
+func (r *Run) Mode() protocol.Mode { return r.spec.Mode }
 
 // Done is closed once the run has ended.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
 // Phase returns where the run is in its life.
-func (r *Run) Phase() lab.RunPhase {
+func (r *Run) Phase() protocol.RunPhase {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.phase
 }
 
 // Outcome returns a finished scripted run's outcome, or nil.
-func (r *Run) Outcome() *lab.Outcome {
+func (r *Run) Outcome() *protocol.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.outcome
 }
 
 // Report returns a finished free-play run's report, or nil.
-func (r *Run) Report() *lab.Report {
+func (r *Run) Report() *protocol.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.report
@@ -474,20 +476,20 @@ func (r *Run) Report() *lab.Report {
 
 // Info describes the run as the page and the API show it, its workers'
 // states read from the operating system.
-func (r *Run) Info() lab.RunInfo {
+func (r *Run) Info() protocol.RunInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.infoLocked()
 }
 
-func (r *Run) infoLocked() lab.RunInfo {
+func (r *Run) infoLocked() protocol.RunInfo {
 	c := r.spec.Config
-	i := lab.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background, Custom: r.spec.Solution != nil,
+	i := protocol.RunInfo{ID: r.spec.ID, Ordering: c.Ordering, Mode: r.spec.Mode, Phase: r.phase, Background: r.spec.Background, Custom: r.spec.Solution != nil,
 		Broken: c.Broken.Names(), SameIdentity: c.SameIdentity, Delivery: c.Delivery, LeaseMS: c.Lease.Milliseconds(), SkewMS: c.Skew.Milliseconds(),
 		PaceMS: r.pace.Milliseconds(), StepIndex: r.next, Steps: r.scenario.Steps, Started: r.started, StopReason: r.stopReason,
 		Outcome: r.outcome, Report: r.report, Error: r.failure, Workers: r.workersLocked()}
 	if i.Steps == nil {
-		i.Steps = []lab.Step{}
+		i.Steps = []experiments.Step{}
 	}
 	if !r.ended.IsZero() {
 		t := r.ended
@@ -498,7 +500,7 @@ func (r *Run) infoLocked() lab.RunInfo {
 
 // emitState tells the watchers what the run looks like now.
 func (r *Run) emitState(ctx context.Context) {
-	r.emit(ctx, lab.Event{Kind: lab.KindRunState, Actor: lab.ActorRunner, RunState: &lab.RunStateEvent{Info: r.Info()}})
+	r.emit(ctx, protocol.Event{Kind: protocol.KindRunState, Actor: protocol.ActorRunner, RunState: &protocol.RunStateEvent{Info: r.Info()}})
 }
 
 // endedErr reports whether the run has ended, with a fault to return if so.
@@ -506,7 +508,7 @@ func (r *Run) endedErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.phase.Ended() {
-		if r.failure != nil && r.failure.Code == string(lab.ErrWorkerLost) {
+		if r.failure != nil && r.failure.Code == string(protocol.ErrWorkerLost) {
 			return fault.Errorf(fault.Conflict, "run %s has ended: %s; start another", r.spec.ID, lowerFirst(r.failure.Message))
 		}
 		return fault.Errorf(fault.Conflict, "run %s has ended (%s); start another", r.spec.ID, r.phase)
@@ -524,23 +526,23 @@ func lowerFirst(s string) string {
 // Stop ends a run that has not finished, for a reason: its workers are
 // stopped, its schemas dropped, its receiver no longer served. It does
 // nothing to a run that has ended already.
-func (r *Run) Stop(reason lab.StopReason) {
-	r.end(lab.PhaseStopped, reason, nil, func() {
-		r.emit(context.Background(), lab.Event{Kind: lab.KindNote, Actor: lab.ActorRunner, Note: &lab.NoteEvent{Code: lab.NoteStopped, Reason: reason}})
+func (r *Run) Stop(reason protocol.StopReason) {
+	r.end(protocol.PhaseStopped, reason, nil, func() {
+		r.emit(context.Background(), protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteStopped, Reason: reason}})
 	})
 }
 
 // Close stops the run if it has not ended (as a shutdown) and waits until
 // everything it started is gone. Safe to call more than once.
 func (r *Run) Close() {
-	r.Stop(lab.StopShutdown)
+	r.Stop(protocol.StopShutdown)
 	r.loops.Wait()
 	r.bg.Wait()
 }
 
 // fail ends a run that could not go on, saying why.
-func (r *Run) fail(code lab.ErrorCode, step *int, err error, reason lab.StopReason) {
-	f := &lab.Failure{Code: string(code), Message: fault.MessageOf(err)}
+func (r *Run) fail(code protocol.ErrorCode, step *int, err error, reason protocol.StopReason) {
+	f := &protocol.Failure{Code: string(code), Message: fault.MessageOf(err)}
 	r.mu.Lock()
 	stopping := r.phase.Ended()
 	r.mu.Unlock()
@@ -549,22 +551,22 @@ func (r *Run) fail(code lab.ErrorCode, step *int, err error, reason lab.StopReas
 	if fault.CodeOf(err) == fault.Internal && !stopping && !errors.Is(err, context.Canceled) {
 		r.env.Log.Error("a run failed", "run", r.spec.ID, "err", err)
 	}
-	r.end(lab.PhaseFailed, reason, f, func() {
-		r.emit(context.Background(), lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Error: &lab.ErrorEvent{Code: code, Message: f.Message, Step: step}})
+	r.end(protocol.PhaseFailed, reason, f, func() {
+		r.emit(context.Background(), protocol.Event{Kind: protocol.KindError, Actor: protocol.ActorRunner, Error: &protocol.ErrorEvent{Code: code, Message: f.Message, Step: step}})
 	})
 }
 
 // end moves the run to its final phase once: say so (first), stop its
 // workers and watchers, give back its schemas and receiver, tell the
 // watchers the final state, then the OnEndFunc.
-func (r *Run) end(phase lab.RunPhase, reason lab.StopReason, f *lab.Failure, say func()) {
+func (r *Run) end(phase protocol.RunPhase, reason protocol.StopReason, f *protocol.Failure, say func()) {
 	r.endOnce.Do(func() {
 		if say != nil {
 			say()
 		}
 		r.mu.Lock()
 		r.phase, r.ended, r.failure = phase, time.Now(), f
-		if phase != lab.PhaseFinished {
+		if phase != protocol.PhaseFinished {
 			r.stopReason = reason
 		}
 		cleanups := r.cleanups

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/check"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -30,10 +32,10 @@ func TestRun_AWorkerStartingAsItsRunEndsIsKilled(t *testing.T) {
 	defer w.Close()
 	var once sync.Once
 	defer runner.SetSpawnHook(func(r *runner.Run) {
-		once.Do(func() { go r.Stop(lab.StopReset); time.Sleep(300 * time.Millisecond) })
+		once.Do(func() { go r.Stop(protocol.StopReset); time.Sleep(300 * time.Millisecond) })
 	})()
-	spec := runner.Spec{ID: "r1", Config: lab.RunConfig{Ordering: lab.ZombieFirst, Lease: 300 * time.Millisecond}, Mode: lab.ModeStep,
-		Schemas: lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
+	spec := runner.Spec{ID: "r1", Config: experiments.RunConfig{Ordering: experiments.ZombieFirst, Lease: 300 * time.Millisecond}, Mode: protocol.ModeStep,
+		Schemas: judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}}
 	r, err := runner.Open(context.Background(), &w.Env, spec)
 	if err == nil {
 		r.Close()

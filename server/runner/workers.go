@@ -9,7 +9,8 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/supervisor"
 	"github.com/fencelab/fencelab/server/worker"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,13 +23,13 @@ type workerState struct {
 	owner     string
 	skew      time.Duration
 	proc      *supervisor.Proc
-	waitingAt lab.Checkpoint // the checkpoint it waits at, "" while busy (step mode)
-	waits     int            // how many times it has reported waiting at a checkpoint
+	waitingAt protocol.Checkpoint // the checkpoint it waits at, "" while busy (step mode)
+	waits     int                 // how many times it has reported waiting at a checkpoint
 	frozen    bool
 	frozenAt  time.Time
 	stoppedAt time.Time // when it was first seen stopped by a signal from outside the run (zero: not)
 	exited    bool
-	killCause lab.Cause // who sent the SIGKILL, if anyone in the run did
+	killCause protocol.Cause // who sent the SIGKILL, if anyone in the run did
 	jobID     int64
 	epoch     int64
 	triedDone bool                 // it sent a commit (complete or fail) statement
@@ -93,7 +94,7 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 	if skew != 0 {
 		args = append(args, "--skew", skew.String())
 	}
-	if c.Delivery != "" && c.Delivery != lab.DeliverDirect {
+	if c.Delivery != "" && c.Delivery != experiments.DeliverDirect {
 		args = append(args, "--delivery", string(c.Delivery))
 	}
 	if err := r.takeSlot(); err != nil {
@@ -141,8 +142,8 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 		cancel()
 		return fault.Errorf(fault.Conflict, "run %s has ended", r.spec.ID)
 	}
-	r.emit(context.Background(), lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
-		Change: lab.ProcSpawned, Pid: p.Pid, State: lab.StateRunning, Owner: owner, SkewMS: skew.Milliseconds()}})
+	r.emit(context.Background(), protocol.Event{Kind: protocol.KindProcess, Actor: label, Process: &protocol.ProcessEvent{
+		Change: protocol.ProcSpawned, Pid: p.Pid, State: protocol.StateRunning, Owner: owner, SkewMS: skew.Milliseconds()}})
 	return nil
 }
 
@@ -150,9 +151,9 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 // verdict (the script did not play out, so there is nothing to judge), an
 // error event that says why, and every later command answered so.
 func (r *Run) lose(why string) {
-	f := &lab.Failure{Code: string(lab.ErrWorkerLost), Message: why + "."}
-	r.end(lab.PhaseStopped, lab.StopWorkerLost, f, func() {
-		r.emit(context.Background(), lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Error: &lab.ErrorEvent{Code: lab.ErrWorkerLost, Message: f.Message}})
+	f := &protocol.Failure{Code: string(protocol.ErrWorkerLost), Message: why + "."}
+	r.end(protocol.PhaseStopped, protocol.StopWorkerLost, f, func() {
+		r.emit(context.Background(), protocol.Event{Kind: protocol.KindError, Actor: protocol.ActorRunner, Error: &protocol.ErrorEvent{Code: protocol.ErrWorkerLost, Message: f.Message}})
 	})
 }
 
@@ -171,24 +172,24 @@ func (r *Run) credential() string {
 // onWorkerEvent passes a worker's event on, then updates what the runner
 // knows of the worker. In that order: a step that waits on this event must
 // not report its end before the event itself is in the log.
-func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
-	if s := e.SQL; s != nil && s.Op == lab.OpClaim && s.Result == lab.ResultOK && s.Epoch != nil {
+func (r *Run) onWorkerEvent(p *supervisor.Proc, e protocol.Event) {
+	if s := e.SQL; s != nil && s.Op == protocol.OpClaim && s.Result == protocol.ResultOK && s.Epoch != nil {
 		r.takeover(s.JobID, *s.Epoch, p.Label, e.At)
 	}
 	lost := false
-	if pe := e.Process; pe != nil && pe.Change == lab.ProcExited {
+	if pe := e.Process; pe != nil && pe.Change == protocol.ProcExited {
 		r.mu.Lock()
 		if w := r.workers[p.Label]; w != nil {
 			pe.Cause = w.killCause
 			if pe.Cause == "" && (pe.Signal != "" || (pe.ExitCode != nil && *pe.ExitCode != 0)) {
-				pe.Cause = lab.CauseOutside
+				pe.Cause = protocol.CauseOutside
 			}
 			// A script cannot go on without its worker; free play can.
-			lost = (pe.Cause == lab.CauseOutside || pe.Cause == lab.CauseStallLimit) && r.spec.Mode != lab.ModeFree && !r.phase.Ended()
+			lost = (pe.Cause == protocol.CauseOutside || pe.Cause == protocol.CauseStallLimit) && r.spec.Mode != protocol.ModeFree && !r.phase.Ended()
 		}
 		r.mu.Unlock()
 	}
-	if n := e.Note; n != nil && n.Code == lab.NoteLog {
+	if n := e.Note; n != nil && n.Code == protocol.NoteLog {
 		r.mu.Lock()
 		if w := r.workers[p.Label]; w != nil {
 			w.lastLog = n.Line
@@ -205,7 +206,7 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 		r.mu.Unlock()
 		how := "it exited"
 		switch {
-		case pe.Cause == lab.CauseStallLimit:
+		case pe.Cause == protocol.CauseStallLimit:
 			how = "it was frozen longer than this server allows, and killed"
 		case pe.Signal != "":
 			how = "it was killed by " + pe.Signal + ", from outside the run"
@@ -227,7 +228,7 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 		return
 	}
 	switch {
-	case e.Process != nil && e.Process.Change == lab.ProcExited:
+	case e.Process != nil && e.Process.Change == protocol.ProcExited:
 		w.exited, w.waitingAt, w.frozen = true, "", false
 		if w.slot {
 			w.slot = false
@@ -236,20 +237,20 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e lab.Event) {
 	case e.Checkpoint != nil:
 		w.waitingAt = e.Checkpoint.Name
 		w.waits++
-		if e.Checkpoint.Name == lab.CheckpointClaim {
+		if e.Checkpoint.Name == protocol.CheckpointClaim {
 			w.jobID, w.epoch = 0, 0
 		}
-	case e.Call != nil && e.Call.Result == lab.DeliverySkipped:
+	case e.Call != nil && e.Call.Result == protocol.DeliverySkipped:
 		w.skipped = true
-	case e.SQL != nil && e.SQL.Op == lab.OpClaim && e.SQL.Result == lab.ResultOK && e.SQL.Epoch != nil:
+	case e.SQL != nil && e.SQL.Op == protocol.OpClaim && e.SQL.Result == protocol.ResultOK && e.SQL.Epoch != nil:
 		w.jobID, w.epoch = e.SQL.JobID, *e.SQL.Epoch
-	case e.SQL != nil && (e.SQL.Op == lab.OpComplete || e.SQL.Op == lab.OpFail):
+	case e.SQL != nil && (e.SQL.Op == protocol.OpComplete || e.SQL.Op == protocol.OpFail):
 		w.triedDone = true
 		w.fence = nil
 		if e.SQL.Fenced != nil {
 			w.fence = e.SQL.Fenced.Reasons
 		}
-		if r.spec.Mode == lab.ModeFree {
+		if r.spec.Mode == protocol.ModeFree {
 			w.jobID, w.epoch = 0, 0
 		}
 	}
@@ -301,18 +302,18 @@ func (r *Run) worker(label string) (*workerState, error) {
 
 // Workers describes every worker of the run, its state read from the
 // operating system.
-func (r *Run) Workers() []lab.Worker {
+func (r *Run) Workers() []protocol.Worker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.workersLocked()
 }
 
-func (r *Run) workersLocked() []lab.Worker {
-	out := make([]lab.Worker, 0, len(r.order))
+func (r *Run) workersLocked() []protocol.Worker {
+	out := make([]protocol.Worker, 0, len(r.order))
 	for _, l := range r.order {
 		w := r.workers[l]
-		wi := lab.Worker{Label: l, Owner: w.owner, Frozen: w.frozen, Exited: w.exited, WaitingAt: w.waitingAt,
-			JobID: w.jobID, Epoch: w.epoch, SkewMS: w.skew.Milliseconds(), State: lab.StateUnknown}
+		wi := protocol.Worker{Label: l, Owner: w.owner, Frozen: w.frozen, Exited: w.exited, WaitingAt: w.waitingAt,
+			JobID: w.jobID, Epoch: w.epoch, SkewMS: w.skew.Milliseconds(), State: protocol.StateUnknown}
 		if w.proc != nil {
 			st := w.proc.Status()
 			wi.Pid, wi.State, wi.Letter = w.proc.Pid, st.ProcState(), st.Letter()
@@ -328,7 +329,7 @@ func (r *Run) PauseWorker(ctx context.Context, label string) error {
 	if err := r.awaitStart(ctx); err != nil {
 		return err
 	}
-	return r.pause(ctx, label, lab.CauseDriver)
+	return r.pause(ctx, label, protocol.CauseDriver)
 }
 
 // ResumeWorker thaws a frozen worker with SIGCONT.
@@ -336,20 +337,20 @@ func (r *Run) ResumeWorker(ctx context.Context, label string) error {
 	if err := r.awaitStart(ctx); err != nil {
 		return err
 	}
-	return r.resume(ctx, label, lab.CauseDriver)
+	return r.resume(ctx, label, protocol.CauseDriver)
 }
 
-func (r *Run) pause(ctx context.Context, label string, cause lab.Cause) error {
+func (r *Run) pause(ctx context.Context, label string, cause protocol.Cause) error {
 	return r.freezeOrThaw(ctx, label, cause, true)
 }
 
-func (r *Run) resume(ctx context.Context, label string, cause lab.Cause) error {
+func (r *Run) resume(ctx context.Context, label string, cause protocol.Cause) error {
 	return r.freezeOrThaw(ctx, label, cause, false)
 }
 
 // freezeOrThaw sends a worker SIGSTOP (freeze) or SIGCONT, waits until the
 // operating system shows the change, and tells it.
-func (r *Run) freezeOrThaw(ctx context.Context, label string, cause lab.Cause, freeze bool) error {
+func (r *Run) freezeOrThaw(ctx context.Context, label string, cause protocol.Cause, freeze bool) error {
 	if err := r.endedErr(); err != nil {
 		return err
 	}
@@ -368,9 +369,9 @@ func (r *Run) freezeOrThaw(ctx context.Context, label string, cause lab.Cause, f
 	case !freeze && !frozen:
 		return fault.Errorf(fault.Conflict, "worker %s is not paused", label)
 	}
-	change, signal, act := lab.ProcStopped, "SIGSTOP", w.proc.Pause
+	change, signal, act := protocol.ProcStopped, "SIGSTOP", w.proc.Pause
 	if !freeze {
-		change, signal, act = lab.ProcContinued, "SIGCONT", w.proc.Resume
+		change, signal, act = protocol.ProcContinued, "SIGCONT", w.proc.Resume
 	}
 	if err := act(ctx); err != nil {
 		return r.gone(w, err)
@@ -382,7 +383,7 @@ func (r *Run) freezeOrThaw(ctx context.Context, label string, cause lab.Cause, f
 	}
 	r.mu.Unlock()
 	st := w.proc.Status()
-	r.emit(ctx, lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
+	r.emit(ctx, protocol.Event{Kind: protocol.KindProcess, Actor: label, Process: &protocol.ProcessEvent{
 		Change: change, Pid: w.proc.Pid, State: st.ProcState(), Letter: st.Letter(), Signal: signal, Cause: cause}})
 	return nil
 }
@@ -406,10 +407,10 @@ func (r *Run) KillWorker(ctx context.Context, label string) error {
 	if err := r.endedErr(); err != nil {
 		return err
 	}
-	return r.kill(ctx, label, lab.CauseDriver)
+	return r.kill(ctx, label, protocol.CauseDriver)
 }
 
-func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
+func (r *Run) kill(ctx context.Context, label string, cause protocol.Cause) error {
 	w, err := r.worker(label)
 	if err != nil {
 		return err
@@ -423,8 +424,8 @@ func (r *Run) kill(ctx context.Context, label string, cause lab.Cause) error {
 	if exited {
 		return fault.Errorf(fault.Conflict, "worker %s has already exited", label)
 	}
-	r.emit(ctx, lab.Event{Kind: lab.KindProcess, Actor: label, Process: &lab.ProcessEvent{
-		Change: lab.ProcKilling, Pid: w.proc.Pid, State: w.proc.Status().ProcState(), Signal: "SIGKILL", Cause: cause}})
+	r.emit(ctx, protocol.Event{Kind: protocol.KindProcess, Actor: label, Process: &protocol.ProcessEvent{
+		Change: protocol.ProcKilling, Pid: w.proc.Pid, State: w.proc.Status().ProcState(), Signal: "SIGKILL", Cause: cause}})
 	if err := w.proc.Kill(ctx); err != nil {
 		return r.gone(w, err)
 	}
@@ -459,7 +460,7 @@ func (r *Run) cutConnections(ctx context.Context, label string) error {
 	 WHERE application_name = $1 AND pid <> pg_backend_pid() AND position($2 in query) > 0`
 	for {
 		var pids []int32
-		if err := r.env.Pool.QueryRow(ctx, find, lab.AppName(label), r.spec.Schemas.Jobs).Scan(&pids); err != nil {
+		if err := r.env.Pool.QueryRow(ctx, find, protocol.AppName(label), r.spec.Schemas.Jobs).Scan(&pids); err != nil {
 			return fmt.Errorf("worker %s's connections: %w", label, err)
 		}
 		if len(pids) == 0 {
@@ -508,7 +509,7 @@ func (r *Run) stopWorkers(ctx context.Context) {
 			r.mu.Lock()
 			frozen, at, exited := w.frozen, w.waitingAt, w.exited
 			if !exited {
-				w.killCause = lab.CauseRunEnd
+				w.killCause = protocol.CauseRunEnd
 			}
 			r.mu.Unlock()
 			if exited {
@@ -535,7 +536,7 @@ func nextLabel(n int) string { return string(rune('A' + n)) }
 
 func ownerFor(label string, same bool) string {
 	if same {
-		label = lab.Zombie
+		label = experiments.Zombie
 	}
 	return "worker-" + strings.ToLower(label)
 }

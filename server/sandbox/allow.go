@@ -8,10 +8,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/fencelab/fencelab/server/lab"
 )
 
 // This file is the sandbox's allow-list: what a reader's statement may
@@ -107,7 +106,7 @@ type allowList struct {
 
 // loadAllowList resolves the allow-list on conn (a connection of the
 // run's role: the catalog is readable by every role).
-func loadAllowList(ctx context.Context, conn *pgx.Conn, s lab.Schemas) (*allowList, error) {
+func loadAllowList(ctx context.Context, conn *pgx.Conn, s judge.Schemas) (*allowList, error) {
 	jobs := pgx.Identifier{s.Jobs, "jobs"}.Sanitize()
 	deliveries := pgx.Identifier{s.Receiver, "deliveries"}.Sanitize()
 	var types, funcs, ops []uint32

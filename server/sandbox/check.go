@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // Checked is a reader's statement that passed Check: safe to hand to Exec
@@ -29,14 +30,14 @@ type Checked struct {
 	Columns []string
 
 	oids     []uint32
-	schemas  lab.Schemas // the run's: its names never reach the reader
+	schemas  judge.Schemas // the run's: its names never reach the reader
 	rw       *rewritten
 	resetSQL string // what Exec sends first
 }
 
 // resetSQL puts a role's session back to its settings, whatever the
 // statements before did: the server's own text, in one simple query.
-func resetSQL(s lab.Schemas) string {
+func resetSQL(s judge.Schemas) string {
 	var b strings.Builder
 	b.WriteString("RESET ALL")
 	for _, st := range Settings {
@@ -184,7 +185,7 @@ type write struct{ Op, Schema, Table string }
 
 // checkWrites holds the plan to the kind's one table: it must write it,
 // and nothing else.
-func (c *Checked) checkWrites(spec Spec, s lab.Schemas, ws []write) error {
+func (c *Checked) checkWrites(spec Spec, s judge.Schemas, ws []write) error {
 	schema := s.Jobs
 	if c.Kind == Receiver {
 		schema = s.Receiver
@@ -243,7 +244,7 @@ func (c *Checked) refusal(pe *pgconn.PgError) *Error {
 		msg = "it waited for a lock longer than the lock timeout (" + settingValue("lock_timeout") + ")"
 	}
 	return &Error{Code: code, Kind: c.Kind, SQLState: pe.Code, Position: c.rw.origPosition(int(pe.Position)),
-		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, lab.Cut(c.ownTerms(msg), MaxMessageBytes))}
+		Message: fmt.Sprintf("Postgres refused the %s: %s", c.Kind, protocol.Cut(c.ownTerms(msg), MaxMessageBytes))}
 }
 
 // MaxMessageBytes is the longest Postgres message a refusal carries: a

@@ -8,8 +8,8 @@
 // Once at start, with custom SQL on, the server calls Harden. For each run
 // that takes a reader's statements:
 //
-//	role, err := sandbox.NewRole(ctx, pool, run.Schemas) // after lab.Setup
-//	defer role.Drop(ctx, pool)                           // before or after lab.Drop
+//	role, err := sandbox.NewRole(ctx, pool, run.Schemas) // after judge.Setup
+//	defer role.Drop(ctx, pool)                           // before or after judge.Drop
 //	claim, err := role.Check(ctx, sandbox.Claim, text)   // *sandbox.Error: a 400 with its Code, Message, Position
 //	conn, err := role.Connect(ctx)                       // or role.ConnConfig() in a worker process
 //	res, err := sandbox.Exec(ctx, conn, claim, map[string]any{"owner": "A", "lease": lease})

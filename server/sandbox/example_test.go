@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -27,12 +27,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	s := lab.Schemas{Jobs: "example_jobs", Receiver: "example_receiver"}
-	if err := lab.Setup(ctx, pool, s); err != nil {
+	s := judge.Schemas{Jobs: "example_jobs", Receiver: "example_receiver"}
+	if err := judge.Setup(ctx, pool, s); err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer lab.Drop(ctx, pool, s) //nolint:errcheck
+	defer judge.Drop(ctx, pool, s) //nolint:errcheck
 	role, err := sandbox.NewRole(ctx, pool, s)
 	if err != nil {
 		fmt.Println(err)

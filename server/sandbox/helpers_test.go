@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
@@ -19,7 +19,7 @@ var hardenOnce sync.Once
 // run is one run's schemas and role, dropped when the test ends.
 type run struct {
 	pool    *pgxpool.Pool
-	schemas lab.Schemas
+	schemas judge.Schemas
 	role    *sandbox.Role
 }
 
@@ -33,8 +33,8 @@ func newRun(t *testing.T) *run {
 			t.Fatalf("harden: %v", err)
 		}
 	})
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
+	s := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, s); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
 	role, err := sandbox.NewRole(ctx, pool, s)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
 // Settings are the role's session settings, set on the role for the
@@ -51,7 +51,7 @@ const RoleSuffix = "_sql"
 // schemas start with its prefix (fl_<instance>_), so its roles do too, and
 // the sweep that drops a gone server's schemas finds its roles by the same
 // prefix (ListRoles).
-func RoleName(s lab.Schemas) string { return s.Jobs + RoleSuffix }
+func RoleName(s judge.Schemas) string { return s.Jobs + RoleSuffix }
 
 // ErrNotHardened is returned by NewRole when the database still gives
 // every role what a run's role must not have; Harden takes it away.
@@ -130,7 +130,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 type Role struct {
 	name     string
 	password string
-	schemas  lab.Schemas
+	schemas  judge.Schemas
 	conn     *pgx.ConnConfig // the server's, with this role's user and password
 
 	allowMu sync.Mutex
@@ -141,7 +141,7 @@ type Role struct {
 func (r *Role) Name() string { return r.name }
 
 // Schemas are the run's schemas the role may use.
-func (r *Role) Schemas() lab.Schemas { return r.schemas }
+func (r *Role) Schemas() judge.Schemas { return r.schemas }
 
 // String names the role and never shows its password; so do GoString
 // (%#v) and LogValue (log/slog).
@@ -172,7 +172,7 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return c, nil
 }
 
-// NewRole makes the role for a run whose schemas lab.Setup made, on
+// NewRole makes the role for a run whose schemas judge.Setup made, on
 // the database the pool reaches. The role
 //
 //   - logs in (LOGIN, a random 256-bit password sent to Postgres only as a
@@ -189,13 +189,13 @@ func (r *Role) Connect(ctx context.Context) (*pgx.Conn, error) {
 // search_path), so the role's updates of jobs are recorded in tables it
 // cannot write (job_history, job_writes). NewRole refuses (ErrNotHardened) while PUBLIC holds what
 // Harden takes away. Drop removes the role.
-func NewRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
+func NewRole(ctx context.Context, db *pgxpool.Pool, s judge.Schemas) (*Role, error) {
 	return newRole(ctx, db, s, RoleName(s), true)
 }
 
 // WorkerRoleName is the name of the role a check's worker programs log in
 // as, for a run's schemas.
-func WorkerRoleName(s lab.Schemas) string { return s.Jobs + "_worker" + RoleSuffix }
+func WorkerRoleName(s judge.Schemas) string { return s.Jobs + "_worker" + RoleSuffix }
 
 // NewWorkerRole makes the role that the worker programs of a check
 // (`fencelab check --worker`) log in as: NewRole's, with fewer rights.
@@ -205,7 +205,7 @@ func WorkerRoleName(s lab.Schemas) string { return s.Jobs + "_worker" + RoleSuff
 // it cannot turn the history's triggers off (session_replication_role).
 // Its name is WorkerRoleName; DatabaseURL and Password give it to a
 // worker.
-func NewWorkerRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role, error) {
+func NewWorkerRole(ctx context.Context, db *pgxpool.Pool, s judge.Schemas) (*Role, error) {
 	return newRole(ctx, db, s, WorkerRoleName(s), false)
 }
 
@@ -213,7 +213,7 @@ func NewWorkerRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas) (*Role,
 // (PGPASSWORD) alone: never a command line, a log or an error.
 func (r *Role) Password() string { return r.password }
 
-func newRole(ctx context.Context, db *pgxpool.Pool, s lab.Schemas, roleName string, deliveries bool) (*Role, error) {
+func newRole(ctx context.Context, db *pgxpool.Pool, s judge.Schemas, roleName string, deliveries bool) (*Role, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}

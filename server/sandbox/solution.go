@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
 // Solution is a reader's answer to the article's Step 2: the four
@@ -206,7 +206,7 @@ func (r *Role) CheckSolution(ctx context.Context, sol Solution) (*Statements, er
 // Postgres: the text is rewritten and its first keyword checked again,
 // and the result runs with Exec on a connection of the run's role, whose
 // rights are what hold. Its Columns are unknown until it runs.
-func Load(kind Kind, text string, s lab.Schemas) (*Checked, error) {
+func Load(kind Kind, text string, s judge.Schemas) (*Checked, error) {
 	spec, ok := SpecOf(kind)
 	if !ok {
 		return nil, fmt.Errorf("load: no statement kind %d", int(kind))
@@ -243,10 +243,10 @@ const (
 
 // workerEnv is what EnvStatements holds.
 type workerEnv struct {
-	Claim    string      `json:"claim"`
-	Complete string      `json:"complete"`
-	Fail     string      `json:"fail"`
-	Schemas  lab.Schemas `json:"schemas"`
+	Claim    string        `json:"claim"`
+	Complete string        `json:"complete"`
+	Fail     string        `json:"fail"`
+	Schemas  judge.Schemas `json:"schemas"`
 }
 
 // WorkerEnv returns the environment entries that let a worker run the
@@ -266,7 +266,7 @@ var ErrNoStatements = errors.New("no reader's statements in the environment")
 // three worker statements, loaded, and the role to run them as.
 type WorkerSQL struct {
 	Claim, Complete, Fail *Checked
-	Schemas               lab.Schemas
+	Schemas               judge.Schemas
 	Role, Password        string
 }
 

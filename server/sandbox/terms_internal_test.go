@@ -4,15 +4,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/fencelab/fencelab/server/lab"
 )
 
 // TestRefusal_IsInTheReadersTerms: a Postgres message that names the run's
 // schemas reaches the reader without them.
 func TestRefusal_IsInTheReadersTerms(t *testing.T) {
-	s := lab.Schemas{Jobs: "fl_ab12_7_j", Receiver: "fl_ab12_7_r"}
+	s := judge.Schemas{Jobs: "fl_ab12_7_j", Receiver: "fl_ab12_7_r"}
 	c, err := Load(Complete, "UPDATE jobs SET error = 'x' WHERE id = :id", s)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
@@ -30,8 +32,8 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	if lease < lim.MinLease || lease > lim.MaxLease {
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
 	}
-	cases := lab.CheckCases()
-	rcs := make([]lab.RunConfig, len(cases))
+	cases := experiments.CheckCases()
+	rcs := make([]experiments.RunConfig, len(cases))
 	for i, c := range cases {
 		rcs[i] = c.Config(lease)
 		if err := rcs[i].Validate(); err != nil {
@@ -76,7 +78,7 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 		return Result{}, err
 	}
 	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(lab.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release})
+	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release})
 }
 
 // lineWait is how long a check waits in line before it gives up.
@@ -93,12 +95,12 @@ func (s *Session) waitTurn(ctx context.Context) (*ticket, error) {
 		key = "session " + s.ID // loopback: no address caps, each session its own
 	}
 	s.life.Lock()
-	s.stopBatch(lab.StopReplaced)
+	s.stopBatch(protocol.StopReplaced)
 	s.mu.Lock()
 	old := s.inLine
 	s.mu.Unlock()
 	t := s.m.line.join(key, old, func(place int) {
-		s.emit(lab.Event{Kind: lab.KindNote, Actor: lab.ActorRunner, Note: &lab.NoteEvent{Code: lab.NoteInLine, Place: place}})
+		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place}})
 	})
 	s.mu.Lock()
 	s.inLine = t
@@ -128,10 +130,10 @@ func (s *Session) leaveLine() {
 
 // validate checks a solution's statements on schemas of the session's own
 // (check.Validate), within 20 s.
-func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (lab.Probes, error) {
+func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (experiments.Probes, error) {
 	_, schemas, err := s.next("v")
 	if err != nil {
-		return lab.Probes{}, err
+		return experiments.Probes{}, err
 	}
 	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -141,8 +143,8 @@ func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (lab.Probe
 // checkPlan is a check's batch: its cases, one run each in the batch's
 // order, and what the statements' probes showed.
 type checkPlan struct {
-	cases  []lab.CheckCase
-	probes lab.Probes
+	cases  []experiments.CheckCase
+	probes experiments.Probes
 	taken  bool // the address's batch count is taken already (startCheck)
 	// release gives the check's turn in the line back (idempotent).
 	release func()
@@ -152,14 +154,14 @@ type checkPlan struct {
 // case the batch's cell for it, and returns the report, or nil when the
 // batch was stopped. It fills each cell's outcome or failure, for the
 // batch's finished event.
-func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outcomes []*lab.Outcome, failures []*lab.Failure, parallel int) *lab.CheckReport {
-	cell := check.PlayerFunc(func(ctx context.Context, c lab.CheckCase) (lab.CheckInput, error) {
+func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outcomes []*protocol.Outcome, failures []*protocol.Failure, parallel int) *protocol.CheckReport {
+	cell := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 		i := slices.Index(chk.cases, c)
 		if i < 0 || i >= len(specs) {
-			return lab.CheckInput{Case: c}, fmt.Errorf("the check's batch has no cell for the %s case", c)
+			return judge.CheckInput{Case: c}, fmt.Errorf("the check's batch has no cell for the %s case", c)
 		}
 		outcomes[i], failures[i] = s.playCell(b, specs[i])
-		return lab.CheckInput{Case: c, Run: specs[i].ID, Outcome: outcomes[i], Err: failures[i]}, ctx.Err()
+		return judge.CheckInput{Case: c, Run: specs[i].ID, Outcome: outcomes[i], Err: failures[i]}, ctx.Err()
 	})
 	rep, err := check.Play(b.ctx, check.Plan{Cases: chk.cases, Player: cell, Probes: chk.probes, Parallel: parallel})
 	if err != nil {

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
 )
@@ -13,8 +15,8 @@ import (
 // startLoad starts the session's load lab, ending the one before. The
 // server runs MaxLoads at once; a client counts one as a batch. The caller
 // holds s.life.
-func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
-	s.stopLoad(lab.StopReplaced)
+func (s *Session) startLoad(cfg experiments.LoadConfig) (Result, error) {
+	s.stopLoad(protocol.StopReplaced)
 	id, schemas, err := s.next("l")
 	if err != nil {
 		return Result{}, err
@@ -33,8 +35,8 @@ func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 		<-s.m.loads
 	}
 	l, err := runner.StartLoad(s.m.env, runner.LoadSpec{ID: id, Config: cfg, EmitFunc: s.emit,
-		SchemasFor: func(i int) lab.Schemas {
-			return lab.Schemas{Jobs: fmt.Sprintf("%s%d", schemas.Jobs, i), Receiver: fmt.Sprintf("%s%d", schemas.Receiver, i)}
+		SchemasFor: func(i int) judge.Schemas {
+			return judge.Schemas{Jobs: fmt.Sprintf("%s%d", schemas.Jobs, i), Receiver: fmt.Sprintf("%s%d", schemas.Receiver, i)}
 		},
 		OnEndFunc: func(l *runner.Load) {
 			release()
@@ -51,7 +53,7 @@ func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		l.Stop(lab.StopSessionEnd)
+		l.Stop(protocol.StopSessionEnd)
 		return Result{}, fault.Errorf(fault.NotFound, "the session has ended")
 	}
 	return Result{OK: true, Run: id}, nil
@@ -59,7 +61,7 @@ func (s *Session) startLoad(cfg lab.LoadConfig) (Result, error) {
 
 // stopLoad stops the session's load lab, if one is running, and returns
 // once its workers are reaped and its schemas dropped.
-func (s *Session) stopLoad(reason lab.StopReason) {
+func (s *Session) stopLoad(reason protocol.StopReason) {
 	s.mu.Lock()
 	l := s.load
 	s.load = nil
@@ -80,7 +82,7 @@ func (m *Manager) recordLoad(s *Session, l *runner.Load) {
 		return // its first events are no longer kept
 	}
 	rs := l.Results()
-	m.cfg.Recordings.AddLoad(recording.LoadRecording{Recorded: time.Now(), Config: l.Config(), Verdict: lab.LoadVerdict(rs), Results: rs, Events: evs})
+	m.cfg.Recordings.AddLoad(recording.LoadRecording{Recorded: time.Now(), Config: l.Config(), Verdict: judge.LoadVerdict(rs), Results: rs, Events: evs})
 }
 
 func plural(n int) string {

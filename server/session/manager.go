@@ -23,7 +23,9 @@ import (
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/runner"
@@ -136,8 +138,8 @@ func (l *Limits) Fill() {
 	def(&l.MaxChecks, 4)
 	def(&l.MaxWorkersPerClient, 24)
 	dur(&l.FreshIdle, 2*time.Minute)
-	dur(&l.MinLease, lab.MinRunLease)
-	dur(&l.MaxLease, lab.MaxRunLease)
+	dur(&l.MinLease, experiments.MinRunLease)
+	dur(&l.MaxLease, experiments.MaxRunLease)
 	dur(&l.MaxPace, 10*time.Second)
 	def(&l.MaxMatrix, 80)
 	def(&l.MaxRunsPerSession, 4)
@@ -220,7 +222,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.spares.ch = make(chan lab.Schemas, cfg.Limits.SpareRuns)
+	m.spares.ch = make(chan judge.Schemas, cfg.Limits.SpareRuns)
 	m.spares.taken = make(chan struct{}, 1)
 	conn, err := m.takeLock(ctx, true)
 	if err != nil {
@@ -285,7 +287,7 @@ func (m *Manager) CreateFor(client string) (*Session, error) {
 		}
 		for _, s := range evicted {
 			m.cfg.Log.Info("session made way for a new one", "session", s.short())
-			s.close(lab.SessionIdle)
+			s.close(protocol.SessionIdle)
 		}
 	}()
 	m.mu.Lock()
@@ -452,7 +454,7 @@ func (m *Manager) Delete(id string) error {
 	if s == nil {
 		return fault.Errorf(fault.NotFound, "no session %s", strconv.QuoteToASCII(shorten(id)))
 	}
-	s.close(lab.SessionDeleted)
+	s.close(protocol.SessionDeleted)
 	return nil
 }
 
@@ -472,7 +474,7 @@ func (m *Manager) Sweep() {
 	m.mu.Unlock()
 	for _, s := range idle {
 		m.cfg.Log.Info("session expired", "session", s.short())
-		s.close(lab.SessionIdle)
+		s.close(protocol.SessionIdle)
 	}
 	for _, s := range all {
 		s.expireRuns(m.cfg.Limits.MaxRunTime)
@@ -601,7 +603,7 @@ func (m *Manager) LoadsRunning() int { return len(m.loads) }
 func (m *Manager) RunsInFlight() int { return len(m.runSlots) }
 
 // record keeps a finished run's events, to replay when the server is busy.
-func (m *Manager) record(s *Session, r *runner.Run, o *lab.Outcome) {
+func (m *Manager) record(s *Session, r *runner.Run, o *protocol.Outcome) {
 	if m.cfg.Recordings == nil {
 		return
 	}
@@ -636,7 +638,7 @@ func (m *Manager) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.close(lab.SessionShutdown)
+			s.close(protocol.SessionShutdown)
 		}()
 	}
 	wg.Wait()

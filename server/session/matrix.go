@@ -6,15 +6,17 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // batch is a session's batch of background runs while it plays.
 type batch struct {
-	name   lab.BatchName
-	ev     *lab.BatchEvent
+	name   experiments.BatchName
+	ev     *protocol.BatchEvent
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when every cell has ended
@@ -26,13 +28,13 @@ type batch struct {
 // startBatch plays a batch of runs for real, in the background, a few at
 // a time, each a run of its own: the guard matrix, or one of the article's
 // experiments. When every run has ended, the batch says what they showed
-// (lab.BatchAnswer), in its own event. A session plays one batch at a
+// (judge.BatchAnswer), in its own event. A session plays one batch at a
 // time: a new one stops the one before. The caller holds s.life.
-func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, error) {
+func (s *Session) startBatch(name experiments.BatchName, lease time.Duration) (Result, error) {
 	if lease == 0 {
 		lease = 300 * time.Millisecond
 	}
-	rcs, err := lab.BatchRuns(name, lease)
+	rcs, err := experiments.BatchRuns(name, lease)
 	if err != nil {
 		return Result{}, err
 	}
@@ -51,9 +53,9 @@ func (s *Session) startBatch(name lab.BatchName, lease time.Duration) (Result, e
 // set) has one run for each of its cases, in order, and is played and
 // judged by the check's pipeline (check.Play), its cells the Player. The
 // caller holds s.life.
-func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.Duration, sol *sandbox.Solution, chk *checkPlan) (Result, error) {
+func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunConfig, lease time.Duration, sol *sandbox.Solution, chk *checkPlan) (Result, error) {
 	lim := s.m.cfg.Limits
-	s.stopBatch(lab.StopReplaced)
+	s.stopBatch(protocol.StopReplaced)
 	if chk == nil || !chk.taken {
 		if err := s.m.takeBatch(s.client); err != nil {
 			return Result{}, err
@@ -63,7 +65,7 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 	if chk != nil && chk.release != nil {
 		release = chk.release
 	}
-	ev := &lab.BatchEvent{Name: name, Phase: lab.BatchStarted, LeaseMS: lease.Milliseconds()}
+	ev := &protocol.BatchEvent{Name: name, Phase: protocol.BatchStarted, LeaseMS: lease.Milliseconds()}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
 	for i, rc := range rcs {
@@ -73,8 +75,8 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 			release()
 			return Result{}, err
 		}
-		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: lab.ModeAuto, Background: true, Solution: sol}
-		cell := lab.CellOf(id, rc)
+		specs[i] = runner.Spec{ID: id, Schemas: schemas, Config: rc, Mode: protocol.ModeAuto, Background: true, Solution: sol}
+		cell := judge.CellOf(id, rc)
 		if chk != nil {
 			cell.Case = chk.cases[i]
 		}
@@ -85,12 +87,12 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 	b.ctx, b.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	for i, rc := range rcs {
-		s.pending[specs[i].ID] = lab.RunInfo{ID: specs[i].ID, Ordering: rc.Ordering, Mode: lab.ModeAuto, Phase: lab.PhaseStarting, Background: true,
-			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []lab.Step{}, Custom: rc.Custom}
+		s.pending[specs[i].ID] = protocol.RunInfo{ID: specs[i].ID, Ordering: rc.Ordering, Mode: protocol.ModeAuto, Phase: protocol.PhaseStarting, Background: true,
+			Broken: rc.Broken.Names(), SameIdentity: rc.SameIdentity, Delivery: rc.Delivery, LeaseMS: rc.Lease.Milliseconds(), Steps: []experiments.Step{}, Custom: rc.Custom}
 	}
 	s.batch = b
 	s.mu.Unlock()
-	s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: ev})
+	s.emit(protocol.Event{Kind: protocol.KindBatch, Actor: protocol.ActorRunner, Batch: ev})
 
 	// A few at a time, and never more than the session's share of the
 	// server's run slots, one of which stays free for its current run.
@@ -99,10 +101,10 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 		defer close(b.done)
 		defer release()
 		defer s.m.releaseBatch(s.client)
-		outcomes := make([]*lab.Outcome, len(specs))
-		failures := make([]*lab.Failure, len(specs))
+		outcomes := make([]*protocol.Outcome, len(specs))
+		failures := make([]*protocol.Failure, len(specs))
 		var wg sync.WaitGroup
-		var rep *lab.CheckReport
+		var rep *protocol.CheckReport
 		if chk != nil {
 			rep = s.judgeBatch(b, *chk, specs, outcomes, failures, parallel)
 		} else {
@@ -135,11 +137,11 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 		if b.ctx.Err() != nil {
 			return // stopped: stopBatch says so
 		}
-		done := lab.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
+		done := judge.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
 		if rep != nil {
 			done.Check, done.Answer = rep, rep.Words
 		}
-		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: done})
+		s.emit(protocol.Event{Kind: protocol.KindBatch, Actor: protocol.ActorRunner, Batch: done})
 	}()
 	return res, nil
 }
@@ -147,7 +149,7 @@ func (s *Session) playBatch(name lab.BatchName, rcs []lab.RunConfig, lease time.
 // stopBatch stops the session's batch, if one is playing: no cell starts
 // any more, and the ones playing end (workers reaped, schemas dropped)
 // before it returns.
-func (s *Session) stopBatch(reason lab.StopReason) {
+func (s *Session) stopBatch(reason protocol.StopReason) {
 	s.mu.Lock()
 	b := s.batch
 	s.batch = nil
@@ -164,15 +166,15 @@ func (s *Session) stopBatch(reason lab.StopReason) {
 	}
 	<-b.done
 	if s.ctx.Err() == nil {
-		s.emit(lab.Event{Kind: lab.KindBatch, Actor: lab.ActorRunner, Batch: &lab.BatchEvent{Name: b.name, Phase: lab.BatchStopped,
-			LeaseMS: b.ev.LeaseMS, Cells: b.ev.Cells, Answer: lab.StopWords(reason), Unsafe: []string{}}})
+		s.emit(protocol.Event{Kind: protocol.KindBatch, Actor: protocol.ActorRunner, Batch: &protocol.BatchEvent{Name: b.name, Phase: protocol.BatchStopped,
+			LeaseMS: b.ev.LeaseMS, Cells: b.ev.Cells, Answer: protocol.StopWords(reason), Unsafe: []string{}}})
 	}
 }
 
 // playCell plays one run of a batch to its verdict and returns its
 // outcome, or nil and why. A run that cannot start says why in its own
 // events too.
-func (s *Session) playCell(b *batch, spec runner.Spec) (*lab.Outcome, *lab.Failure) {
+func (s *Session) playCell(b *batch, spec runner.Spec) (*protocol.Outcome, *protocol.Failure) {
 	ctx := b.ctx
 	if ctx.Err() != nil {
 		return nil, nil
@@ -182,22 +184,22 @@ func (s *Session) playCell(b *batch, spec runner.Spec) (*lab.Outcome, *lab.Failu
 		b.runs = append(b.runs, r)
 		b.mu.Unlock()
 		if ctx.Err() != nil {
-			r.Stop(lab.StopReplaced) // the batch was stopped as this one began
+			r.Stop(protocol.StopReplaced) // the batch was stopped as this one began
 		}
 	})
 	if err != nil {
 		s.mu.Lock()
 		p, pending := s.pending[spec.ID]
 		if pending {
-			p.Phase, p.Error = lab.PhaseFailed, &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+			p.Phase, p.Error = protocol.PhaseFailed, &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
 			s.pending[spec.ID] = p
 		}
 		s.mu.Unlock()
 		if pending && ctx.Err() == nil { // it never began, so nothing has said so yet
-			s.emit(lab.Event{Kind: lab.KindError, Actor: lab.ActorRunner, Run: spec.ID,
-				Error: &lab.ErrorEvent{Code: lab.ErrStartFailed, Message: fault.MessageOf(err)}})
+			s.emit(protocol.Event{Kind: protocol.KindError, Actor: protocol.ActorRunner, Run: spec.ID,
+				Error: &protocol.ErrorEvent{Code: protocol.ErrStartFailed, Message: fault.MessageOf(err)}})
 		}
-		return nil, &lab.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		return nil, &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
 	}
 	<-r.Done()
 	if o := r.Outcome(); o != nil {

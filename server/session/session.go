@@ -12,7 +12,9 @@ import (
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/hub"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/runner"
 )
 
@@ -42,11 +44,11 @@ type Session struct {
 	mu         sync.Mutex
 	lastActive time.Time
 	current    *runner.Run
-	batch      *batch                 // the batch playing, if any
-	inLine     *ticket                // the session's check waiting in the server's line, if any
-	load       *runner.Load           // the load lab, if one ran; it may have ended
-	runs       []*runner.Run          // newest last; bounded
-	pending    map[string]lab.RunInfo // batch cells waiting for a run slot
+	batch      *batch                      // the batch playing, if any
+	inLine     *ticket                     // the session's check waiting in the server's line, if any
+	load       *runner.Load                // the load lab, if one ran; it may have ended
+	runs       []*runner.Run               // newest last; bounded
+	pending    map[string]protocol.RunInfo // batch cells waiting for a run slot
 	runSerial  int64
 	inFlight   int // this session's runs that hold a run slot
 	closed     bool
@@ -56,7 +58,7 @@ type Session struct {
 const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
-	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]lab.RunInfo{},
+	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]protocol.RunInfo{},
 		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	return s
@@ -99,26 +101,26 @@ func (s *Session) idleFor() time.Duration {
 }
 
 // emit adds an event to the session's log.
-func (s *Session) emit(e lab.Event) {
-	e.V = lab.ProtocolVersion
+func (s *Session) emit(e protocol.Event) {
+	e.V = protocol.ProtocolVersion
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	lab.Narrate(&e)
+	protocol.Narrate(&e)
 	s.Log.Append(e)
 }
 
 // Result is what a command answers.
 type Result struct {
-	OK      bool         `json:"ok"`
-	Run     string       `json:"run,omitempty"`
-	Step    *lab.Step    `json:"step,omitempty"`
-	Done    bool         `json:"done,omitempty"`
-	Worker  string       `json:"worker,omitempty"`
-	JobID   int64        `json:"job_id,omitempty"`
-	Outcome *lab.Outcome `json:"outcome,omitempty"`
-	Report  *lab.Report  `json:"report,omitempty"`
-	Runs    []string     `json:"runs,omitempty"`
+	OK      bool              `json:"ok"`
+	Run     string            `json:"run,omitempty"`
+	Step    *experiments.Step `json:"step,omitempty"`
+	Done    bool              `json:"done,omitempty"`
+	Worker  string            `json:"worker,omitempty"`
+	JobID   int64             `json:"job_id,omitempty"`
+	Outcome *protocol.Outcome `json:"outcome,omitempty"`
+	Report  *protocol.Report  `json:"report,omitempty"`
+	Runs    []string          `json:"runs,omitempty"`
 }
 
 // Execute carries out one decoded command on the session's current run.
@@ -134,13 +136,13 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		s.leaveLine()
 		s.life.Lock()
 		defer s.life.Unlock()
-		s.stopBatch(lab.StopReset)
-		s.stopLoad(lab.StopReset)
+		s.stopBatch(protocol.StopReset)
+		s.stopLoad(protocol.StopReset)
 		r := s.currentRun()
 		if r == nil {
 			return Result{OK: true}, nil
 		}
-		r.Stop(lab.StopReset)
+		r.Stop(protocol.StopReset)
 		return Result{OK: true, Run: r.ID()}, nil
 	case control.Load:
 		s.life.Lock()
@@ -151,7 +153,7 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
-			name = lab.BatchMatrix
+			name = experiments.BatchMatrix
 		}
 		s.life.Lock()
 		defer s.life.Unlock()
@@ -189,7 +191,7 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 	case control.AddWorker:
 		res.Worker, err = r.AddWorker(ctx, runner.WorkerOptions{Skew: time.Duration(c.SkewMS) * time.Millisecond, Work: time.Duration(c.WorkMS) * time.Millisecond})
 	case control.Verdict:
-		var rep lab.Report
+		var rep protocol.Report
 		rep, err = r.Verdict(ctx)
 		res.Report = &rep
 	default:
@@ -205,20 +207,20 @@ func (s *Session) currentRun() *runner.Run {
 }
 
 // nextRun names the session's next run (r1, r2, …) and its schemas.
-func (s *Session) nextRun() (id string, schemas lab.Schemas, err error) { return s.next("r") }
+func (s *Session) nextRun() (id string, schemas judge.Schemas, err error) { return s.next("r") }
 
 // next names the session's next run or load lab — kind and a serial the
 // two share — and its schemas.
-func (s *Session) next(kind string) (id string, schemas lab.Schemas, err error) {
+func (s *Session) next(kind string) (id string, schemas judge.Schemas, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", lab.Schemas{}, fault.Errorf(fault.NotFound, "the session has ended")
+		return "", judge.Schemas{}, fault.Errorf(fault.NotFound, "the session has ended")
 	}
 	s.runSerial++
 	n := strconv.FormatInt(s.runSerial, 36)
 	base := schemaPrefix + s.m.instance + "_" + s.serial + "_" + n
-	return kind + n, lab.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
+	return kind + n, judge.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
 }
 
 // startRun ends the current run and starts a new one. The caller holds
@@ -233,7 +235,7 @@ func (s *Session) startRun(ctx context.Context, c control.Command) (Result, erro
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", rc.Lease, lim.MinLease, lim.MaxLease)
 	}
 	if old := s.currentRun(); old != nil {
-		old.Stop(lab.StopReplaced) // returns when it has ended: workers reaped, schemas dropped
+		old.Stop(protocol.StopReplaced) // returns when it has ended: workers reaped, schemas dropped
 	}
 	spec := runner.Spec{Config: rc, Mode: c.Mode, Pace: 900 * time.Millisecond}
 	if c.PaceMS != nil {
@@ -310,7 +312,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 	closed := s.closed
 	s.mu.Unlock()
 	if closed { // the session ended meanwhile: ending the run gives its slot back
-		r.Stop(lab.StopSessionEnd)
+		r.Stop(protocol.StopSessionEnd)
 		return nil, fault.Errorf(fault.NotFound, "the session has ended")
 	}
 	if made != nil {
@@ -330,7 +332,7 @@ func (s *Session) expireRuns(max time.Duration) {
 	s.mu.Unlock()
 	for _, r := range runs {
 		if i := r.Info(); !i.Phase.Ended() && time.Since(i.Started) > max {
-			r.Stop(lab.StopTimeLimit)
+			r.Stop(protocol.StopTimeLimit)
 		}
 	}
 }
@@ -347,15 +349,15 @@ func (s *Session) abandonRuns(idle time.Duration) {
 	if s.idleFor() <= idle { // a command came meanwhile
 		return
 	}
-	s.stopBatch(lab.StopAbandoned)
-	s.stopLoad(lab.StopAbandoned)
+	s.stopBatch(protocol.StopAbandoned)
+	s.stopLoad(protocol.StopAbandoned)
 	if r := s.currentRun(); r != nil && !r.Phase().Ended() {
-		r.Stop(lab.StopAbandoned)
+		r.Stop(protocol.StopAbandoned)
 	}
 }
 
 // close ends the session: every run, then the log and its sockets.
-func (s *Session) close(why lab.SessionEndReason) {
+func (s *Session) close(why protocol.SessionEndReason) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -365,9 +367,9 @@ func (s *Session) close(why lab.SessionEndReason) {
 	runs := append([]*runner.Run(nil), s.runs...)
 	load := s.load
 	s.mu.Unlock()
-	reason := lab.StopSessionEnd
-	if why == lab.SessionShutdown {
-		reason = lab.StopShutdown
+	reason := protocol.StopSessionEnd
+	if why == protocol.SessionShutdown {
+		reason = protocol.StopShutdown
 	}
 	if load != nil {
 		load.Stop(reason)
@@ -382,9 +384,9 @@ func (s *Session) close(why lab.SessionEndReason) {
 	}
 	wg.Wait()
 	s.cancel()
-	s.emit(lab.Event{Kind: lab.KindSession, Actor: lab.ActorServer, Session: &lab.SessionEvent{Reason: why}})
+	s.emit(protocol.Event{Kind: protocol.KindSession, Actor: protocol.ActorServer, Session: &protocol.SessionEvent{Reason: why}})
 	s.Log.Close()
-	if why != lab.SessionShutdown { // at shutdown the instance's row goes, and its sessions' with it
+	if why != protocol.SessionShutdown { // at shutdown the instance's row goes, and its sessions' with it
 		s.m.peerSessionDel(s.ID)
 	}
 }

@@ -6,22 +6,22 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/runner"
 )
 
 // Snapshot is the whole state of a session: what a page renders first,
 // before its socket resumes from LastSeq.
 type Snapshot struct {
-	ID      string        `json:"id"`
-	Role    string        `json:"role"` // driver or viewer
-	LastSeq int64         `json:"last_seq"`
-	Created string        `json:"created"`
-	Run     *lab.RunInfo  `json:"run"`
-	Jobs    []engine.Job  `json:"jobs,omitempty"` // the current run's jobs, as the database holds them
-	Runs    []lab.RunInfo `json:"runs"`
-	Limits  Limits        `json:"limits"`
-	Actions []string      `json:"actions"`
+	ID      string             `json:"id"`
+	Role    string             `json:"role"` // driver or viewer
+	LastSeq int64              `json:"last_seq"`
+	Created string             `json:"created"`
+	Run     *protocol.RunInfo  `json:"run"`
+	Jobs    []engine.Job       `json:"jobs,omitempty"` // the current run's jobs, as the database holds them
+	Runs    []protocol.RunInfo `json:"runs"`
+	Limits  Limits             `json:"limits"`
+	Actions []string           `json:"actions"`
 }
 
 // Snapshot reads the session's state, the current run's jobs from the
@@ -29,14 +29,14 @@ type Snapshot struct {
 // newer than what the snapshot shows or shows it again — never missing.
 func (s *Session) Snapshot(ctx context.Context, driver bool) (Snapshot, error) {
 	snap := Snapshot{ID: s.ID, Role: "viewer", LastSeq: s.Log.LastSeq(), Created: s.Created.UTC().Format("2006-01-02T15:04:05Z"),
-		Runs: []lab.RunInfo{}, Limits: s.m.cfg.Limits, Actions: control.Actions()}
+		Runs: []protocol.RunInfo{}, Limits: s.m.cfg.Limits, Actions: control.Actions()}
 	if driver {
 		snap.Role = "driver"
 	}
 	s.mu.Lock()
 	cur := s.current
 	runs := append([]*runner.Run(nil), s.runs...)
-	var pending []lab.RunInfo
+	var pending []protocol.RunInfo
 	for _, p := range s.pending {
 		pending = append(pending, p)
 	}
@@ -62,7 +62,7 @@ func (s *Session) Snapshot(ctx context.Context, driver bool) (Snapshot, error) {
 }
 
 // Run returns one of the session's runs.
-func (s *Session) Run(id string) (lab.RunInfo, error) {
+func (s *Session) Run(id string) (protocol.RunInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.runs {
@@ -73,5 +73,5 @@ func (s *Session) Run(id string) (lab.RunInfo, error) {
 	if p, ok := s.pending[id]; ok {
 		return p, nil
 	}
-	return lab.RunInfo{}, fault.Errorf(fault.NotFound, "no run %q in this session", shorten(id))
+	return protocol.RunInfo{}, fault.Errorf(fault.NotFound, "no run %q in this session", shorten(id))
 }

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
 // Spare schemas: a run's two schemas cost Postgres some 25 ms of catalog
@@ -15,7 +15,7 @@ import (
 // keeps a few pairs made in advance, while it is quiet, and a run that
 // starts takes one; only when there is none does it make its own.
 type spares struct {
-	ch        chan lab.Schemas
+	ch        chan judge.Schemas
 	serial    atomic.Int64
 	lastStart atomic.Int64 // unix nanoseconds of the last run that started
 	taken     chan struct{}
@@ -32,7 +32,7 @@ const (
 )
 
 // take returns a spare pair, if there is one.
-func (m *Manager) takeSpare() (lab.Schemas, bool) {
+func (m *Manager) takeSpare() (judge.Schemas, bool) {
 	m.spares.lastStart.Store(time.Now().UnixNano())
 	select {
 	case s := <-m.spares.ch:
@@ -42,7 +42,7 @@ func (m *Manager) takeSpare() (lab.Schemas, bool) {
 		}
 		return s, true
 	default:
-		return lab.Schemas{}, false
+		return judge.Schemas{}, false
 	}
 }
 
@@ -74,12 +74,12 @@ func (m *Manager) fillSpares() {
 		}
 		n := strconv.FormatInt(m.spares.serial.Add(1), 36)
 		base := schemaPrefix + m.instance + "_s" + n
-		s := lab.Schemas{Jobs: base + "_j", Receiver: base + "_r"}
+		s := judge.Schemas{Jobs: base + "_j", Receiver: base + "_r"}
 		// Not cancelled when the manager closes: a setup cut off halfway
 		// would leave half a pair behind. Close waits for it (some 25 ms),
 		// then drops it with the other spares.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := lab.Setup(ctx, m.cfg.Pool, s)
+		err := judge.Setup(ctx, m.cfg.Pool, s)
 		cancel()
 		if err != nil {
 			m.cfg.Log.Warn("could not make a spare pair of schemas", "err", err)
@@ -96,10 +96,10 @@ func (m *Manager) fillSpares() {
 }
 
 // dropSchemas drops a pair a run took and never used.
-func (m *Manager) dropSchemas(s lab.Schemas) {
+func (m *Manager) dropSchemas(s judge.Schemas) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := lab.Drop(ctx, m.cfg.Pool, s); err != nil {
+	if err := judge.Drop(ctx, m.cfg.Pool, s); err != nil {
 		m.cfg.Log.Warn("could not drop a run's schemas", "err", err)
 	}
 }
@@ -110,7 +110,7 @@ func (m *Manager) dropSpares() {
 		select {
 		case s := <-m.spares.ch:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := lab.Drop(ctx, m.cfg.Pool, s); err != nil {
+			if err := judge.Drop(ctx, m.cfg.Pool, s); err != nil {
 				m.cfg.Log.Warn("could not drop a spare pair of schemas", "err", err)
 			}
 			cancel()

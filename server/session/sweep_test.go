@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
@@ -23,10 +23,10 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 	if err := sandbox.Harden(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	gone := lab.Schemas{Jobs: schemaPrefix + "g0ne_1_1_j", Receiver: schemaPrefix + "g0ne_1_1_r"}
-	live := lab.Schemas{Jobs: schemaPrefix + "l1ve_1_1_j", Receiver: schemaPrefix + "l1ve_1_1_r"}
-	for _, s := range []lab.Schemas{gone, live} {
-		if err := lab.Setup(ctx, pool, s); err != nil {
+	gone := judge.Schemas{Jobs: schemaPrefix + "g0ne_1_1_j", Receiver: schemaPrefix + "g0ne_1_1_r"}
+	live := judge.Schemas{Jobs: schemaPrefix + "l1ve_1_1_j", Receiver: schemaPrefix + "l1ve_1_1_r"}
+	for _, s := range []judge.Schemas{gone, live} {
+		if err := judge.Setup(ctx, pool, s); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := sandbox.NewRole(ctx, pool, s); err != nil {
@@ -34,9 +34,9 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, s := range []lab.Schemas{gone, live} {
+		for _, s := range []judge.Schemas{gone, live} {
 			_ = sandbox.DropRole(context.Background(), pool, sandbox.RoleName(s))
-			_ = lab.Drop(context.Background(), pool, s)
+			_ = judge.Drop(context.Background(), pool, s)
 		}
 	})
 	// The live server holds its instance lock.
@@ -90,13 +90,13 @@ func TestSweep_AKilledPeersSchemasGoWhileTheOthersRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	dead := lab.Schemas{Jobs: schemaPrefix + "d3ad_1_1_j", Receiver: schemaPrefix + "d3ad_1_1_r"}
-	seen := lab.Schemas{Jobs: schemaPrefix + "s33n_1_1_j", Receiver: schemaPrefix + "s33n_1_1_r"}
-	for _, s := range []lab.Schemas{dead, seen} {
-		if err := lab.Setup(ctx, pool, s); err != nil {
+	dead := judge.Schemas{Jobs: schemaPrefix + "d3ad_1_1_j", Receiver: schemaPrefix + "d3ad_1_1_r"}
+	seen := judge.Schemas{Jobs: schemaPrefix + "s33n_1_1_j", Receiver: schemaPrefix + "s33n_1_1_r"}
+	for _, s := range []judge.Schemas{dead, seen} {
+		if err := judge.Setup(ctx, pool, s); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = lab.Drop(context.Background(), pool, s) })
+		t.Cleanup(func() { _ = judge.Drop(context.Background(), pool, s) })
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO fencelab_peers.instances (id, url, seen) VALUES ('d3ad', '', now() - interval '1 hour'), ('s33n', '', now())`); err != nil {
 		t.Fatal(err)

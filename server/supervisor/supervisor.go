@@ -27,7 +27,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/child"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/worker"
 )
 
@@ -108,7 +108,7 @@ type Spec struct {
 	// EventFunc receives every event the worker prints and every change of
 	// its process state, in order, from one goroutine per worker. It must
 	// not block for long.
-	EventFunc func(p *Proc, e lab.Event)
+	EventFunc func(p *Proc, e protocol.Event)
 }
 
 // Proc is one worker process.
@@ -119,7 +119,7 @@ type Proc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	inMu  sync.Mutex
-	emit  func(lab.Event)
+	emit  func(protocol.Event)
 	done  chan struct{}
 	state *os.ProcessState // set before done is closed
 }
@@ -148,7 +148,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		return nil, err
 	}
 	p := &Proc{Label: spec.Label, sup: s, cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	p.emit = func(e lab.Event) {
+	p.emit = func(e protocol.Event) {
 		if spec.EventFunc != nil {
 			spec.EventFunc(p, e)
 		}
@@ -191,18 +191,18 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 func (p *Proc) run(stdout, stderr io.Reader) {
 	defer p.sup.wg.Done()
 	var wg sync.WaitGroup
-	lines := make(chan lab.Event, 64)
+	lines := make(chan protocol.Event, 64)
 	wg.Add(2)
-	long := func(stream string, n int) lab.Event {
-		return lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label,
+	long := func(stream string, n int) protocol.Event {
+		return protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label,
 			Line: fmt.Sprintf("%s wrote a line of %d bytes on %s, over the %d a line may hold: it was skipped", p.Label, n, stream, MaxLineBytes)}}
 	}
 	go func() {
 		defer wg.Done()
 		readLines(stdout, MaxLineBytes, func(b []byte) {
-			var e lab.Event
-			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != lab.ProtocolVersion {
-				e = lab.Event{Kind: lab.KindNote, Note: &lab.NoteEvent{Code: lab.NoteOutput, Worker: p.Label, Line: lab.Cut(string(b), 300)}}
+			var e protocol.Event
+			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != protocol.ProtocolVersion {
+				e = protocol.Event{Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
 			}
 			e.Actor = p.Label // a worker speaks for itself only
 			lines <- e
@@ -211,7 +211,7 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	go func() {
 		defer wg.Done()
 		readLines(stderr, MaxLineBytes, func(b []byte) {
-			lines <- lab.Event{Kind: lab.KindNote, Actor: p.Label, Note: &lab.NoteEvent{Code: lab.NoteLog, Worker: p.Label, Line: lab.Cut(string(b), 300)}}
+			lines <- protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteLog, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
 		}, func(n int) { lines <- long("stderr", n) })
 	}()
 	go func() {
@@ -230,12 +230,12 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	close(p.done)
 	_ = p.stdin.Close()
 	st := p.Status()
-	pe := &lab.ProcessEvent{Change: lab.ProcExited, Pid: p.Pid, State: st.ProcState(), Signal: st.Signal}
+	pe := &protocol.ProcessEvent{Change: protocol.ProcExited, Pid: p.Pid, State: st.ProcState(), Signal: st.Signal}
 	if st.Signal == "" && p.state != nil {
 		code := st.ExitCode
 		pe.ExitCode = &code
 	}
-	p.emit(lab.Event{Kind: lab.KindProcess, Actor: p.Label, Process: pe})
+	p.emit(protocol.Event{Kind: protocol.KindProcess, Actor: p.Label, Process: pe})
 	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", st.String())
 }
 
@@ -378,24 +378,24 @@ type State struct {
 }
 
 // ProcState is the state as the event protocol names it.
-func (s State) ProcState() lab.ProcState {
+func (s State) ProcState() protocol.ProcState {
 	switch {
 	case s.Exited && s.Signal != "":
-		return lab.StateKilled
+		return protocol.StateKilled
 	case s.Exited:
-		return lab.StateExited
+		return protocol.StateExited
 	}
 	switch s.Code {
 	case 'R':
-		return lab.StateRunning
+		return protocol.StateRunning
 	case 'S', 'D', 'I':
-		return lab.StateSleeping
+		return protocol.StateSleeping
 	case 'T', 't':
-		return lab.StateStopped
+		return protocol.StateStopped
 	case 'Z':
-		return lab.StateZombie
+		return protocol.StateZombie
 	}
-	return lab.StateUnknown
+	return protocol.StateUnknown
 }
 
 // Letter returns the state letter the kernel reports, or "" once reaped.

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // FrameType says what a session socket's frame is, and so which of
@@ -51,7 +51,7 @@ type Frame struct {
 	Seq int64 `json:"seq,omitempty"`
 
 	// event
-	Event *lab.Event `json:"event,omitempty"`
+	Event *protocol.Event `json:"event,omitempty"`
 
 	// reply: OK, then Result (the command's result), or the error's
 	// HTTP-like Status, its Code and its sentence. Error is also the

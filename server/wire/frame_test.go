@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/wire"
 )
 
@@ -47,7 +47,7 @@ func TestFrame_EncodesItsTypesFields(t *testing.T) {
 // encodes by hand into a Frame with the whole event.
 func TestFrame_DecodesTheHubsEventFrame(t *testing.T) {
 	t.Parallel()
-	ev, _ := json.Marshal(lab.Event{Seq: 5, V: 2, Run: "r2", Kind: lab.KindVerdict, Verdict: &lab.VerdictEvent{Safe: true}})
+	ev, _ := json.Marshal(protocol.Event{Seq: 5, V: 2, Run: "r2", Kind: protocol.KindVerdict, Verdict: &protocol.VerdictEvent{Safe: true}})
 	var f wire.Frame
 	if err := json.Unmarshal(append(append([]byte(`{"type":"event","event":`), ev...), '}'), &f); err != nil {
 		t.Fatal(err)

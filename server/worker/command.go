@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // This file is the worker's side of its protocol with the supervisor:
 // commands come in on stdin as JSON lines; events go out on stdout as JSON
-// lines, one lab.Event each (see events.go).
+// lines, one protocol.Event each (see events.go).
 
 // The commands a supervisor can send.
 const (
@@ -25,7 +25,7 @@ type Command struct {
 	Cmd string `json:"cmd"`
 	// Checkpoint, if set, must name the checkpoint the worker waits at; a
 	// command meant for another checkpoint is refused and changes nothing.
-	Checkpoint lab.Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint protocol.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // maxCommandBytes bounds one command line.
@@ -51,11 +51,11 @@ func ParseCommand(line []byte) (Command, error) {
 		return Command{}, fmt.Errorf("unknown command %q (want proceed, fail or stop)", c.Cmd)
 	}
 	switch c.Checkpoint {
-	case "", lab.CheckpointClaim, lab.CheckpointDeliver, lab.CheckpointCommit:
+	case "", protocol.CheckpointClaim, protocol.CheckpointDeliver, protocol.CheckpointCommit:
 	default:
 		return Command{}, fmt.Errorf("unknown checkpoint %q (want claim, deliver or commit)", c.Checkpoint)
 	}
-	if c.Cmd == CmdFail && c.Checkpoint != "" && c.Checkpoint != lab.CheckpointCommit {
+	if c.Cmd == CmdFail && c.Checkpoint != "" && c.Checkpoint != protocol.CheckpointCommit {
 		return Command{}, errors.New("fail is only possible at the commit checkpoint")
 	}
 	return c, nil

@@ -14,19 +14,20 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // This file turns what a worker does into events: every statement it runs
 // and every call it makes to the receiver, each with the typed fields of
-// its kind. The words come from lab.Narrate.
+// its kind. The words come from protocol.Narrate.
 
 // emit writes one event on stdout. Safe for concurrent use.
-func (w *Worker) emit(e lab.Event) {
-	e.V, e.Actor = lab.ProtocolVersion, w.cfg.Label
-	lab.Narrate(&e)
+func (w *Worker) emit(e protocol.Event) {
+	e.V, e.Actor = protocol.ProtocolVersion, w.cfg.Label
+	protocol.Narrate(&e)
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
 	_ = w.out.Encode(e) // stdout gone means the supervisor is gone; nothing to tell
@@ -34,7 +35,7 @@ func (w *Worker) emit(e lab.Event) {
 
 // call is one engine call a worker makes, and what it learned.
 type call struct {
-	op     lab.Op
+	op     protocol.Op
 	held   *engine.Claim // what the worker holds; filled by a claim
 	lease  time.Time     // a renewal's new lease end
 	status engine.Status // a failure report: the status the job took
@@ -58,34 +59,34 @@ func (w *Worker) run(c *call, fn func(q *engine.Queue) error) error {
 		return c.err
 	}
 	for _, t := range traces {
-		w.emit(lab.Event{Kind: lab.KindSQL, At: t.DBTime, SQL: w.statement(c, t)})
+		w.emit(protocol.Event{Kind: protocol.KindSQL, At: t.DBTime, SQL: w.statement(c, t)})
 	}
 	return c.err
 }
 
 // statement says what one statement of a call came to.
-func (w *Worker) statement(c *call, t playground.Trace) *lab.SQLEvent {
-	s := &lab.SQLEvent{Op: c.op, Result: lab.ResultOK, Stmt: lab.StmtOf(t), Owner: w.cfg.Name}
+func (w *Worker) statement(c *call, t playground.Trace) *protocol.SQLEvent {
+	s := &protocol.SQLEvent{Op: c.op, Result: protocol.ResultOK, Stmt: protocol.StmtOf(t), Owner: w.cfg.Name}
 	if h := c.held; h != nil && h.JobID != 0 {
-		s.JobID, s.Epoch = h.JobID, lab.Int64(h.Epoch)
+		s.JobID, s.Epoch = h.JobID, protocol.Int64(h.Epoch)
 	}
 	var fe *engine.FencedError
 	switch {
 	case t.Err != nil || (t.Rows == 0 && c.err != nil && !errors.Is(c.err, engine.ErrNoJob) && !errors.As(c.err, &fe)):
-		s.Result, s.Error = lab.ResultFailed, failure(c.err)
-	case c.op == lab.OpClaim && t.Rows == 0:
-		s.Result = lab.ResultNoJob
-	case c.op == lab.OpClaim:
-		s.LeaseUntil = lab.Time(c.held.LeaseUntil)
+		s.Result, s.Error = protocol.ResultFailed, failure(c.err)
+	case c.op == protocol.OpClaim && t.Rows == 0:
+		s.Result = protocol.ResultNoJob
+	case c.op == protocol.OpClaim:
+		s.LeaseUntil = protocol.Time(c.held.LeaseUntil)
 	case t.Rows == 0 && fe != nil:
-		s.Result = lab.ResultFenced
-		s.Fenced = &lab.Fence{RowStatus: fe.RowStatus, RowOwner: fe.RowOwner, RowEpoch: fe.RowEpoch, Reasons: fe.Reasons}
+		s.Result = protocol.ResultFenced
+		s.Fenced = &protocol.Fence{RowStatus: fe.RowStatus, RowOwner: fe.RowOwner, RowEpoch: fe.RowEpoch, Reasons: fe.Reasons}
 		if s.Fenced.Reasons == nil {
 			s.Fenced.Reasons = []engine.FenceReason{}
 		}
-	case c.op == lab.OpRenew:
-		s.LeaseUntil = lab.Time(c.lease)
-	case c.op == lab.OpFail:
+	case c.op == protocol.OpRenew:
+		s.LeaseUntil = protocol.Time(c.lease)
+	case c.op == protocol.OpFail:
 		s.Status = c.status
 	}
 	return s
@@ -94,23 +95,23 @@ func (w *Worker) statement(c *call, t playground.Trace) *lab.SQLEvent {
 // failure describes an error for an event: the SQLSTATE where Postgres
 // gave one, else the error's code; and its message, which the engine keeps
 // free of connection strings.
-func failure(err error) *lab.Failure {
+func failure(err error) *protocol.Failure {
 	if err == nil {
-		return &lab.Failure{Code: string(fault.Internal), Message: "the statement failed"}
+		return &protocol.Failure{Code: string(fault.Internal), Message: "the statement failed"}
 	}
 	code := string(fault.CodeOf(err))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		code = pe.Code
 	}
-	return &lab.Failure{Code: code, Message: err.Error()}
+	return &protocol.Failure{Code: code, Message: err.Error()}
 }
 
 // deferDelivery says that the delivery is not sent now: it will be written
 // to the outbox by the commit, and sent by the relay after it.
 func (w *Worker) deferDelivery(d engine.Delivery) {
 	body, _ := json.Marshal(d) // a Delivery always encodes
-	w.emit(lab.Event{Kind: lab.KindCall, Call: &lab.CallEvent{Result: lab.DeliveryDeferred, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner,
+	w.emit(protocol.Event{Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryDeferred, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner,
 		URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}})
 }
 
@@ -123,17 +124,17 @@ func (w *Worker) deliver(ctx context.Context, d engine.Delivery) error {
 	if err != nil {
 		return err
 	}
-	ce := &lab.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}
-	if w.cfg.Delivery == lab.DeliverKeyed {
+	ce := &protocol.CallEvent{JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, URL: redactURL(w.cfg.ReceiverURL), Body: string(body)}
+	if w.cfg.Delivery == experiments.DeliverKeyed {
 		held, status, err := w.lookup(ctx, d.JobID)
 		if err == nil && status == http.StatusOK {
-			ce.Result, ce.HTTPStatus, ce.HeldEpoch = lab.DeliverySkipped, status, lab.Int64(held.Epoch)
-			w.emit(lab.Event{Kind: lab.KindCall, At: held.DBTime, Call: ce})
+			ce.Result, ce.HTTPStatus, ce.HeldEpoch = protocol.DeliverySkipped, status, protocol.Int64(held.Epoch)
+			w.emit(protocol.Event{Kind: protocol.KindCall, At: held.DBTime, Call: ce})
 			return nil
 		}
 	}
 	at, err := receiver.Call(ctx, w.http, w.cfg.ReceiverURL, body, ce)
-	w.emit(lab.Event{Kind: lab.KindCall, At: at, Call: ce})
+	w.emit(protocol.Event{Kind: protocol.KindCall, At: at, Call: ce})
 	return err
 }
 

@@ -13,7 +13,8 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	// Delivery is how the result reaches the receiver: called directly,
 	// called on a keyed third party after looking the key up, or written to
 	// the outbox with the commit.
-	Delivery lab.Delivery
+	Delivery experiments.Delivery
 	// SQL, if set, is a reader's own claim, complete and fail, with the
 	// run's role to run them as (from the environment alone: see
 	// sandbox.WorkerEnv). The worker then connects as that role only,
@@ -66,7 +67,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("fencelab worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "Postgres connection string (default $DATABASE_URL)")
-	fs.StringVar(&c.Schema, "schema", lab.DefaultJobsSchema, "the jobs schema")
+	fs.StringVar(&c.Schema, "schema", judge.DefaultJobsSchema, "the jobs schema")
 	fs.StringVar(&c.ReceiverURL, "receiver", getenv(EnvReceiverURL), "the receiver's deliveries URL, e.g. http://127.0.0.1:8081/deliveries (default $"+EnvReceiverURL+")")
 	c.ReceiverCredential = getenv(EnvReceiverCredential)
 	fs.StringVar(&c.Name, "name", "", "the owner identity this worker claims under (default worker-<pid>)")
@@ -80,7 +81,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.BoolVar(&c.Step, "step", false, "wait at each checkpoint (claim, deliver, commit) for a command on stdin")
 	fs.BoolVar(&c.UntilEmpty, "until-empty", false, "exit when no job is claimable")
 	fs.IntVar(&c.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
-	delivery := fs.String("delivery", string(lab.DeliverDirect), "how the result reaches the receiver: direct, keyed (look the job's key up, then call) or outbox (written with the commit, sent by a relay after it)")
+	delivery := fs.String("delivery", string(experiments.DeliverDirect), "how the result reaches the receiver: direct, keyed (look the job's key up, then call) or outbox (written with the commit, sent by a relay after it)")
 	fs.Usage = func() {} // a parse error is one line, printed by the caller
 	help := func() {
 		fmt.Fprintf(stderr, "Usage: fencelab worker [flags]\n\nOne worker process: claims jobs, calls the receiver, commits; one JSON event per line on stdout;\nin --step mode it obeys JSON-line commands on stdin: {\"cmd\":\"proceed\"}, {\"cmd\":\"fail\"}, {\"cmd\":\"stop\"}.\nIt exits when its stdin ends: its supervisor is gone.\n\nFlags:\n")
@@ -98,7 +99,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q", fs.Arg(0))
 	}
-	d, err := lab.ParseDelivery(*delivery)
+	d, err := experiments.ParseDelivery(*delivery)
 	if err != nil {
 		return c, usagef("--delivery: %v", err)
 	}
@@ -153,7 +154,7 @@ func (c *Config) fill() error {
 		if c.SQL.Schemas.Jobs != c.Schema {
 			return usagef("--schema %s is not the schema the reader's statements were checked on", c.Schema)
 		}
-		if c.Delivery == lab.DeliverOutbox {
+		if c.Delivery == experiments.DeliverOutbox {
 			return usagef("--delivery outbox: a reader's complete writes no outbox")
 		}
 		c.Heartbeat = -1 // a reader's solution has no renewal statement
@@ -170,8 +171,8 @@ func (c *Config) fill() error {
 	if c.Poll < time.Millisecond || c.Poll > time.Minute {
 		return usagef("--poll %v must be between 1ms and 1m", c.Poll)
 	}
-	if c.Skew < -lab.MaxSkew || c.Skew > lab.MaxSkew {
-		return usagef("--skew %v must be within ±%v", c.Skew, lab.MaxSkew)
+	if c.Skew < -experiments.MaxSkew || c.Skew > experiments.MaxSkew {
+		return usagef("--skew %v must be within ±%v", c.Skew, experiments.MaxSkew)
 	}
 	if c.MaxJobs < 0 {
 		return usagef("--max-jobs %d is negative", c.MaxJobs)

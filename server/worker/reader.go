@@ -8,7 +8,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 )
@@ -48,7 +48,7 @@ func (w *Worker) runReader(ctx context.Context, c *call, st *sandbox.Checked, ar
 		w.fenceOf(ctx, conn.Conn(), c)
 	}
 	if !(c.quietNoJob && errors.Is(c.err, engine.ErrNoJob)) {
-		w.emit(lab.Event{Kind: lab.KindSQL, At: t.DBTime, SQL: w.statement(c, t)})
+		w.emit(protocol.Event{Kind: protocol.KindSQL, At: t.DBTime, SQL: w.statement(c, t)})
 	}
 	return c.err
 }

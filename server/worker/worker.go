@@ -1,6 +1,6 @@
 // Package worker is one worker process: `fencelab worker`. It opens its own
 // Postgres connections, claims jobs, calls the receiver over HTTP, then
-// commits, and reports every step as one event (a lab.Event as a JSON line)
+// commits, and reports every step as one event (a protocol.Event as a JSON line)
 // on stdout. In step mode it waits at each checkpoint for a command on
 // stdin, so a supervisor can choose the interleaving exactly.
 //
@@ -30,7 +30,8 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -77,7 +78,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 	// each a single statement, and a server of a hundred runs counts its
 	// workers' connections against Postgres's max_connections.
 	pcfg.MaxConns = 1
-	pcfg.ConnConfig.RuntimeParams["application_name"] = lab.AppName(cfg.Label)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = protocol.AppName(cfg.Label)
 	if cfg.SQL != nil {
 		// The reader's statements run as the run's role, and nothing of
 		// this worker runs as anyone else.
@@ -107,7 +108,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 		}
 		return fault.Errorf(fault.Unavailable, "connect to Postgres: %v", engine.ErrUnavailable)
 	}
-	w.emit(lab.Event{Kind: lab.KindProcess, Process: &lab.ProcessEvent{Change: lab.ProcReady, Pid: w.pid, State: lab.StateRunning, Owner: cfg.Name}})
+	w.emit(protocol.Event{Kind: protocol.KindProcess, Process: &protocol.ProcessEvent{Change: protocol.ProcReady, Pid: w.pid, State: protocol.StateRunning, Owner: cfg.Name}})
 	return w.loop(ctx)
 }
 
@@ -148,7 +149,7 @@ func (w *Worker) readCommands(ctx context.Context, stdin io.Reader, cancel conte
 }
 
 func (w *Worker) badCommand(msg string) {
-	w.emit(lab.Event{Kind: lab.KindError, Error: &lab.ErrorEvent{Code: lab.ErrBadCommand, Message: msg}})
+	w.emit(protocol.Event{Kind: protocol.KindError, Error: &protocol.ErrorEvent{Code: protocol.ErrBadCommand, Message: msg}})
 }
 
 // now is the worker's own clock, skew included.
@@ -158,15 +159,15 @@ func (w *Worker) loop(ctx context.Context) error {
 	done := 0
 	idle := false
 	for w.cfg.MaxJobs == 0 || done < w.cfg.MaxJobs {
-		if err := w.checkpoint(ctx, lab.CheckpointClaim, nil); err != nil {
+		if err := w.checkpoint(ctx, protocol.CheckpointClaim, nil); err != nil {
 			return ignoreStop(err)
 		}
 		var c engine.Claim
 		claim := func(quiet bool) error {
 			if w.cfg.SQL != nil {
-				return w.readerClaim(ctx, &call{op: lab.OpClaim, held: &c, quietNoJob: quiet}, &c)
+				return w.readerClaim(ctx, &call{op: protocol.OpClaim, held: &c, quietNoJob: quiet}, &c)
 			}
-			return w.run(&call{op: lab.OpClaim, held: &c, quietNoJob: quiet}, func(q *engine.Queue) (err error) {
+			return w.run(&call{op: protocol.OpClaim, held: &c, quietNoJob: quiet}, func(q *engine.Queue) (err error) {
 				c, err = q.Claim(ctx, w.cfg.Name, w.cfg.Lease)
 				return err
 			})
@@ -273,23 +274,23 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 		case <-time.After(w.cfg.Work):
 		}
 	}
-	result, err := json.Marshal(lab.Result{Worker: w.cfg.Label, Owner: w.cfg.Name, Pid: w.pid, JobID: c.JobID, Epoch: c.Epoch,
+	result, err := json.Marshal(protocol.Result{Worker: w.cfg.Label, Owner: w.cfg.Name, Pid: w.pid, JobID: c.JobID, Epoch: c.Epoch,
 		Output: fmt.Sprintf("job %d done by worker %s at epoch %d", c.JobID, w.cfg.Label, c.Epoch)})
 	if err != nil {
 		return err
 	}
 
-	if err := w.checkpoint(ctx, lab.CheckpointDeliver, &c); err != nil {
+	if err := w.checkpoint(ctx, protocol.CheckpointDeliver, &c); err != nil {
 		return err
 	}
 	delivery := engine.Delivery{JobID: c.JobID, Epoch: c.Epoch, Owner: c.Owner, Payload: result}
 	var deliverErr error
-	if w.cfg.Delivery == lab.DeliverOutbox {
+	if w.cfg.Delivery == experiments.DeliverOutbox {
 		w.deferDelivery(delivery)
 	} else {
 		deliverErr = w.deliver(ctx, delivery)
 	}
-	if err := w.checkpoint(ctx, lab.CheckpointCommit, &c); err != nil {
+	if err := w.checkpoint(ctx, protocol.CheckpointCommit, &c); err != nil {
 		return err
 	}
 	// The worker commits whatever the receiver said: the database fences a
@@ -301,7 +302,7 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 		}
 		w.failNext = false
 		var status engine.Status
-		rc := &call{op: lab.OpFail, held: &c}
+		rc := &call{op: protocol.OpFail, held: &c}
 		if w.cfg.SQL != nil {
 			return w.commitError(ctx, w.readerWrite(ctx, rc, c, w.cfg.SQL.Fail, map[string]any{"error": reason}))
 		}
@@ -313,10 +314,10 @@ func (w *Worker) process(ctx context.Context, c engine.Claim) error {
 		return w.commitError(ctx, err)
 	}
 	if w.cfg.SQL != nil {
-		return w.commitError(ctx, w.readerWrite(ctx, &call{op: lab.OpComplete, held: &c}, c, w.cfg.SQL.Complete, map[string]any{"result": string(result)}))
+		return w.commitError(ctx, w.readerWrite(ctx, &call{op: protocol.OpComplete, held: &c}, c, w.cfg.SQL.Complete, map[string]any{"result": string(result)}))
 	}
-	err = w.run(&call{op: lab.OpComplete, held: &c}, func(q *engine.Queue) error {
-		if w.cfg.Delivery == lab.DeliverOutbox {
+	err = w.run(&call{op: protocol.OpComplete, held: &c}, func(q *engine.Queue) error {
+		if w.cfg.Delivery == experiments.DeliverOutbox {
 			_, err := q.CompleteOutbox(ctx, c, result, delivery)
 			return err
 		}
@@ -367,7 +368,7 @@ func (w *Worker) heartbeat(ctx context.Context, c engine.Claim) {
 			return
 		case <-t.C:
 		}
-		rc := &call{op: lab.OpRenew, held: &c}
+		rc := &call{op: protocol.OpRenew, held: &c}
 		err := w.run(rc, func(q *engine.Queue) (err error) {
 			rc.lease, err = q.Renew(ctx, c, w.cfg.Lease)
 			return err
@@ -381,18 +382,18 @@ func (w *Worker) heartbeat(ctx context.Context, c engine.Claim) {
 }
 
 // checkpoint waits, in step mode, for a command to go on.
-func (w *Worker) checkpoint(ctx context.Context, name lab.Checkpoint, held *engine.Claim) error {
+func (w *Worker) checkpoint(ctx context.Context, name protocol.Checkpoint, held *engine.Claim) error {
 	if w.stopping {
 		return errStop
 	}
 	if !w.cfg.Step {
 		return nil
 	}
-	cp := &lab.CheckpointEvent{Name: name}
+	cp := &protocol.CheckpointEvent{Name: name}
 	if held != nil {
-		cp.JobID, cp.Epoch, cp.Owner = held.JobID, lab.Int64(held.Epoch), held.Owner
+		cp.JobID, cp.Epoch, cp.Owner = held.JobID, protocol.Int64(held.Epoch), held.Owner
 	}
-	w.emit(lab.Event{Kind: lab.KindCheckpoint, Checkpoint: cp})
+	w.emit(protocol.Event{Kind: protocol.KindCheckpoint, Checkpoint: cp})
 	for {
 		select {
 		case <-ctx.Done():
@@ -407,7 +408,7 @@ func (w *Worker) checkpoint(ctx context.Context, name lab.Checkpoint, held *engi
 				w.stopping = true
 				return errStop
 			case CmdFail:
-				if name != lab.CheckpointCommit {
+				if name != protocol.CheckpointCommit {
 					w.badCommand("it can only fail at the commit checkpoint: command ignored")
 					continue
 				}

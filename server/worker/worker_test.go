@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/labtest"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/receiver"
 	"github.com/fencelab/fencelab/server/worker"
@@ -80,8 +81,8 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	s := lab.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
-	if err := lab.Setup(ctx, pool, s); err != nil {
+	s := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
+	if err := judge.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
@@ -99,11 +100,11 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(ctx, cfg, inR, outW); outW.Close() }()
-	events := make(chan lab.Event, 100)
+	events := make(chan protocol.Event, 100)
 	go func() {
 		sc := bufio.NewScanner(outR)
 		for sc.Scan() {
-			var e lab.Event
+			var e protocol.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				t.Errorf("a line that is not an event: %s", sc.Text())
 				continue
@@ -115,7 +116,7 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 		}
 		close(events)
 	}()
-	next := func(match func(lab.Event) bool, what string) lab.Event {
+	next := func(match func(protocol.Event) bool, what string) protocol.Event {
 		t.Helper()
 		for {
 			select {
@@ -136,10 +137,10 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waiting := func(cp lab.Checkpoint) func(lab.Event) bool {
-		return func(e lab.Event) bool { return e.Checkpoint != nil && e.Checkpoint.Name == cp }
+	waiting := func(cp protocol.Checkpoint) func(protocol.Event) bool {
+		return func(e protocol.Event) bool { return e.Checkpoint != nil && e.Checkpoint.Name == cp }
 	}
-	badCommand := func(e lab.Event) bool { return e.Error != nil && e.Error.Code == lab.ErrBadCommand }
+	badCommand := func(e protocol.Event) bool { return e.Error != nil && e.Error.Code == protocol.ErrBadCommand }
 
 	next(waiting("claim"), "the claim checkpoint")
 	for _, bad := range []string{`nonsense`, `{"cmd":"dance"}`, `{"cmd":"proceed","checkpoint":"commit"}`, `{"cmd":"fail"}`} {
@@ -153,27 +154,27 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 		t.Fatalf("bad commands changed the job: %+v", j)
 	}
 	send(`{"cmd":"proceed","checkpoint":"claim"}`)
-	claim := next(func(e lab.Event) bool { return e.SQL != nil && e.SQL.Op == lab.OpClaim }, "the claim")
-	if c := claim.SQL; c.Stmt.Rows != 1 || c.Result != lab.ResultOK || *c.Epoch != 1 || c.JobID != id || claim.At.IsZero() ||
+	claim := next(func(e protocol.Event) bool { return e.SQL != nil && e.SQL.Op == protocol.OpClaim }, "the claim")
+	if c := claim.SQL; c.Stmt.Rows != 1 || c.Result != protocol.ResultOK || *c.Epoch != 1 || c.JobID != id || claim.At.IsZero() ||
 		c.LeaseUntil == nil || !strings.Contains(c.Stmt.SQL, "FOR UPDATE SKIP LOCKED") || c.Owner != "worker-t" {
 		t.Fatalf("claim event = %+v", claim.SQL)
 	}
 	next(waiting("deliver"), "the deliver checkpoint")
 	send(`{"cmd":"proceed"}`)
-	call := next(func(e lab.Event) bool { return e.Call != nil }, "the receiver call")
-	if c := call.Call; c.Result != lab.DeliveryAccepted || c.Decision != engine.AcceptedFirst || c.HTTPStatus != 200 || c.Epoch != 1 || *c.HeldEpoch != 1 {
+	call := next(func(e protocol.Event) bool { return e.Call != nil }, "the receiver call")
+	if c := call.Call; c.Result != protocol.DeliveryAccepted || c.Decision != engine.AcceptedFirst || c.HTTPStatus != 200 || c.Epoch != 1 || *c.HeldEpoch != 1 {
 		t.Fatalf("receiver call = %+v", call.Call)
 	}
 	next(waiting("commit"), "the commit checkpoint")
 	send(`{"cmd":"proceed","checkpoint":"commit"}`)
-	commit := next(func(e lab.Event) bool { return e.SQL != nil && e.SQL.Op == lab.OpComplete }, "the commit")
-	if commit.SQL.Result != lab.ResultOK || commit.SQL.Stmt.Rows != 1 || commit.SQL.Stmt.Name != "JobComplete" {
+	commit := next(func(e protocol.Event) bool { return e.SQL != nil && e.SQL.Op == protocol.OpComplete }, "the commit")
+	if commit.SQL.Result != protocol.ResultOK || commit.SQL.Stmt.Rows != 1 || commit.SQL.Stmt.Name != "JobComplete" {
 		t.Fatalf("commit = %+v", commit.SQL)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	if j, _ := q.Get(ctx, id); j.Status != engine.StatusDone || lab.ResultFrom(j.Result) != "T" {
+	if j, _ := q.Get(ctx, id); j.Status != engine.StatusDone || protocol.ResultFrom(j.Result) != "T" {
 		t.Fatalf("job after the run: %+v", j)
 	}
 }

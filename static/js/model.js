@@ -1,5 +1,5 @@
 // model.js — the state of a run, rebuilt from its event log alone, from
-// the events' typed fields (the protocol of server/lab/protocol.go; its
+// the events' typed fields (the protocol of server/lab/protocol/protocol.go; its
 // JSON Schema is served at /api/protocol.schema.json). An event's text is
 // shown, never read. Reconnecting, replaying and scrubbing all fold the
 // same events through apply().

@@ -23,7 +23,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -52,7 +52,7 @@ func Fill(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	for _, st := range lab.JobsFill(schema, n) {
+	for _, st := range judge.JobsFill(schema, n) {
 		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("fill: %s: %w", st.Name, err)
 		}
@@ -117,7 +117,7 @@ func FillFinished(ctx context.Context, pool *pgxpool.Pool, schema string, finish
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	for _, st := range lab.JobsFillFinished(schema, finished, pending) {
+	for _, st := range judge.JobsFillFinished(schema, finished, pending) {
 		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("fill: %s: %w", st.Name, err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/bench"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,11 +17,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func setup(tb testing.TB) (*pgxpool.Pool, lab.Schemas) {
+func setup(tb testing.TB) (*pgxpool.Pool, judge.Schemas) {
 	tb.Helper()
 	pool := pgtest.Pool(tb)
-	s := lab.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
-	if err := lab.Setup(context.Background(), pool, s); err != nil {
+	s := judge.Schemas{Jobs: pgtest.Schema(tb), Receiver: pgtest.Schema(tb)}
+	if err := judge.Setup(context.Background(), pool, s); err != nil {
 		tb.Fatal(err)
 	}
 	return pool, s
@@ -200,7 +200,7 @@ func queue(b *testing.B, pool *pgxpool.Pool) string {
 // addPending puts n pending jobs in the table beside what it holds, with
 // the fill's own statements less its TRUNCATE, and analyzes it.
 func addPending(ctx context.Context, pool *pgxpool.Pool, schema string, n int) error {
-	for _, st := range lab.JobsFill(schema, n) {
+	for _, st := range judge.JobsFill(schema, n) {
 		if st.Name == "JobsTruncate" {
 			continue
 		}

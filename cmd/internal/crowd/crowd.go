@@ -35,7 +35,8 @@ import (
 
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // Bounds and defaults of a Config and of a series.
@@ -50,7 +51,7 @@ const (
 	MaxRamp          = 10 * time.Minute
 
 	DefaultReaders  = 12
-	DefaultOrdering = lab.ZombieFirst
+	DefaultOrdering = experiments.ZombieFirst
 	DefaultLease    = time.Second
 	DefaultTimeout  = 2 * time.Minute
 	// DefaultPace and DefaultSettle are the command's defaults; in a
@@ -101,7 +102,7 @@ type Config struct {
 	// Ordering, Lease and Pace are the run each reader starts: a scripted
 	// ordering (default zombie-first), its lease (default 1s) and the
 	// pace between its auto-played steps (zero: none).
-	Ordering lab.Ordering
+	Ordering experiments.Ordering
 	Lease    time.Duration
 	Pace     time.Duration
 	// Settle is, in a series, how long to wait once no run is in flight
@@ -159,8 +160,8 @@ func (c *Config) Validate() error {
 		return invalidf("--ramp %v must be between 0 and %v", c.Ramp, MaxRamp)
 	case c.Timeout < 0 || c.Timeout > MaxTimeout:
 		return invalidf("--timeout %v must be above 0 and at most %v", c.Timeout, MaxTimeout)
-	case c.Lease < lab.MinRunLease || c.Lease > lab.MaxRunLease:
-		return invalidf("--lease %v must be between %v and %v", c.Lease, lab.MinRunLease, lab.MaxRunLease)
+	case c.Lease < experiments.MinRunLease || c.Lease > experiments.MaxRunLease:
+		return invalidf("--lease %v must be between %v and %v", c.Lease, experiments.MinRunLease, experiments.MaxRunLease)
 	case c.Pace < 0 || c.Pace > maxPace:
 		return invalidf("--pace %v must be between 0 and %v", c.Pace, maxPace)
 	case c.URL != "" && len(c.ServeFlags) > 0:
@@ -168,7 +169,7 @@ func (c *Config) Validate() error {
 	case c.URL == "" && c.Executable == "":
 		return invalidf("no --url, and no fencelab binary to start a server from")
 	}
-	if o, err := lab.ParseOrdering(string(c.Ordering)); err != nil || o == lab.FreePlay {
+	if o, err := experiments.ParseOrdering(string(c.Ordering)); err != nil || o == experiments.FreePlay {
 		return invalidf("--ordering %q must be one of new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew", c.Ordering)
 	}
 	for _, f := range c.ServeFlags {
@@ -187,7 +188,7 @@ func (c *Config) Validate() error {
 // command is the run command each reader's Run button sends.
 func (c *Config) command() control.Command {
 	pace := c.Pace.Milliseconds()
-	return control.Command{Action: control.Run, Ordering: c.Ordering, Mode: lab.ModeAuto, LeaseMS: c.Lease.Milliseconds(), PaceMS: &pace}
+	return control.Command{Action: control.Run, Ordering: c.Ordering, Mode: protocol.ModeAuto, LeaseMS: c.Lease.Milliseconds(), PaceMS: &pace}
 }
 
 // Run plays one crowd of cfg.Readers readers and reports how the server

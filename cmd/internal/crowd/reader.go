@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/wire"
 )
 
@@ -302,24 +302,24 @@ func (l *loader) read(ctx context.Context, conn *websocket.Conn, f *follow) (tim
 				continue // not this reader's run (the session has only one)
 			}
 			switch e.Kind {
-			case lab.KindVerdict:
+			case protocol.KindVerdict:
 				took := time.Since(f.sent)
 				if e.Verdict == nil || !e.Verdict.Safe {
 					return took, errors.New("the verdict is unsafe: not a correct build's (all guards on)")
 				}
 				return took, nil
-			case lab.KindError:
+			case protocol.KindError:
 				if e.Error != nil {
 					return 0, fmt.Errorf("the run failed (%s): %s", e.Error.Code, e.Error.Message)
 				}
-			case lab.KindRunState:
+			case protocol.KindRunState:
 				if e.RunState == nil {
 					continue
 				}
-				if i := e.RunState.Info; i.Phase.Ended() && i.Phase != lab.PhaseFinished {
+				if i := e.RunState.Info; i.Phase.Ended() && i.Phase != protocol.PhaseFinished {
 					return 0, fmt.Errorf("the run %s (%s) before its verdict", i.Phase, i.StopReason)
 				}
-			case lab.KindSession:
+			case protocol.KindSession:
 				return 0, errors.New("the session ended before the verdict")
 			}
 		}

@@ -28,7 +28,7 @@
 // Then B is answered, commits and exits.
 //
 // That order is not written here: play.go plays the runner's own steps
-// for the case (lab.ScriptOf), the same list the playground's simulated
+// for the case (experiments.ScriptOf), the same list the playground's simulated
 // workers follow, each step mapped onto one of the three levers. A case
 // added to the lab is played by both, or neither.
 //
@@ -48,7 +48,7 @@
 // # What it reads
 //
 // Nothing the workers say about themselves: each case's Outcome is
-// lab.Evaluate's, read from the job's row, its history, the log of every
+// judge.Evaluate's, read from the job's row, its history, the log of every
 // UPDATE each worker sent (a refused one included, as a write of no rows)
 // and the receiver's log. How a worker exits is reported beside the
 // outcome (CheckInput.Notes), never judged: a worker that raises on its

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/receiver"
 )
 
@@ -122,7 +122,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = d.Validate()
 	}
 	if err == nil {
-		if from := lab.ResultFrom(d.Payload); from != label {
+		if from := protocol.ResultFrom(d.Payload); from != label {
 			err = fmt.Errorf("the delivery's payload names worker %q where the contract wants FENCELAB_WORKER, %q, in its \"worker\" field", from, label)
 		}
 	}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -65,17 +67,17 @@ type Config struct {
 	// relayed output. The database must be hardened (sandbox.Harden).
 	DatabaseURL string
 	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
-	// default lab.DefaultRunLease. The clock-ahead case uses at least
+	// default experiments.DefaultRunLease. The clock-ahead case uses at least
 	// MinClockAheadLease.
 	Lease time.Duration
 	// Cases are the cases to play, in order; default every one of
-	// lab.CheckCases() that ForWorkerPrograms.
-	Cases []lab.CheckCase
+	// experiments.CheckCases() that ForWorkerPrograms.
+	Cases []experiments.CheckCase
 	// NewReceiverFunc, if set, makes each case's receiver (the reader's own
 	// receiver rule, through an *engine.Receiver) on the case's schemas;
 	// the func it returns is called when the case ends. Default:
 	// engine.NewReceiver(Pool, {Schema: s.Receiver}), the engine's rule.
-	NewReceiverFunc func(ctx context.Context, s lab.Schemas) (*engine.Receiver, func(), error)
+	NewReceiverFunc func(ctx context.Context, s judge.Schemas) (*engine.Receiver, func(), error)
 	// Timeout bounds each wait on a worker; default DefaultTimeout.
 	Timeout time.Duration
 	// SchemaPrefix starts each case's schema names; default
@@ -98,13 +100,13 @@ func (c *Config) Validate() error {
 		return playground.Invalidf("the check needs the database URL to give the workers")
 	}
 	if c.Lease == 0 {
-		c.Lease = lab.DefaultRunLease
+		c.Lease = experiments.DefaultRunLease
 	}
-	if c.Lease < lab.MinRunLease || c.Lease > lab.MaxRunLease {
-		return playground.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, lab.MinRunLease, lab.MaxRunLease)
+	if c.Lease < experiments.MinRunLease || c.Lease > experiments.MaxRunLease {
+		return playground.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, experiments.MinRunLease, experiments.MaxRunLease)
 	}
 	if len(c.Cases) == 0 {
-		for _, cs := range lab.CheckCases() {
+		for _, cs := range experiments.CheckCases() {
 			if ok, _ := cs.ForWorkerPrograms(); ok {
 				c.Cases = append(c.Cases, cs)
 			}
@@ -129,7 +131,7 @@ func (c *Config) Validate() error {
 	}
 	if c.NewReceiverFunc == nil {
 		pool := c.Pool
-		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+		c.NewReceiverFunc = func(_ context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
 			r, err := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver})
 			return r, func() {}, err
 		}
@@ -147,7 +149,7 @@ const (
 	CodeNoClaim = "worker-no-claim" // it never claimed the job
 	// CodeClaimExpired: after A's lease ran out, its claims kept matching
 	// no row; the code is the requirement's name, so the report names it.
-	CodeClaimExpired = string(lab.ReqTakesExpired)
+	CodeClaimExpired = string(experiments.ReqTakesExpired)
 	CodeNoDelivery   = "worker-no-delivery" // it claimed, but never called the receiver
 	CodeExit         = "worker-exit"        // it exited before it called the receiver
 	CodeNoExit       = "worker-no-exit"     // it did not exit after the receiver's answer
@@ -157,14 +159,14 @@ const (
 )
 
 // caseError is a case that could not be played, for a reason the worker
-// gave: it becomes the case's *lab.Failure.
+// gave: it becomes the case's *protocol.Failure.
 type caseError struct{ code, msg string }
 
 func (e *caseError) Error() string { return e.msg }
 
 // playable says why a worker program cannot play a case, if it cannot.
-func playable(cs lab.CheckCase) error {
-	if _, err := lab.ParseCheckCase(string(cs)); err != nil {
+func playable(cs experiments.CheckCase) error {
+	if _, err := experiments.ParseCheckCase(string(cs)); err != nil {
 		return err
 	}
 	if ok, why := cs.ForWorkerPrograms(); !ok {
@@ -188,7 +190,9 @@ func NewPlayer(cfg Config) (*Player, error) {
 }
 
 // Cases are the cases the config names, in order.
-func (p *Player) Cases() []lab.CheckCase { return append([]lab.CheckCase(nil), p.cfg.Cases...) }
+func (p *Player) Cases() []experiments.CheckCase {
+	return append([]experiments.CheckCase(nil), p.cfg.Cases...)
+}
 
 // Play plays one case with the reader's worker as A and B and says what it
 // came to: an Outcome read from the database and the receiver, or an Err
@@ -198,12 +202,12 @@ func (p *Player) Cases() []lab.CheckCase { return append([]lab.CheckCase(nil), p
 //
 // The case's schemas are dropped when it ends, and its workers killed and
 // reaped, on an error or a cancelled ctx too.
-func (p *Player) Play(ctx context.Context, cs lab.CheckCase) (lab.CheckInput, error) {
+func (p *Player) Play(ctx context.Context, cs experiments.CheckCase) (judge.CheckInput, error) {
 	if err := playable(cs); err != nil {
-		return lab.CheckInput{Case: cs}, err
+		return judge.CheckInput{Case: cs}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return lab.CheckInput{Case: cs}, err
+		return judge.CheckInput{Case: cs}, err
 	}
 	in, err := runCase(ctx, &p.cfg, cs)
 	if err != nil {
@@ -215,9 +219,9 @@ func (p *Player) Play(ctx context.Context, cs lab.CheckCase) (lab.CheckInput, er
 // caseRun is one case being played.
 type caseRun struct {
 	cfg     *Config
-	cs      lab.CheckCase
-	rc      lab.RunConfig
-	s       lab.Schemas
+	cs      experiments.CheckCase
+	rc      experiments.RunConfig
+	s       judge.Schemas
 	q       *engine.Queue
 	jobID   int64
 	gate    *gate
@@ -238,13 +242,13 @@ type caseRun struct {
 // The func it returns undoes all of it, last first, with time of its own
 // on a cancelled ctx; it is nil when openCase returns an error, having
 // undone what it made.
-func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConfig) (c *caseRun, closeCase func(), err error) {
+func openCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, rc experiments.RunConfig) (c *caseRun, closeCase func(), err error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, nil, err
 	}
 	base := cfg.SchemaPrefix + "_" + hex.EncodeToString(b[:])
-	c = &caseRun{cfg: cfg, cs: cs, rc: rc, s: lab.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
+	c = &caseRun{cfg: cfg, cs: cs, rc: rc, s: judge.Schemas{Jobs: base + "_jobs", Receiver: base + "_recv"},
 		sink: &lineSink{w: cfg.Stderr}, workers: map[string]*proc{}}
 	c.log = cfg.Log.With("case", cs, "schemas", base)
 
@@ -262,11 +266,11 @@ func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConf
 		}
 	}()
 	undo = append(undo, func(cctx context.Context) {
-		if err := lab.Drop(cctx, cfg.Pool, c.s); err != nil {
+		if err := judge.Drop(cctx, cfg.Pool, c.s); err != nil {
 			c.log.Warn("drop the case's schemas", "err", err)
 		}
 	})
-	if err := lab.Setup(ctx, cfg.Pool, c.s); err != nil {
+	if err := judge.Setup(ctx, cfg.Pool, c.s); err != nil {
 		return nil, nil, fmt.Errorf("set up the case's schemas: %w", err)
 	}
 	if c.role, err = sandbox.NewWorkerRole(ctx, cfg.Pool, c.s); err != nil {
@@ -294,7 +298,7 @@ func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConf
 
 	gctx, cancelGate := context.WithCancel(ctx)
 	undo = append(undo, func(context.Context) { cancelGate() })
-	if c.gate, err = newGate(gctx, recv, lab.Zombie, lab.NewOwner); err != nil {
+	if c.gate, err = newGate(gctx, recv, experiments.Zombie, experiments.NewOwner); err != nil {
 		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -324,7 +328,7 @@ func openCase(ctx context.Context, cfg *Config, cs lab.CheckCase, rc lab.RunConf
 	return c, closeAll, nil
 }
 
-func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckInput, err error) {
+func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (in judge.CheckInput, err error) {
 	in.Case = cs
 	defer func() {
 		if err != nil && ctx.Err() != nil {
@@ -332,7 +336,7 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 		}
 	}()
 	lease := cfg.Lease
-	if cs == lab.CaseClockAhead {
+	if cs == experiments.CaseClockAhead {
 		lease = max(lease, MinClockAheadLease)
 	}
 	rc := cs.Config(lease)
@@ -357,7 +361,7 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 	if ierr := c.gate.infraErr(); ierr != nil {
 		// The receiver's rule may be the reader's own statement: its
 		// failure is the case's, not the check's.
-		in.Err = &lab.Failure{Code: CodeReceiver, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
+		in.Err = &protocol.Failure{Code: CodeReceiver, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
 		return in, nil
 	}
 	if err != nil {
@@ -366,19 +370,19 @@ func runCase(ctx context.Context, cfg *Config, cs lab.CheckCase) (in lab.CheckIn
 			return in, err
 		}
 		log.Info("case could not be played", "code", ce.code, "err", ce.msg)
-		in.Err = &lab.Failure{Code: ce.code, Message: ce.msg}
+		in.Err = &protocol.Failure{Code: ce.code, Message: ce.msg}
 		return in, nil
 	}
 	// The workers are done with; nothing of theirs may write now.
 	for _, p := range c.workers {
 		p.kill()
 	}
-	o, err := lab.Evaluate(ctx, c.cfg.Pool, c.s.Jobs, recv, lab.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
+	o, err := judge.Evaluate(ctx, c.cfg.Pool, c.s.Jobs, recv, judge.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
 	if err != nil {
 		if ctx.Err() != nil {
 			return in, ctx.Err()
 		}
-		in.Err = &lab.Failure{Code: string(lab.ErrEvaluate), Message: "the case's outcome could not be read: " + err.Error()}
+		in.Err = &protocol.Failure{Code: string(protocol.ErrEvaluate), Message: "the case's outcome could not be read: " + err.Error()}
 		return in, nil
 	}
 	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
@@ -395,7 +399,7 @@ func (c *caseRun) env(label string) []string {
 		"PGUSER":                 c.role.Name(),
 		"PGPASSWORD":             c.role.Password(),
 		"PGOPTIONS":              "-c search_path=" + c.s.Jobs,
-		"PGAPPNAME":              lab.AppName(label),
+		"PGAPPNAME":              protocol.AppName(label),
 		"FENCELAB_SCHEMA":        c.s.Jobs,
 		"FENCELAB_OWNER":         c.rc.Owner(label),
 		"FENCELAB_WORKER":        label,
@@ -419,7 +423,7 @@ func (c *caseRun) env(label string) []string {
 
 // start starts a worker.
 func (c *caseRun) start(label string) (*proc, error) {
-	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, lab.Zombie), c.gate.url(c.addr, lab.NewOwner)}
+	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, experiments.Zombie), c.gate.url(c.addr, experiments.NewOwner)}
 	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
 	if err != nil {
 		return nil, &caseError{code: CodeStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}

@@ -21,7 +21,8 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/check"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -94,10 +95,10 @@ func schemasLeft(t *testing.T, prefix string) []string {
 // want is what one case of a check must come to.
 type want struct {
 	ok     bool
-	broken []lab.Requirement
+	broken []experiments.Requirement
 }
 
-func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts ...func(*harness.Config)) {
+func checkTable(t *testing.T, script string, wants map[experiments.CheckCase]want, opts ...func(*harness.Config)) {
 	t.Helper()
 	py := pythonWithPsycopg(t)
 	cfg := config(t, "exec "+shellQuote(py)+" "+shellQuote(example(t, script)))
@@ -108,12 +109,12 @@ func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts 
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	rep := lab.JudgeCheck(ins)
+	rep := judge.JudgeCheck(ins)
 	if len(rep.Cases) != len(workerCases()) {
 		t.Fatalf("got %d cases, want %d", len(rep.Cases), len(workerCases()))
 	}
 	for _, cr := range rep.Cases {
-		var got []lab.Requirement
+		var got []experiments.Requirement
 		var words []string
 		for _, b := range cr.Broken {
 			got = append(got, b.Requirement)
@@ -136,20 +137,20 @@ func checkTable(t *testing.T, script string, wants map[lab.CheckCase]want, opts 
 
 // play plays cfg's cases through the check's pipeline, as `fencelab check
 // --worker` does, and returns what each came to, in order.
-func play(ctx context.Context, cfg harness.Config) ([]lab.CheckInput, error) {
+func play(ctx context.Context, cfg harness.Config) ([]judge.CheckInput, error) {
 	p, err := harness.NewPlayer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var ins []lab.CheckInput
-	_, err = check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, OnCase: func(in lab.CheckInput) { ins = append(ins, in) }})
+	var ins []judge.CheckInput
+	_, err = check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, OnCase: func(in judge.CheckInput) { ins = append(ins, in) }})
 	return ins, err
 }
 
 // workerCases are the cases a worker program is played through.
-func workerCases() []lab.CheckCase {
-	var out []lab.CheckCase
-	for _, c := range lab.CheckCases() {
+func workerCases() []experiments.CheckCase {
+	var out []experiments.CheckCase
+	for _, c := range experiments.CheckCases() {
 		if ok, _ := c.ForWorkerPrograms(); ok {
 			out = append(out, c)
 		}
@@ -157,8 +158,8 @@ func workerCases() []lab.CheckCase {
 	return out
 }
 
-func allOK() map[lab.CheckCase]want {
-	m := map[lab.CheckCase]want{}
+func allOK() map[experiments.CheckCase]want {
+	m := map[experiments.CheckCase]want{}
 	for _, c := range workerCases() {
 		m[c] = want{ok: true}
 	}
@@ -173,9 +174,9 @@ func TestCheck_CorrectPythonPassesEveryCase(t *testing.T) {
 func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	fence := want{broken: []lab.Requirement{lab.ReqCompleteFence}}
-	w[lab.CaseNewOwnerFirst], w[lab.CaseZombieFirst], w[lab.CaseSameName] = fence, fence, fence
-	w[lab.CaseZombieFails] = want{broken: []lab.Requirement{lab.ReqFailFence}}
+	fence := want{broken: []experiments.Requirement{experiments.ReqCompleteFence}}
+	w[experiments.CaseNewOwnerFirst], w[experiments.CaseZombieFirst], w[experiments.CaseSameName] = fence, fence, fence
+	w[experiments.CaseZombieFails] = want{broken: []experiments.Requirement{experiments.ReqFailFence}}
 	checkTable(t, "leases_alone.py", w)
 }
 
@@ -190,7 +191,7 @@ func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	rep := lab.JudgeCheck(ins)
+	rep := judge.JudgeCheck(ins)
 	for _, cr := range rep.Cases {
 		t.Logf("%-20s ok=%-5v notes=%q broken=%+v error=%+v", cr.Case, cr.OK, cr.Notes, cr.Broken, cr.Error)
 	}
@@ -198,14 +199,14 @@ func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 		t.Fatalf("the check fails it: %s", rep.Words)
 	}
 	for _, cr := range rep.Cases {
-		if cr.Case != lab.CaseZombieFirst && cr.Case != lab.CaseNewOwnerFirst && cr.Case != lab.CaseSameName {
+		if cr.Case != experiments.CaseZombieFirst && cr.Case != experiments.CaseNewOwnerFirst && cr.Case != experiments.CaseSameName {
 			continue
 		}
 		if got := strings.Join(cr.Notes, "; "); !strings.Contains(got, "worker A exited with status 1 after the receiver answered it") {
 			t.Errorf("%s: notes %q: want worker A's exit status 1 reported", cr.Case, got)
 		}
-		if cr.Table[1].Got != string(lab.CallRejected) {
-			t.Errorf("%s: the zombie's commit is %+v, want %s: it was sent, and refused", cr.Case, cr.Table[1], lab.CallRejected)
+		if cr.Table[1].Got != string(experiments.CallRejected) {
+			t.Errorf("%s: the zombie's commit is %+v, want %s: it was sent, and refused", cr.Case, cr.Table[1], experiments.CallRejected)
 		}
 	}
 }
@@ -216,7 +217,7 @@ func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, variant(t, `if e.code not in (409, HANDLER_FAILED):`, `if True:`))
-	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
+	cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst}
 	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -225,8 +226,8 @@ func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T)
 	if in.Err != nil || in.Outcome == nil {
 		t.Fatalf("got %+v: want an outcome", in.Err)
 	}
-	if in.Outcome.ZombieCommit != lab.CallNotAttempted {
-		t.Errorf("the zombie's commit is %s, want %s", in.Outcome.ZombieCommit, lab.CallNotAttempted)
+	if in.Outcome.ZombieCommit != experiments.CallNotAttempted {
+		t.Errorf("the zombie's commit is %s, want %s", in.Outcome.ZombieCommit, experiments.CallNotAttempted)
 	}
 	if got := strings.Join(in.Notes, "; "); !strings.Contains(got, "worker A exited with status 1 after the receiver answered it") {
 		t.Errorf("notes %q: want worker A's exit status reported", got)
@@ -236,8 +237,8 @@ func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T)
 func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	w[lab.CaseSameName] = want{broken: []lab.Requirement{lab.ReqCompleteFence}}
-	w[lab.CaseZombieFails] = want{broken: []lab.Requirement{lab.ReqFailFence}}
+	w[experiments.CaseSameName] = want{broken: []experiments.Requirement{experiments.ReqCompleteFence}}
+	w[experiments.CaseZombieFails] = want{broken: []experiments.Requirement{experiments.ReqFailFence}}
 	checkTable(t, "no_epoch_cas.py", w)
 }
 
@@ -247,7 +248,7 @@ func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
 func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	w[lab.CaseClockAhead] = want{broken: []lab.Requirement{lab.ReqDBClock}}
+	w[experiments.CaseClockAhead] = want{broken: []experiments.Requirement{experiments.ReqDBClock}}
 	checkTable(t, "own_clock.py", w)
 }
 
@@ -256,11 +257,11 @@ func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
 func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	older := want{broken: []lab.Requirement{lab.ReqReceiverOlder}}
-	w[lab.CaseNewOwnerFirst], w[lab.CaseSameName], w[lab.CaseZombieFails] = older, older, older
+	older := want{broken: []experiments.Requirement{experiments.ReqReceiverOlder}}
+	w[experiments.CaseNewOwnerFirst], w[experiments.CaseSameName], w[experiments.CaseZombieFails] = older, older, older
 	made := 0
 	checkTable(t, "correct.py", w, func(c *harness.Config) {
-		c.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+		c.NewReceiverFunc = func(_ context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
 			r, err := playground.NewReceiver(c.Pool, engine.ReceiverConfig{Schema: s.Receiver}, playground.ReceiverHooks{Broken: playground.Guards(0).Break(playground.ReceiverCheck)})
 			return r, func() { made++ }, err
 		}
@@ -275,8 +276,8 @@ func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "exec "+shellQuote(pythonWithPsycopg(t))+" "+shellQuote(example(t, "correct.py")))
-	cfg.Cases = []lab.CheckCase{lab.CaseCrash, lab.CaseCrash}
-	cfg.NewReceiverFunc = func(_ context.Context, s lab.Schemas) (*engine.Receiver, func(), error) {
+	cfg.Cases = []experiments.CheckCase{experiments.CaseCrash, experiments.CaseCrash}
+	cfg.NewReceiverFunc = func(_ context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
 		r, err := engine.NewReceiver(cfg.Pool, engine.ReceiverConfig{Schema: s.Receiver + "_missing"})
 		return r, nil, err
 	}
@@ -298,7 +299,7 @@ func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "sleep 60")
-	cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst, lab.CaseClockAhead}
+	cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst, experiments.CaseClockAhead}
 	cfg.Timeout = 2 * time.Second
 	start := time.Now()
 	ins, err := play(t.Context(), cfg)
@@ -318,9 +319,9 @@ func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 			t.Errorf("%s: error %s %q: want %s naming that worker A never claimed", in.Case, in.Err.Code, in.Err.Message, harness.CodeNoClaim)
 		}
 	}
-	rep := lab.JudgeCheck(ins)
-	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != lab.ReqRuns {
-		t.Errorf("judged %+v: want a failure that breaks %q alone", rep, lab.ReqRuns)
+	rep := judge.JudgeCheck(ins)
+	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0].Requirement != experiments.ReqRuns {
+		t.Errorf("judged %+v: want a failure that breaks %q alone", rep, experiments.ReqRuns)
 	}
 	if left := schemasLeft(t, cfg.SchemaPrefix); len(left) > 0 {
 		t.Errorf("schemas left behind: %v", left)
@@ -331,7 +332,7 @@ func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "echo 'no database for me' >&2; exit 3")
-	cfg.Cases = []lab.CheckCase{lab.CaseCrash}
+	cfg.Cases = []experiments.CheckCase{experiments.CaseCrash}
 	ins, err := play(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -406,14 +407,14 @@ func TestCheck_AZombieCannotForgeTheHistory(t *testing.T) {
 				"        except psycopg.Error as e:\n            log('refused:', e)\n" + commit
 			var out strings.Builder
 			cfg := config(t, variantOf(t, "leases_alone.py", commit, trick))
-			cfg.Cases = []lab.CheckCase{lab.CaseNewOwnerFirst}
+			cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst}
 			cfg.Stderr = io.MultiWriter(t.Output(), &out) // lineSink writes a line at a time, under its lock
 			ins, err := play(t.Context(), cfg)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
-			rep := lab.JudgeCheck(ins)
-			if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != lab.ReqCompleteFence {
+			rep := judge.JudgeCheck(ins)
+			if rep.Pass || len(rep.Broken) == 0 || rep.Broken[0].Requirement != experiments.ReqCompleteFence {
 				t.Fatalf("judged %s %+v: want the zombie's commit named (complete-fence)", rep.Words, rep.Broken)
 			}
 			if got := out.String(); strings.Contains(got, "the trick worked") || !strings.Contains(got, tc.refusal) {
@@ -439,7 +440,7 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := config(t, variant(t, tc.old, tc.new))
-			cfg.Cases, cfg.Timeout = []lab.CheckCase{lab.CaseNewOwnerFirst}, 3*time.Second
+			cfg.Cases, cfg.Timeout = []experiments.CheckCase{experiments.CaseNewOwnerFirst}, 3*time.Second
 			ins, err := play(t.Context(), cfg)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -554,16 +555,16 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		script string
-		cases  []lab.CheckCase
+		cases  []experiments.CheckCase
 		cancel string // cancel the check when a worker's output says this
 	}{
 		// The crash kills A; clock-ahead stops a B that found nothing.
 		{name: "played", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),
-			cases: []lab.CheckCase{lab.CaseCrash, lab.CaseClockAhead}},
-		{name: "stuck", script: "exec sleep 60", cases: []lab.CheckCase{lab.CaseZombieFirst}},
+			cases: []experiments.CheckCase{experiments.CaseCrash, experiments.CaseClockAhead}},
+		{name: "stuck", script: "exec sleep 60", cases: []experiments.CheckCase{experiments.CaseZombieFirst}},
 		// Cancelled once A has claimed: while A is frozen, its lease runs out.
 		{name: "cancelled", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),
-			cases: []lab.CheckCase{lab.CaseNewOwnerFirst}, cancel: "worker A: claimed job"},
+			cases: []experiments.CheckCase{experiments.CaseNewOwnerFirst}, cancel: "worker A: claimed job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()

@@ -8,7 +8,8 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/harness"
 	"github.com/fencelab/fencelab/server/check"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // A mutation is one clause taken out of the reference workers' statements
@@ -19,44 +20,44 @@ import (
 // are not the program's, and are the SQL check's alone.
 type mutation struct {
 	name, old, new string
-	want           lab.Requirement // "": covered by another clause, the check passes
+	want           experiments.Requirement // "": covered by another clause, the check passes
 }
 
 var mutations = []mutation{
-	{"SKIP LOCKED", "FOR UPDATE SKIP LOCKED)", "FOR UPDATE)", lab.ReqSkipLocked},
-	{"the expired-lease branch", "\n           OR (status = 'running' AND lease_until < now())", "", lab.ReqTakesExpired},
-	{"the increment", "       epoch = epoch + 1,\n", "", lab.ReqEpochRaised},
-	{"now() for the worker's clock", "lease_until < now())", "lease_until < %(now)s::timestamptz)", lab.ReqDBClock},
+	{"SKIP LOCKED", "FOR UPDATE SKIP LOCKED)", "FOR UPDATE)", experiments.ReqSkipLocked},
+	{"the expired-lease branch", "\n           OR (status = 'running' AND lease_until < now())", "", experiments.ReqTakesExpired},
+	{"the increment", "       epoch = epoch + 1,\n", "", experiments.ReqEpochRaised},
+	{"now() for the worker's clock", "lease_until < now())", "lease_until < %(now)s::timestamptz)", experiments.ReqDBClock},
 	{"the complete's epoch", "SET status = 'done', result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n   AND epoch = %(epoch)s",
-		"SET status = 'done', result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s", lab.ReqCompleteFence},
+		"SET status = 'done', result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s", experiments.ReqCompleteFence},
 	{"the complete's owner (the epoch covers it)", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n",
 		"result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n", ""},
 	{"the complete's owner and epoch", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n   AND epoch = %(epoch)s",
-		"result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'", lab.ReqCompleteFence},
-	{"the complete's id", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE %(id)s > 0\n", lab.ReqOwnRow},
+		"result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'", experiments.ReqCompleteFence},
+	{"the complete's id", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n", "result = %(result)s, lease_until = NULL, updated_at = now()\n WHERE %(id)s > 0\n", experiments.ReqOwnRow},
 	{"the fail's epoch", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n   AND epoch = %(epoch)s",
-		"error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s", lab.ReqFailFence},
+		"error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s", experiments.ReqFailFence},
 	{"the fail's owner (the epoch covers it)", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n",
 		"error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n", ""},
 	{"the fail's owner and epoch", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'\n   AND owner = %(owner)s\n   AND epoch = %(epoch)s",
-		"error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'", lab.ReqFailFence},
-	{"the fail's id", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE %(id)s > 0\n", lab.ReqOwnRow},
-	{"the fail's retry", "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'failed'", lab.ReqFailRetries},
-	{"the fail's last attempt", "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'pending'", lab.ReqFailRetries},
+		"error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n   AND status = 'running'", experiments.ReqFailFence},
+	{"the fail's id", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE id = %(id)s\n", "error = %(error)s, lease_until = NULL, updated_at = now()\n WHERE %(id)s > 0\n", experiments.ReqOwnRow},
+	{"the fail's retry", "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'failed'", experiments.ReqFailRetries},
+	{"the fail's last attempt", "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END", "'pending'", experiments.ReqFailRetries},
 }
 
 // checkProgram checks a worker program as `fencelab check --worker`
 // does: every case and every probe, through the check's pipeline.
-func checkProgram(ctx context.Context, cfg harness.Config) (lab.CheckReport, error) {
+func checkProgram(ctx context.Context, cfg harness.Config) (protocol.CheckReport, error) {
 	p, err := harness.NewPlayer(cfg)
 	if err != nil {
-		return lab.CheckReport{}, err
+		return protocol.CheckReport{}, err
 	}
 	probes, err := p.Probe(ctx)
 	if err != nil {
-		return lab.CheckReport{}, fmt.Errorf("probe: %w", err)
+		return protocol.CheckReport{}, fmt.Errorf("probe: %w", err)
 	}
-	return check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, Probes: lab.Probes{Statements: probes}})
+	return check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, Probes: experiments.Probes{Statements: probes}})
 }
 
 // mutantsAtOnce is how many mutants are checked side by side: a check
@@ -72,7 +73,7 @@ const mutantsAtOnce = 7
 // (TestCheck_CorrectPythonPassesEveryCase, TestCheck_CorrectPythonPassesEveryProbe).
 func TestCheck_EveryClauseOfTheReferenceWorkerIsNamed(t *testing.T) {
 	t.Parallel()
-	reps := make([]lab.CheckReport, len(mutations))
+	reps := make([]protocol.CheckReport, len(mutations))
 	errs := make([]error, len(mutations))
 	sem := make(chan struct{}, mutantsAtOnce)
 	var wg sync.WaitGroup
@@ -92,7 +93,7 @@ func TestCheck_EveryClauseOfTheReferenceWorkerIsNamed(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatal(errs[i])
 			}
-			var names []lab.Requirement
+			var names []experiments.Requirement
 			for _, b := range rep.Broken {
 				names = append(names, b.Requirement)
 			}

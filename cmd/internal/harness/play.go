@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // poll is how often the harness looks at the job row and the workers.
@@ -22,10 +24,10 @@ type worker struct {
 	call    *call // its call to the receiver, held at the gate; nil before it calls
 	decided bool  // the receiver has decided its call
 	looking bool  // it started with a clock that runs ahead and has claimed nothing
-	before  *lab.Sent
+	before  *judge.Sent
 }
 
-// play plays the case's script, lab.ScriptOf of its config (the very steps
+// play plays the case's script, experiments.ScriptOf of its config (the very steps
 // the playground's runner plays on its own workers), on the reader's
 // workers from outside: it cannot tell a program when to claim or commit,
 // only start it, hold its call to the receiver and the receiver's answer,
@@ -47,11 +49,11 @@ type worker struct {
 //     clock.
 //
 // It reports whether worker A sent a write once it was let go on: read
-// from the database (lab.WritesSent, which counts a statement whose
+// from the database (judge.WritesSent, which counts a statement whose
 // transaction was rolled back too), never from the worker's exit status
-// (lab.EvaluateInput.ZombieTriedCommit).
+// (judge.EvaluateInput.ZombieTriedCommit).
 func (c *caseRun) play(ctx context.Context) (zombieTriedCommit bool, err error) {
-	sc, err := lab.ScriptOf(c.rc)
+	sc, err := experiments.ScriptOf(c.rc)
 	if err != nil {
 		return false, err
 	}
@@ -59,37 +61,37 @@ func (c *caseRun) play(ctx context.Context) (zombieTriedCommit bool, err error) 
 	expired := false
 	for _, st := range sc.Steps {
 		w := ws[st.Worker]
-		if st.Action != lab.ActClaim && st.Action != lab.ActAwaitExpiry && w == nil {
+		if st.Action != experiments.ActClaim && st.Action != experiments.ActAwaitExpiry && w == nil {
 			return false, fmt.Errorf("the %s case's script has worker %s %s before it claims", c.cs, st.Worker, st.Action)
 		}
 		switch st.Action {
-		case lab.ActClaim:
+		case experiments.ActClaim:
 			if w, err = c.claim(ctx, st.Worker, expired); err != nil {
 				return false, err
 			}
 			ws[st.Worker] = w
-		case lab.ActFreeze:
+		case experiments.ActFreeze:
 			// A call of its is in flight, held: it freezes waiting on it.
 			err = w.p.signal(syscall.SIGSTOP)
-		case lab.ActThaw:
+		case experiments.ActThaw:
 			if err = c.letGo(ctx, w); err == nil {
 				err = w.p.signal(syscall.SIGCONT)
 			}
 			if err == nil && w.call != nil && !w.decided {
 				err = c.deliver(ctx, w)
 			}
-		case lab.ActDeliver:
+		case experiments.ActDeliver:
 			if err = c.letGo(ctx, w); err == nil {
 				err = c.deliver(ctx, w)
 			}
-		case lab.ActCommit:
+		case experiments.ActCommit:
 			var tried bool
-			if tried, err = c.commit(ctx, w, st.Fail); st.Worker == lab.Zombie {
+			if tried, err = c.commit(ctx, w, st.Fail); st.Worker == experiments.Zombie {
 				zombieTriedCommit = zombieTriedCommit || tried
 			}
-		case lab.ActKill:
+		case experiments.ActKill:
 			w.p.kill()
-		case lab.ActAwaitExpiry:
+		case experiments.ActAwaitExpiry:
 			err, expired = c.awaitExpiry(ctx), true
 		default:
 			err = fmt.Errorf("the %s case's script has a step the harness cannot play: %s", c.cs, st.Action)
@@ -168,10 +170,10 @@ func (c *caseRun) look(ctx context.Context, w *worker) error {
 // letGo notes, for worker A, what it has sent so far (its claim's), the
 // first time the script lets it go on: thawed, or its call decided.
 func (c *caseRun) letGo(ctx context.Context, w *worker) error {
-	if w.p.label != lab.Zombie || w.before != nil {
+	if w.p.label != experiments.Zombie || w.before != nil {
 		return nil
 	}
-	sent, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
+	sent, err := judge.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
 	if err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ func (c *caseRun) commit(ctx context.Context, w *worker, handlerFails bool) (boo
 	if w.before == nil {
 		return false, nil
 	}
-	after, err := lab.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
+	after, err := judge.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
 	if err != nil {
 		return false, err
 	}
@@ -242,7 +244,7 @@ func (c *caseRun) commit(ctx context.Context, w *worker, handlerFails bool) (boo
 //
 // A worker started after A's lease ran out that keeps sending claims
 // that match no row is not waited for: once it has sent emptyClaims, the
-// case ends, naming the claim (lab.ReqTakesExpired).
+// case ends, naming the claim (experiments.ReqTakesExpired).
 func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, error) {
 	deadline := time.NewTimer(c.cfg.Timeout)
 	defer deadline.Stop()
@@ -300,13 +302,13 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 // emptyClaims counts the worker's UPDATEs on jobs that matched no row:
 // its claims that found nothing.
 func (c *caseRun) emptyClaims(ctx context.Context, label string) (int, error) {
-	ws, err := lab.Writes(ctx, c.cfg.Pool, c.s.Jobs)
+	ws, err := judge.Writes(ctx, c.cfg.Pool, c.s.Jobs)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, w := range ws {
-		if w.App == lab.AppName(label) && w.Matched == 0 {
+		if w.App == protocol.AppName(label) && w.Matched == 0 {
 			n++
 		}
 	}
@@ -323,7 +325,7 @@ func (c *caseRun) howFar(ctx context.Context, label, when string) (string, error
 		return fmt.Sprintf("it claimed the job (epoch %d) but made no call to FENCELAB_RECEIVER_URL", h.NewEpoch), nil
 	case len(others) > 0:
 		return fmt.Sprintf("it never claimed the job%s under its own name: the jobs row was changed by a connection named %q, not %q (keep the PGAPPNAME fencelab sets)",
-			when, others[0], lab.AppName(label)), nil
+			when, others[0], protocol.AppName(label)), nil
 	}
 	if when != "" {
 		return fmt.Sprintf("it never claimed the job%s (the jobs row shows no claim by it): a claim must also take a running job whose lease has run out", when), nil
@@ -332,11 +334,11 @@ func (c *caseRun) howFar(ctx context.Context, label, when string) (string, error
 }
 
 // claimedBy finds the worker's claim in the job's history: the first
-// change its connection (application_name lab.AppName(label)) made that
+// change its connection (application_name protocol.AppName(label)) made that
 // left the job running. others lists the application_names of workers'
 // connections the harness does not know, which changed the row.
-func (c *caseRun) claimedBy(ctx context.Context, label string) (*lab.HistoryRecord, []string, error) {
-	hs, err := lab.History(ctx, c.cfg.Pool, c.s.Jobs, c.jobID)
+func (c *caseRun) claimedBy(ctx context.Context, label string) (*protocol.HistoryRecord, []string, error) {
+	hs, err := judge.History(ctx, c.cfg.Pool, c.s.Jobs, c.jobID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the job's history: %w", err)
 	}
@@ -346,10 +348,10 @@ func (c *caseRun) claimedBy(ctx context.Context, label string) (*lab.HistoryReco
 		if h.Op == "insert" {
 			continue
 		}
-		if lab.WriterOf(*h) == label && h.NewStatus == string(engine.StatusRunning) {
+		if protocol.WriterOf(*h) == label && h.NewStatus == string(engine.StatusRunning) {
 			return h, nil, nil
 		}
-		if w := lab.WriterOf(*h); w != lab.Zombie && w != lab.NewOwner {
+		if w := protocol.WriterOf(*h); w != experiments.Zombie && w != experiments.NewOwner {
 			others = append(others, h.App)
 		}
 	}

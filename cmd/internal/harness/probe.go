@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // The probes of a worker program: the questions of its statements that no
@@ -32,19 +34,19 @@ const (
 )
 
 // Probe plays every probe of the program, in turn, and returns what they
-// found broken (for lab.Probes.Statements), in the article's order. It
+// found broken (for experiments.Probes.Statements), in the article's order. It
 // returns an error only when the check cannot go on: the database, or
 // ctx.
-func (p *Player) Probe(ctx context.Context) ([]lab.CheckBroken, error) {
-	var found []lab.CheckBroken
+func (p *Player) Probe(ctx context.Context) ([]experiments.CheckBroken, error) {
+	var found []experiments.CheckBroken
 	for _, probe := range []struct {
-		c    lab.CheckCase
-		play func(context.Context, *caseRun) (*lab.CheckBroken, error)
+		c    experiments.CheckCase
+		play func(context.Context, *caseRun) (*experiments.CheckBroken, error)
 	}{
-		{lab.CaseClaimers, probeClaimers},
-		{lab.CaseExpired, probeExpired},
-		{lab.CaseHolderFails, probeHolderFails},
-		{lab.CaseOtherJob, probeOtherJob},
+		{experiments.CaseClaimers, probeClaimers},
+		{experiments.CaseExpired, probeExpired},
+		{experiments.CaseHolderFails, probeHolderFails},
+		{experiments.CaseOtherJob, probeOtherJob},
 	} {
 		b, err := p.probe(ctx, probe.c, probe.play)
 		if err != nil {
@@ -59,8 +61,8 @@ func (p *Player) Probe(ctx context.Context) ([]lab.CheckBroken, error) {
 
 // probe plays one probe in a case of its own. A worker that broke the
 // contract (a caseError) is the runs' to name.
-func (p *Player) probe(ctx context.Context, cs lab.CheckCase, play func(context.Context, *caseRun) (*lab.CheckBroken, error)) (*lab.CheckBroken, error) {
-	rc := lab.RunConfig{Ordering: lab.NewOwnerFirst, Lease: p.cfg.Lease, Custom: true}
+func (p *Player) probe(ctx context.Context, cs experiments.CheckCase, play func(context.Context, *caseRun) (*experiments.CheckBroken, error)) (*experiments.CheckBroken, error) {
+	rc := experiments.RunConfig{Ordering: experiments.NewOwnerFirst, Lease: p.cfg.Lease, Custom: true}
 	if err := rc.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,8 +88,8 @@ func (p *Player) probe(ctx context.Context, cs lab.CheckCase, play func(context.
 	return b, nil
 }
 
-func brokenBy(q lab.Requirement, c lab.CheckCase, format string, a ...any) *lab.CheckBroken {
-	return &lab.CheckBroken{Requirement: q, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)}
+func brokenBy(q experiments.Requirement, c experiments.CheckCase, format string, a ...any) *experiments.CheckBroken {
+	return &experiments.CheckBroken{Requirement: q, Case: c, Words: c.Title() + ": " + fmt.Sprintf(format, a...)}
 }
 
 // insertJobs adds n pending jobs to the case's table and returns their ids.
@@ -109,7 +111,7 @@ func (c *caseRun) insertJobs(ctx context.Context, n int) ([]int64, error) {
 // transaction, FOR UPDATE). Worker A must get the second job at once. A
 // claim without SKIP LOCKED waits on the lock, which the harness sees in
 // pg_stat_activity.
-func probeClaimers(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
+func probeClaimers(ctx context.Context, c *caseRun) (*experiments.CheckBroken, error) {
 	ids, err := c.insertJobs(ctx, 2)
 	if err != nil {
 		return nil, err
@@ -122,17 +124,17 @@ func probeClaimers(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+c.table()+" WHERE id = $1 FOR UPDATE", ids[0]); err != nil {
 		return nil, err
 	}
-	w, err := c.start(lab.Zombie)
+	w, err := c.start(experiments.Zombie)
 	if err != nil {
 		return nil, err
 	}
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return brokenBy(lab.ReqSkipLocked, lab.CaseClaimers, format, a...)
+	broken := func(format string, a ...any) *experiments.CheckBroken {
+		return brokenBy(experiments.ReqSkipLocked, experiments.CaseClaimers, format, a...)
 	}
 	deadline := time.Now().Add(c.cfg.Timeout)
 	var waiting time.Time // when A was first seen waiting on a lock
 	for time.Now().Before(deadline) {
-		cl, err := c.gate.next(lab.Zombie)
+		cl, err := c.gate.next(experiments.Zombie)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +149,7 @@ func probeClaimers(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 		// a lock of its own table, is not this one.
 		if err := c.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 		  WHERE usename = $1 AND application_name = $2 AND datname = current_database() AND wait_event_type = 'Lock'`,
-			c.role.Name(), lab.AppName(lab.Zombie)).Scan(&n); err != nil {
+			c.role.Name(), protocol.AppName(experiments.Zombie)).Scan(&n); err != nil {
 			return nil, err
 		}
 		switch {
@@ -173,25 +175,25 @@ func probeClaimers(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 // probeExpired: the one job runs under a lease that ran out a minute ago
 // on the database clock, its holder gone. Worker A must take it: a claim
 // that keeps matching no row is named once it has sent emptyClaims.
-func probeExpired(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
+func probeExpired(ctx context.Context, c *caseRun) (*experiments.CheckBroken, error) {
 	ids, err := c.insertJobs(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := lab.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], lab.JobState{Status: engine.StatusRunning, Owner: "worker-c", Epoch: 1, Lease: -time.Minute, Attempts: 1, MaxAttempts: 3}); err != nil {
+	if err := judge.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], judge.JobState{Status: engine.StatusRunning, Owner: "worker-c", Epoch: 1, Lease: -time.Minute, Attempts: 1, MaxAttempts: 3}); err != nil {
 		return nil, err
 	}
-	w, err := c.start(lab.Zombie)
+	w, err := c.start(experiments.Zombie)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(c.cfg.Timeout)
 	empty := 0
 	for time.Now().Before(deadline) {
-		if cl, err := c.gate.next(lab.Zombie); err != nil || cl != nil {
+		if cl, err := c.gate.next(experiments.Zombie); err != nil || cl != nil {
 			return nil, err // it claimed the job and called
 		}
-		if empty, err = c.emptyClaims(ctx, lab.Zombie); err != nil {
+		if empty, err = c.emptyClaims(ctx, experiments.Zombie); err != nil {
 			return nil, err
 		}
 		if empty >= emptyClaims {
@@ -204,7 +206,7 @@ func probeExpired(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 			return nil, err
 		}
 	}
-	return brokenBy(lab.ReqTakesExpired, lab.CaseExpired, "worker A's claim matched no row %d times while the one job's lease had run out a minute before on the database clock: "+
+	return brokenBy(experiments.ReqTakesExpired, experiments.CaseExpired, "worker A's claim matched no row %d times while the one job's lease had run out a minute before on the database clock: "+
 		"your claim never takes a job whose lease ran out, so a crashed worker's job waits for ever (claim a running job whose lease_until < now() too)", empty), nil
 }
 
@@ -212,22 +214,22 @@ func probeExpired(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 // receiver answers that its handler failed: A's fail must send the job
 // back for a retry. Then worker B claims it, its last attempt, and is
 // answered the same: its fail must end the job failed.
-func probeHolderFails(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
+func probeHolderFails(ctx context.Context, c *caseRun) (*experiments.CheckBroken, error) {
 	ids, err := c.insertJobs(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := lab.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], lab.JobState{Status: engine.StatusPending, MaxAttempts: 2}); err != nil {
+	if err := judge.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], judge.JobState{Status: engine.StatusPending, MaxAttempts: 2}); err != nil {
 		return nil, err
 	}
-	broken := func(format string, a ...any) *lab.CheckBroken {
-		return brokenBy(lab.ReqFailRetries, lab.CaseHolderFails, format, a...)
+	broken := func(format string, a ...any) *experiments.CheckBroken {
+		return brokenBy(experiments.ReqFailRetries, experiments.CaseHolderFails, format, a...)
 	}
-	for i, label := range []string{lab.Zombie, lab.NewOwner} {
+	for i, label := range []string{experiments.Zombie, experiments.NewOwner} {
 		if err := c.runOnce(ctx, label, true); err != nil {
 			return nil, err
 		}
-		rows, err := lab.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
+		rows, err := judge.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
 		if err != nil {
 			return nil, err
 		}
@@ -252,28 +254,28 @@ func probeHolderFails(ctx context.Context, c *caseRun) (*lab.CheckBroken, error)
 // and is told its handler failed, so it fails it (worker B). Neither may
 // change the other job's row, though its owner and epoch are the worker's
 // own, and no epoch may go down.
-func probeOtherJob(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
+func probeOtherJob(ctx context.Context, c *caseRun) (*experiments.CheckBroken, error) {
 	ids, err := c.insertJobs(ctx, 2)
 	if err != nil {
 		return nil, err
 	}
-	for _, label := range []string{lab.Zombie, lab.NewOwner} {
-		if err := lab.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], lab.JobState{Status: engine.StatusPending, MaxAttempts: 3}); err != nil {
+	for _, label := range []string{experiments.Zombie, experiments.NewOwner} {
+		if err := judge.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], judge.JobState{Status: engine.StatusPending, MaxAttempts: 3}); err != nil {
 			return nil, err
 		}
-		held := lab.JobState{Status: engine.StatusRunning, Owner: c.rc.Owner(label), Epoch: 1, Lease: time.Hour, Attempts: 1, MaxAttempts: 3}
-		if err := lab.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[1], held); err != nil {
+		held := judge.JobState{Status: engine.StatusRunning, Owner: c.rc.Owner(label), Epoch: 1, Lease: time.Hour, Attempts: 1, MaxAttempts: 3}
+		if err := judge.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[1], held); err != nil {
 			return nil, err
 		}
-		before, err := lab.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
+		before, err := judge.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
 		if err != nil {
 			return nil, err
 		}
-		fails := label == lab.NewOwner
+		fails := label == experiments.NewOwner
 		if err := c.runOnce(ctx, label, fails); err != nil {
 			return nil, err
 		}
-		after, err := lab.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
+		after, err := judge.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
 		if err != nil {
 			return nil, err
 		}
@@ -282,10 +284,10 @@ func probeOtherJob(ctx context.Context, c *caseRun) (*lab.CheckBroken, error) {
 			what = "worker B's claim or fail"
 		}
 		if d := before[ids[1]].Diff(after[ids[1]]); d != "" {
-			return brokenBy(lab.ReqOwnRow, lab.CaseOtherJob, "%s changed job %d, which it also holds at epoch 1 (%s): each statement must change its own job's row alone (WHERE id = :id)", what, ids[1], d), nil
+			return brokenBy(experiments.ReqOwnRow, experiments.CaseOtherJob, "%s changed job %d, which it also holds at epoch 1 (%s): each statement must change its own job's row alone (WHERE id = :id)", what, ids[1], d), nil
 		}
-		if down := lab.EpochWentDown(before, after); down != "" {
-			return brokenBy(lab.ReqOwnRow, lab.CaseOtherJob, "%s sent %s: an epoch never goes down, or an old token is new again", what, down), nil
+		if down := judge.EpochWentDown(before, after); down != "" {
+			return brokenBy(experiments.ReqOwnRow, experiments.CaseOtherJob, "%s sent %s: an epoch never goes down, or an old token is new again", what, down), nil
 		}
 	}
 	return nil, nil

@@ -1,5 +1,5 @@
 // Package labtest checks events against the committed JSON Schema of the
-// event protocol (lab.Schema), for the tests of every package that emits
+// event protocol (protocol.Schema), for the tests of every package that emits
 // events: the engine's lab, the server, the CLI and the browser tests.
 package labtest
 
@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -24,7 +24,7 @@ var (
 
 func schema() (*jsonschema.Schema, error) {
 	once.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(lab.Schema))
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(protocol.Schema))
 		if err != nil {
 			compErr = err
 			return
@@ -55,7 +55,7 @@ func Check(raw []byte) error {
 }
 
 // CheckEvent encodes e as every front end receives it and validates it.
-func CheckEvent(e lab.Event) error {
+func CheckEvent(e protocol.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func CheckEvent(e lab.Event) error {
 }
 
 // Events fails tb for every event of evs that does not match the schema.
-func Events(tb testing.TB, evs []lab.Event) {
+func Events(tb testing.TB, evs []protocol.Event) {
 	tb.Helper()
 	for _, e := range evs {
 		if err := CheckEvent(e); err != nil {

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/lab"
+	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/pgcluster"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -180,7 +180,7 @@ func riverRound(ctx context.Context, pool *pgxpool.Pool, n, workers int) (float6
 // fastRound fills the queue with n jobs and times engine.WorkerPool from
 // its start to the statement that recorded its last completion.
 func fastRound(ctx context.Context, pool *pgxpool.Pool, schema string, n, workers, batch int) (float64, error) {
-	for _, st := range lab.JobsFill(schema, n) {
+	for _, st := range judge.JobsFill(schema, n) {
 		if _, err := pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return 0, err
 		}

@@ -1,0 +1,86 @@
+package experiments_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/server/lab/experiments"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func TestExpectedOutcome_IsTheArticlesTable(t *testing.T) {
+	for o, want := range map[experiments.Ordering][3]string{
+		experiments.NewOwnerFirst: {"rejected", "rejected", "epoch 2, the new owner's result in the row and at the receiver"},
+		experiments.ZombieFirst:   {"accepted, then superseded", "rejected", "epoch 2, the new owner's result in the row and at the receiver"},
+	} {
+		x, ok := experiments.ExpectedOutcome(o)
+		if !ok || x.Epoch != 2 || x.ResultFrom != experiments.NewOwner || x.ReceiverFrom != experiments.NewOwner {
+			t.Errorf("%s: %+v", o, x)
+		}
+		if got := [3]string{x.Words.Call, x.Words.Commit, x.Words.Final}; got != want {
+			t.Errorf("%s: the correct build's row says %q, the article %q", o, got, want)
+		}
+	}
+	if _, ok := experiments.ExpectedOutcome(experiments.FreePlay); ok {
+		t.Error("free play has no expected outcome")
+	}
+}
+
+func TestRunConfig_ValidatesAndFillsDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		cfg experiments.RunConfig
+		ok  bool
+	}{
+		{experiments.RunConfig{Ordering: experiments.ZombieFirst}, true},
+		{experiments.RunConfig{Ordering: experiments.ClockSkew}, true},
+		{experiments.RunConfig{}, false},
+		{experiments.RunConfig{Ordering: "sideways"}, false},
+		{experiments.RunConfig{Ordering: experiments.ZombieFirst, Lease: time.Millisecond}, false},
+		{experiments.RunConfig{Ordering: experiments.ZombieFirst, Skew: time.Second}, false},
+		{experiments.RunConfig{Ordering: experiments.ClockSkew, Skew: -time.Second}, false},
+		{experiments.RunConfig{Ordering: experiments.ZombieFirst, Broken: 1 << 12}, false},
+	} {
+		c := tc.cfg
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: Validate = %v, want ok=%v", tc.cfg, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(fmt.Sprint(err), " ") {
+			t.Errorf("%+v: %q is no sentence", tc.cfg, err)
+		}
+		if tc.ok && (c.Lease != experiments.DefaultRunLease || (c.Ordering == experiments.ClockSkew && c.Skew != 2*c.Lease)) {
+			t.Errorf("%+v: defaults not filled: %+v", tc.cfg, c)
+		}
+	}
+}
+
+func TestBatchRuns_TheMatrixsClockSkewCellsHoldALeaseThatLasts(t *testing.T) {
+	for _, lease := range []time.Duration{300 * time.Millisecond, 5 * time.Second} {
+		rcs, err := experiments.BatchRuns(experiments.BatchMatrix, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skew := 0
+		for _, rc := range rcs {
+			want := lease
+			if rc.Ordering == experiments.ClockSkew {
+				skew++
+				want = max(lease, experiments.MinSkewLease)
+				if rc.Skew != 2*want {
+					t.Errorf("lease %v: a clock-skew cell's skew is %v, want %v", lease, rc.Skew, 2*want)
+				}
+			}
+			if rc.Lease != want {
+				t.Errorf("lease %v: the %s cell (broken %v, same %v) holds %v, want %v", lease, rc.Ordering, rc.Broken.Names(), rc.SameIdentity, rc.Lease, want)
+			}
+		}
+		if skew != 16 {
+			t.Errorf("lease %v: %d clock-skew cells, want 16", lease, skew)
+		}
+	}
+}

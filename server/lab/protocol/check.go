@@ -1,0 +1,133 @@
+package protocol
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fencelab/fencelab/server/lab/experiments"
+)
+
+// SortBroken puts the report's broken requirements in the article's
+// order (requirementOrder), keeping the cases' order among equals.
+func (r *CheckReport) SortBroken() {
+	rank := func(q experiments.Requirement) int {
+		if i := slices.Index(experiments.RequirementOrder, q); i >= 0 {
+			return i
+		}
+		return len(experiments.RequirementOrder)
+	}
+	slices.SortStableFunc(r.Broken, func(a, b experiments.CheckBroken) int { return rank(a.Requirement) - rank(b.Requirement) })
+}
+
+// CheckCaseResult is one case of a check: its run, the article's table
+// for it cell by cell, and whether every cell is the article's.
+type CheckCaseResult struct {
+	Case  experiments.CheckCase `json:"case"`
+	Title string                `json:"title"`
+	Run   string                `json:"run,omitempty"`
+	OK    bool                  `json:"ok"`
+	// Mark is OK as a mark: as-correct or not-as-correct.
+	Mark  Mark   `json:"mark"`
+	Table []Cell `json:"table"`
+	// Verdict is the run's own verdict; Error, a run that did not reach
+	// one.
+	Verdict string   `json:"verdict,omitempty"`
+	Error   *Failure `json:"error,omitempty"`
+	// Broken are the requirements this case's run showed broken.
+	Broken []experiments.CheckBroken `json:"broken"`
+	// Notes are CheckInput's: reported, never judged.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// CheckReport is a whole check: it passes when every case's cells are the
+// article's.
+type CheckReport struct {
+	Pass bool `json:"pass"`
+	// Mark is Pass as a mark: as-correct or not-as-correct.
+	Mark   Mark                      `json:"mark"`
+	Cases  []CheckCaseResult         `json:"cases"`
+	Broken []experiments.CheckBroken `json:"broken"`
+	// Words say the result in one sentence.
+	Words string `json:"words"`
+}
+
+func CaseMark(ok bool) Mark {
+	if ok {
+		return MarkAsCorrect
+	}
+	return MarkNotAsCorrect
+}
+
+func FailedCases(cs []CheckCaseResult) int {
+	n := 0
+	for _, c := range cs {
+		if !c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// WithProbes adds the probes to the report (WithProbe, then the
+// statements'): each thing they found broken is named, and the check does
+// not pass.
+func (r *CheckReport) WithProbes(p experiments.Probes) {
+	r.WithProbe(p.Receiver)
+	var named []string
+	for _, b := range p.Statements {
+		if !experiments.HasRequirement(r.Broken, b.Requirement) {
+			r.Broken = append(r.Broken, b)
+		}
+		named = append(named, b.Case.Title())
+	}
+	r.SortBroken()
+	if r.Pass && len(named) > 0 {
+		r.Pass, r.Mark = false, CaseMark(false)
+		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but it fails %s.", len(r.Cases), strings.Join(named, " and "))
+	}
+}
+
+// WithProbe adds what the receiver's probe showed, taken[i] saying
+// whether the receiver took ReceiverProbe()[i]: each delivery it treated
+// otherwise than rule 4 says is a broken requirement, and the check does
+// not pass.
+func (r *CheckReport) WithProbe(taken []bool) {
+	probe := experiments.ReceiverProbe()
+	if len(taken) != len(probe) {
+		return
+	}
+	var found []experiments.CheckBroken
+	add := func(q experiments.Requirement, words string) {
+		found = append(found, experiments.CheckBroken{Requirement: q, Case: experiments.CaseReceiver, Words: experiments.CaseReceiver.Title() + ": " + words})
+	}
+	switch {
+	case !taken[0]:
+		add(experiments.ReqReceiverNewer, "it refused the first delivery of a job: your receiver takes nothing")
+	case !taken[1]:
+		add(experiments.ReqReceiverNewer, "it refused epoch 2 after epoch 1: your receiver does not take a newer epoch")
+	}
+	if taken[0] && taken[1] && !taken[2] {
+		add(experiments.ReqReceiverSame, "it refused epoch 2 when the same delivery came again: your receiver does not accept the same epoch again (a retry is not a zombie)")
+	}
+	if taken[3] {
+		add(experiments.ReqReceiverOlder, "it took epoch 1 after epoch 2: your receiver does not refuse an older epoch")
+	}
+	if len(found) == 0 {
+		return
+	}
+	seen := map[experiments.Requirement]bool{}
+	for _, b := range r.Broken {
+		seen[b.Requirement] = true
+	}
+	for _, b := range found {
+		if !seen[b.Requirement] {
+			r.Broken = append(r.Broken, b)
+		}
+	}
+	r.SortBroken()
+	if r.Pass {
+		r.Pass, r.Mark = false, CaseMark(false)
+		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its receiver breaks rule 4 on its own.", len(r.Cases))
+	}
+}
