@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestPage_TheArticlesTable runs both orderings from the page, in auto and

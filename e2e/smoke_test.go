@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestSmoke starts a server, reads /healthz in a tab, drives a session

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

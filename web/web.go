@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -56,8 +56,8 @@ type Options struct {
 }
 
 // Register adds the page routes to e. It is the server's Config.PagesFunc.
-func Register(opts Options) func(e *echo.Echo, s *server.Server) {
-	return func(e *echo.Echo, s *server.Server) {
+func Register(opts Options) func(e *echo.Echo, s *api.Server) {
+	return func(e *echo.Echo, s *api.Server) {
 		h := &handler{s: s, opts: opts}
 		// Pages and their files go compressed to whoever accepts it: a
 		// phone on a slow network loads a third of the bytes.
@@ -72,7 +72,7 @@ func Register(opts Options) func(e *echo.Echo, s *server.Server) {
 }
 
 type handler struct {
-	s    *server.Server
+	s    *api.Server
 	opts Options
 }
 
@@ -219,7 +219,7 @@ func (h *handler) sessionPage(c echo.Context) error {
 // (sess nil) when the server had none to give.
 func (h *handler) render(c echo.Context, status int, sess *session.Session, token, notice string) error {
 	setup, ignored := parseSetup(c)
-	st := pageState{Scenarios: server.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
+	st := pageState{Scenarios: api.Scenarios(), Version: static.Version(), Token: token, Ignored: ignored,
 		EmbedOrigins: append([]string{}, h.opts.CommandOrigins...), Busy: sess == nil,
 		Embed: c.QueryParam("embed") == "1", Present: c.QueryParam("present") == "1", Events: []protocol.Event{},
 		Setup: setupJSON{Ordering: setup.Ordering, Mode: setup.Mode, Broken: setup.Broken.Names(), Style: setup.Style,
@@ -387,7 +387,7 @@ func (h *handler) replay(c echo.Context) error {
 		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
 		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, experiments.OrderingWords(rs.Ordering).Title, broken),
 		CSS:   string(css), JS: js, View: PageView(Setup{Ordering: rs.Ordering, Mode: rs.Mode}),
-		Data: replayData{Summary: rs, Events: evs, Scenarios: server.Scenarios()},
+		Data: replayData{Summary: rs, Events: evs, Scenarios: api.Scenarios()},
 	}
 	hd := c.Response().Header()
 	// The file renders only its own inline content; served, it is a download.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/web"
 )
@@ -32,7 +32,7 @@ func start(t *testing.T) string {
 // (nil: nowhere), and returns its URL.
 func startWith(t *testing.T, ln net.Listener, log *slog.Logger, opts web.Options) string {
 	t.Helper()
-	srv, err := server.New(context.Background(), server.Config{Listener: ln, Pool: pgtest.Pool(t), DatabaseURL: pgtest.DSN(t), Log: log,
+	srv, err := api.New(context.Background(), api.Config{Listener: ln, Pool: pgtest.Pool(t), DatabaseURL: pgtest.DSN(t), Log: log,
 		PagesFunc: web.Register(opts)})
 	if err != nil {
 		t.Fatal(err)

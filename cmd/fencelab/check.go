@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/cmd/internal/harness"
-	solcheck "github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	solcheck "github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

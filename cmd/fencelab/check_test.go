@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/lab/experiments"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 

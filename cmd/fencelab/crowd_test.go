@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/cmd/internal/crowd"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestCrowd_Refused: bad flags are one line on stderr and exit 2, before

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/api"
 )
 
 // TestServe_MaxSocketsPerClientIsChecked: --max-sockets-per-client is a
@@ -42,7 +42,7 @@ func TestOpenDB_AClusterOfItsOwnIsNotLoggedWhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeDB()
-	wrapped := slog.New(server.RedactHandler(slog.NewTextHandler(&buf, nil), getenv("DATABASE_URL")))
+	wrapped := slog.New(api.RedactHandler(slog.NewTextHandler(&buf, nil), getenv("DATABASE_URL")))
 	wrapped.Warn("could not connect", "err", errors.New("failed to connect to `"+dsn+"`: dial unix: no such file"))
 	out := buf.String()
 	if !strings.Contains(out, "pgcluster: PostgreSQL") {

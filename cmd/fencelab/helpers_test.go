@@ -18,7 +18,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/lab/labtest"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 

@@ -26,7 +26,7 @@ import (
 	"syscall"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/worker"
+	"github.com/fencelab/fencelab/server/run/worker"
 )
 
 // stopSignals end every command as Ctrl-C does: SIGTERM (docker stop,

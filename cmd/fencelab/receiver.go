@@ -12,7 +12,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/judge"
-	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/run/receiver"
 )
 
 const receiverSummary = `The external receiver as a standalone HTTP service. It keeps the newest

@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/notify"
-	"github.com/fencelab/fencelab/server/pgcluster"
-	"github.com/fencelab/fencelab/server/receiver"
-	"github.com/fencelab/fencelab/server/runner"
-	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/postgres/pgcluster"
+	"github.com/fencelab/fencelab/server/run/notify"
+	"github.com/fencelab/fencelab/server/run/receiver"
+	"github.com/fencelab/fencelab/server/run/runner"
+	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -89,7 +89,7 @@ func openDBSized(ctx context.Context, getenv func(string) string, log *slog.Logg
 	// A private cluster's notes name its folder, where its socket is: the
 	// log says what happened, not where.
 	dsn, stop, err := pgcluster.Open(ctx, getenv, pgcluster.Options{MaxConnections: maxConns, Logf: func(format string, a ...any) {
-		log.Info(server.Redact(fmt.Sprintf(format, a...)))
+		log.Info(api.Redact(fmt.Sprintf(format, a...)))
 	}})
 	if err != nil {
 		return "", nil, nil, err
@@ -245,7 +245,7 @@ func tapFromEnv(getenv func(string) string) (func([]byte), func(), error) {
 	if path == "" {
 		return nil, func() {}, nil
 	}
-	tap, closeTap, err := server.EventTap(path)
+	tap, closeTap, err := api.EventTap(path)
 	if err != nil {
 		return nil, nil, err
 	}

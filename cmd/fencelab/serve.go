@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/server"
+	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/lab/experiments"
-	"github.com/fencelab/fencelab/server/pgcluster"
+	"github.com/fencelab/fencelab/server/postgres/pgcluster"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/web"
 )
@@ -138,7 +138,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return usagef("fencelab serve: --log-format %q must be text or json", *logFormat)
 	}
-	log := slog.New(server.RedactHandler(handler, getenv("DATABASE_URL"))) // no line says where the database is
+	log := slog.New(api.RedactHandler(handler, getenv("DATABASE_URL"))) // no line says where the database is
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -181,7 +181,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeTap()
-	srv, err := server.New(ctx, server.Config{
+	srv, err := api.New(ctx, api.Config{
 		Listener: ln, Pool: pool, DatabaseURL: dsn, Log: log, AllowOrigins: commanders, TapFunc: tap,
 		PagesFunc:        web.Register(web.Options{FrameAncestors: frameAncestors, CommandOrigins: commanders, NoCustomSQL: *noCustomSQL || *receiverURL != ""}),
 		ExternalReceiver: *receiverURL, Limits: lim, MaxBody: *maxBody, MaxMessage: *maxMessage, MessageRate: *rate,

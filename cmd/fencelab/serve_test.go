@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

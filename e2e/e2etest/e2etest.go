@@ -55,7 +55,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
@@ -67,7 +67,7 @@ const CheckTimeout = 4 * time.Minute
 const DefaultTimeout = 30 * time.Second
 
 const (
-	// SuiteMarkEnv is pgtest's suite mark (server/pgtest: SuiteMarkEnv).
+	// SuiteMarkEnv is pgtest's suite mark (server/postgres/pgtest: SuiteMarkEnv).
 	// Chromium must not carry it; see the top of this file. Should pgtest
 	// rename it, Chromium would carry the new one and pgtest's check would
 	// fail the suite loudly: nothing fails silently.

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/lab/labtest"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // LockedBuffer is a strings.Builder safe for concurrent writers.

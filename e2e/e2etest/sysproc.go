@@ -3,7 +3,7 @@ package e2etest
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // serverAttr returns the process attributes of a `fencelab serve` under

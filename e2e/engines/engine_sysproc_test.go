@@ -3,7 +3,7 @@ package engines
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // engineAttr returns the process attributes of an engine's process (an X

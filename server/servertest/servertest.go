@@ -25,7 +25,7 @@ var (
 
 // TagsEnv names the environment variable whose value, if set, is passed to
 // go build as -tags: FENCELAB_BUILD_TAGS=fencelab_shout builds a binary
-// whose event texts are all upper-cased (server/hub), to show that the
+// whose event texts are all upper-cased (server/session/eventlog), to show that the
 // page, the exports and the replay read the typed fields alone.
 const TagsEnv = "FENCELAB_BUILD_TAGS"
 

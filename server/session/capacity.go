@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

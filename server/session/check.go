@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/check"
+	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/runner"
 )
 
 // startLoad starts the session's load lab, ending the one before. The

@@ -22,14 +22,14 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/notify"
 	"github.com/fencelab/fencelab/server/recording"
-	"github.com/fencelab/fencelab/server/runner"
-	"github.com/fencelab/fencelab/server/supervisor"
+	"github.com/fencelab/fencelab/server/run/notify"
+	"github.com/fencelab/fencelab/server/run/runner"
+	"github.com/fencelab/fencelab/server/run/supervisor"
+	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -49,7 +49,7 @@ type Limits struct {
 	MaxEventsTotal int `json:"max_events_total"`
 	// MaxSessionMB bounds, in MiB, the bytes one session's events hold;
 	// MaxEventsTotalMB, every session's together. An event itself is cut
-	// to hub.DefaultMaxEventBytes.
+	// to eventlog.DefaultMaxEventBytes.
 	MaxSessionMB     int `json:"max_session_mb"`
 	MaxEventsTotalMB int `json:"max_events_total_mb"`
 	// Per client (an address; see Config of the server for proxies): how
@@ -186,11 +186,11 @@ type Manager struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
-	loads    chan struct{}  // one token per load lab running
-	id       identity       // the instance lock and its watch (identity.go)
-	bg       sync.WaitGroup // the lock's watch and the heartbeats
-	events   *hub.Budget    // the events every session keeps, together
-	line     *checkLine     // the checks waiting for their turn
+	loads    chan struct{}    // one token per load lab running
+	id       identity         // the instance lock and its watch (identity.go)
+	bg       sync.WaitGroup   // the lock's watch and the heartbeats
+	events   *eventlog.Budget // the events every session keeps, together
+	line     *checkLine       // the checks waiting for their turn
 	spares   spares
 
 	mu       sync.Mutex
@@ -216,7 +216,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	_, _ = rand.Read(b[:])
 	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns), line: newCheckLine(cfg.Limits.MaxChecks),
 		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
-		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &hub.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
+		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &eventlog.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
 		Clock: &runner.DBClock{Pool: cfg.Pool}, WorkerSlots: make(chan struct{}, WorkerConnections(cfg.Limits)+2*cfg.Limits.MaxWorkers),
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,

@@ -9,7 +9,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/hub"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/runner"
+	"github.com/fencelab/fencelab/server/session/control"
+	"github.com/fencelab/fencelab/server/session/eventlog"
 )
 
 // Session is one visitor's playground: its runs and their event log. The
@@ -27,7 +27,7 @@ type Session struct {
 	ID      string
 	Token   string
 	Created time.Time
-	Log     *hub.Log
+	Log     *eventlog.Log
 
 	m       *Manager
 	serial  string
@@ -59,7 +59,7 @@ const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
 	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]protocol.RunInfo{},
-		Log: hub.New(hub.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
+		Log: eventlog.New(eventlog.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	return s
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/runner"
+	"github.com/fencelab/fencelab/server/run/runner"
+	"github.com/fencelab/fencelab/server/session/control"
 )
 
 // Snapshot is the whole state of a session: what a page renders first,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/lab/judge"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 

@@ -64,7 +64,7 @@ type Frame struct {
 	// Detail is what a refusal says besides its sentence (DetailOf).
 	Detail any `json:"detail,omitempty"`
 
-	// command: the command object (server/control decodes it).
+	// command: the command object (server/session/control decodes it).
 	Command json.RawMessage `json:"command,omitempty"`
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/fencelab/fencelab/cmd/internal/bench"
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/judge"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

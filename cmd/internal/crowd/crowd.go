@@ -17,7 +17,7 @@
 // unless Config.AllowRemote. RunSeries plays several crowds one after
 // another against the one server, settling between them.
 //
-// This is not the page's "load lab" (server/lab, server/runner), which
+// This is not the page's "load lab" (server/lab, server/run/runner), which
 // freezes workers at scale: a crowd measures the server, not the queue.
 package crowd
 
@@ -33,10 +33,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/server/control"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/session/control"
 )
 
 // Bounds and defaults of a Config and of a series.

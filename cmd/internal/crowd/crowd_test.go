@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 

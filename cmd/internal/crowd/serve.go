@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // ---- the child server ------------------------------------------------------------
@@ -47,8 +47,8 @@ type serveChild struct {
 // and RunSeries stops it; and if this process dies without returning (SIGKILL),
 // Linux sends the child SIGTERM by its parent-death signal (which the
 // kernel ties to the forking thread: hence the locked thread that starts
-// it and stays until it is reaped, as server/supervisor does), and
-// elsewhere a watchdog does (server/child, as the supervisor's does for
+// it and stays until it is reaped, as server/run/supervisor does), and
+// elsewhere a watchdog does (server/run/child, as the supervisor's does for
 // its workers on macOS). SIGTERM, not SIGKILL: the server then stops its
 // runs, workers and cluster itself.
 func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Logger) (*serveChild, error) {
@@ -84,7 +84,7 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 		// Locked until the child is reaped, then unlocked, not ended with
 		// the goroutine: a locked goroutine that exits takes its thread
 		// with it, and that thread may have forked another child with a
-		// parent-death signal (a test's Postgres from server/pgcluster,
+		// parent-death signal (a test's Postgres from server/postgres/pgcluster,
 		// which then got SIGQUIT when a crowd's server stopped).
 		runtime.LockOSThread()
 		if err := cmd.Start(); err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/receiver"
+	"github.com/fencelab/fencelab/server/run/receiver"
 )
 
 // maxBody bounds a delivery: the payload limit plus room for the envelope.
@@ -92,7 +92,7 @@ func (g *gate) url(addr net.Addr, label string) string {
 	return ""
 }
 
-// ServeHTTP answers POST /<token>/deliveries as server/receiver does:
+// ServeHTTP answers POST /<token>/deliveries as server/run/receiver does:
 // 200 with the receipt when accepted, 409 with the receipt and a sentence
 // when refused as stale, 400 for a delivery that breaks the contract.
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -176,7 +176,7 @@ func playable(cs experiments.CheckCase) error {
 }
 
 // A Player plays the cases of a check with a reader's worker program, for
-// the check's one pipeline (server/check's Play, which judges them). Its
+// the check's one pipeline (server/run/check's Play, which judges them). Its
 // methods may be called from several goroutines at once: each case has
 // schemas, a role, a receiver and workers of its own, named at random.
 type Player struct{ cfg Config }

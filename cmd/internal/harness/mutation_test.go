@@ -7,16 +7,16 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/cmd/internal/harness"
-	"github.com/fencelab/fencelab/server/check"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/check"
 )
 
 // A mutation is one clause taken out of the reference workers' statements
 // (fencelab_worker.py, which correct.py runs as they are), or, where
 // another clause covers it, the two together, and what the check of the
 // program must then name first. They are the SQL check's mutations
-// (server/check/mutation_test.go), in the worker's own SQL; the receiver's
+// (server/run/check/mutation_test.go), in the worker's own SQL; the receiver's
 // are not the program's, and are the SQL check's alone.
 type mutation struct {
 	name, old, new string

@@ -17,7 +17,7 @@ import (
 // The probes of a worker program: the questions of its statements that no
 // run's ordering asks, played on the program itself, from outside, in a
 // case of their own each (fresh schemas, role, receiver, workers). They
-// are the SQL check's probes (server/check's), asked of a program: two
+// are the SQL check's probes (server/run/check's), asked of a program: two
 // claimers at once, a job whose lease ran out, the holder's own fail,
 // another job in the table. Each says what it found broken, in the words
 // of the requirement, or nothing; what the program cannot do at all (start,

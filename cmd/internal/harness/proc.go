@@ -19,7 +19,7 @@ import (
 // locked until the case has reaped them all: Linux sends the parent-death
 // signal when the thread that forked a child exits, not only when the
 // process does, so the forking thread must be one the Go runtime cannot
-// retire under the workers (server/supervisor does the same).
+// retire under the workers (server/run/supervisor does the same).
 type spawner struct {
 	reqs chan spawnReq
 	done chan struct{}

@@ -3,7 +3,7 @@ package harness
 import (
 	"syscall"
 
-	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // workerAttr puts a worker in a process group of its own, so that one

@@ -12,7 +12,7 @@ import (
 // A check's probes set a lab queue's jobs to a state of their own, as the
 // server, then run a reader's statements or worker on them and read how
 // each row changed: the statements' own questions, which no run's
-// ordering asks (server/check's probes of statements, cmd/internal/harness's of
+// ordering asks (server/run/check's probes of statements, cmd/internal/harness's of
 // a worker program).
 
 // JobState is a state a probe puts a job in.

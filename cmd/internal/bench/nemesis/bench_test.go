@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // BenchmarkNemesis_FencedPool measures the fenced pool in 4 worker

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestCeiling_RunsThePoolsOwnBatchStatements proves the ceiling does the

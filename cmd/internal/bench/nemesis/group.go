@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelab/fencelab/server/child"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // The worker protocol, one line at a time: a worker prints lineReady on
@@ -66,7 +66,7 @@ type proc struct {
 
 // Start starts cmds as worker processes, each in a process group of its
 // own and, on Linux, with SIGKILL as its parent-death signal; elsewhere a
-// watchdog (server/child) kills them if this process dies. Start sets
+// watchdog (server/run/child) kills them if this process dies. Start sets
 // each command's SysProcAttr, Stdin, Stdout and Stderr. It returns once
 // all have started, or, if one fails to start, kills those that did and
 // returns the error. The caller owns the group and must end it with Stop

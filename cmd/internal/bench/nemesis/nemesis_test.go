@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // The test binary doubles as the worker processes (Go's os/exec helper

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestSchedule_FreezesAtMostTwoAndThawsAll runs the nemesis over four real

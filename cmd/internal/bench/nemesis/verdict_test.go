@@ -6,7 +6,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/pgtest"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 )
 
 // TestJudge_CountsEveryKindOfZombie writes by hand the rows a run can

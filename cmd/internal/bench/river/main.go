@@ -29,7 +29,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/judge"
-	"github.com/fencelab/fencelab/server/pgcluster"
+	"github.com/fencelab/fencelab/server/postgres/pgcluster"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/server/pgcluster"
+	"github.com/fencelab/fencelab/server/postgres/pgcluster"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"

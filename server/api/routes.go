@@ -1,0 +1,59 @@
+package api
+
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// routes lists every route of the API in one place. The page routes are
+// added by the web package (Config.PagesFunc).
+//
+//	GET    /healthz                              alive
+//	GET    /api/protocol.schema.json             the event protocol as a JSON Schema
+//	GET    /readyz                               the database answers
+//	GET    /api/scenarios                        orderings, scripts, guards, styles, actions
+//	POST   /api/sessions                         new session: its id and control token
+//	GET    /api/sessions/:id                     the session's state (role from the token, if any)
+//	DELETE /api/sessions/:id                     end the session             (token)
+//	POST   /api/sessions/:id/commands            one command                 (token)
+//	GET    /api/sessions/:id/events              events as JSON, ?since=SEQ&run=ID&limit=N
+//	GET    /api/sessions/:id/events.ndjson       the whole log (or one run's) as NDJSON, to download
+//	GET    /api/sessions/:id/runs                every run and its outcome
+//	GET    /api/sessions/:id/runs/:run           one run
+//	GET    /api/sessions/:id/ws                  WebSocket: ?since=SEQ[&token=T]
+//	GET    /api/sessions/:id/runs/:run/transcript.sql   what each worker ran, in order, as SQL
+//	GET    /api/recordings                       recorded runs, for when the live demo is busy
+//	GET    /api/recordings/find                  the recording closest to ?ordering=&broken=&same=
+//	GET    /api/recordings/:key                  one recording with its events
+//	GET    /api/recordings/load                  the latest finished load lab (or the binary's), with its events
+//	POST   /receiver/:key/deliveries             a live run's receiver (the workers call it)
+//	GET    /receiver/:key/deliveries/:job_id     what it holds
+//	GET    /receiver/:key/decisions/:job_id      what it decided
+func (s *Server) routes(e *echo.Echo) {
+	e.Use(middleware.Recover())
+	e.Use(s.logRequests)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/api/stats", s.stats) // counts for `fencelab crowd`: sessions, runs, RSS, Postgres connections
+
+	api := e.Group("/api")
+	api.GET("/scenarios", s.scenarios)
+	api.GET("/protocol.schema.json", s.protocolSchema)
+	api.POST("/sessions", s.createSession)
+	api.GET("/sessions/:id", s.getSession)
+	api.DELETE("/sessions/:id", s.deleteSession, s.driver)
+	api.POST("/sessions/:id/commands", s.command, s.driver)
+	api.GET("/sessions/:id/events", s.events)
+	api.GET("/sessions/:id/events.ndjson", s.eventsNDJSON)
+	api.GET("/sessions/:id/runs", s.runs)
+	api.GET("/sessions/:id/runs/:run", s.run)
+	api.GET("/sessions/:id/ws", s.socket)
+	api.GET("/sessions/:id/runs/:run/transcript.sql", s.transcript)
+	api.GET("/recordings", s.recordings)
+	api.GET("/recordings/find", s.findRecording)
+	api.GET("/recordings/load", s.loadRecording)
+	api.GET("/recordings/:key", s.recordingByKey)
+
+	s.receivers.Register(e.Group("/receiver"))
+}

@@ -1,9 +1,0 @@
-//go:build fencelab_shout
-
-package hub
-
-import "strings"
-
-// narration upper-cases every event's text in a fencelab_shout build: the
-// page, the exports and the replay must work from the typed fields alone.
-func narration(s string) string { return strings.ToUpper(s) }

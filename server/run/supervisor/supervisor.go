@@ -1,0 +1,470 @@
+// Package supervisor spawns worker processes and owns them until they are
+// reaped. Each worker is `fencelab worker` started from the fencelab binary,
+// in a process group of its own, with a parent-death signal on Linux and a
+// pipe watchdog (server/run/child) where there is none, so no worker
+// outlives its supervisor: not on a clean exit, a crash, Ctrl-C or SIGKILL.
+//
+// Pause is SIGSTOP, resume is SIGCONT, kill is SIGKILL, each sent to the
+// worker's process group. A worker's real state comes from /proc on Linux,
+// from the kernel's process table (sysctl) on macOS.
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/child"
+	"github.com/fencelab/fencelab/server/run/worker"
+)
+
+// Config configures a Supervisor.
+type Config struct {
+	// Exe is the fencelab binary to run as `Exe worker ...`. Default: this
+	// process's own executable.
+	Exe string
+	// ExtraEnv is added to the workers' environment.
+	ExtraEnv []string
+	Log      *slog.Logger
+	// Watchdog kills the workers through a pipe watchdog (server/run/child) if
+	// the supervisor dies without Close, even on Linux, where the
+	// parent-death signal already does. Elsewhere the watchdog is always on.
+	Watchdog bool
+
+	noPdeathsig bool // tests only: no parent-death signal even on Linux (see workerAttr)
+}
+
+// Supervisor starts and tracks worker processes. It is safe for concurrent
+// use. Close kills and reaps every worker it started.
+type Supervisor struct {
+	cfg    Config
+	spawn  chan spawnReq
+	mu     sync.Mutex
+	procs  map[*Proc]struct{}
+	closed bool
+	wd     *child.Watchdog // nil until a worker needs it (see workerAttr)
+	wg     sync.WaitGroup  // the spawner and every process's readers
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// New returns a Supervisor.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("supervisor: find own executable: %w", err)
+		}
+		cfg.Exe = exe
+	}
+	if _, err := os.Stat(cfg.Exe); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Supervisor{cfg: cfg, spawn: make(chan spawnReq), procs: map[*Proc]struct{}{}}
+	s.wg.Add(1)
+	go s.spawner()
+	return s, nil
+}
+
+// spawner starts every process from one OS thread that lives as long as
+// the supervisor: Linux sends the parent-death signal when the thread that
+// forked a child exits, not only when the process does, so the forking
+// thread must not be one the Go runtime might retire.
+func (s *Supervisor) spawner() {
+	defer s.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for req := range s.spawn {
+		req.done <- req.cmd.Start()
+	}
+}
+
+// Spec says how to start one worker.
+type Spec struct {
+	Label string   // shown in events; also passed as --label
+	Args  []string // flags for `fencelab worker`, without --label
+	// Env is added to the worker's environment: the place for secrets such
+	// as DATABASE_URL, which a command line would show to every local user.
+	Env []string
+	// EventFunc receives every event the worker prints and every change of
+	// its process state, in order, from one goroutine per worker. It must
+	// not block for long.
+	EventFunc func(p *Proc, e protocol.Event)
+}
+
+// Proc is one worker process.
+type Proc struct {
+	Label string
+	Pid   int
+	sup   *Supervisor
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	inMu  sync.Mutex
+	emit  func(protocol.Event)
+	done  chan struct{}
+	state *os.ProcessState // set before done is closed
+}
+
+// Start spawns a worker. The worker is running when Start returns; its
+// first event says it is ready.
+func (s *Supervisor) Start(spec Spec) (*Proc, error) {
+	if err := engine.ValidateOwner(spec.Label); err != nil {
+		return nil, fmt.Errorf("start worker: label: %w", err)
+	}
+	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
+	cmd := exec.Command(s.cfg.Exe, args...)
+	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
+	attr, needWatchdog := workerAttr(s.cfg) // its own group, and dies with us (watchdog.go)
+	cmd.SysProcAttr = attr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Label: spec.Label, sup: s, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	p.emit = func(e protocol.Event) {
+		if spec.EventFunc != nil {
+			spec.EventFunc(p, e)
+		}
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("start worker: supervisor is closed")
+	}
+	if needWatchdog {
+		if err := s.startWatchdog(); err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+		}
+	}
+	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	s.spawn <- req
+	if err := <-req.done; err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
+	p.Pid = cmd.Process.Pid
+	if err := s.watch(p.Pid); err != nil {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL) // unwatched, it could outlive us
+		_ = cmd.Wait()
+		s.mu.Unlock()
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
+	s.procs[p] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	s.cfg.Log.Info("worker started", "label", spec.Label, "pid", p.Pid)
+	go p.run(stdout, stderr)
+	return p, nil
+}
+
+// run reads the worker's output, then reaps it and reports how it ended.
+func (p *Proc) run(stdout, stderr io.Reader) {
+	defer p.sup.wg.Done()
+	var wg sync.WaitGroup
+	lines := make(chan protocol.Event, 64)
+	wg.Add(2)
+	long := func(stream string, n int) protocol.Event {
+		return protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label,
+			Line: fmt.Sprintf("%s wrote a line of %d bytes on %s, over the %d a line may hold: it was skipped", p.Label, n, stream, MaxLineBytes)}}
+	}
+	go func() {
+		defer wg.Done()
+		readLines(stdout, MaxLineBytes, func(b []byte) {
+			var e protocol.Event
+			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != protocol.ProtocolVersion {
+				e = protocol.Event{Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
+			}
+			e.Actor = p.Label // a worker speaks for itself only
+			lines <- e
+		}, func(n int) { lines <- long("stdout", n) })
+	}()
+	go func() {
+		defer wg.Done()
+		readLines(stderr, MaxLineBytes, func(b []byte) {
+			lines <- protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteLog, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
+		}, func(n int) { lines <- long("stderr", n) })
+	}()
+	go func() {
+		wg.Wait()
+		close(lines)
+	}()
+	for e := range lines {
+		p.emit(e)
+	}
+	_ = p.cmd.Wait() // its state is all there is to know, and a failed wait leaves it nil
+	p.state = p.cmd.ProcessState
+	p.sup.mu.Lock()
+	delete(p.sup.procs, p)
+	p.sup.unwatch(p.Pid)
+	p.sup.mu.Unlock()
+	close(p.done)
+	_ = p.stdin.Close()
+	st := p.Status()
+	pe := &protocol.ProcessEvent{Change: protocol.ProcExited, Pid: p.Pid, State: st.ProcState(), Signal: st.Signal}
+	if st.Signal == "" && p.state != nil {
+		code := st.ExitCode
+		pe.ExitCode = &code
+	}
+	p.emit(protocol.Event{Kind: protocol.KindProcess, Actor: p.Label, Process: pe})
+	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", st.String())
+}
+
+// MaxLineBytes is the longest line a worker's output may hold; a longer
+// one is skipped, with a note that says how long it was, and the lines
+// after it are read as before.
+const MaxLineBytes = 1 << 20
+
+// readLines calls line for each line of r (without its end), and long,
+// with its length, for each line over max bytes, which it skips: it never
+// stops reading before r ends, so a worker is never left blocked on a
+// pipe nobody reads.
+func readLines(r io.Reader, max int, line func([]byte), long func(n int)) {
+	br := bufio.NewReaderSize(r, max)
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			n := len(b)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				b, err = br.ReadSlice('\n')
+				n += len(b)
+			}
+			long(n - 1)
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if len(b) > 0 {
+			line(bytes.TrimRight(b, "\r\n"))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return sig.String()
+}
+
+// Send writes one command line to the worker's stdin.
+func (p *Proc) Send(c worker.Command) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	select {
+	case <-p.done:
+		return fmt.Errorf("worker %s has exited", p.Label)
+	default:
+	}
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("send to worker %s: %w", p.Label, err)
+	}
+	return nil
+}
+
+// Done is closed once the worker has exited and been reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("worker %s (pid %d) has already exited", p.Label, p.Pid)
+	default:
+	}
+	// The group id is the pid: Setpgid made the worker its group's leader.
+	if err := syscall.Kill(-p.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal worker %s (pid %d): %w", p.Label, p.Pid, err)
+	}
+	return nil
+}
+
+// Pause freezes the worker with SIGSTOP and returns once the operating
+// system shows it stopped.
+func (p *Proc) Pause(ctx context.Context) error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return p.waitState(ctx, func(s State) bool { return s.Code == 'T' || s.Exited })
+}
+
+// Resume thaws a paused worker with SIGCONT and returns once the operating
+// system shows it no longer stopped.
+func (p *Proc) Resume(ctx context.Context) error {
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	return p.waitState(ctx, func(s State) bool { return s.Code != 'T' })
+}
+
+// Kill kills the worker with SIGKILL and returns once it is reaped.
+func (p *Proc) Kill(ctx context.Context) error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		select {
+		case <-p.done:
+			return nil
+		default:
+			return err
+		}
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kill worker %s: %w", p.Label, ctx.Err())
+	}
+}
+
+func (p *Proc) waitState(ctx context.Context, ok func(State) bool) error {
+	for {
+		if s := p.Status(); ok(s) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker %s: waiting for its state to change: %w", p.Label, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// State is a worker's real process state.
+type State struct {
+	Code     byte // the state letter from ProcState: R, S, D, T, t, Z, ...; 0 once reaped
+	Exited   bool
+	ExitCode int    // when Exited and not killed by a signal
+	Signal   string // when Exited by a signal
+}
+
+// ProcState is the state as the event protocol names it.
+func (s State) ProcState() protocol.ProcState {
+	switch {
+	case s.Exited && s.Signal != "":
+		return protocol.StateKilled
+	case s.Exited:
+		return protocol.StateExited
+	}
+	switch s.Code {
+	case 'R':
+		return protocol.StateRunning
+	case 'S', 'D', 'I':
+		return protocol.StateSleeping
+	case 'T', 't':
+		return protocol.StateStopped
+	case 'Z':
+		return protocol.StateZombie
+	}
+	return protocol.StateUnknown
+}
+
+// Letter returns the state letter the kernel reports, or "" once reaped.
+func (s State) Letter() string {
+	if s.Code == 0 {
+		return ""
+	}
+	return string(s.Code)
+}
+
+// String says the state for a log line.
+func (s State) String() string {
+	switch {
+	case s.Exited && s.Signal != "":
+		return "killed by " + s.Signal
+	case s.Exited:
+		return fmt.Sprintf("exited (%d)", s.ExitCode)
+	}
+	return string(s.ProcState())
+}
+
+// Status reads the worker's state: from /proc on Linux, from the kernel's
+// process table (sysctl) on macOS while it lives (ProcState), from its
+// wait status once reaped.
+func (p *Proc) Status() State {
+	select {
+	case <-p.done:
+		st := State{Exited: true}
+		if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = signalName(ws.Signal())
+		} else if p.state != nil {
+			st.ExitCode = p.state.ExitCode()
+		}
+		return st
+	default:
+	}
+	return State{Code: ProcState(p.Pid)}
+}
+
+// Procs returns the workers that are still running.
+func (s *Supervisor) Procs() []*Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Proc, 0, len(s.procs))
+	for p := range s.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Close kills every worker, waits until each is reaped and its output read,
+// and stops the spawner and the watchdog. It is safe to call more than once.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.spawn)
+	procs := make([]*Proc, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
+	s.wg.Wait()
+	return s.stopWatchdog()
+}
