@@ -17,9 +17,6 @@ import (
 // refused with the reasons its own row gave, while the rest of the batch
 // lands.
 
-// MaxBatch bounds the jobs of one batch statement.
-const MaxBatch = 10_000
-
 // Completion is a claimed job's result, to record.
 type Completion struct {
 	Claim  Claim
@@ -99,9 +96,9 @@ func sortClaims(cs []Claim) {
 	slices.SortFunc(cs, func(a, b Claim) int { return cmp.Compare(a.JobID, b.JobID) })
 }
 
-// held are a batch's claims as the statement's arrays, checked: every
+// claimArrays are a batch's claims as the statement's arrays, checked: every
 // claim well formed, and no job twice.
-func held(op string, cs []Claim) (ids []int64, owners []string, epochs []int64, err error) {
+func claimArrays(op string, cs []Claim) (ids []int64, owners []string, epochs []int64, err error) {
 	if len(cs) == 0 || len(cs) > MaxBatch {
 		return nil, nil, nil, fmt.Errorf("%s: %w", op, invalidf("a batch of %d jobs: want 1 to %d", len(cs), MaxBatch))
 	}
@@ -140,7 +137,7 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 		}
 		results[i] = string(c.Result)
 	}
-	ids, owners, epochs, err := held("complete a batch", claims)
+	ids, owners, epochs, err := claimArrays("complete a batch", claims)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +162,7 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 		}
 		reasons[i] = f.Reason
 	}
-	ids, owners, epochs, err := held("fail a batch", claims)
+	ids, owners, epochs, err := claimArrays("fail a batch", claims)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +182,7 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	if err := ValidateLease(lease); err != nil {
 		return nil, fmt.Errorf("renew a batch: %w", err)
 	}
-	ids, owners, epochs, err := held("renew a batch", cs)
+	ids, owners, epochs, err := claimArrays("renew a batch", cs)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +198,7 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 // writes for the jobs held, knowing no other claim can take them before it
 // commits.
 func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error) {
-	ids, owners, epochs, err := held("lock a batch", cs)
+	ids, owners, epochs, err := claimArrays("lock a batch", cs)
 	if err != nil {
 		return nil, err
 	}

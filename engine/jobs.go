@@ -16,16 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Status is a job's state: pending → running → done or failed.
-type Status string
-
-// The four states of a job.
-const (
-	StatusPending Status = "pending"
-	StatusRunning Status = "running"
-	StatusDone    Status = "done"
-	StatusFailed  Status = "failed"
-)
+// MaxBatch bounds the jobs of one batch statement.
+const MaxBatch = 10_000
 
 // Limits on input. Anything outside them is refused with ErrInvalidInput
 // before a statement is sent.

@@ -146,3 +146,58 @@ func applyMigration(ctx context.Context, tx pgx.Tx, schema, sqlText string, to i
 	}
 	return nil
 }
+
+// SetupQueue creates a queue's schema, or migrates it to LatestVersion:
+// the jobs (see the package doc for the table), their indexes and the
+// outbox, with no history trigger and no NOTIFY, so that no write pays for
+// them. It is MigrateQueue(ctx, db, schema, LatestVersion): idempotent, and
+// safe to call from several processes at once. Drop it with DropQueue.
+func SetupQueue(ctx context.Context, db TxDB, schema string) error {
+	_, err := MigrateQueue(ctx, db, schema, LatestVersion)
+	return err
+}
+
+// DropQueue removes a queue's schema and everything in it.
+func DropQueue(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
+			return translate("drop lock", err)
+		}
+		return translate("drop schema "+schema, execStatement(ctx, tx, schemaDropOne(schema)))
+	})
+}
+
+// SetupReceiver creates the receiver's schema alone, for a receiver that is
+// a service of its own (`fencelab receiver`) with no job queue beside it.
+func SetupReceiver(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
+			return translate("setup lock", err)
+		}
+		recv, err := schemaSQL("receiver.sql", schema)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, recv); err != nil {
+			return translate("setup schema "+schema, err)
+		}
+		return nil
+	})
+}
+
+// ResetReceiver drops the receiver's schema and creates it again, empty.
+func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
+	if err := ValidateSchemaName(schema); err != nil {
+		return err
+	}
+	if err := execStatement(ctx, db, schemaDropOne(schema)); err != nil {
+		return translate("drop schema "+schema, err)
+	}
+	return SetupReceiver(ctx, db, schema)
+}

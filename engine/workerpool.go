@@ -55,7 +55,7 @@ type WorkerPool struct {
 	// inFlight holds the claims being worked, by job and epoch: after its
 	// lease ran out, the pool may claim a job again while its earlier
 	// run has not yet returned, and the two runs must not be confused.
-	inFlight map[claimKey]*running
+	inFlight map[claimKey]*flight
 }
 
 // claimKey names one claim of a job: its id and the epoch it holds.
@@ -157,8 +157,8 @@ func UniqueOwner(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
-// running is a job in flight: claimed, and not yet recorded.
-type running struct {
+// flight is a job in flight: claimed, and not yet recorded.
+type flight struct {
 	claim  Claim
 	cancel context.CancelCauseFunc
 	// expire cancels the handler with ErrLeaseLost when the lease runs out
@@ -172,8 +172,8 @@ type running struct {
 	recording bool
 }
 
-// finished is a handler's outcome, to record.
-type finished struct {
+// handled is a handler's outcome, to record.
+type handled struct {
 	claim  Claim
 	result []byte
 	write  TxFunc
@@ -234,7 +234,7 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 	if err := ValidateLease(cfg.Lease); err != nil {
 		return nil, fmt.Errorf("worker pool: %w", err)
 	}
-	return &WorkerPool{cfg: cfg, inFlight: map[claimKey]*running{}}, nil
+	return &WorkerPool{cfg: cfg, inFlight: map[claimKey]*flight{}}, nil
 }
 
 // Run works jobs until ctx ends, then stops: it claims no more, lets the
@@ -268,7 +268,7 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 	defer stopDB()
 
 	slots := make(chan struct{}, cfg.Concurrency)
-	done := make(chan *finished, cfg.Concurrency)
+	done := make(chan *handled, cfg.Concurrency)
 	var handlers sync.WaitGroup
 
 	var completers sync.WaitGroup
@@ -300,7 +300,7 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 
 // fetch claims jobs while there are free slots, and starts a handler for
 // each, until ctx ends.
-func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, done chan<- *finished, handlers *sync.WaitGroup) {
+func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, done chan<- *handled, handlers *sync.WaitGroup) {
 	cfg := p.cfg
 	for ctx.Err() == nil {
 		// Wait for one free slot, then take as many as are free.
@@ -336,7 +336,7 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 		now := time.Now()
 		for _, c := range claims {
 			jctx, cancel := context.WithCancelCause(work)
-			run := &running{claim: c, cancel: cancel, deadline: now.Add(c.LeaseUntil.Sub(c.DBTime))}
+			run := &flight{claim: c, cancel: cancel, deadline: now.Add(c.LeaseUntil.Sub(c.DBTime))}
 			run.expire = time.AfterFunc(run.deadline.Sub(now), func() { cancel(ErrLeaseLost) })
 			p.mu.Lock()
 			p.inFlight[heldOf(c)] = run
@@ -351,8 +351,8 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 }
 
 // call runs the handler, turning a panic into the job's failure.
-func (p *WorkerPool) call(ctx context.Context, c Claim) (f *finished) {
-	f = &finished{claim: c}
+func (p *WorkerPool) call(ctx context.Context, c Claim) (f *handled) {
+	f = &handled{claim: c}
 	defer func() {
 		if r := recover(); r != nil {
 			f.result, f.write, f.err = nil, nil, fmt.Errorf("the handler panicked: %v", r)
@@ -378,10 +378,10 @@ func (p *WorkerPool) call(ctx context.Context, c Claim) (f *finished) {
 
 // complete records finished jobs a batch at a time: all that are waiting,
 // up to BatchSize.
-func (p *WorkerPool) complete(db context.Context, done <-chan *finished, slots <-chan struct{}) {
+func (p *WorkerPool) complete(db context.Context, done <-chan *handled, slots <-chan struct{}) {
 	cfg := p.cfg
 	for f := range done {
-		batch := []*finished{f}
+		batch := []*handled{f}
 	more:
 		for len(batch) < cfg.BatchSize {
 			select {
@@ -420,7 +420,7 @@ const (
 // recordWithRetries records a batch, and again, with backoff, while an
 // error that may pass (the database unavailable) leaves some of its jobs
 // unsettled and the lease of one of them still holds.
-func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
+func (p *WorkerPool) recordWithRetries(db context.Context, batch []*handled) {
 	wait := retryFirst
 	savepoints := false
 	for try := 1; ; try++ {
@@ -439,7 +439,7 @@ func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
 			// One job's result the database refused must not sink the
 			// others: each goes alone, and the bad one is failed.
 			for _, f := range left {
-				p.recordWithRetries(db, []*finished{f})
+				p.recordWithRetries(db, []*handled{f})
 			}
 			return
 		}
@@ -450,10 +450,10 @@ func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
 		}
 		holds := p.leaseHolds(left)
 		if !errors.Is(err, ErrUnavailable) || !holds || db.Err() != nil {
-			p.onError(fmt.Errorf("%w: the pool gives up recording %s after %d tries; their leases run out and other claims take them", err, jobs(len(left)), try))
+			p.onError(fmt.Errorf("%w: the pool gives up recording %s after %d tries; their leases run out and other claims take them", err, jobCount(len(left)), try))
 			return
 		}
-		p.onError(fmt.Errorf("%w (the pool records %s again in %v, try %d)", err, jobs(len(left)), wait, try+1))
+		p.onError(fmt.Errorf("%w (the pool records %s again in %v, try %d)", err, jobCount(len(left)), wait, try+1))
 		select {
 		case <-time.After(wait/2 + mrand.N(wait/2+1)):
 		case <-db.Done():
@@ -462,16 +462,16 @@ func (p *WorkerPool) recordWithRetries(db context.Context, batch []*finished) {
 	}
 }
 
-// jobs says "1 job" or "n jobs".
-func jobs(n int) string {
+// jobCount says "1 job" or "n jobs".
+func jobCount(n int) string {
 	if n == 1 {
 		return "1 job"
 	}
 	return fmt.Sprintf("%d jobs", n)
 }
 
-func unsettled(batch []*finished) []*finished {
-	var left []*finished
+func unsettled(batch []*handled) []*handled {
+	var left []*handled
 	for _, f := range batch {
 		if !f.settled {
 			left = append(left, f)
@@ -482,7 +482,7 @@ func unsettled(batch []*finished) []*finished {
 
 // leaseHolds reports whether the lease of any of the jobs still holds by
 // the pool's own clock.
-func (p *WorkerPool) leaseHolds(fs []*finished) bool {
+func (p *WorkerPool) leaseHolds(fs []*handled) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
@@ -494,7 +494,7 @@ func (p *WorkerPool) leaseHolds(fs []*finished) bool {
 	return false
 }
 
-func (p *WorkerPool) setRecording(batch []*finished, on bool) {
+func (p *WorkerPool) setRecording(batch []*handled, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range batch {
@@ -506,7 +506,7 @@ func (p *WorkerPool) setRecording(batch []*finished, on bool) {
 
 // record makes one try at recording the batch's unsettled jobs, and marks
 // each it settles.
-func (p *WorkerPool) record(db context.Context, batch []*finished, savepoints bool) error {
+func (p *WorkerPool) record(db context.Context, batch []*handled, savepoints bool) error {
 	left := unsettled(batch)
 	if len(left) == 0 {
 		return nil
@@ -514,7 +514,7 @@ func (p *WorkerPool) record(db context.Context, batch []*finished, savepoints bo
 	if p.cfg.HandlerTx != nil {
 		return p.recordTx(db, left, savepoints)
 	}
-	var cs, fs []*finished
+	var cs, fs []*handled
 	for _, f := range left {
 		if f.err != nil {
 			fs = append(fs, f)
@@ -522,7 +522,7 @@ func (p *WorkerPool) record(db context.Context, batch []*finished, savepoints bo
 			cs = append(cs, f)
 		}
 	}
-	for _, part := range [][]*finished{cs, fs} {
+	for _, part := range [][]*handled{cs, fs} {
 		if len(part) == 0 {
 			continue
 		}
@@ -537,7 +537,7 @@ func (p *WorkerPool) record(db context.Context, batch []*finished, savepoints bo
 
 // write sends the completions or the failures of part, all of one kind,
 // in one statement on q.
-func (p *WorkerPool) write(ctx context.Context, q *Queue, part []*finished) ([]BatchResult, error) {
+func (p *WorkerPool) write(ctx context.Context, q *Queue, part []*handled) ([]BatchResult, error) {
 	if part[0].err != nil {
 		fs := make([]Failure, len(part))
 		for i, f := range part {
@@ -569,7 +569,7 @@ func reasonOf(err error) string {
 // settle marks each job of part by its write's result, and tells OnFenced
 // and OnRecorded. A job found already finished by this claim had its write
 // land on an earlier try whose answer was lost.
-func (p *WorkerPool) settle(part []*finished, rs []BatchResult) {
+func (p *WorkerPool) settle(part []*handled, rs []BatchResult) {
 	landed, fenced := 0, 0
 	for i, r := range rs {
 		var fe *FencedError
@@ -604,7 +604,7 @@ var errWriteFailed = errors.New("a write failed outside a savepoint")
 // straight in the transaction, which costs two round trips a job less;
 // only when one of them fails does it go again with a savepoint per write,
 // so that the failed write alone is undone and becomes its job's failure.
-func (p *WorkerPool) recordTx(ctx context.Context, left []*finished, savepoints bool) error {
+func (p *WorkerPool) recordTx(ctx context.Context, left []*handled, savepoints bool) error {
 	q := p.cfg.Queue
 	tx, err := q.db.(TxDB).Begin(ctx)
 	if err != nil {
@@ -620,9 +620,9 @@ func (p *WorkerPool) recordTx(ctx context.Context, left []*finished, savepoints 
 	if err != nil {
 		return err
 	}
-	var settledNow []*finished
+	var settledNow []*handled
 	var settledRs []BatchResult
-	var cs, fs []*finished
+	var cs, fs []*handled
 	for i, f := range left {
 		if held[i].Err != nil {
 			settledNow, settledRs = append(settledNow, f), append(settledRs, held[i])
@@ -650,7 +650,7 @@ func (p *WorkerPool) recordTx(ctx context.Context, left []*finished, savepoints 
 		}
 	}
 	var results [][]BatchResult
-	for _, part := range [][]*finished{cs, fs} {
+	for _, part := range [][]*handled{cs, fs} {
 		if len(part) == 0 {
 			results = append(results, nil)
 			continue
@@ -667,7 +667,7 @@ func (p *WorkerPool) recordTx(ctx context.Context, left []*finished, savepoints 
 	if len(settledNow) > 0 {
 		p.settle(settledNow, settledRs)
 	}
-	for i, part := range [][]*finished{cs, fs} {
+	for i, part := range [][]*handled{cs, fs} {
 		if len(part) > 0 {
 			p.settle(part, results[i])
 		}
