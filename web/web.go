@@ -180,7 +180,7 @@ func parseSetup(c echo.Context) (Setup, []string) {
 		}
 		*dst = n
 	}
-	num("lease", experiments.MinRunLease.Milliseconds(), 5000, &st.LeaseMS)
+	num("lease", experiments.RunLease.Min.Milliseconds(), 5000, &st.LeaseMS)
 	num("pace", 0, 3000, &st.PaceMS)
 	num("skew", 0, 10000, &st.SkewMS)
 	return st, ignored

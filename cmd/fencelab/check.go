@@ -85,8 +85,8 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case *writeStart != "":
 		return writeSolution(*writeStart, sandbox.Start(), stdout)
 	}
-	if *lease < experiments.MinRunLease || *lease > 10*time.Second {
-		return usagef("fencelab check: --lease %v must be between %v and 10s", *lease, experiments.MinRunLease)
+	if err := experiments.CheckLease.Check("--lease", *lease); err != nil {
+		return usagef("fencelab check: %v", err)
 	}
 	var sol sandbox.Solution
 	var missing []string

@@ -233,8 +233,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--run-idle %v must be at least 5s and at most --session-idle", l.RunIdle)
 	case l.MaxRunsPerSession < 2 || l.MaxRunsPerSession > l.MaxRuns && l.MaxRuns >= 2:
 		return bad("--max-runs-per-session %d must be at least 2 (its current run and one more) and at most --max-runs", l.MaxRunsPerSession)
-	case l.MinLease < experiments.MinRunLease || l.MaxLease > experiments.MaxRunLease || l.MinLease > l.MaxLease:
-		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, experiments.MinRunLease, experiments.MaxRunLease)
+	case !experiments.RunLease.Within(experiments.Bounds{Min: l.MinLease, Max: l.MaxLease}):
+		return bad("--min-lease %v and --max-lease %v must lie within %v..%v, min first", l.MinLease, l.MaxLease, experiments.RunLease.Min, experiments.RunLease.Max)
 	case l.MaxEvents < 1000 || l.MaxEvents > 10_000_000:
 		return bad("--max-events %d must be between 1000 and 10000000", l.MaxEvents)
 	case l.MaxEventsTotal < l.MaxEvents || l.MaxEventsTotal > 100_000_000:

@@ -108,6 +108,15 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 		l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), l.MaxPace.Milliseconds()})
 }
 
+// CheckLease refuses a run's lease outside this server's bounds, in the
+// one sentence of experiments.Bounds.
+func (l Limits) CheckLease(d time.Duration) error {
+	if err := (experiments.Bounds{Min: l.MinLease, Max: l.MaxLease}).Check("lease", d); err != nil {
+		return fault.Errorf(fault.Invalid, "%v on this server", err)
+	}
+	return nil
+}
+
 // Fill sets every zero limit to its default.
 func (l *Limits) Fill() {
 	def := func(p *int, v int) {
@@ -138,8 +147,8 @@ func (l *Limits) Fill() {
 	def(&l.MaxChecks, 4)
 	def(&l.MaxWorkersPerClient, 24)
 	dur(&l.FreshIdle, 2*time.Minute)
-	dur(&l.MinLease, experiments.MinRunLease)
-	dur(&l.MaxLease, experiments.MaxRunLease)
+	dur(&l.MinLease, experiments.RunLease.Min)
+	dur(&l.MaxLease, experiments.RunLease.Max)
 	dur(&l.MaxPace, 10*time.Second)
 	def(&l.MaxMatrix, 80)
 	def(&l.MaxRunsPerSession, 4)

@@ -42,8 +42,8 @@ func (s *Session) startBatch(name experiments.BatchName, lease time.Duration) (R
 	if len(rcs) > lim.MaxMatrix {
 		return Result{}, fault.Errorf(fault.Busy, "the batch has %d runs, more than this server's limit of %d", len(rcs), lim.MaxMatrix)
 	}
-	if lease < lim.MinLease || lease > lim.MaxLease {
-		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
+	if err := lim.CheckLease(lease); err != nil {
+		return Result{}, err
 	}
 	return s.playBatch(name, rcs, lease, nil, nil)
 }

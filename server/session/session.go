@@ -231,8 +231,8 @@ func (s *Session) startRun(ctx context.Context, c control.Command) (Result, erro
 		return Result{}, err
 	}
 	lim := s.m.cfg.Limits
-	if rc.Lease < lim.MinLease || rc.Lease > lim.MaxLease {
-		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", rc.Lease, lim.MinLease, lim.MaxLease)
+	if err := lim.CheckLease(rc.Lease); err != nil {
+		return Result{}, err
 	}
 	if old := s.currentRun(); old != nil {
 		old.Stop(protocol.StopReplaced) // returns when it has ended: workers reaped, schemas dropped

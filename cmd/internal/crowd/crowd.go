@@ -160,8 +160,8 @@ func (c *Config) Validate() error {
 		return invalidf("--ramp %v must be between 0 and %v", c.Ramp, MaxRamp)
 	case c.Timeout < 0 || c.Timeout > MaxTimeout:
 		return invalidf("--timeout %v must be above 0 and at most %v", c.Timeout, MaxTimeout)
-	case c.Lease < experiments.MinRunLease || c.Lease > experiments.MaxRunLease:
-		return invalidf("--lease %v must be between %v and %v", c.Lease, experiments.MinRunLease, experiments.MaxRunLease)
+	case experiments.RunLease.Check("--lease", c.Lease) != nil:
+		return invalidf("%v", experiments.RunLease.Check("--lease", c.Lease))
 	case c.Pace < 0 || c.Pace > maxPace:
 		return invalidf("--pace %v must be between 0 and %v", c.Pace, maxPace)
 	case c.URL != "" && len(c.ServeFlags) > 0:

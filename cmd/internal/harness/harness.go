@@ -102,8 +102,8 @@ func (c *Config) Validate() error {
 	if c.Lease == 0 {
 		c.Lease = experiments.DefaultRunLease
 	}
-	if c.Lease < experiments.MinRunLease || c.Lease > experiments.MaxRunLease {
-		return playground.Invalidf("lease %v is out of range: it must be between %v and %v", c.Lease, experiments.MinRunLease, experiments.MaxRunLease)
+	if err := experiments.CheckLease.Check("lease", c.Lease); err != nil {
+		return err
 	}
 	if len(c.Cases) == 0 {
 		for _, cs := range experiments.CheckCases() {

@@ -1,11 +1,13 @@
 package experiments_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
@@ -82,5 +84,30 @@ func TestBatchRuns_TheMatrixsClockSkewCellsHoldALeaseThatLasts(t *testing.T) {
 		if skew != 16 {
 			t.Errorf("lease %v: %d clock-skew cells, want 16", lease, skew)
 		}
+	}
+}
+
+// TestBounds_OneSentenceForEveryLease holds each lease's bounds to the one
+// sentence every setting of a lease is refused with, at both ends and just
+// inside them.
+func TestBounds_OneSentenceForEveryLease(t *testing.T) {
+	for name, b := range map[string]experiments.Bounds{"run": experiments.RunLease, "check": experiments.CheckLease, "load": experiments.LoadLease} {
+		for _, d := range []time.Duration{b.Min, b.Max} {
+			if err := b.Check("lease", d); err != nil {
+				t.Errorf("%s: %v is within its bounds, refused: %v", name, d, err)
+			}
+		}
+		for _, d := range []time.Duration{b.Min - 1, b.Max + 1, -1} {
+			err := b.Check("lease", d)
+			if want := "lease " + d.String() + " must be between " + b.Min.String() + " and " + b.Max.String(); err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidInput) {
+				t.Errorf("%s: %v: %v, want %q as invalid input", name, d, err, want)
+			}
+		}
+		if !experiments.RunLease.Within(b) {
+			t.Errorf("%s: %v is not within a run's lease %v", name, b, experiments.RunLease)
+		}
+	}
+	if (experiments.Bounds{Min: time.Second, Max: time.Millisecond * 500}).Within(experiments.Bounds{Min: time.Second, Max: time.Millisecond * 500}) {
+		t.Error("bounds whose min is over their max are within themselves")
 	}
 }

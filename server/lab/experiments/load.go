@@ -31,8 +31,6 @@ import (
 const (
 	MaxLoadWorkers   = 16
 	MaxLoadJobs      = 5000
-	MinLoadLease     = 200 * time.Millisecond
-	MaxLoadLease     = 2 * time.Second
 	MaxLoadStyleTime = 60 * time.Second // a style's round still going after this is cut short
 	MaxLoadRounds    = 20
 )
@@ -117,8 +115,8 @@ func (c LoadConfig) Validate() error {
 		return playground.Invalidf("workers %d must be between 2 and %d", c.Workers, MaxLoadWorkers)
 	case c.Jobs < 10 || c.Jobs > MaxLoadJobs:
 		return playground.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
-	case c.Lease() < MinLoadLease || c.Lease() > MaxLoadLease:
-		return playground.Invalidf("lease %v must be between %v and %v", c.Lease(), MinLoadLease, MaxLoadLease)
+	case LoadLease.Check("lease", c.Lease()) != nil:
+		return LoadLease.Check("lease", c.Lease())
 	case len(c.Styles) == 0 || len(c.Styles) > len(Styles()):
 		return playground.Invalidf("styles: name 1 to %d of %s", len(Styles()), strings.Join(LoadStyles(), ", "))
 	case c.Rounds < len(c.Styles) || c.Rounds > MaxLoadRounds || c.Rounds%len(c.Styles) != 0:

@@ -166,13 +166,36 @@ func ScriptOf(c RunConfig) (Scenario, error) {
 	return s, nil
 }
 
-// Bounds on a run's settings, wider than a person needs and narrow enough
-// that a run always ends.
-const (
-	MinRunLease = 100 * time.Millisecond
-	MaxRunLease = time.Minute
-	MaxSkew     = time.Hour
+// Bounds are the least and the most a duration may be. Every lease of
+// fencelab is held to a Bounds, and says when it is out of them in the one
+// sentence of Check.
+type Bounds struct{ Min, Max time.Duration }
+
+// Check returns an *engine.InputError, "lease 5ms must be between 100ms
+// and 1m0s", when d is out of b; what names the setting.
+func (b Bounds) Check(what string, d time.Duration) error {
+	if d < b.Min || d > b.Max {
+		return playground.Invalidf("%s %v must be between %v and %v", what, d, b.Min, b.Max)
+	}
+	return nil
+}
+
+// Within reports whether c lies inside b.
+func (b Bounds) Within(c Bounds) bool { return b.Min <= c.Min && c.Max <= b.Max && c.Min <= c.Max }
+
+// The leases of fencelab's runs: wider than a person needs and narrow
+// enough that a run always ends. A server may narrow RunLease
+// (--min-lease, --max-lease); a check's cases each wait for their lease
+// to run out, so CheckLease is narrower; the load lab's rounds hold
+// thousands of leases, so LoadLease is narrower still.
+var (
+	RunLease   = Bounds{100 * time.Millisecond, time.Minute}
+	CheckLease = Bounds{RunLease.Min, 10 * time.Second}
+	LoadLease  = Bounds{200 * time.Millisecond, 2 * time.Second}
 )
+
+// MaxSkew bounds a worker's clock skew.
+const MaxSkew = time.Hour
 
 // RunConfig is one run of a scenario: the ordering, the guards broken on
 // purpose, and the knobs. Validate fills the defaults.
@@ -251,8 +274,8 @@ func (c *RunConfig) Validate() error {
 	if c.Lease == 0 {
 		c.Lease = DefaultRunLease
 	}
-	if c.Lease < MinRunLease || c.Lease > MaxRunLease {
-		return playground.Invalidf("lease %v is out of range: a run's lease must be between %v and %v", c.Lease, MinRunLease, MaxRunLease)
+	if err := RunLease.Check("lease", c.Lease); err != nil {
+		return err
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {
 		return playground.Invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)

@@ -160,6 +160,9 @@ func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
+	if err := experiments.CheckLease.Check("lease", cfg.Lease); err != nil {
+		return protocol.CheckReport{}, err
+	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "fl_check_" + randomHex(4)
 	}

@@ -80,7 +80,7 @@ type Limits struct {
 
 // DefaultLimits are the engine's run bounds and a 10s pace.
 func DefaultLimits() Limits {
-	return Limits{MinLease: experiments.MinRunLease, MaxLease: experiments.MaxRunLease, MaxPace: 10 * time.Second}
+	return Limits{MinLease: experiments.RunLease.Min, MaxLease: experiments.RunLease.Max, MaxPace: 10 * time.Second}
 }
 
 // fields says which fields each action takes besides "action".
