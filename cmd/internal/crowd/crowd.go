@@ -15,9 +15,24 @@
 // free port, from Config.Executable, and stops it at the end; with
 // Config.URL it plays against a server already running, on this machine
 // unless Config.AllowRemote. RunSeries plays several crowds one after
-// another against the one server, settling between them.
+// another against the one server, settling between them. A crowd of 30
+// readers against a server already running on this machine, arriving over
+// 5 seconds, each playing the article's zombie-first run with a 300ms
+// lease:
 //
-// This is not the page's "load lab" (server/lab, server/run/runner), which
+//	rep, err := crowd.Run(ctx, crowd.Config{
+//		URL:     "http://127.0.0.1:8080",
+//		Readers: 30,
+//		Ramp:    5 * time.Second,
+//		Lease:   300 * time.Millisecond,
+//	})
+//	if rep != nil {
+//		fmt.Print(rep.Table())
+//	}
+//
+// TestRun_OwnServer plays one against a server of its own.
+//
+// This is not the page's "load lab" (server/lab/experiments, server/run/runner), which
 // freezes workers at scale: a crowd measures the server, not the queue.
 package crowd
 

@@ -13,7 +13,7 @@ import (
 )
 
 // Check a worker program, here the reference Python worker, through every
-// case, and judge it. (Compiled, not run: it needs a database and Python.)
+// case, and judge it. It needs $DATABASE_URL and Debian's python3 with python3-psycopg.
 func ExamplePlayer() {
 	ctx := context.Background()
 	url := os.Getenv("DATABASE_URL")
@@ -30,7 +30,7 @@ func ExamplePlayer() {
 		return
 	}
 	player, err := harness.NewPlayer(harness.Config{
-		Command:     "python3 cmd/internal/harness/examples/python/correct.py",
+		Command:     "/usr/bin/python3 examples/python/correct.py",
 		Pool:        pool,
 		DatabaseURL: url,
 		Stderr:      os.Stderr,
@@ -49,4 +49,12 @@ func ExamplePlayer() {
 		fmt.Println(c.Case, c.OK)
 	}
 	fmt.Println(rep.Words)
+	// Output:
+	// new-owner-first true
+	// zombie-first true
+	// crash-before-commit true
+	// clock-ahead true
+	// same-name true
+	// zombie-fails true
+	// Your solution passes: all 6 cases end as the article's table says.
 }

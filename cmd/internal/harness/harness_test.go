@@ -28,7 +28,10 @@ import (
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	pgtest.ExportURL = true // for ExamplePlayer, which connects as a program would
+	pgtest.Main(m)
+}
 
 func pythonWithPsycopg(t *testing.T) string { return servertest.Python(t) }
 
