@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,22 +23,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The WebSocket protocol. Every frame is one JSON object with a "type",
-// a wire.Frame:
-//
-// Server to client:
-//
-//	{"type":"hello","session":ID,"role":"driver"|"viewer","since":N,"last_seq":M}
-//	{"type":"event","event":{...}}          every event after since, in order, then live
-//	{"type":"live","seq":N}                 the backlog is sent: from here on, events are live
-//	{"type":"reply","id":ID,"ok":true,"result":{...}} / {"type":"reply","id":ID,"ok":false,"status":409,"error":"..."}
-//	{"type":"pong","id":ID}
-//	{"type":"error","error":"..."}          a message that could not be read; nothing happened
-//
-// Client to server:
-//
-//	{"type":"command","id":ID,"command":{"action":"step"}}   drivers only
-//	{"type":"ping","id":ID}
+// The socket's frames are wire.Frame's: server/wire/frame.go is the one
+// description of the protocol, frame by frame.
 //
 // A client that falls behind is closed with 1008 (policy violation) and
 // resumes with ?since= the last seq it saw; so is one that sends more than
@@ -55,42 +40,6 @@ const (
 	// reconnecting would find nothing. A shutdown closes with 1001 instead.
 	statusEnded websocket.StatusCode = 4002
 )
-
-// clientMessage is one frame from a client.
-type clientMessage struct {
-	Type    string          `json:"type"`
-	ID      string          `json:"id,omitempty"`
-	Command json.RawMessage `json:"command,omitempty"`
-}
-
-// DecodeClientMessage reads one client frame strictly.
-func DecodeClientMessage(b []byte) (clientMessage, error) {
-	var m clientMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, errors.New(`a message is a JSON object like {"type":"command","id":"1","command":{"action":"step"}}`)
-	}
-	if dec.More() {
-		return m, errors.New("a message is one JSON object; there is more after it")
-	}
-	if len(m.ID) > 64 {
-		return m, errors.New("the message id is longer than 64 characters")
-	}
-	switch m.Type {
-	case "ping":
-		if len(m.Command) > 0 {
-			return m, errors.New("a ping carries no command")
-		}
-	case "command":
-		if len(m.Command) == 0 {
-			return m, errors.New("a command message needs a command object")
-		}
-	default:
-		return m, fmt.Errorf("unknown message type %q (want command or ping)", m.Type)
-	}
-	return m, nil
-}
 
 // socket streams a session's events to one client from ?since= on, and
 // takes commands from a driver.
@@ -253,12 +202,12 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 			_ = reply(wire.Frame{Type: wire.FrameError, Error: "messages are JSON text, not binary"})
 			continue
 		}
-		m, err := DecodeClientMessage(b)
+		m, err := wire.DecodeClientFrame(b)
 		if err != nil {
 			_ = reply(wire.Frame{Type: wire.FrameError, Error: err.Error()})
 			continue
 		}
-		if m.Type == "ping" {
+		if m.Type == wire.FramePing {
 			_ = reply(wire.Frame{Type: wire.FramePong, ID: m.ID})
 			continue
 		}

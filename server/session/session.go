@@ -19,10 +19,12 @@ import (
 )
 
 // Session is one visitor's playground: its runs and their event log. The
-// person holding Token drives; anyone with ID may watch. A session keeps
-// no run state of its own: it maps each command onto its current run (a
-// runner.Run, which owns its whole life) and remembers the runs it had.
-// Safe for concurrent use.
+// person holding Token drives; anyone with ID may watch. A session holds
+// its current run (a runner.Run, which owns that run's whole life: its
+// workers, schemas and steps), the runs it had, the batch or load lab
+// playing, the batch cells waiting for a slot, and its check's ticket in
+// the server's line; it maps each command onto the current run. Safe for
+// concurrent use.
 type Session struct {
 	ID      string
 	Token   string

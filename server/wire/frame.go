@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -109,4 +112,39 @@ func (f Frame) MarshalJSON() ([]byte, error) {
 		m["id"], m["command"] = f.ID, f.Command
 	}
 	return json.Marshal(m)
+}
+
+// DecodeClientFrame reads one frame a client sent, strictly: a command or
+// a ping, with no field their types do not have. Its error is the
+// sentence an error frame answers with.
+func DecodeClientFrame(b []byte) (Frame, error) {
+	var m struct {
+		Type    FrameType       `json:"type"`
+		ID      string          `json:"id,omitempty"`
+		Command json.RawMessage `json:"command,omitempty"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Frame{}, errors.New(`a message is a JSON object like {"type":"command","id":"1","command":{"action":"step"}}`)
+	}
+	if dec.More() {
+		return Frame{}, errors.New("a message is one JSON object; there is more after it")
+	}
+	if len(m.ID) > 64 {
+		return Frame{}, errors.New("the message id is longer than 64 characters")
+	}
+	switch m.Type {
+	case FramePing:
+		if len(m.Command) > 0 {
+			return Frame{}, errors.New("a ping carries no command")
+		}
+	case FrameCommand:
+		if len(m.Command) == 0 {
+			return Frame{}, errors.New("a command message needs a command object")
+		}
+	default:
+		return Frame{}, fmt.Errorf("unknown message type %q (want command or ping)", m.Type)
+	}
+	return Frame{Type: m.Type, ID: m.ID, Command: m.Command}, nil
 }

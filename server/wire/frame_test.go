@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/fencelab/fencelab/server/fault"
@@ -54,5 +55,31 @@ func TestFrame_DecodesTheHubsEventFrame(t *testing.T) {
 	}
 	if f.Type != wire.FrameEvent || f.Event == nil || f.Event.Seq != 5 || f.Event.Run != "r2" || f.Event.Verdict == nil || !f.Event.Verdict.Safe {
 		t.Errorf("decoded %+v (event %+v)", f, f.Event)
+	}
+}
+
+// TestDecodeClientFrame_AllowsCommandsAndPingsAlone holds the client's
+// frames to their two types and their fields, and says why a frame is
+// refused.
+func TestDecodeClientFrame_AllowsCommandsAndPingsAlone(t *testing.T) {
+	f, err := wire.DecodeClientFrame([]byte(`{"type":"command","id":"7","command":{"action":"step"}}`))
+	if err != nil || f.Type != wire.FrameCommand || f.ID != "7" || string(f.Command) != `{"action":"step"}` {
+		t.Fatalf("a command: %+v, %v", f, err)
+	}
+	if f, err := wire.DecodeClientFrame([]byte(`{"type":"ping","id":"8"}`)); err != nil || f.Type != wire.FramePing || f.ID != "8" {
+		t.Fatalf("a ping: %+v, %v", f, err)
+	}
+	for in, want := range map[string]string{
+		`{"type":"hello"}`:                                       `unknown message type "hello"`,
+		`{"type":"command","id":"1"}`:                            "needs a command object",
+		`{"type":"ping","command":{"action":"step"}}`:            "a ping carries no command",
+		`{"type":"ping","since":3}`:                              "a message is a JSON object like",
+		`{"type":"ping"} {"type":"ping"}`:                        "there is more after it",
+		`{"type":"ping","id":"` + strings.Repeat("x", 65) + `"}`: "longer than 64 characters",
+		"\x00": "a message is a JSON object like",
+	} {
+		if _, err := wire.DecodeClientFrame([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
 	}
 }

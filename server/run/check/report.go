@@ -47,12 +47,8 @@ func WriteText(w io.Writer, rep protocol.CheckReport) error {
 	return err
 }
 
-func mark(ok bool) string {
-	if ok {
-		return "✓"
-	}
-	return "✗"
-}
+// mark is a case's or a cell's sign, as the protocol's words give it.
+func mark(ok bool) string { return protocol.MarkWords(protocol.CaseMark(ok)).Sign }
 
 // FileNames are the files a solution is written to and read from, by
 // kind: claim.sql, complete.sql, fail.sql, receiver.sql.
