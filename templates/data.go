@@ -106,7 +106,12 @@ type Experiment struct{ Name, Title, Ask string }
 type Matrix struct {
 	Orderings []MatrixOrdering
 	Rows      []MatrixRow // the correct build ("none"), then each guard off
+	Legend    []Sign      // what each cell's sign means
 }
+
+// Sign is a mark as the protocol's words give it: its tone (the class it
+// wears), the sign, and its words.
+type Sign struct{ Tone, Sign, Word string }
 
 // MatrixOrdering is a column group of the matrix.
 type MatrixOrdering struct{ Name, Title, Short string }

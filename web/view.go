@@ -75,6 +75,10 @@ func PageView(s Setup) templates.View {
 		w := protocol.BatchWords(b)
 		v.Experiments = append(v.Experiments, templates.Experiment{Name: string(b), Title: w.Title, Ask: w.Ask})
 	}
+	for _, m := range []protocol.Mark{protocol.MarkAsCorrect, protocol.MarkNotAsCorrect} {
+		w := protocol.MarkWords(m)
+		v.Matrix.Legend = append(v.Matrix.Legend, templates.Sign{Tone: w.Tone, Sign: w.Sign, Word: w.Word})
+	}
 	v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: protocol.NoGuardOff.Name, Label: protocol.NoGuardOff.Off})
 	for _, g := range playground.AllGuards() {
 		v.Matrix.Rows = append(v.Matrix.Rows, templates.MatrixRow{Key: g.String(), Label: protocol.GuardWords(g).Off})
