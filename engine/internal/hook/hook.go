@@ -63,6 +63,8 @@ var (
 	// SchemaLock is the statement that takes the engine's advisory lock on
 	// each named schema.
 	SchemaLock func(schemas ...string) Statement
+	// Translate is the engine's reading of a Postgres or driver error.
+	Translate func(op string, err error) error
 )
 
 // ParseError is a guard name that names no guard.
@@ -73,6 +75,3 @@ func (e *ParseError) Error() string { return e.Msg }
 func parseErrorf(format string, args ...any) error {
 	return &ParseError{Msg: fmt.Sprintf(format, args...)}
 }
-
-// Translate is the engine's reading of a Postgres or driver error.
-var Translate func(op string, err error) error

@@ -115,7 +115,7 @@ func (c LoadConfig) Validate() error {
 		return playground.Invalidf("workers %d must be between 2 and %d", c.Workers, MaxLoadWorkers)
 	case c.Jobs < 10 || c.Jobs > MaxLoadJobs:
 		return playground.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
-	case LoadLease.Check("lease", c.Lease()) != nil:
+	case !LoadLease.Holds(c.Lease()):
 		return LoadLease.Check("lease", c.Lease())
 	case len(c.Styles) == 0 || len(c.Styles) > len(Styles()):
 		return playground.Invalidf("styles: name 1 to %d of %s", len(Styles()), strings.Join(LoadStyles(), ", "))

@@ -174,11 +174,14 @@ type Bounds struct{ Min, Max time.Duration }
 // Check returns an *engine.InputError, "lease 5ms must be between 100ms
 // and 1m0s", when d is out of b; what names the setting.
 func (b Bounds) Check(what string, d time.Duration) error {
-	if d < b.Min || d > b.Max {
+	if !b.Holds(d) {
 		return playground.Invalidf("%s %v must be between %v and %v", what, d, b.Min, b.Max)
 	}
 	return nil
 }
+
+// Holds reports whether d lies inside b.
+func (b Bounds) Holds(d time.Duration) bool { return b.Min <= d && d <= b.Max }
 
 // Within reports whether c lies inside b.
 func (b Bounds) Within(c Bounds) bool { return b.Min <= c.Min && c.Max <= b.Max && c.Min <= c.Max }
