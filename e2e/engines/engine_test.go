@@ -504,21 +504,62 @@ func engineVisibleJS(testid string) string {
 }
 
 // Click waits (≤30s) for the element to be visible, scrolls it into the
-// middle of the viewport and clicks its centre with the pointer.
+// middle of the viewport and clicks its centre with the pointer. It then
+// waits for the click to arrive: on a slow machine a pointer press can
+// land while the page is still laying out (the element moved between the
+// driver reading its place and the press), and then no click event fires.
+// A person would click again; so does the test, at most three times, and
+// each miss is logged with the element that was at the centre.
 func (tab *engineTab) Click(testid string) {
 	tab.t.Helper()
-	tab.WaitVisible(testid)
-	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel(testid))+`).scrollIntoView({block: "center", inline: "center", behavior: "instant"}), true`, nil)
-	err := tab.d.Click(e2etest.Sel(testid), e2etest.DefaultTimeout)
-	// The page may redraw the element between finding it and clicking it:
-	// a person would click the new one, and so does the test.
-	for try := 0; err != nil && try < 3 && isStale(err); try++ {
+	sel := e2etest.JSString(e2etest.Sel(testid))
+	for try := 0; ; try++ {
 		tab.WaitVisible(testid)
-		err = tab.d.Click(e2etest.Sel(testid), e2etest.DefaultTimeout)
+		tab.Eval(`(() => { const el = document.querySelector(`+sel+`); el.scrollIntoView({block: "center", inline: "center", behavior: "instant"});
+			const seen = window.__fencelabClick = {n: 0};
+			addEventListener("click", (e) => { const now = document.querySelector(`+sel+`); if (now && now.contains(e.target)) seen.n++; }, {capture: true});
+			return true; })()`, nil)
+		err := tab.d.Click(e2etest.Sel(testid), e2etest.DefaultTimeout)
+		// The page may redraw the element between finding it and clicking
+		// it: a person would click the new one, and so does the test.
+		if err != nil && try < 3 && isStale(err) {
+			continue
+		}
+		if err != nil {
+			tab.t.Fatalf("e2e (%s): Click(%q): %v", tab.engine, testid, err)
+		}
+		arrived, onTop := tab.clickArrived(sel)
+		if arrived {
+			return
+		}
+		if try == 3 {
+			tab.t.Fatalf("e2e (%s): Click(%q): no click reached it in 4 tries; at its centre: %s", tab.engine, testid, onTop)
+		}
+		tab.t.Logf("e2e (%s): Click(%q): the click did not reach it (at its centre: %s); clicking again", tab.engine, testid, onTop)
 	}
-	if err != nil {
-		tab.t.Fatalf("e2e (%s): Click(%q): %v", tab.engine, testid, err)
+}
+
+// clickArrived waits (≤3s) for the click Click armed to be seen, and says
+// what element is at the centre of sel when it is not. A page that went
+// on to another document took the click.
+func (tab *engineTab) clickArrived(sel string) (bool, string) {
+	var onTop string
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var n int
+		tab.Eval(`window.__fencelabClick ? window.__fencelabClick.n : -1`, &n)
+		if n != 0 {
+			return true, ""
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+	tab.Eval(`(() => { const el = document.querySelector(`+sel+`); if (!el) return "nothing: it is gone";
+		const r = el.getBoundingClientRect(), top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+		return top ? top.outerHTML.slice(0, 160) : "nothing"; })()`, &onTop)
+	return false, onTop
 }
 
 // isStale reports whether a click failed because the element was redrawn.
