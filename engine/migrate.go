@@ -159,14 +159,28 @@ func SetupQueue(ctx context.Context, db TxDB, schema string) error {
 
 // DropQueue removes a queue's schema and everything in it.
 func DropQueue(ctx context.Context, db TxDB, schema string) error {
-	if err := ValidateSchemaName(schema); err != nil {
-		return err
+	return dropSchemas(ctx, db, schema)
+}
+
+// dropSchemas drops each named schema and everything in it, in one
+// transaction, under the schemas' locks: the one way a schema is dropped,
+// for DropQueue and for engine/playground's DropSchemas alike.
+func dropSchemas(ctx context.Context, db TxDB, schemas ...string) error {
+	for _, s := range schemas {
+		if err := ValidateSchemaName(s); err != nil {
+			return err
+		}
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := execStatement(ctx, tx, schemaLock(schema)); err != nil {
+		if err := execStatement(ctx, tx, schemaLock(schemas...)); err != nil {
 			return translate("drop lock", err)
 		}
-		return translate("drop schema "+schema, execStatement(ctx, tx, schemaDropOne(schema)))
+		for _, s := range schemas {
+			if err := execStatement(ctx, tx, schemaDropOne(s)); err != nil {
+				return translate("drop schema "+s, err)
+			}
+		}
+		return nil
 	})
 }
 

@@ -172,6 +172,15 @@ func LockSchemas(ctx context.Context, db engine.DB, schemas ...string) error {
 	return Translate("lock schemas", err)
 }
 
+// DropSchemas drops each named schema and everything in it, in one
+// transaction under the locks LockSchemas takes, as engine.DropQueue drops
+// a queue's: the one way this project drops a schema. A name that is not a
+// valid schema name is refused (engine.ErrInvalidInput) and nothing is
+// dropped.
+func DropSchemas(ctx context.Context, db engine.TxDB, schemas ...string) error {
+	return hook.DropSchemas(ctx, db, schemas...)
+}
+
 // Translate is the engine's translation of a Postgres or driver error, for
 // statements run beside the engine's: engine.ErrInvalidInput for the
 // caller's data, engine.ErrUnavailable for a database out of reach for now,

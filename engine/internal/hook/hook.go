@@ -65,6 +65,9 @@ var (
 	SchemaLock func(schemas ...string) Statement
 	// Translate is the engine's reading of a Postgres or driver error.
 	Translate func(op string, err error) error
+	// DropSchemas drops schemas as engine.DropQueue does; db is an
+	// engine.TxDB.
+	DropSchemas func(ctx context.Context, db any, schemas ...string) error
 )
 
 // ParseError is a guard name that names no guard.

@@ -1,7 +1,6 @@
 package judge
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/fencelab/fencelab/engine"
@@ -19,11 +18,6 @@ import (
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// schemaDrop drops both schemas of a run.
-func schemaDrop(s Schemas) playground.Statement {
-	return playground.Statement{Name: "SchemaDrop", SQL: fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", ident(s.Jobs), ident(s.Receiver))}
-}
 
 // historyColumns are a history record's columns, in HistoryRecord's order.
 const historyColumns = "seq, job_id, op, at, old_status, new_status, old_owner, new_owner,\n" +

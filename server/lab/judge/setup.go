@@ -91,16 +91,7 @@ func Drop(ctx context.Context, db engine.TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := playground.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
-			return err
-		}
-		st := schemaDrop(s)
-		if _, err := tx.Exec(ctx, st.SQL); err != nil {
-			return dbErr("drop schemas "+s.Jobs+", "+s.Receiver, err)
-		}
-		return nil
-	})
+	return playground.DropSchemas(ctx, db, s.Jobs, s.Receiver)
 }
 
 // Reset drops both schemas and creates them again, empty.

@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
 )
 
@@ -288,17 +288,11 @@ func Schema(tb testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := Pool(tb).Exec(ctx, schemaDrop(name)); err != nil {
+		if err := playground.DropSchemas(ctx, Pool(tb), name); err != nil {
 			tb.Errorf("pgtest: drop schema %s: %v", name, err)
 		}
 	})
 	return name
-}
-
-// schemaDrop is the one statement pgtest runs itself: it drops a test's
-// schema and everything in it.
-func schemaDrop(name string) string {
-	return "DROP SCHEMA IF EXISTS " + pgx.Identifier{name}.Sanitize() + " CASCADE"
 }
 
 // withoutPassword is a connection string with its password's value
