@@ -38,8 +38,8 @@ func (s *Session) startLoad(cfg experiments.LoadConfig) (Result, error) {
 		SchemasFor: func(i int) judge.Schemas {
 			return judge.Schemas{Jobs: fmt.Sprintf("%s%d", schemas.Jobs, i), Receiver: fmt.Sprintf("%s%d", schemas.Receiver, i)}
 		},
+		ReleaseFunc: release,
 		OnEndFunc: func(l *runner.Load) {
-			release()
 			if l.Finished() {
 				s.m.recordLoad(s, l)
 			}

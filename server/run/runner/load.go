@@ -49,6 +49,10 @@ type LoadSpec struct {
 	Tick time.Duration
 	// Seed seeds the stalls and the work times; 0 for a random one.
 	Seed uint64
+	// ReleaseFunc, if set, is called once the lab has ended, its schemas
+	// dropped and its workers reaped, before its last event is sent: what
+	// holds the server's place for a lab is given back there.
+	ReleaseFunc func()
 	// OnEndFunc, if set, is called once the lab has ended and its last
 	// event is out.
 	OnEndFunc func(l *Load)
@@ -167,16 +171,30 @@ func (l *Load) emit(ev *protocol.LoadEvent) {
 	l.spec.EmitFunc(protocol.Event{Run: l.spec.ID, At: at, Actor: protocol.ActorRunner, Kind: protocol.KindLoad, Load: ev})
 }
 
+// run plays the lab, then ends it: its schemas dropped (Stop returns once
+// they are), its slots given back and ReleaseFunc told, and only then its
+// last event sent. A reader who sees "finished" and runs another lab at
+// once finds the server's place for one free.
 func (l *Load) run() {
-	defer func() {
-		l.giveSlots()
-		close(l.done)
-		if l.spec.OnEndFunc != nil {
-			l.spec.OnEndFunc(l)
-		}
-	}()
-	defer l.cancel()
-	defer l.drops.Wait() // Stop returns once every schema is dropped
+	last := l.play()
+	l.drops.Wait()
+	l.cancel()
+	l.giveSlots()
+	if l.spec.ReleaseFunc != nil {
+		l.spec.ReleaseFunc()
+	}
+	if last != nil {
+		l.emit(last)
+	}
+	close(l.done)
+	if l.spec.OnEndFunc != nil {
+		l.spec.OnEndFunc(l)
+	}
+}
+
+// play runs the lab's rounds and returns its last event (nil when it did
+// not finish: it said why as it ended).
+func (l *Load) play() *protocol.LoadEvent {
 	l.emit(&protocol.LoadEvent{Phase: experiments.LoadStarted})
 	cfg := l.spec.Config
 	acc := map[string]*experiments.LoadStyleResult{}
@@ -279,7 +297,7 @@ func (l *Load) run() {
 				}
 			}
 			l.emit(ev)
-			return
+			return nil
 		}
 		res := *acc[name]
 		res.Rounds = append([]experiments.LoadRound(nil), res.Rounds...)
@@ -304,7 +322,7 @@ func (l *Load) run() {
 	if c, ok := experiments.CompareLoad(rs); ok {
 		ev.Throughput = &c
 	}
-	l.emit(ev)
+	return ev
 }
 
 // loadWorker is one worker process of a style, and whether it is frozen.
