@@ -107,14 +107,14 @@ func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While X holds no lock, its /readyz says so.
-	if h := x.Sessions.Healthy(); h != nil {
+	if h := x.Sessions.Instances().Healthy(); h != nil {
 		if a := x.do("GET", "/readyz", "", "", ""); a.Status != http.StatusServiceUnavailable || !strings.Contains(string(a.Body), "lock") {
 			t.Errorf("X's /readyz without its lock: %d %s", a.Status, a.Body)
 		}
 	}
 	// A third instance, started while X may not hold its lock yet.
 	z := instanceOn(t, c, nil)
-	waitFor(t, 15*time.Second, "X holds its lock again", func() bool { return x.Sessions.Healthy() == nil && instanceLocks(t, c) == 3 })
+	waitFor(t, 15*time.Second, "X holds its lock again", func() bool { return x.Sessions.Instances().Healthy() == nil && instanceLocks(t, c) == 3 })
 	// Long enough for every sweep of Y and Z to have confirmed X gone, if
 	// they were going to.
 	time.Sleep(3 * time.Second)
@@ -142,7 +142,7 @@ func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
 	}
 	t.Logf("X's run ended: %s", end.Text)
 	for _, ts := range []*testServer{x, y, z} {
-		if err := ts.Sessions.Healthy(); err != nil {
+		if err := ts.Sessions.Instances().Healthy(); err != nil {
 			t.Errorf("instance %s: %v", ts.Sessions.Instance(), err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestFault_RequestsForAFrozenOwnerLeaveTheLockAlone(t *testing.T) {
 	}
 	wg.Wait()
 	time.Sleep(2 * time.Second) // a lost lock is noticed within a second
-	if err := y.Sessions.Healthy(); err != nil {
+	if err := y.Sessions.Instances().Healthy(); err != nil {
 		t.Fatalf("Y after 300 requests for a frozen owner: %v", err)
 	}
 	if n := instanceLocks(t, c); n != 2 {

@@ -66,7 +66,7 @@ func (s *Server) readyz(c echo.Context) error {
 	// An instance that lost its lock with its connection (a restart of
 	// Postgres) takes it again within a second of the database's return;
 	// until then it starts no run, and says so here.
-	if err := s.Sessions.Healthy(); err != nil {
+	if err := s.Sessions.Instances().Healthy(); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "reason": err.Error()})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "sessions": s.Sessions.Count(), "runs": s.Sessions.RunsInFlight()})

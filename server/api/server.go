@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/run/notify"
 	"github.com/fencelab/fencelab/server/run/receiver"
@@ -144,8 +145,7 @@ type Server struct {
 	mu      sync.Mutex
 	sockets map[*websocket.Conn]struct{}
 	perAddr map[string]int       // sockets held per client key, own and passed on
-	fwd     *http.Transport      // requests passed on to other instances
-	quiet   map[string]time.Time // owners that did not answer, until when they are not asked
+	fwd     *instances.Forwarder // requests passed on to other instances
 	closing bool
 	sweep   chan struct{}
 	swept   chan struct{}
@@ -180,11 +180,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
-		fwd: newForwardTransport(), quiet: map[string]time.Time{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
-	s.echo.Pre(s.forward)
+	s.fwd = instances.NewForwarder(mgr.Instances(), s)
+	s.echo.Pre(s.fwd.Middleware)
 	s.routes(s.echo)
 	if cfg.PagesFunc != nil {
 		cfg.PagesFunc(s.echo, s)
@@ -272,7 +272,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.notify.Close()
 		_ = s.sup.Close()
 		s.closeSockets(websocket.StatusGoingAway, "the server is shutting down")
-		s.fwd.CloseIdleConnections()
+		s.fwd.Close()
 	}()
 	// http.Server.Shutdown waits up to 5 s for a connection a browser opened
 	// ahead of need and never used; a server that has ended every session

@@ -65,7 +65,7 @@ func (s *Server) socket(c echo.Context) error {
 		}
 		driver = true
 	}
-	if !isUpgrade(c.Request()) {
+	if !wire.IsUpgrade(c.Request()) {
 		return fault.Errorf(fault.Upgrade, "this is a WebSocket endpoint: connect with a WebSocket client")
 	}
 	// One address may hold only so many: over the cap the socket is
@@ -288,10 +288,4 @@ func originAllowed(r *http.Request, allowed []string) bool {
 		}
 	}
 	return false
-}
-
-// isUpgrade reports whether a request asks for a WebSocket.
-func isUpgrade(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
-		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 }

@@ -2,9 +2,11 @@
 // with their own Postgres schemas, their event log, and the control token
 // that lets one person drive while any number watch.
 //
-// A Manager owns every session, the server-wide cap on concurrent runs, the
-// receiver endpoints of live runs, and the server instance's advisory lock
-// that tells its schemas from those a dead server left behind.
+// A Manager owns every session, the server-wide caps on runs, checks and
+// load labs, and the spare schemas made ahead of runs. Its membership of
+// the instances sharing its Postgres (the lock that tells its schemas from
+// those a dead server left behind, and where each session lives) is
+// package instances'; what a gone instance left is its (leftovers.go).
 package session
 
 import (
@@ -14,7 +16,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -195,11 +197,10 @@ type Manager struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	runSlots chan struct{}
-	loads    chan struct{}    // one token per load lab running
-	id       identity         // the instance lock and its watch (identity.go)
-	bg       sync.WaitGroup   // the lock's watch and the heartbeats
-	events   *eventlog.Budget // the events every session keeps, together
-	line     *checkLine       // the checks waiting for their turn
+	loads    chan struct{}       // one token per load lab running
+	inst     *instances.Instance // this server among those sharing its Postgres
+	events   *eventlog.Budget    // the events every session keeps, together
+	line     *checkLine          // the checks waiting for their turn
 	spares   spares
 
 	mu       sync.Mutex
@@ -233,21 +234,12 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.spares.ch = make(chan judge.Schemas, cfg.Limits.SpareRuns)
 	m.spares.taken = make(chan struct{}, 1)
-	conn, err := m.takeLock(ctx, true)
+	inst, err := instances.Join(ctx, instances.Config{Pool: cfg.Pool, ID: m.instance, URL: cfg.AdvertiseURL,
+		GoneAfter: cfg.Limits.GoneAfter, SweepEvery: cfg.Limits.SweepEvery, Sessions: m.sessionIDs, Leftovers: leftovers{m}, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("session manager: %w", err)
 	}
-	m.id.conn = conn
-	if err := m.joinPeers(ctx); err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
-	// What gone instances left is only suspected now, and dropped by a
-	// sweep GoneAfter later if they still look gone (identity.go).
-	m.sweepGone(ctx)
-	m.bg.Add(2)
-	go m.watchLock()
-	go m.heartbeats()
+	m.inst = inst
 	if cfg.Limits.SpareRuns > 0 {
 		m.spares.wg.Add(1)
 		go m.fillSpares()
@@ -265,10 +257,26 @@ func (m *Manager) Instance() string { return m.instance }
 // schemaPrefix starts every schema a server makes: fl_<instance>_.
 const schemaPrefix = "fl_"
 
-func instanceKey(instance string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("fencelab instance " + instance))
-	return int64(h.Sum64())
+// Instances is this server among the instances sharing its Postgres:
+// its lock, its peers and where their sessions live.
+func (m *Manager) Instances() *instances.Instance { return m.inst }
+
+// Has reports whether session id lives on this instance.
+func (m *Manager) Has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[id] != nil
+}
+
+// sessionIDs lists the sessions that live here.
+func (m *Manager) sessionIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.sessions))
+	for id := range m.sessions {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func randomToken(n int) string {
@@ -292,7 +300,7 @@ func (m *Manager) CreateFor(client string) (*Session, error) {
 	var made *Session
 	defer func() {
 		if made != nil {
-			m.peerSessionAdd(made.ID)
+			m.inst.Add(made.ID)
 		}
 		for _, s := range evicted {
 			m.cfg.Log.Info("session made way for a new one", "session", s.short())
@@ -501,7 +509,7 @@ func (m *Manager) SweepEvery() time.Duration {
 // acquireRun takes a run slot for a client, waiting up to wait for one.
 // A client at its own cap is refused at once.
 func (m *Manager) acquireRun(ctx context.Context, client string, wait time.Duration) error {
-	if err := m.Healthy(); err != nil {
+	if err := m.inst.Healthy(); err != nil {
 		return fault.Errorf(fault.Unavailable, "%v; try again in a moment", err)
 	}
 	if err := m.roomForRun(ctx, 2); err != nil {
@@ -652,13 +660,7 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.cancel()
-	m.bg.Wait()
 	m.spares.wg.Wait()
 	m.dropSpares()
-	m.leavePeers()
-	m.id.mu.Lock()
-	defer m.id.mu.Unlock()
-	if m.id.conn != nil {
-		_ = m.id.conn.Close(context.Background())
-	}
+	m.inst.Close()
 }

@@ -389,7 +389,7 @@ func (s *Session) close(why protocol.SessionEndReason) {
 	s.emit(protocol.Event{Kind: protocol.KindSession, Actor: protocol.ActorServer, Session: &protocol.SessionEvent{Reason: why}})
 	s.Log.Close()
 	if why != protocol.SessionShutdown { // at shutdown the instance's row goes, and its sessions' with it
-		s.m.peerSessionDel(s.ID)
+		s.m.inst.Remove(s.ID)
 	}
 }
 

@@ -227,3 +227,9 @@ func NewEcho(log *slog.Logger) *echo.Echo {
 	e.HTTPErrorHandler = Handler(log)
 	return e
 }
+
+// IsUpgrade reports whether a request asks for a WebSocket.
+func IsUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
+}
