@@ -20,7 +20,7 @@ import (
 )
 
 const serveSummary = `The playground server: sessions of real worker processes on PostgreSQL,
-streamed live over WebSocket, driven through a JSON API (see the README).
+streamed live over WebSocket, driven through a JSON API (see REFERENCE.md).
 Postgres: DATABASE_URL if set, otherwise a private throwaway cluster.
 On SIGTERM, SIGHUP or Ctrl-C it stops every run, kills and reaps every worker,
 drops every session schema and closes every socket within 10 seconds.`

@@ -19,7 +19,7 @@ type mutation struct {
 }
 
 // mutations lists the clauses of the article's five requirements, in our
-// statements. README.md's table "What the check catches" is this list.
+// statements. REFERENCE.md's table "What the check catches" (Check it, in detail) is this list.
 var mutations = []mutation{
 	{"SKIP LOCKED", sandbox.Claim, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", experiments.ReqSkipLocked},
 	{"the expired-lease branch", sandbox.Claim, "\n           OR (status = 'running' AND lease_until < now())", "", experiments.ReqTakesExpired},
