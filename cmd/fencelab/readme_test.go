@@ -8,19 +8,12 @@ import (
 	"testing"
 )
 
-// movingIn are rooms the README's layout already names while the code
-// moving into them is still in flight: listed, with no package yet. Take a
-// room out of here in the change that makes it.
-var movingIn = map[string]bool{
-	"server/instances": true, // identity.go and peers.go from server/session, forward.go from server/api
-}
-
 // layoutRoom is a layout table row's first cell: one room, as `path/`.
 var layoutRoom = regexp.MustCompile("^\\| `([a-z0-9_/]+)/`")
 
 // TestREADME_Layout keeps the README's layout section true to the code:
 // every package of `go list ./...` is a row of its table, every row is a
-// package (or a room in movingIn), and the imports of each package's own
+// package, and the imports of each package's own
 // code (not its tests') point only down the table, to rows below its own.
 func TestREADME_Layout(t *testing.T) {
 	t.Parallel()
@@ -73,12 +66,9 @@ func TestREADME_Layout(t *testing.T) {
 		if _, ok := row[pkg]; !ok {
 			t.Errorf("README.md's layout has no row for %s/: add it, with what it owns, below every room that imports it", pkg)
 		}
-		if movingIn[pkg] {
-			t.Errorf("%s/ is a package now: take it out of movingIn", pkg)
-		}
 	}
 	for room := range row {
-		if _, ok := imports[room]; !ok && !movingIn[room] {
+		if _, ok := imports[room]; !ok {
 			t.Errorf("README.md's layout lists %s/, which is no package of go list ./...", room)
 		}
 	}
