@@ -18,7 +18,7 @@ import (
 
 // The baseline for the socket benchmarks: a bare WebSocket server that
 // writes the same frame bytes to each client as soon as it is told, with no
-// session, log or hub in between. The ratio of a benchmark to its baseline
+// session or event log in between. The ratio of a benchmark to its baseline
 // is the cost of fencelab's event path; the absolute numbers depend on the
 // machine's mood.
 
@@ -52,7 +52,7 @@ func startBare(b *testing.B, clients int) *bareServer {
 	return bs
 }
 
-// broadcast writes one frame to every client, as the hub's writers do: one
+// broadcast writes one frame to every client, as the event log's writers do: one
 // goroutine per socket.
 func (bs *bareServer) broadcast(frame []byte) {
 	bs.mu.Lock()

@@ -1,4 +1,4 @@
-// Package server is the playground's HTTP and WebSocket server: sessions,
+// Package api is the playground's HTTP and WebSocket server: sessions,
 // each with real worker processes under a supervisor, the receiver the
 // workers call, and every event streamed live. Routes are in routes.go;
 // errors become HTTP statuses in one place, wire.Handler.

@@ -31,7 +31,7 @@ const (
 
 // Frame is one message of a session's socket, either way: a JSON object
 // whose "type" says which other fields it has (see the FrameType
-// constants). The server writes its frames as Frames (the hub encodes
+// constants). The server writes its frames as Frames (the event log encodes
 // each event frame once itself, in the same shape); a client such as
 // cmd/internal/crowd decodes every frame it reads into one.
 //

@@ -44,9 +44,9 @@ func TestFrame_EncodesItsTypesFields(t *testing.T) {
 	}
 }
 
-// TestFrame_DecodesTheHubsEventFrame: a client decodes the frame the hub
+// TestFrame_DecodesTheEventLogsFrame: a client decodes the frame the event log
 // encodes by hand into a Frame with the whole event.
-func TestFrame_DecodesTheHubsEventFrame(t *testing.T) {
+func TestFrame_DecodesTheEventLogsFrame(t *testing.T) {
 	t.Parallel()
 	ev, _ := json.Marshal(protocol.Event{Seq: 5, V: 2, Run: "r2", Kind: protocol.KindVerdict, Verdict: &protocol.VerdictEvent{Safe: true}})
 	var f wire.Frame

@@ -1,4 +1,4 @@
-// Package hub is a session's event log: it gives every event its sequence
+// Package eventlog is a session's event log: it gives every event its sequence
 // number, keeps it, and fans it out to subscribers (WebSocket clients)
 // without ever waiting on one. A subscriber that falls behind is dropped,
 // not waited for; it reconnects and resumes from the last sequence number
