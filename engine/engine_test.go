@@ -810,7 +810,7 @@ func TestConcurrentClaimers_StallsAndReclaims(t *testing.T) {
 			t.Errorf("job %d: %v", j.ID, err)
 			continue
 		}
-		if vs := judge.Check(h, ds, &held); len(vs) > 0 {
+		if vs := judge.Violations(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d broke invariants: %+v", j.ID, vs)
 		}
 	}

@@ -16,5 +16,7 @@ func init() {
 	hook.Claimable = func(ctx context.Context, q any) (int, error) { return q.(*Queue).claimable(ctx) }
 	hook.SchemaLock = schemaLock
 	hook.Translate = translate
-	hook.DropSchemas = func(ctx context.Context, db any, schemas ...string) error { return dropSchemas(ctx, db.(TxDB), schemas...) }
+	hook.DropSchemas = func(ctx context.Context, db any, schemas ...string) error {
+		return dropSchemas(ctx, db.(TxDB), schemas...)
+	}
 }

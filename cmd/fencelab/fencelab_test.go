@@ -514,7 +514,7 @@ func TestWorkers_ManyProcessesOverManyJobs(t *testing.T) {
 			t.Errorf("job %d never reached the receiver: %v", j.ID, err)
 			continue
 		}
-		if vs := judge.Check(h, ds, &held); len(vs) > 0 {
+		if vs := judge.Violations(h, ds, &held); len(vs) > 0 {
 			t.Errorf("job %d: %v", j.ID, vs)
 		}
 		workersSeen[protocol.ResultFrom(j.Result)]++

@@ -77,7 +77,7 @@ func startServer(tb testing.TB, tweak func(*api.Config)) *testServer {
 		defer tapMu.Unlock()
 		bad := 0
 		for _, b := range tapped {
-			if err := labtest.Check(b); err != nil {
+			if err := labtest.Validate(b); err != nil {
 				if bad++; bad <= 3 {
 					tb.Errorf("an event breaks the protocol schema: %v\n%s", err, b)
 				}

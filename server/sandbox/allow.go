@@ -312,7 +312,7 @@ func sqlValueName(op int) string {
 // allowCheck reads Postgres's tree of the statement prepared on conn and
 // holds it to the allow-list, before anything is planned or run. It
 // returns the tables the statement writes.
-func (c *Checked) allowCheck(ctx context.Context, conn *pgx.Conn, r *Role, notices []string) ([]write, error) {
+func (c *Vetted) allowCheck(ctx context.Context, conn *pgx.Conn, r *Role, notices []string) ([]write, error) {
 	var trees []*tnode
 	for _, n := range notices {
 		t, ok := strings.CutPrefix(n, treeHeader+"\n")
@@ -367,7 +367,7 @@ func (al *allowList) name(ctx context.Context, conn *pgx.Conn, what string, oid 
 }
 
 // regTypeName refuses a reg* type named anywhere in the text (see regTypes).
-func regTypeName(c *Checked) error {
+func regTypeName(c *Vetted) error {
 	for _, n := range c.rw.names {
 		if slices.Contains(regTypes, strings.ToLower(n.name)) {
 			return newError(CodeForbiddenCall, c.Kind, n.pos, "the %s may not use the type %s: %s", c.Kind, strings.ToLower(n.name), allowedWords)

@@ -126,7 +126,7 @@ func TestCheck_Attacks(t *testing.T) {
 		{"a delete of deliveries", sandbox.Receiver, "WITH d AS (DELETE FROM deliveries RETURNING 1) INSERT INTO deliveries (job_id, epoch, owner, payload) VALUES (:job_id, :epoch, :owner, :body)", sandbox.CodeForbiddenCall, ""},
 		{"a receiver writing jobs", sandbox.Receiver, "UPDATE jobs SET error = 'x' WHERE id = :job_id", sandbox.CodeWrongTable, ""},
 	} {
-		_, err := r.role.Check(ctx, a.kind, a.sql)
+		_, err := r.role.Vet(ctx, a.kind, a.sql)
 		var e *sandbox.Error
 		if !errors.As(err, &e) || !errors.Is(err, sandbox.ErrRefused) {
 			t.Errorf("%s: %v, want a %s refusal", a.name, err, a.code)
@@ -188,7 +188,7 @@ func TestExec_RuntimeBounds(t *testing.T) {
 		{"a recursive CTE with no end", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) UPDATE jobs SET attempts = (SELECT count(*) FROM n)::int WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout, sandbox.CodeTooBig}},
 		{"a sort that fills the disk", "UPDATE jobs SET error = (SELECT max(x) FROM (SELECT concat(a.x, b.x, c.x, d.x, e.x, f.x, '" + strings.Repeat("x", 400) + "') AS x FROM " + tens("a", "b", "c", "d", "e", "f") + " ORDER BY 1) s) WHERE id = :id", []sandbox.Code{sandbox.CodeTimeout, sandbox.CodeTooBig}},
 	} {
-		c, err := r.role.Check(ctx, sandbox.Complete, a.sql)
+		c, err := r.role.Vet(ctx, sandbox.Complete, a.sql)
 		if err != nil {
 			t.Errorf("%s: Check: %v", a.name, err)
 			continue
@@ -290,7 +290,7 @@ func TestExec_TheRolesOwnDefaultsDoNotLoosenIt(t *testing.T) {
 	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
+	c, err := r.role.Vet(ctx, sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestCheck_RunsNothingTheReaderWrote(t *testing.T) {
 	t.Parallel()
 	r := newRun(t)
 	ctx := context.Background()
-	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET attempts = 1/0 WHERE id = :id")
+	c, err := r.role.Vet(ctx, sandbox.Complete, "UPDATE jobs SET attempts = 1/0 WHERE id = :id")
 	if err != nil {
 		t.Fatalf("a constant that fails when evaluated: Check %v, want it passed (Check evaluates nothing)", err)
 	}
@@ -355,7 +355,7 @@ func TestCheck_RunsNothingTheReaderWrote(t *testing.T) {
 	if _, err := sandbox.Exec(ctx, mustConn(t, r), c, map[string]any{"id": int64(1)}); !errors.As(err, &e) || !strings.Contains(e.Message, "division by zero") {
 		t.Fatalf("the same statement run: %v, want division by zero", err)
 	}
-	_, err = r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = repeat('x', 600000000) WHERE id = :id")
+	_, err = r.role.Vet(ctx, sandbox.Complete, "UPDATE jobs SET error = repeat('x', 600000000) WHERE id = :id")
 	if !errors.As(err, &e) || e.Code != sandbox.CodeForbiddenCall || !strings.Contains(e.Message, "repeat(text,integer)") {
 		t.Fatalf("a 600 MB constant: %v, want forbidden-call naming repeat", err)
 	}
@@ -381,7 +381,7 @@ func TestCheck_SaysTheSameOfNamesThatExistAndNamesThatDoNot(t *testing.T) {
 				"UPDATE jobs SET error = (SELECT max(id::text) FROM " + name + ") WHERE id = :id",
 				"UPDATE jobs SET attempts = pg_relation_size('" + name + "')::int WHERE id = :id",
 			} {
-				_, err := r.role.Check(ctx, sandbox.Complete, sql)
+				_, err := r.role.Vet(ctx, sandbox.Complete, sql)
 				var e *sandbox.Error
 				if !errors.As(err, &e) {
 					t.Fatalf("%s: %v, want refused", sql, err)
@@ -419,7 +419,7 @@ func TestExec_AResultOverItsCapIsRefused(t *testing.T) {
 		{"many values under the cap", `UPDATE jobs SET status = 'running', owner = :owner, epoch = epoch + 1, lease_until = now() + :lease
 RETURNING id, owner, epoch, lease_until, concat(` + strings.Repeat("owner, ", 90) + `'` + strings.Repeat("y", 7000) + `') AS pad`, "more than 65536 bytes in all"},
 	} {
-		c, err := r.role.Check(ctx, sandbox.Claim, a.sql)
+		c, err := r.role.Vet(ctx, sandbox.Claim, a.sql)
 		if err != nil {
 			t.Fatalf("%s: Check: %v", a.name, err)
 		}
@@ -441,7 +441,7 @@ func TestExec_AMessageThatQuotesABigValueIsCut(t *testing.T) {
 	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.role.Check(ctx, sandbox.Complete, `WITH RECURSIVE d(s, n) AS (SELECT 'x'::text, 0 UNION ALL SELECT s || s, n + 1 FROM d WHERE n < 20)
+	c, err := r.role.Vet(ctx, sandbox.Complete, `WITH RECURSIVE d(s, n) AS (SELECT 'x'::text, 0 UNION ALL SELECT s || s, n + 1 FROM d WHERE n < 20)
 UPDATE jobs SET attempts = (SELECT s FROM d WHERE n = 20)::int WHERE id = :id`)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@
 //
 //	role, err := sandbox.NewRole(ctx, pool, run.Schemas) // after judge.Setup
 //	defer role.Drop(ctx, pool)                           // before or after judge.Drop
-//	claim, err := role.Check(ctx, sandbox.Claim, text)   // *sandbox.Error: a 400 with its Code, Message, Position
+//	claim, err := role.Vet(ctx, sandbox.Claim, text)   // *sandbox.Error: a 400 with its Code, Message, Position
 //	conn, err := role.Connect(ctx)                       // or role.ConnConfig() in a worker process
 //	res, err := sandbox.Exec(ctx, conn, claim, map[string]any{"owner": "A", "lease": lease})
 //
@@ -27,7 +27,7 @@
 // session that logged in as the run's role, so the session user is that
 // role: it holds no other role's rights and can become no other role —
 // SET ROLE, SET SESSION AUTHORIZATION and set_config('role', …) are all
-// refused by Postgres, whatever the statement does. Whatever Check misses,
+// refused by Postgres, whatever the statement does. Whatever Vet misses,
 // Postgres refuses at run time with the same rights.
 //
 // This is why statements are not run after SET ROLE on a connection of the
@@ -84,7 +84,7 @@
 //
 // # The checker: an allow-list
 //
-// Role.Check runs nothing, and plans nothing. It checks the text (size,
+// Role.Vet runs nothing, and plans nothing. It vets the text (size,
 // UTF-8, NUL, invisible characters, one statement, only the kind's named
 // parameters, rewritten to $n outside literals, quoted names, comments and
 // dollar quotes; quoted names of at most 63 bytes without spaces, brackets
@@ -133,7 +133,7 @@
 //   - A run's own sessions: its workers share the role, so one worker's
 //     statement may hold a row lock the other waits for, up to
 //     lock_timeout (pg_terminate_backend is off the list).
-//   - NOTIFY as a command cannot be revoked; Check refuses it as a
+//   - NOTIFY as a command cannot be revoked; Vet refuses it as a
 //     statement, and no function a statement can call runs it.
 //   - USAGE on public: PUBLIC has it; the role has no right on any table
 //     there, and CREATE there is PUBLIC's no more since PG15.

@@ -40,7 +40,7 @@ func Example() {
 	}
 	defer role.Drop(ctx, pool) //nolint:errcheck
 
-	claim, err := role.Check(ctx, sandbox.Claim, `UPDATE jobs SET status = 'running', owner = :owner,
+	claim, err := role.Vet(ctx, sandbox.Claim, `UPDATE jobs SET status = 'running', owner = :owner,
        epoch = epoch + 1, lease_until = now() + :lease
  WHERE id = (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING id, owner, epoch, lease_until`)
@@ -64,7 +64,7 @@ RETURNING id, owner, epoch, lease_until`)
 	}
 	fmt.Println("claimed job", res.Rows[0][0], "at epoch", res.Rows[0][2])
 
-	_, err = role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_read_file('/etc/passwd') WHERE id = :id")
+	_, err = role.Vet(ctx, sandbox.Complete, "UPDATE jobs SET error = pg_read_file('/etc/passwd') WHERE id = :id")
 	var refused *sandbox.Error
 	if errors.As(err, &refused) {
 		fmt.Println(refused.Code+":", refused.Message)

@@ -48,11 +48,11 @@ func (r *Result) Landed() bool { return r.RowsAffected > 0 }
 // settings with set_config — statement_timeout among them — but only for
 // itself, since the timeout of the statement running is armed before it
 // starts; and a session of the role may change the role's own defaults
-// (ALTER ROLE itself SET …, which Check never lets through), so RESET
+// (ALTER ROLE itself SET …, which Vet never lets through), so RESET
 // alone would not do. A Postgres refusal (a timeout, a denied right)
 // is an *Error with its position in the reader's text. Exec is not safe
 // for concurrent use of one conn, as pgx's connections are not.
-func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) (*Result, error) {
+func Exec(ctx context.Context, conn *pgx.Conn, c *Vetted, args map[string]any) (*Result, error) {
 	pc := conn.PgConn()
 	if err := pc.Exec(ctx, c.resetSQL).Close(); err != nil {
 		return nil, fmt.Errorf("run the %s: reset: %w", c.Kind, err)
@@ -144,7 +144,7 @@ func Exec(ctx context.Context, conn *pgx.Conn, c *Checked, args map[string]any) 
 
 // Args returns args in the order of the statement's parameters ($1, $2,
 // …): what a timeline shows beside its SQL.
-func (c *Checked) Args(args map[string]any) []any {
+func (c *Vetted) Args(args map[string]any) []any {
 	out := make([]any, len(c.Params))
 	for i, p := range c.Params {
 		out[i] = args[p]

@@ -14,14 +14,14 @@ import (
 // (playground.ReceiverHooks.Rule), run one delivery at a time on one
 // connection of the role, opened on first use; close closes it, before
 // the role is dropped.
-func (r *Role) ReceiverRule(st *Checked) (rule playground.Rule, close func()) {
+func (r *Role) ReceiverRule(st *Vetted) (rule playground.Rule, close func()) {
 	rr := &receiverRule{role: r, st: st}
 	return rr.deliver, rr.close
 }
 
 type receiverRule struct {
 	role *Role
-	st   *Checked
+	st   *Vetted
 	mu   sync.Mutex
 	conn *pgx.Conn
 }

@@ -63,9 +63,9 @@ func TestCheck_FairStatementsPassAndRunAsTheRole(t *testing.T) {
 	t.Parallel()
 	r := newRun(t)
 	ctx := context.Background()
-	checked := map[string]*sandbox.Checked{}
+	checked := map[string]*sandbox.Vetted{}
 	for _, f := range fair {
-		c, err := r.role.Check(ctx, f.kind, f.sql)
+		c, err := r.role.Vet(ctx, f.kind, f.sql)
 		if err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
@@ -196,7 +196,7 @@ func TestRole_DropLeavesNoRoleAndEndsItsSessions(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	conn := mustConn(t, r)
-	c, err := r.role.Check(ctx, sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
+	c, err := r.role.Vet(ctx, sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,10 +258,10 @@ func TestCheck_SixAtOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			f := fair[i%len(fair)]
-			if _, err := r.role.Check(context.Background(), f.kind, f.sql); err != nil {
+			if _, err := r.role.Vet(context.Background(), f.kind, f.sql); err != nil {
 				errs <- err
 			}
-			if _, err := r.role.Check(context.Background(), sandbox.Complete, "UPDATE jobs SET error = pg_read_file('/etc/passwd') WHERE id = :id"); !errors.Is(err, sandbox.ErrRefused) {
+			if _, err := r.role.Vet(context.Background(), sandbox.Complete, "UPDATE jobs SET error = pg_read_file('/etc/passwd') WHERE id = :id"); !errors.Is(err, sandbox.ErrRefused) {
 				errs <- err
 			}
 		}()

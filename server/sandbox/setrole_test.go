@@ -27,7 +27,7 @@ func TestSetRoleWouldNotHold(t *testing.T) {
 	// prepare-only rule lets through; Check refuses its calls, so it is
 	// sent here without Check.
 	escape := "UPDATE " + r.schemas.Jobs + ".jobs SET error = set_config('role', 'none', false) || query_to_xml('SELECT count(*) FROM fencelab_peers.sessions', true, true, '')::text WHERE id = $1"
-	if _, err := r.role.Check(ctx, sandbox.Complete, strings.Replace(escape, "$1", ":id", 1)); !errors.Is(err, sandbox.ErrRefused) {
+	if _, err := r.role.Vet(ctx, sandbox.Complete, strings.Replace(escape, "$1", ":id", 1)); !errors.Is(err, sandbox.ErrRefused) {
 		t.Errorf("Check let the escape through: %v", err)
 	}
 	run := func(conn *pgx.Conn) error {

@@ -155,11 +155,11 @@ ON CONFLICT (job_id) DO UPDATE
 
 // Statements are a solution's four statements, each checked.
 type Statements struct {
-	Claim, Complete, Fail, Receiver *Checked
+	Claim, Complete, Fail, Receiver *Vetted
 }
 
 // Of returns the checked statement of one kind.
-func (s *Statements) Of(k Kind) *Checked {
+func (s *Statements) Of(k Kind) *Vetted {
 	switch k {
 	case Claim:
 		return s.Claim
@@ -173,7 +173,7 @@ func (s *Statements) Of(k Kind) *Checked {
 	return nil
 }
 
-func (s *Statements) set(k Kind, c *Checked) {
+func (s *Statements) set(k Kind, c *Vetted) {
 	switch k {
 	case Claim:
 		s.Claim = c
@@ -186,13 +186,13 @@ func (s *Statements) set(k Kind, c *Checked) {
 	}
 }
 
-// CheckSolution checks all four statements of a solution as the role, in
+// VetSolution vets all four statements of a solution as the role, in
 // the article's order, and returns the first refusal (an *Error naming
 // its kind). Nothing runs.
-func (r *Role) CheckSolution(ctx context.Context, sol Solution) (*Statements, error) {
+func (r *Role) VetSolution(ctx context.Context, sol Solution) (*Statements, error) {
 	st := &Statements{}
 	for _, k := range Kinds() {
-		c, err := r.Check(ctx, k, sol.Text(k))
+		c, err := r.Vet(ctx, k, sol.Text(k))
 		if err != nil {
 			return nil, err
 		}
@@ -201,12 +201,12 @@ func (r *Role) CheckSolution(ctx context.Context, sol Solution) (*Statements, er
 	return st, nil
 }
 
-// Load rebuilds a statement that Check passed, in another process (a
+// Load rebuilds a statement that Vet passed, in another process (a
 // worker that got the reader's text in its environment), without
 // Postgres: the text is rewritten and its first keyword checked again,
 // and the result runs with Exec on a connection of the run's role, whose
 // rights are what hold. Its Columns are unknown until it runs.
-func Load(kind Kind, text string, s judge.Schemas) (*Checked, error) {
+func Load(kind Kind, text string, s judge.Schemas) (*Vetted, error) {
 	spec, ok := SpecOf(kind)
 	if !ok {
 		return nil, fmt.Errorf("load: no statement kind %d", int(kind))
@@ -222,7 +222,7 @@ func Load(kind Kind, text string, s judge.Schemas) (*Checked, error) {
 		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
 			kind, verbList(spec), quoteWord(rw.first))
 	}
-	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(s), schemas: s}
+	c := &Vetted{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(s), schemas: s}
 	for _, p := range rw.params {
 		c.oids = append(c.oids, spec.param(p).oid)
 	}
@@ -265,7 +265,7 @@ var ErrNoStatements = errors.New("no reader's statements in the environment")
 // WorkerSQL is what a worker reads from its environment: the reader's
 // three worker statements, loaded, and the role to run them as.
 type WorkerSQL struct {
-	Claim, Complete, Fail *Checked
+	Claim, Complete, Fail *Vetted
 	Schemas               judge.Schemas
 	Role, Password        string
 }

@@ -10,10 +10,10 @@ import (
 
 // Try runs each of a solution's checked statements once, as the role, on
 // the run's tables as they are, each in a transaction that is rolled
-// back: a statement that passes Check but fails when it runs (it sleeps
+// back: a statement that passes Vet but fails when it runs (it sleeps
 // past the statement timeout, recurses without end, spills past the
 // temporary file limit, divides by zero) is refused here, before any
-// worker runs it, with the same *Error a run would meet. Check runs
+// worker runs it, with the same *Error a run would meet. Vet runs
 // nothing; Try changes nothing. Each statement gets the values a worker
 // would send for the first job (id 1, epoch 1, owner "worker-a"); put a job in
 // the table first for the claim to find one.

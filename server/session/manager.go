@@ -113,7 +113,7 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 // CheckLease refuses a run's lease outside this server's bounds, in the
 // one sentence of experiments.Bounds.
 func (l Limits) CheckLease(d time.Duration) error {
-	if err := (experiments.Bounds{Min: l.MinLease, Max: l.MaxLease}).Check("lease", d); err != nil {
+	if err := (experiments.Bounds{Min: l.MinLease, Max: l.MaxLease}).Validate("lease", d); err != nil {
 		return fault.Errorf(fault.Invalid, "%v on this server", err)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/fencelab/fencelab/server/fault"
 )
 
-// CheckText refuses a JSON value that Postgres cannot store as it was
+// ValidateText refuses a JSON value that Postgres cannot store as it was
 // sent: a string (or an object's key) with a NUL (\u0000), with half of a
 // UTF-16 surrogate pair on its own, or with bytes that are not UTF-8.
 // Postgres raises a data exception for each of these in jsonb and text,
@@ -18,7 +18,7 @@ import (
 // "payload"; the error names where in the value the string is, such as
 // payload.items[2]; with no name, raw is a whole body, whose members are
 // named by their keys alone. A value that is not valid JSON is refused too.
-func CheckText(name string, raw []byte) error {
+func ValidateText(name string, raw []byte) error {
 	if !json.Valid(raw) {
 		return fault.Errorf(fault.Invalid, "%s is not valid JSON", pathName(name))
 	}

@@ -607,7 +607,7 @@ byTest("back").addEventListener("click", stepBack);
 byTest("reset").addEventListener("click", reset);
 byTest("add-job").addEventListener("click", () => send({ action: "add_job" }));
 byTest("add-worker").addEventListener("click", () => send({ action: "add_worker" }));
-byTest("check").addEventListener("click", () => send({ action: "verdict" }));
+byTest("judge-now").addEventListener("click", () => send({ action: "verdict" }));
 byTest("finish").addEventListener("click", () => send({ action: "finish" }));
 byTest("matrix-run").addEventListener("click", () => {
   batches.starting("matrix");

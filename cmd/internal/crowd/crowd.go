@@ -176,7 +176,7 @@ func (c *Config) Validate() error {
 	case c.Timeout < 0 || c.Timeout > MaxTimeout:
 		return invalidf("--timeout %v must be above 0 and at most %v", c.Timeout, MaxTimeout)
 	case !experiments.RunLease.Holds(c.Lease):
-		return invalidf("%v", experiments.RunLease.Check("--lease", c.Lease))
+		return invalidf("%v", experiments.RunLease.Validate("--lease", c.Lease))
 	case c.Pace < 0 || c.Pace > maxPace:
 		return invalidf("--pace %v must be between 0 and %v", c.Pace, maxPace)
 	case c.URL != "" && len(c.ServeFlags) > 0:

@@ -102,7 +102,7 @@ func (c *Config) Validate() error {
 	if c.Lease == 0 {
 		c.Lease = experiments.DefaultRunLease
 	}
-	if err := experiments.CheckLease.Check("lease", c.Lease); err != nil {
+	if err := experiments.CheckLease.Validate("lease", c.Lease); err != nil {
 		return err
 	}
 	if len(c.Cases) == 0 {

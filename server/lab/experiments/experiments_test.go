@@ -93,12 +93,12 @@ func TestBatchRuns_TheMatrixsClockSkewCellsHoldALeaseThatLasts(t *testing.T) {
 func TestBounds_OneSentenceForEveryLease(t *testing.T) {
 	for name, b := range map[string]experiments.Bounds{"run": experiments.RunLease, "check": experiments.CheckLease, "load": experiments.LoadLease} {
 		for _, d := range []time.Duration{b.Min, b.Max} {
-			if err := b.Check("lease", d); err != nil {
+			if err := b.Validate("lease", d); err != nil {
 				t.Errorf("%s: %v is within its bounds, refused: %v", name, d, err)
 			}
 		}
 		for _, d := range []time.Duration{b.Min - 1, b.Max + 1, -1} {
-			err := b.Check("lease", d)
+			err := b.Validate("lease", d)
 			if want := "lease " + d.String() + " must be between " + b.Min.String() + " and " + b.Max.String(); err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidInput) {
 				t.Errorf("%s: %v: %v, want %q as invalid input", name, d, err, want)
 			}

@@ -13,7 +13,7 @@ import (
 // random for longer than their lease, once per queue style. While they
 // run, the lab counts from Postgres's records the zombie writes that
 // landed (Tally); at the end of each style's round the invariant checker
-// reads every job (CheckLoad), and the two must agree, count by count.
+// reads every job (judge.AuditLoad), and the two must agree, count by count.
 //
 // # Rounds
 //
@@ -116,7 +116,7 @@ func (c LoadConfig) Validate() error {
 	case c.Jobs < 10 || c.Jobs > MaxLoadJobs:
 		return playground.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
 	case !LoadLease.Holds(c.Lease()):
-		return LoadLease.Check("lease", c.Lease())
+		return LoadLease.Validate("lease", c.Lease())
 	case len(c.Styles) == 0 || len(c.Styles) > len(Styles()):
 		return playground.Invalidf("styles: name 1 to %d of %s", len(Styles()), strings.Join(LoadStyles(), ", "))
 	case c.Rounds < len(c.Styles) || c.Rounds > MaxLoadRounds || c.Rounds%len(c.Styles) != 0:

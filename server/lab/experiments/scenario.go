@@ -171,9 +171,9 @@ func ScriptOf(c RunConfig) (Scenario, error) {
 // sentence of Check.
 type Bounds struct{ Min, Max time.Duration }
 
-// Check returns an *engine.InputError, "lease 5ms must be between 100ms
+// Validate returns an *engine.InputError, "lease 5ms must be between 100ms
 // and 1m0s", when d is out of b; what names the setting.
-func (b Bounds) Check(what string, d time.Duration) error {
+func (b Bounds) Validate(what string, d time.Duration) error {
 	if !b.Holds(d) {
 		return playground.Invalidf("%s %v must be between %v and %v", what, d, b.Min, b.Max)
 	}
@@ -277,7 +277,7 @@ func (c *RunConfig) Validate() error {
 	if c.Lease == 0 {
 		c.Lease = DefaultRunLease
 	}
-	if err := RunLease.Check("lease", c.Lease); err != nil {
+	if err := RunLease.Validate("lease", c.Lease); err != nil {
 		return err
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {

@@ -13,10 +13,10 @@
 //
 // # Outcomes
 //
-// Check reads a job's history and the receiver's decision log and returns
+// Violations reads a job's history and the receiver's decision log and returns
 // every invariant they break; Evaluate turns one scripted run into an
 // Outcome, the article's table row with a verdict; ReportJobs does the
 // same for every job of a free-play run; JudgeCheck turns the cases of a
-// reader's check into its report; FinishBatch and CheckLoad do it for a
+// reader's check into its report; FinishBatch and AuditLoad do it for a
 // batch and for the load lab.
 package judge

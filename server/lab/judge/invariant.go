@@ -15,11 +15,11 @@ var (
 	receiverGuards = []playground.Guard{playground.ReceiverCheck, playground.EpochIncrement}
 )
 
-// Check walks a job's history and the receiver's decisions for it and
+// Violations walks a job's history and the receiver's decisions for it and
 // returns every invariant they break, ranked (Rank), each said once. It
 // needs nothing but what Postgres and the receiver recorded; held is what
 // the receiver holds at the end, or nil for nothing.
-func Check(history []protocol.HistoryRecord, decisions []engine.DecisionRecord, held *engine.Held) []protocol.Violation {
+func Violations(history []protocol.HistoryRecord, decisions []engine.DecisionRecord, held *engine.Held) []protocol.Violation {
 	var out []protocol.Violation
 	seen := map[string]bool{}
 	add := func(key string, v protocol.Violation) {

@@ -86,7 +86,7 @@ func TestCheck_TheFencedStoryBreaksNothing(t *testing.T) {
 	h.complete(1500, "B")
 	ds := []engine.DecisionRecord{decision(1, "A", 1, engine.AcceptedFirst, nil), decision(2, "B", 2, engine.AcceptedNewer, i64(1))}
 	held := &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}
-	if vs := judge.Check(h.recs, ds, held); len(vs) != 0 {
+	if vs := judge.Violations(h.recs, ds, held); len(vs) != 0 {
 		t.Fatalf("the correct build's story breaks %v", vs)
 	}
 }
@@ -145,7 +145,7 @@ func TestCheck_EachInvariant(t *testing.T) {
 		}, []protocol.Invariant{protocol.InvReceiverLastOwner, protocol.InvReceiverMonotonic}, playground.ReceiverCheck},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vs := judge.Check(tc.build())
+			vs := judge.Violations(tc.build())
 			if got := invariants(vs); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Check = %v, want %v (ranked)", got, tc.want)
 			}
@@ -172,7 +172,7 @@ func TestCheck_SaysEachViolationOnce(t *testing.T) {
 	h.change("renew", 1150, "A", "running", 2, tm(at(2150)), nil)
 	h.change("renew", 1160, "A", "running", 2, tm(at(2160)), nil)
 	h.complete(1500, "B")
-	if vs := judge.Check(h.recs, nil, nil); len(vs) != 1 {
+	if vs := judge.Violations(h.recs, nil, nil); len(vs) != 1 {
 		t.Fatalf("two late heartbeats of one worker are one violation, got %v", invariants(vs))
 	}
 }
@@ -225,7 +225,7 @@ func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
 	h.claim(1100, "B", 2, 1000)
 	h.complete(1200, "B")
 	ds := []engine.DecisionRecord{decision(1, "B", 2, engine.AcceptedFirst, nil), decision(2, "B", 99, engine.AcceptedNewer, i64(2))}
-	vs := judge.Check(h.recs, ds, &engine.Held{JobID: 1, Epoch: 99, Payload: payload("B")})
+	vs := judge.Violations(h.recs, ds, &engine.Held{JobID: 1, Epoch: 99, Payload: payload("B")})
 	if got := invariants(vs); !reflect.DeepEqual(got, []protocol.Invariant{protocol.InvReceiverKnown}) {
 		t.Fatalf("Check = %v, want receiver-known", got)
 	}
@@ -234,7 +234,7 @@ func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
 	}
 	// A refusal of an unknown epoch changes nothing: no violation.
 	ds[1] = decision(2, "B", 99, engine.RefusedStale, i64(2))
-	if vs := judge.Check(h.recs, ds[:2], &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}); len(vs) != 0 {
+	if vs := judge.Violations(h.recs, ds[:2], &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}); len(vs) != 0 {
 		t.Fatalf("a refused unknown epoch: %v", vs)
 	}
 }

@@ -56,10 +56,10 @@ func Span(ctx context.Context, db engine.DB, s Schemas) (time.Duration, error) {
 	return to.Sub(*from), nil
 }
 
-// CheckLoad runs the invariant checker over every job of a style (up to
+// AuditLoad runs the invariant checker over every job of a style (up to
 // limit) in the lab jobs schema on db, from what Postgres and the
 // receiver recorded.
-func CheckLoad(ctx context.Context, db engine.DB, schema string, r ReceiverView, limit int) (experiments.LoadCheck, error) {
+func AuditLoad(ctx context.Context, db engine.DB, schema string, r ReceiverView, limit int) (experiments.LoadCheck, error) {
 	rep, err := ReportJobs(ctx, db, schema, r, limit)
 	if err != nil {
 		return experiments.LoadCheck{}, err

@@ -122,7 +122,7 @@ func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, 
 		o.Answer = experiments.AnswerRejected
 	}
 
-	vs := Check(history, decisions, held)
+	vs := Violations(history, decisions, held)
 	if job.Status != engine.StatusDone {
 		vs = append(vs, unfinished(job.ID, job.Status))
 	}

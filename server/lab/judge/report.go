@@ -44,7 +44,7 @@ func ReportJobs(ctx context.Context, db engine.DB, schema string, r ReceiverView
 				jr.Claims++
 			}
 		}
-		jr.Violations = append(jr.Violations, Check(history, decisions, held)...)
+		jr.Violations = append(jr.Violations, Violations(history, decisions, held)...)
 		rep.Violations = append(rep.Violations, jr.Violations...)
 		if j.Status == engine.StatusDone {
 			rep.Done++

@@ -105,7 +105,7 @@ func TestHistory_AnExpiryIsItsOwnOp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs := judge.Check(hs, nil, nil); len(vs) != 0 {
+	if vs := judge.Violations(hs, nil, nil); len(vs) != 0 {
 		t.Errorf("an expiry breaks %v", vs)
 	}
 	tally, err := judge.Tally(ctx, pool, s)

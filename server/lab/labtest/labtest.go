@@ -40,9 +40,9 @@ func schema() (*jsonschema.Schema, error) {
 	return compiled, compErr
 }
 
-// Check validates one encoded event against the protocol's schema and
+// Validate validates one encoded event against the protocol's schema and
 // returns what is wrong with it, or nil.
-func Check(raw []byte) error {
+func Validate(raw []byte) error {
 	s, err := schema()
 	if err != nil {
 		return fmt.Errorf("the protocol schema does not compile: %w", err)
@@ -54,20 +54,20 @@ func Check(raw []byte) error {
 	return s.Validate(v)
 }
 
-// CheckEvent encodes e as every front end receives it and validates it.
-func CheckEvent(e protocol.Event) error {
+// ValidateEvent encodes e as every front end receives it and validates it.
+func ValidateEvent(e protocol.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	return Check(b)
+	return Validate(b)
 }
 
 // Events fails tb for every event of evs that does not match the schema.
 func Events(tb testing.TB, evs []protocol.Event) {
 	tb.Helper()
 	for _, e := range evs {
-		if err := CheckEvent(e); err != nil {
+		if err := ValidateEvent(e); err != nil {
 			b, _ := json.Marshal(e)
 			tb.Errorf("event %d (%s) breaks the protocol schema: %v\n%s", e.Seq, e.Kind, err, b)
 		}
@@ -97,7 +97,7 @@ func File(tb testing.TB, path string) int {
 	n, bad := 0, 0
 	for sc.Scan() {
 		n++
-		if err := Check(sc.Bytes()); err != nil {
+		if err := Validate(sc.Bytes()); err != nil {
 			bad++
 			if bad <= 5 {
 				tb.Errorf("%s line %d breaks the protocol schema: %v\n%s", path, n, err, sc.Bytes())

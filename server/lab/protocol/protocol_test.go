@@ -144,7 +144,7 @@ func TestNarrate_EveryKindSaysASentenceAndMatchesTheSchema(t *testing.T) {
 		if e.Text == "" || e.Text == string(e.Kind) || strings.Contains(e.Text, "%!") || strings.Contains(e.Text, "<nil>") {
 			t.Errorf("%s event narrated as %q", e.Kind, e.Text)
 		}
-		if err := labtest.CheckEvent(e); err != nil {
+		if err := labtest.ValidateEvent(e); err != nil {
 			b, _ := json.Marshal(e)
 			t.Errorf("%s event breaks the schema: %v\n%s", e.Kind, err, b)
 		}
@@ -160,7 +160,7 @@ func TestSchema_RefusesWhatTheProtocolDoesNot(t *testing.T) {
 	good := protocol.Event{V: protocol.ProtocolVersion, At: at(1), Actor: "A", Kind: protocol.KindSQL, Text: "x",
 		SQL: &protocol.SQLEvent{Op: protocol.OpClaim, Result: protocol.ResultOK, Stmt: protocol.Stmt{Name: "JobClaim", SQL: "UPDATE", Args: []string{}}, Owner: "worker-a"}}
 	raw, _ := json.Marshal(good)
-	if err := labtest.Check(raw); err != nil {
+	if err := labtest.Validate(raw); err != nil {
 		t.Fatalf("a good event is refused: %v", err)
 	}
 	for name, edit := range map[string]func(m map[string]any){
@@ -176,7 +176,7 @@ func TestSchema_RefusesWhatTheProtocolDoesNot(t *testing.T) {
 		_ = json.Unmarshal(raw, &m)
 		edit(m)
 		b, _ := json.Marshal(m)
-		if err := labtest.Check(b); err == nil {
+		if err := labtest.Validate(b); err == nil {
 			t.Errorf("%s: the schema accepts %s", name, b)
 		}
 	}
@@ -186,7 +186,7 @@ func TestVerdict_WordsFromTheCodes(t *testing.T) {
 	h := newHistory()
 	h.claim(10, "A", 1, 1000)
 	h.claim(1100, "A", 2, 1000) // the same name: a restarted pod
-	vs := judge.Check(h.recs, nil, nil)
+	vs := judge.Violations(h.recs, nil, nil)
 	if len(vs) != 0 {
 		t.Fatalf("a reclaim alone breaks %v", vs)
 	}

@@ -91,7 +91,7 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s judge.Schemas, sol sand
 		defer cancel()
 		_ = role.Drop(dctx, pool)
 	}()
-	st, err := role.CheckSolution(ctx, sol)
+	st, err := role.VetSolution(ctx, sol)
 	if err != nil {
 		return experiments.Probes{}, err
 	}
@@ -134,7 +134,7 @@ func ValidateReceiver(ctx context.Context, pool *pgxpool.Pool, text string) (exp
 
 // probeReceiver sends the receiver's rule the probe's deliveries, one by
 // one, as the role, and says which it took.
-func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Checked) ([]bool, error) {
+func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Vetted) ([]bool, error) {
 	rule, closeRule := role.ReceiverRule(st)
 	defer closeRule()
 	var taken []bool
@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if err := experiments.CheckLease.Check("lease", cfg.Lease); err != nil {
+	if err := experiments.CheckLease.Validate("lease", cfg.Lease); err != nil {
 		return protocol.CheckReport{}, err
 	}
 	if cfg.Prefix == "" {
@@ -329,7 +329,7 @@ func ReceiverOf(pool *pgxpool.Pool, text string) func(ctx context.Context, s jud
 			defer cancel()
 			_ = role.Drop(dctx, pool)
 		}
-		st, err := role.Check(ctx, sandbox.Receiver, text)
+		st, err := role.Vet(ctx, sandbox.Receiver, text)
 		if err != nil {
 			drop()
 			return nil, nil, err

@@ -294,7 +294,7 @@ const claimersWait = 3 * time.Second
 // must get a job at once, and not A's. A claim without SKIP LOCKED waits
 // on A's lock (until the role's lock_timeout ends it); one that finds
 // nothing, or A's job, is named too. The transaction is rolled back.
-func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Checked) (*experiments.CheckBroken, error) {
+func probeClaimers(ctx context.Context, role *sandbox.Role, claim *sandbox.Vetted) (*experiments.CheckBroken, error) {
 	broken := func(format string, a ...any) *experiments.CheckBroken {
 		return &experiments.CheckBroken{Requirement: experiments.ReqSkipLocked, Case: experiments.CaseClaimers,
 			Words: experiments.CaseClaimers.Title() + ": " + fmt.Sprintf(format, a...)}

@@ -59,7 +59,7 @@ func (h *Handler) deliver(c echo.Context) error {
 	// The body is checked as it was sent: decoded, a lone surrogate in the
 	// owner is U+FFFD already, and one in the payload reaches Postgres,
 	// which refuses it as a data exception that names no field.
-	if err := wire.CheckText("", body); err != nil {
+	if err := wire.ValidateText("", body); err != nil {
 		return err
 	}
 	if err := d.Validate(); err != nil {

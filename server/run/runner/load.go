@@ -33,7 +33,7 @@ import (
 // place in the sequence and their throughputs compare round by round. The
 // counts are read from Postgres as the workers go (judge.Tally), and at the
 // end of each style's round the invariant checker reads every job
-// (judge.CheckLoad).
+// (judge.AuditLoad).
 
 // LoadSpec says which load lab to run.
 type LoadSpec struct {
@@ -734,7 +734,7 @@ func (l *Load) runStyle(ctx context.Context, st *stage, where experiments.LoadRo
 		span = elapsed
 	}
 	span = max(time.Millisecond, span)
-	check, err := judge.CheckLoad(ctx, env.Pool, schemas.Jobs, rcv, where.Jobs)
+	check, err := judge.AuditLoad(ctx, env.Pool, schemas.Jobs, rcv, where.Jobs)
 	if err != nil {
 		return err
 	}

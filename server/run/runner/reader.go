@@ -31,7 +31,7 @@ func (r *Run) readerSQL(ctx context.Context) (playground.Rule, error) {
 			r.env.Log.Warn("could not drop a run's role", "run", r.spec.ID, "role", role, "err", err)
 		}
 	})
-	st, err := role.CheckSolution(ctx, *sol)
+	st, err := role.VetSolution(ctx, *sol)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 
 // runReader runs one of the reader's statements for a call and reports it
 // as an event.
-func (w *Worker) runReader(ctx context.Context, c *call, st *sandbox.Checked, args map[string]any, read func(*sandbox.Result) error) error {
+func (w *Worker) runReader(ctx context.Context, c *call, st *sandbox.Vetted, args map[string]any, read func(*sandbox.Result) error) error {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		c.err = fmt.Errorf("connect to Postgres: %w", engine.ErrUnavailable)
@@ -138,7 +138,7 @@ func asInt(v any) (int64, bool) {
 
 // readerWrite runs the reader's complete or fail: a row changed means it
 // landed, none means it was fenced.
-func (w *Worker) readerWrite(ctx context.Context, c *call, held engine.Claim, st *sandbox.Checked, extra map[string]any) error {
+func (w *Worker) readerWrite(ctx context.Context, c *call, held engine.Claim, st *sandbox.Vetted, extra map[string]any) error {
 	args := map[string]any{"id": held.JobID, "owner": held.Owner, "epoch": held.Epoch}
 	for k, v := range extra {
 		args[k] = v

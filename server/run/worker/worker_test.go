@@ -109,7 +109,7 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 				t.Errorf("a line that is not an event: %s", sc.Text())
 				continue
 			}
-			if err := labtest.Check(sc.Bytes()); err != nil {
+			if err := labtest.Validate(sc.Bytes()); err != nil {
 				t.Errorf("the worker printed an event that breaks the protocol schema: %v\n%s", err, sc.Bytes())
 			}
 			events <- e

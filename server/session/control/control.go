@@ -157,12 +157,12 @@ func Decode(b []byte, lim Limits) (Command, error) {
 	if v, ok := raw["solution"]; ok {
 		// A lone surrogate decodes to U+FFFD without a word: refused here,
 		// as it was sent.
-		if err := wire.CheckText("solution", v); err != nil {
+		if err := wire.ValidateText("solution", v); err != nil {
 			var parts map[string]json.RawMessage
 			if json.Unmarshal(v, &parts) == nil {
 				for _, k := range sandbox.Kinds() {
-					if p, ok := parts[k.String()]; ok && wire.CheckText("solution."+k.String(), p) != nil {
-						return Command{}, &sandbox.Error{Code: sandbox.CodeBadText, Kind: k, Message: wire.CheckText("the "+k.String(), p).Error()}
+					if p, ok := parts[k.String()]; ok && wire.ValidateText("solution."+k.String(), p) != nil {
+						return Command{}, &sandbox.Error{Code: sandbox.CodeBadText, Kind: k, Message: wire.ValidateText("the "+k.String(), p).Error()}
 					}
 				}
 			}
@@ -311,7 +311,7 @@ func (c *Command) validate(lim Limits) error {
 		}
 		// Refused here, with where it is, rather than by Postgres as a
 		// data exception that names no field.
-		if err := wire.CheckText("payload", c.Payload); err != nil {
+		if err := wire.ValidateText("payload", c.Payload); err != nil {
 			return err
 		}
 	case Batch:

@@ -15,9 +15,9 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
-// Checked is a reader's statement that passed Check: safe to hand to Exec
+// Vetted is a reader's statement that passed Vet: safe to hand to Exec
 // on a connection of the same role.
-type Checked struct {
+type Vetted struct {
 	Kind Kind
 	// Text is what the reader wrote.
 	Text string
@@ -50,11 +50,11 @@ func resetSQL(s judge.Schemas) string {
 	return b.String()
 }
 
-// checkName is the prepared statement Check describes and explains, on a
+// checkName is the prepared statement Vet describes and explains, on a
 // connection of its own.
 const checkName = "sandbox_check"
 
-// Check decides whether a reader's statement may run as the role for
+// Vet decides whether a reader's statement may run as the role for
 // kind, without running it:
 //
 //  1. the text: at most MaxTextBytes, UTF-8, no NUL, one statement, only
@@ -77,7 +77,7 @@ const checkName = "sandbox_check"
 // Nothing is executed, so nothing is left behind. Every refusal is an
 // *Error; other errors (the database is down) are not. It is safe to call
 // concurrently: each call has its own connection.
-func (r *Role) Check(ctx context.Context, kind Kind, text string) (*Checked, error) {
+func (r *Role) Vet(ctx context.Context, kind Kind, text string) (*Vetted, error) {
 	spec, ok := SpecOf(kind)
 	if !ok {
 		return nil, fmt.Errorf("check: no statement kind %d", int(kind))
@@ -90,7 +90,7 @@ func (r *Role) Check(ctx context.Context, kind Kind, text string) (*Checked, err
 		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
 			kind, verbList(spec), quoteWord(rw.first))
 	}
-	c := &Checked{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas), schemas: r.schemas}
+	c := &Vetted{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas), schemas: r.schemas}
 	for _, p := range rw.params {
 		c.oids = append(c.oids, spec.param(p).oid)
 	}
@@ -156,7 +156,7 @@ func quoteWord(w string) string {
 }
 
 // checkColumns holds the statement to the columns the kind's reader reads.
-func (c *Checked) checkColumns(spec Spec, fields []pgconn.FieldDescription) error {
+func (c *Vetted) checkColumns(spec Spec, fields []pgconn.FieldDescription) error {
 	var missing []string
 	for _, want := range spec.Columns {
 		i := slices.IndexFunc(fields, func(f pgconn.FieldDescription) bool { return f.Name == want.Name })
@@ -185,7 +185,7 @@ type write struct{ Op, Schema, Table string }
 
 // checkWrites holds the plan to the kind's one table: it must write it,
 // and nothing else.
-func (c *Checked) checkWrites(spec Spec, s judge.Schemas, ws []write) error {
+func (c *Vetted) checkWrites(spec Spec, s judge.Schemas, ws []write) error {
 	schema := s.Jobs
 	if c.Kind == Receiver {
 		schema = s.Receiver
@@ -208,7 +208,7 @@ func (c *Checked) checkWrites(spec Spec, s judge.Schemas, ws []write) error {
 
 // pgError turns a Postgres refusal into an *Error, with its position in
 // the reader's text; anything else is returned as it is.
-func (c *Checked) pgError(err error, step string) error {
+func (c *Vetted) pgError(err error, step string) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("check %s: %s: %w", c.Kind, step, err)
@@ -216,7 +216,7 @@ func (c *Checked) pgError(err error, step string) error {
 	return c.refusal(pe)
 }
 
-func (c *Checked) refusal(pe *pgconn.PgError) *Error {
+func (c *Vetted) refusal(pe *pgconn.PgError) *Error {
 	code := CodeRefused
 	switch {
 	case pe.Code == "42501":
@@ -256,7 +256,7 @@ const MaxMessageBytes = 1 << 10
 // ownTerms puts a Postgres message in the reader's terms: the run's
 // schemas, which the reader never names (its statements use jobs and
 // deliveries alone), are taken out of it.
-func (c *Checked) ownTerms(msg string) string {
+func (c *Vetted) ownTerms(msg string) string {
 	for _, sc := range []string{c.schemas.Jobs, c.schemas.Receiver} {
 		if sc == "" {
 			continue
