@@ -78,22 +78,11 @@ const checkName = "sandbox_check"
 // *Error; other errors (the database is down) are not. It is safe to call
 // concurrently: each call has its own connection.
 func (r *Role) Vet(ctx context.Context, kind Kind, text string) (*Vetted, error) {
-	spec, ok := SpecOf(kind)
-	if !ok {
-		return nil, fmt.Errorf("check: no statement kind %d", int(kind))
-	}
-	rw, err := rewrite(kind, text, spec.paramNames())
+	c, err := Load(kind, text, r.schemas)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(spec.Verbs, rw.first) {
-		return nil, newError(CodeWrongKind, kind, firstPosition(rw), "the %s must be %s; this statement starts with %s",
-			kind, verbList(spec), quoteWord(rw.first))
-	}
-	c := &Vetted{Kind: kind, Text: text, SQL: rw.sql, Params: rw.params, rw: rw, resetSQL: resetSQL(r.schemas), schemas: r.schemas}
-	for _, p := range rw.params {
-		c.oids = append(c.oids, spec.param(p).oid)
-	}
+	spec, _ := SpecOf(kind)
 	if err := regTypeName(c); err != nil {
 		return nil, err
 	}
