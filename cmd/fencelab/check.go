@@ -232,20 +232,13 @@ func readStatement(path string) (string, error) {
 }
 
 // statementError says which file's statement was refused, and where: the
-// line and column of Postgres's position in it.
+// line and column of Postgres's position in it, as sandbox reckons them.
 func statementError(e *sandbox.Error, path, text string) error {
 	where := path
 	if e.Position > 0 {
-		line, col := 1, 1
-		for i, r := range []rune(text) {
-			if i+1 >= e.Position {
-				break
-			}
-			if r == '\n' {
-				line, col = line+1, 1
-			} else {
-				col++
-			}
+		line, col := e.Line, e.Column
+		if line == 0 {
+			line, col = sandbox.LineColumn(text, e.Position)
 		}
 		where = fmt.Sprintf("%s:%d:%d", path, line, col)
 	}

@@ -52,7 +52,8 @@ func (r *Result) Landed() bool { return r.RowsAffected > 0 }
 // alone would not do. A Postgres refusal (a timeout, a denied right)
 // is an *Error with its position in the reader's text. Exec is not safe
 // for concurrent use of one conn, as pgx's connections are not.
-func Exec(ctx context.Context, conn *pgx.Conn, c *Vetted, args map[string]any) (*Result, error) {
+func Exec(ctx context.Context, conn *pgx.Conn, c *Vetted, args map[string]any) (_ *Result, err error) {
+	defer func() { err = located(err, c.Text) }()
 	pc := conn.PgConn()
 	if err := pc.Exec(ctx, c.resetSQL).Close(); err != nil {
 		return nil, fmt.Errorf("run the %s: reset: %w", c.Kind, err)

@@ -212,11 +212,44 @@ type Error struct {
 	// (before the parameter rewrite); 0 when there is none. An editor that
 	// counts UTF-16 units must convert it for characters past U+FFFF.
 	Position int
+	// Line and Column are where Position falls in the reader's text,
+	// both 1-based, in code points; 0 when there is no Position. The
+	// server owns this rule: the page and the terminal print these.
+	Line, Column int
 	// SQLState is Postgres's error code, when Postgres refused it.
 	SQLState string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// LineColumn is where a 1-based code-point position falls in text: its
+// line and column, both 1-based, in code points.
+func LineColumn(text string, position int) (line, col int) {
+	line, col = 1, 1
+	i := 0
+	for _, r := range text {
+		if i+1 >= position {
+			break
+		}
+		i++
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// located gives a refusal of text's, when err is one with a Position, its
+// Line and Column.
+func located(err error, text string) error {
+	var e *Error
+	if errors.As(err, &e) && e.Position > 0 && e.Line == 0 {
+		e.Line, e.Column = LineColumn(text, e.Position)
+	}
+	return err
+}
 
 // Is matches ErrRefused, and engine.ErrInvalidInput: a refused statement
 // is bad input, answered with a 400 that starts nothing.
@@ -230,12 +263,14 @@ type Detail struct {
 	Kind     string `json:"kind"`
 	Code     Code   `json:"code"`
 	Position int    `json:"position"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
 	SQLState string `json:"sqlstate,omitempty"`
 }
 
 // ErrorDetail returns the refusal's Detail (wire puts it in the answer).
 func (e *Error) ErrorDetail() any {
-	return Detail{Kind: e.Kind.String(), Code: e.Code, Position: e.Position, SQLState: e.SQLState}
+	return Detail{Kind: e.Kind.String(), Code: e.Code, Position: e.Position, Line: e.Line, Column: e.Column, SQLState: e.SQLState}
 }
 
 func newError(code Code, kind Kind, pos int, format string, a ...any) *Error {

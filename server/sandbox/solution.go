@@ -206,7 +206,8 @@ func (r *Role) VetSolution(ctx context.Context, sol Solution) (*Statements, erro
 // Postgres: the text is rewritten and its first keyword checked again,
 // and the result runs with Exec on a connection of the run's role, whose
 // rights are what hold. Its Columns are unknown until it runs.
-func Load(kind Kind, text string, s judge.Schemas) (*Vetted, error) {
+func Load(kind Kind, text string, s judge.Schemas) (_ *Vetted, err error) {
+	defer func() { err = located(err, text) }()
 	spec, ok := SpecOf(kind)
 	if !ok {
 		return nil, fmt.Errorf("load: no statement kind %d", int(kind))

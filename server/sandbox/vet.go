@@ -77,7 +77,8 @@ const checkName = "sandbox_check"
 // Nothing is executed, so nothing is left behind. Every refusal is an
 // *Error; other errors (the database is down) are not. It is safe to call
 // concurrently: each call has its own connection.
-func (r *Role) Vet(ctx context.Context, kind Kind, text string) (*Vetted, error) {
+func (r *Role) Vet(ctx context.Context, kind Kind, text string) (_ *Vetted, err error) {
+	defer func() { err = located(err, text) }()
 	c, err := Load(kind, text, r.schemas)
 	if err != nil {
 		return nil, err

@@ -26,12 +26,6 @@ export function utf16Offset(text, position) {
   return i;
 }
 
-/** The line and column (1-based, in code points) of a UTF-16 offset. */
-function lineCol(text, offset) {
-  const before = text.slice(0, offset).split("\n");
-  return { line: before.length, col: [...before[before.length - 1]].length + 1 };
-}
-
 /**
  * Load Build it into its folded section: its stylesheet and its body, then
  * the Build that drives it (see Build's constructor for the options).
@@ -301,8 +295,8 @@ export class Build {
       // The word the position falls on, so the mark can be seen.
       const m = /^[^\s(),;]+/.exec(ta.value.slice(from));
       to = Math.min(ta.value.length, from + (m ? m[0].length : 1));
-      const lc = lineCol(ta.value, from);
-      where = ` (line ${lc.line}, column ${lc.col})`;
+      // Where it is, as the server reckons it (sandbox.LineColumn).
+      if (d.line > 0) where = ` (line ${d.line}, column ${d.column})`;
     }
     box.textContent = msg + where;
     box.hidden = false;
