@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -78,9 +77,8 @@ func (s *Server) readyz(c echo.Context) error {
 // is: a failed connection is logged by its cause (where it dialled, and
 // why it failed), a server's error by its SQLSTATE.
 func dbDetail(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return fmt.Sprintf("the database refused: %s (SQLSTATE %s)", pe.Severity, pe.Code)
+	if state, ok := fault.SQLState(err); ok {
+		return "the database refused (SQLSTATE " + state + ")"
 	}
 	// A failed dial says why (refused, no such socket, timed out) but not
 	// where: the address is a socket path, or the database's host.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Code says what kind of failure an error is.
@@ -83,4 +84,16 @@ func MessageOf(err error) string {
 		return "internal error; the server log has the details"
 	}
 	return err.Error()
+}
+
+// SQLState is the SQLSTATE Postgres refused err with, when it did. It is
+// how the server reads a Postgres error, outside the two places that
+// translate one for their own callers: the engine's (for a library user)
+// and the sandbox's (for a reader's statement).
+func SQLState(err error) (string, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code, true
+	}
+	return "", false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -206,9 +207,8 @@ func (in *Instance) forget(ctx context.Context, id string) (int, error) {
 // dbErr is an error for the log without what a connection error says of
 // where and as whom it connected.
 func dbErr(err error) string {
-	var pe interface{ SQLState() string }
-	if errors.As(err, &pe) {
-		return "SQLSTATE " + pe.SQLState()
+	if state, ok := fault.SQLState(err); ok {
+		return "SQLSTATE " + state
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "no answer in time"

@@ -191,7 +191,7 @@ func (s *Session) playCell(b *batch, spec runner.Spec) (*protocol.Outcome, *prot
 		s.mu.Lock()
 		p, pending := s.pending[spec.ID]
 		if pending {
-			p.Phase, p.Error = protocol.PhaseFailed, &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+			p.Phase, p.Error = protocol.PhaseFailed, protocol.FailureOf(err)
 			s.pending[spec.ID] = p
 		}
 		s.mu.Unlock()
@@ -199,7 +199,7 @@ func (s *Session) playCell(b *batch, spec runner.Spec) (*protocol.Outcome, *prot
 			s.emit(protocol.Event{Kind: protocol.KindError, Actor: protocol.ActorRunner, Run: spec.ID,
 				Error: &protocol.ErrorEvent{Code: protocol.ErrStartFailed, Message: fault.MessageOf(err)}})
 		}
-		return nil, &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		return nil, protocol.FailureOf(err)
 	}
 	<-r.Done()
 	if o := r.Outcome(); o != nil {

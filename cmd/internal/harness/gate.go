@@ -246,7 +246,7 @@ func (g *gate) next(label string) (*call, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if b := g.broken[label]; b != "" {
-		return nil, &caseError{code: CodeContract, msg: fmt.Sprintf("worker %s called the receiver with a delivery it refused: %s", label, b)}
+		return nil, &caseError{code: protocol.ErrWorkerContract, msg: fmt.Sprintf("worker %s called the receiver with a delivery it refused: %s", label, b)}
 	}
 	if q := g.pending[label]; len(q) > 0 {
 		c := q[0]

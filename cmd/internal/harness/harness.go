@@ -142,25 +142,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// The codes of a case's Err: what the worker did not do, or, for
-// CodeReceiver, what the receiver's rule could not.
-const (
-	CodeStart   = "worker-start"    // the command could not be started
-	CodeNoClaim = "worker-no-claim" // it never claimed the job
-	// CodeClaimExpired: after A's lease ran out, its claims kept matching
-	// no row; the code is the requirement's name, so the report names it.
-	CodeClaimExpired = string(experiments.ReqTakesExpired)
-	CodeNoDelivery   = "worker-no-delivery" // it claimed, but never called the receiver
-	CodeExit         = "worker-exit"        // it exited before it called the receiver
-	CodeNoExit       = "worker-no-exit"     // it did not exit after the receiver's answer
-	CodeContract     = "worker-contract"    // its call to the receiver broke the contract
-	CodeLease        = "lease"              // the lease did not run out on the database clock in time
-	CodeReceiver     = "receiver"           // the receiver's rule failed on a delivery
-)
-
 // caseError is a case that could not be played, for a reason the worker
 // gave: it becomes the case's *protocol.Failure.
-type caseError struct{ code, msg string }
+type caseError struct {
+	code protocol.ErrorCode
+	msg  string
+}
 
 func (e *caseError) Error() string { return e.msg }
 
@@ -361,7 +348,7 @@ func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (in jud
 	if ierr := c.gate.infraErr(); ierr != nil {
 		// The receiver's rule may be the reader's own statement: its
 		// failure is the case's, not the check's.
-		in.Err = &protocol.Failure{Code: CodeReceiver, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
+		in.Err = &protocol.Failure{Code: protocol.ErrReceiverRule, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
 		return in, nil
 	}
 	if err != nil {
@@ -382,7 +369,7 @@ func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (in jud
 		if ctx.Err() != nil {
 			return in, ctx.Err()
 		}
-		in.Err = &protocol.Failure{Code: string(protocol.ErrEvaluate), Message: "the case's outcome could not be read: " + err.Error()}
+		in.Err = &protocol.Failure{Code: protocol.ErrEvaluate, Message: "the case's outcome could not be read: " + err.Error()}
 		return in, nil
 	}
 	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
@@ -426,7 +413,7 @@ func (c *caseRun) start(label string) (*proc, error) {
 	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, experiments.Zombie), c.gate.url(c.addr, experiments.NewOwner)}
 	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
 	if err != nil {
-		return nil, &caseError{code: CodeStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
+		return nil, &caseError{code: protocol.ErrWorkerStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
 	}
 	c.workers[label] = p
 	c.cfg.Log.Debug("worker started", "case", c.cs, "label", label, "pid", p.pid)

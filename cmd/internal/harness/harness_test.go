@@ -22,6 +22,7 @@ import (
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
@@ -289,8 +290,8 @@ func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, in := range ins {
-		if in.Err == nil || in.Err.Code != harness.CodeReceiver || !strings.HasPrefix(in.Err.Message, "the receiver could not decide a delivery: ") {
-			t.Errorf("%s: got %+v: want %s", in.Case, in.Err, harness.CodeReceiver)
+		if in.Err == nil || in.Err.Code != protocol.ErrReceiverRule || !strings.HasPrefix(in.Err.Message, "the receiver could not decide a delivery: ") {
+			t.Errorf("%s: got %+v: want %s", in.Case, in.Err, protocol.ErrReceiverRule)
 		} else {
 			t.Logf("%s: %s", in.Err.Code, in.Err.Message)
 		}
@@ -318,8 +319,8 @@ func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 			t.Fatalf("%s: outcome %v, err %v: want an error", in.Case, in.Outcome, in.Err)
 		}
 		t.Logf("%s: %s: %s", in.Case, in.Err.Code, in.Err.Message)
-		if in.Err.Code != harness.CodeNoClaim || !strings.Contains(in.Err.Message, "worker A did not call the receiver within 2s: it never claimed the job") {
-			t.Errorf("%s: error %s %q: want %s naming that worker A never claimed", in.Case, in.Err.Code, in.Err.Message, harness.CodeNoClaim)
+		if in.Err.Code != protocol.ErrWorkerNoClaim || !strings.Contains(in.Err.Message, "worker A did not call the receiver within 2s: it never claimed the job") {
+			t.Errorf("%s: error %s %q: want %s naming that worker A never claimed", in.Case, in.Err.Code, in.Err.Message, protocol.ErrWorkerNoClaim)
 		}
 	}
 	rep := judge.JudgeCheck(ins)
@@ -341,9 +342,9 @@ func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	e := ins[0].Err
-	if e == nil || e.Code != harness.CodeExit || !strings.Contains(e.Message, "worker A exited with status 3 before it called the receiver") ||
+	if e == nil || e.Code != protocol.ErrWorkerExit || !strings.Contains(e.Message, "worker A exited with status 3 before it called the receiver") ||
 		!strings.Contains(e.Message, `"no database for me"`) {
-		t.Fatalf("got %+v: want %s naming the exit status and its last output", e, harness.CodeExit)
+		t.Fatalf("got %+v: want %s naming the exit status and its last output", e, protocol.ErrWorkerExit)
 	}
 }
 
@@ -433,12 +434,13 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, old, new string
-		code, says     string
+		code           protocol.ErrorCode
+		says           string
 	}{
 		{name: "payload without worker", old: `"payload": {"worker": worker,`, new: `"payload": {"who": worker,`,
-			code: harness.CodeContract, says: `worker A called the receiver with a delivery it refused: the delivery's payload names worker "" where the contract wants FENCELAB_WORKER, "A"`},
+			code: protocol.ErrWorkerContract, says: `worker A called the receiver with a delivery it refused: the delivery's payload names worker "" where the contract wants FENCELAB_WORKER, "A"`},
 		{name: "claim that never takes an expired lease", old: `OR (status = 'running' AND lease_until < now())`, new: ``,
-			code: harness.CodeClaimExpired, says: "worker B's claim matched no row 3 times after worker A's lease ran out on the database clock: a claim must also take a running job whose lease has run out"},
+			code: protocol.ErrClaimExpired, says: "worker B's claim matched no row 3 times after worker A's lease ran out on the database clock: a claim must also take a running job whose lease has run out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -270,7 +270,7 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 			if err != nil {
 				return nil, err
 			}
-			return nil, &caseError{code: CodeExit, msg: fmt.Sprintf("worker %s %s before it called the receiver: %s%s", p.label, p.exitWords(), did, p.lastWords())}
+			return nil, &caseError{code: protocol.ErrWorkerExit, msg: fmt.Sprintf("worker %s %s before it called the receiver: %s%s", p.label, p.exitWords(), did, p.lastWords())}
 		case <-look:
 			if n, err := c.emptyClaims(ctx, p.label); err != nil || n < emptyClaims {
 				if err != nil {
@@ -281,16 +281,16 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 			if cl, err := c.gate.next(p.label); err != nil || cl != nil {
 				return cl, err
 			}
-			return nil, &caseError{code: CodeClaimExpired, msg: fmt.Sprintf("worker %s's claim matched no row %d times%s: "+
+			return nil, &caseError{code: protocol.ErrClaimExpired, msg: fmt.Sprintf("worker %s's claim matched no row %d times%s: "+
 				"a claim must also take a running job whose lease has run out (lease_until < now())", p.label, emptyClaims, when)}
 		case <-deadline.C:
 			did, err := c.howFar(ctx, p.label, when)
 			if err != nil {
 				return nil, err
 			}
-			code := CodeNoDelivery
+			code := protocol.ErrWorkerNoDelivery
 			if strings.HasPrefix(did, "it never claimed") {
-				code = CodeNoClaim
+				code = protocol.ErrWorkerNoClaim
 			}
 			return nil, &caseError{code: code, msg: fmt.Sprintf("worker %s did not call the receiver within %v: %s%s", p.label, c.cfg.Timeout, did, p.lastWords())}
 		case <-ctx.Done():
@@ -366,7 +366,7 @@ func (c *caseRun) awaitExit(ctx context.Context, p *proc) error {
 	select {
 	case <-p.done:
 	case <-time.After(c.cfg.Timeout):
-		return &caseError{code: CodeNoExit, msg: fmt.Sprintf("worker %s did not exit within %v after the receiver answered it: the contract is to commit, then exit%s",
+		return &caseError{code: protocol.ErrWorkerNoExit, msg: fmt.Sprintf("worker %s did not exit within %v after the receiver answered it: the contract is to commit, then exit%s",
 			p.label, c.cfg.Timeout, p.lastWords())}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -397,7 +397,7 @@ func (c *caseRun) awaitExpiry(ctx context.Context) error {
 		}
 		wait := j.LeaseUntil.Sub(j.DBTime) + 2*time.Millisecond
 		if time.Now().Add(wait).After(deadline) {
-			return &caseError{code: CodeLease, msg: fmt.Sprintf("worker A's lease did not run out on the database clock within %v: it runs until %s, set by the claim",
+			return &caseError{code: protocol.ErrLeaseClock, msg: fmt.Sprintf("worker A's lease did not run out on the database clock within %v: it runs until %s, set by the claim",
 				c.rc.Lease+c.cfg.Timeout, j.LeaseUntil.UTC().Format(time.RFC3339Nano))}
 		}
 		if err := sleep(ctx, wait); err != nil {

@@ -33,7 +33,7 @@ func JudgeCheck(in []CheckInput) protocol.CheckReport {
 		case ci.Outcome == nil:
 			cr.Error = ci.Err
 			if cr.Error == nil {
-				cr.Error = &protocol.Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
+				cr.Error = &protocol.Failure{Code: protocol.ErrNoOutcome, Message: "the run ended without a verdict"}
 			}
 			// A run that could not finish for a requirement's sake (its
 			// code is the requirement's name) names that requirement.

@@ -162,13 +162,6 @@ type Fence struct {
 	Reasons   []engine.FenceReason `json:"reasons"`
 }
 
-// Failure is an error, for people, with a code for programs: an SQLSTATE
-// for a statement, else one of the ErrorCodes.
-type Failure struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // ---- checkpoint ----------------------------------------------------------
 
 // Checkpoint names a place where a step-mode worker waits for a command.
@@ -640,18 +633,6 @@ type NoteEvent struct {
 }
 
 // ---- error -------------------------------------------------------------------------
-
-// ErrorCode says what went wrong.
-type ErrorCode string
-
-// The errors.
-const (
-	ErrStepFailed  ErrorCode = "step-failed"  // a step could not be played: the run stopped
-	ErrStartFailed ErrorCode = "start-failed" // a run could not start
-	ErrBadCommand  ErrorCode = "bad-command"  // a worker refused a command line; nothing changed
-	ErrEvaluate    ErrorCode = "evaluate"     // the outcome could not be read
-	ErrWorkerLost  ErrorCode = "worker-lost"  // a worker of a script died of something outside the run: it cannot go on
-)
 
 // ErrorEvent is something that went wrong that was not a fenced write.
 type ErrorEvent struct {

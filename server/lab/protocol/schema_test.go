@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
@@ -38,12 +39,12 @@ func TestProtocolSchema_IsUpToDate(t *testing.T) {
 }
 
 // codes reads the values of every named string type declared as constants
-// in the protocol, experiments, judge and engine packages, from their source, so a new code is in
+// in the protocol, experiments, judge, engine and fault packages, from their source, so a new code is in
 // the schema the moment it is declared.
 func codes(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	for pkg, dir := range map[string]string{"protocol": ".", "experiments": "../experiments", "judge": "../judge", "engine": "../../../engine"} {
+	for pkg, dir := range map[string]string{"protocol": ".", "experiments": "../experiments", "judge": "../judge", "engine": "../../../engine", "fault": "../../fault"} {
 		fset := token.NewFileSet()
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
@@ -238,4 +239,27 @@ func mergeProps(m map[string]any, k string, v any) map[string]any {
 		out[a] = b
 	}
 	return out
+}
+
+// TestErrorCodes_AreOneClosedSet: every code of server/fault is an
+// ErrorCode, in the same words, so a failure an event carries is always
+// one of the schema's; and the code that names a requirement is that
+// requirement's name.
+func TestErrorCodes_AreOneClosedSet(t *testing.T) {
+	c := codes(t)
+	ours := map[string]bool{}
+	for _, v := range c["protocol.ErrorCode"] {
+		ours[v] = true
+	}
+	if len(c["fault.Code"]) == 0 {
+		t.Fatal("no codes read from server/fault")
+	}
+	for _, v := range c["fault.Code"] {
+		if !ours[v] {
+			t.Errorf("fault's code %q is no protocol.ErrorCode: an event that carries it would break the schema", v)
+		}
+	}
+	if string(protocol.ErrClaimExpired) != string(experiments.ReqTakesExpired) {
+		t.Errorf("ErrClaimExpired is %q, the requirement it names %q", protocol.ErrClaimExpired, experiments.ReqTakesExpired)
+	}
 }

@@ -28,7 +28,6 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -205,7 +204,7 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 	}
 	rc := c.Config(lease)
 	if err := rc.Validate(); err != nil {
-		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: err.Error()}
+		in.Err = protocol.FailureOf(err)
 		return in, nil
 	}
 	sol := p.Solution
@@ -221,12 +220,12 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 	spec.OnEndFunc = func(*runner.Run) { close(cleaned) }
 	r, err := runner.New(p.Env, spec)
 	if err != nil {
-		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		in.Err = protocol.FailureOf(err)
 		return in, nil
 	}
 	if err := r.Start(ctx); err != nil {
 		<-cleaned
-		in.Err = &protocol.Failure{Code: string(fault.CodeOf(err)), Message: fault.MessageOf(err)}
+		in.Err = protocol.FailureOf(err)
 		return in, ctx.Err()
 	}
 	select {
@@ -250,7 +249,7 @@ func failureOf(r *runner.Run) *protocol.Failure {
 	if f := r.Info().Error; f != nil {
 		return f
 	}
-	return &protocol.Failure{Code: "no-outcome", Message: "the run ended without a verdict"}
+	return &protocol.Failure{Code: protocol.ErrNoOutcome, Message: "the run ended without a verdict"}
 }
 
 func randomHex(n int) string {

@@ -29,7 +29,7 @@ func TestPlay_EachResultNamesItsCase(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Duration(n) * 30 * time.Millisecond)
-		return judge.CheckInput{Case: c, Run: "run-of-" + string(c), Err: &protocol.Failure{Code: "test", Message: "played " + string(c)}}, nil
+		return judge.CheckInput{Case: c, Run: "run-of-" + string(c), Err: &protocol.Failure{Code: protocol.ErrEvaluate, Message: "played " + string(c)}}, nil
 	})
 	var ended []experiments.CheckCase
 	rep, err := check.Play(t.Context(), check.Plan{Cases: cases, Player: player, Parallel: len(cases),
@@ -60,7 +60,7 @@ func TestPlay_APlayerThatAnswersForAnotherCaseIsAnError(t *testing.T) {
 		if c == experiments.CaseZombieFirst {
 			return judge.CheckInput{Case: experiments.CaseNewOwnerFirst}, nil
 		}
-		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: "test", Message: "x"}}, nil
+		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: protocol.ErrEvaluate, Message: "x"}}, nil
 	})
 	_, err := check.Play(t.Context(), check.Plan{Player: player})
 	if err == nil || !strings.Contains(err.Error(), "asked to play zombie-first") {
@@ -77,7 +77,7 @@ func TestPlay_APlayersErrorStopsTheCheck(t *testing.T) {
 		if c == experiments.CaseCrash {
 			return judge.CheckInput{Case: c}, boom
 		}
-		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: "test", Message: "x"}}, nil
+		return judge.CheckInput{Case: c, Err: &protocol.Failure{Code: protocol.ErrEvaluate, Message: "x"}}, nil
 	})
 	if _, err := check.Play(t.Context(), check.Plan{Player: player}); !errors.Is(err, boom) {
 		t.Fatalf("got %v: want the player's error", err)

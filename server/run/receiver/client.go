@@ -102,7 +102,7 @@ func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *pro
 	ce.HTTPStatus = status
 	switch {
 	case err != nil:
-		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: "unreachable", Message: err.Error()}
+		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrUnreachable, Message: err.Error()}
 		return rc.DBTime, err
 	case status == http.StatusConflict:
 		ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryRefused, rc.Decision, protocol.Int64(rc.HeldEpoch)

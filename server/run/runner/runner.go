@@ -508,7 +508,7 @@ func (r *Run) endedErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.phase.Ended() {
-		if r.failure != nil && r.failure.Code == string(protocol.ErrWorkerLost) {
+		if r.failure != nil && r.failure.Code == protocol.ErrWorkerLost {
 			return fault.Errorf(fault.Conflict, "run %s has ended: %s; start another", r.spec.ID, lowerFirst(r.failure.Message))
 		}
 		return fault.Errorf(fault.Conflict, "run %s has ended (%s); start another", r.spec.ID, r.phase)
@@ -542,7 +542,7 @@ func (r *Run) Close() {
 
 // fail ends a run that could not go on, saying why.
 func (r *Run) fail(code protocol.ErrorCode, step *int, err error, reason protocol.StopReason) {
-	f := &protocol.Failure{Code: string(code), Message: fault.MessageOf(err)}
+	f := &protocol.Failure{Code: code, Message: fault.MessageOf(err)}
 	r.mu.Lock()
 	stopping := r.phase.Ended()
 	r.mu.Unlock()

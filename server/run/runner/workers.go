@@ -151,7 +151,7 @@ func (r *Run) spawn(label, owner string, skew time.Duration, receiverURL string,
 // verdict (the script did not play out, so there is nothing to judge), an
 // error event that says why, and every later command answered so.
 func (r *Run) lose(why string) {
-	f := &protocol.Failure{Code: string(protocol.ErrWorkerLost), Message: why + "."}
+	f := &protocol.Failure{Code: protocol.ErrWorkerLost, Message: why + "."}
 	r.end(protocol.PhaseStopped, protocol.StopWorkerLost, f, func() {
 		r.emit(context.Background(), protocol.Event{Kind: protocol.KindError, Actor: protocol.ActorRunner, Error: &protocol.ErrorEvent{Code: protocol.ErrWorkerLost, Message: f.Message}})
 	})

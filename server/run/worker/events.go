@@ -13,11 +13,9 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
-	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/receiver"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // This file turns what a worker does into events: every statement it runs
@@ -92,19 +90,17 @@ func (w *Worker) statement(c *call, t playground.Trace) *protocol.SQLEvent {
 	return s
 }
 
-// failure describes an error for an event: the SQLSTATE where Postgres
-// gave one, else the error's code; and its message, which the engine keeps
-// free of connection strings.
+// failure describes an error for an event as protocol.FailureOf does,
+// with the error's own message even when it is an internal one: the
+// engine keeps it free of connection strings, and the timeline is where
+// the reader sees why a statement failed.
 func failure(err error) *protocol.Failure {
 	if err == nil {
-		return &protocol.Failure{Code: string(fault.Internal), Message: "the statement failed"}
+		return &protocol.Failure{Code: protocol.ErrInternal, Message: "the statement failed"}
 	}
-	code := string(fault.CodeOf(err))
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		code = pe.Code
-	}
-	return &protocol.Failure{Code: code, Message: err.Error()}
+	f := protocol.FailureOf(err)
+	f.Message = err.Error()
+	return f
 }
 
 // deferDelivery says that the delivery is not sent now: it will be written
