@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/e2e/e2etest"
-	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // TestPage_TheArticlesTable runs both orderings from the page, in auto and
@@ -256,7 +256,7 @@ func runEvents(srv *e2etest.Server, session, run string) string {
 
 // procState reads a process's state letter from /proc ("" when gone).
 func procState(pid int) string {
-	if st := pgtest.ProcState(pid); st != 0 {
+	if st := child.State(pid); st != 0 {
 		return string(st)
 	}
 	return ""

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelab/fencelab/cmd/internal/crowd"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // TestCrowd_Refused: bad flags are one line on stderr and exit 2, before
@@ -123,7 +124,7 @@ func TestCrowd_KilledLeavesNothing(t *testing.T) {
 	<-p.done
 	eventually(t, 20*time.Second, "the server and its workers gone", func() (bool, string) {
 		left := marked(t, m)
-		st := pgtest.ProcState(pid) // reaped, or a zombie if nothing reaps orphans here
+		st := child.State(pid) // reaped, or a zombie if nothing reaps orphans here
 		return len(left) == 0 && (st == 0 || st == 'Z'), fmt.Sprintf("server state %q; %s", st, strings.Join(left, "\n"))
 	})
 }

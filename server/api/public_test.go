@@ -17,8 +17,8 @@ import (
 	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 	"github.com/fencelab/fencelab/server/run/receiver"
-	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/run/worker"
 	"github.com/fencelab/fencelab/server/session"
 )
@@ -86,7 +86,7 @@ func TestCommands_SixRunsAtOnceLeaveOne(t *testing.T) {
 		t.Errorf("%d schemas left after reset", n)
 	}
 	for _, pid := range pids {
-		if st := supervisor.ProcState(pid); st != 0 && st != 'Z' {
+		if st := child.State(pid); st != 0 && st != 'Z' {
 			t.Errorf("worker %d is alive (%c) after reset", pid, st)
 		}
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 	"github.com/fencelab/fencelab/server/run/receiver"
-	"github.com/fencelab/fencelab/server/run/supervisor"
 )
 
 // TestAPI_TheArticlesOrderings runs both orderings through the API, auto
@@ -104,14 +104,14 @@ func TestAPI_FreePlay_PauseReallyStopsKillLetsAnotherFinish(t *testing.T) {
 	}
 	a := snap.Run.Workers[0]
 	s.cmd(`{"action":"pause_worker","worker":"A"}`)
-	if st := supervisor.ProcState(a.Pid); st != 'T' {
+	if st := child.State(a.Pid); st != 'T' {
 		t.Fatalf("after pause, /proc/%d says %q, want T (stopped)", a.Pid, st)
 	}
 	if w := s.snapshot().Run.Workers[0]; !w.Frozen || w.State != protocol.StateStopped || w.Letter != "T" {
 		t.Fatalf("the API says %+v", w)
 	}
 	s.cmd(`{"action":"resume_worker","worker":"A"}`)
-	if st := supervisor.ProcState(a.Pid); st == 'T' || st == 0 {
+	if st := child.State(a.Pid); st == 'T' || st == 0 {
 		t.Fatalf("after resume, /proc/%d says %q", a.Pid, st)
 	}
 	if a := s.try(`{"action":"resume_worker","worker":"A"}`); a.Status != http.StatusConflict {
@@ -445,7 +445,7 @@ func TestShutdown_ReapsWorkersAndDropsSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if st := supervisor.ProcState(pid); st != 0 && st != 'Z' {
+		if st := child.State(pid); st != 0 && st != 'Z' {
 			t.Errorf("worker pid %d is still there (%c) after Shutdown", pid, st)
 		}
 	}
@@ -502,7 +502,7 @@ func TestSession_IdleExpiryEndsItsRuns(t *testing.T) {
 		t.Fatalf("an idle session is still there: %d", a.Status)
 	}
 	for _, pid := range pids {
-		if st := supervisor.ProcState(pid); st != 0 && st != 'Z' {
+		if st := child.State(pid); st != 0 && st != 'Z' {
 			t.Errorf("worker %d of the expired session is alive (%c)", pid, st)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
@@ -81,7 +82,7 @@ func gone(t *testing.T, m string, pid int) {
 	if pid <= 0 {
 		t.Fatal("the report names no server pid")
 	}
-	if st := pgtest.ProcState(pid); st != 0 {
+	if st := child.State(pid); st != 0 {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if strings.Contains(string(cmdline), "serve") {
 			t.Errorf("the server (pid %d) is still there after the crowd returned: state %c", pid, st)

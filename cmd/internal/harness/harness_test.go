@@ -25,6 +25,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/check"
+	"github.com/fencelab/fencelab/server/run/child"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -487,7 +488,7 @@ func live(pids []int) []string {
 	groups := map[int]bool{}
 	for _, p := range pids {
 		groups[p] = true
-		if st := pgtest.ProcState(p); st != 0 && st != 'Z' && st != 'X' {
+		if st := child.State(p); st != 0 && st != 'Z' && st != 'X' {
 			out = append(out, fmt.Sprintf("pid %d (%c)", p, st))
 		}
 	}
@@ -498,7 +499,7 @@ func live(pids []int) []string {
 			continue
 		}
 		if g := pgrpOf(pid); groups[g] {
-			if st := pgtest.ProcState(pid); st != 0 && st != 'Z' && st != 'X' {
+			if st := child.State(pid); st != 0 && st != 'Z' && st != 'X' {
 				out = append(out, fmt.Sprintf("pid %d (%c) in group %d", pid, st, g))
 			}
 		}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // spawner starts every worker of a case from one OS thread that it keeps
@@ -164,7 +166,7 @@ func (p *proc) kill() {
 	case <-time.After(time.Until(deadline)):
 		_ = p.cmd.Process.Kill() // a reaper that did not end with its worker
 	}
-	for groupLive(p.pid) && time.Now().Before(deadline) {
+	for child.GroupLive(p.pid) && time.Now().Before(deadline) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // useReaper says whether workers run under a reaper (see reaper.go).
@@ -84,9 +86,10 @@ func sweep(shell int) {
 // childrenOf lists the live processes whose parent is ppid, from /proc.
 func childrenOf(ppid int) []int {
 	var out []int
-	for _, p := range procStats() {
-		if p.ppid == ppid && p.state != 'Z' {
-			out = append(out, p.pid)
+	procs, _ := child.Procs()
+	for _, p := range procs {
+		if p.PPid == ppid && p.State != 'Z' {
+			out = append(out, p.Pid)
 		}
 	}
 	return out

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // poolMaxConns caps the shared pool: enough for parallel tests, far below
@@ -171,46 +171,27 @@ func Marked(mark string) []string {
 // is true, as "pid N (state): command line" (cut at 200 bytes). Without
 // /proc it lists nothing.
 func Processes(match func(cmdline, env []byte) bool) []string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
 		return nil // no /proc: nothing to check with
 	}
+	procs, _ := child.Procs()
 	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+	for _, p := range procs {
+		if p.Pid == os.Getpid() || child.Gone(p.State) {
 			continue
 		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid))
 		if !match(cmdline, env) {
-			continue
-		}
-		st := ProcState(pid)
-		if st == 0 || st == 'Z' || st == 'X' {
 			continue
 		}
 		cmd := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		if len(cmd) > 200 {
 			cmd = cmd[:200] + "…"
 		}
-		out = append(out, fmt.Sprintf("pid %d (%c): %s", pid, st, cmd))
+		out = append(out, fmt.Sprintf("pid %d (%c): %s", p.Pid, p.State, cmd))
 	}
 	return out
-}
-
-// ProcState reads a process's state letter from /proc/<pid>/stat (R, S, T,
-// Z, ...), or 0 when there is no such process.
-func ProcState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
 }
 
 // closePool closes the shared pool, giving up after a few seconds: Close

@@ -8,7 +8,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/run/supervisor"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // Lease watching: the runner reports each lease that runs out, on the
@@ -171,7 +171,7 @@ func (r *Run) killStalled(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, w := range look {
-		stopped := supervisor.ProcState(w.proc.Pid) == 'T'
+		stopped := child.State(w.proc.Pid) == 'T'
 		r.mu.Lock()
 		switch {
 		case !stopped:

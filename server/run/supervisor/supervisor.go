@@ -418,7 +418,7 @@ func (s State) String() string {
 }
 
 // Status reads the worker's state: from /proc on Linux, from the kernel's
-// process table (sysctl) on macOS while it lives (ProcState), from its
+// process table (sysctl) on macOS while it lives (child.State), from its
 // wait status once reaped.
 func (p *Proc) Status() State {
 	select {
@@ -432,7 +432,7 @@ func (p *Proc) Status() State {
 		return st
 	default:
 	}
-	return State{Code: ProcState(p.Pid)}
+	return State{Code: child.State(p.Pid)}
 }
 
 // Procs returns the workers that are still running.

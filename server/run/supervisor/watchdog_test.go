@@ -110,8 +110,7 @@ func watchdogOf(s *Supervisor) *child.Watchdog {
 // process that nobody reaped yet (an orphan waits for init, which in a
 // container may never come) holds nothing and counts as gone.
 func alive(pid int) bool {
-	st := ProcState(pid)
-	return st != 0 && st != 'Z'
+	return !child.Gone(child.State(pid))
 }
 
 // waitGone waits up to timeout for pid to be gone (or a zombie).
@@ -131,7 +130,7 @@ func killLeftover(t *testing.T, what string, pid int) {
 	if pid <= 1 || !alive(pid) {
 		return
 	}
-	t.Errorf("%s (pid %d) still running at the end of the test (state %q); killed now", what, pid, ProcState(pid))
+	t.Errorf("%s (pid %d) still running at the end of the test (state %q); killed now", what, pid, child.State(pid))
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
@@ -205,7 +204,7 @@ func TestWatchdog_WorkerDiesWithParent(t *testing.T) {
 			if mode == "stopped" {
 				want = 'T'
 			}
-			if st := ProcState(worker); st != want && !(want == 'S' && st == 'R') {
+			if st := child.State(worker); st != want && !(want == 'S' && st == 'R') {
 				t.Fatalf("worker (pid %d) is in state %q before its parent dies, want %q", worker, st, want)
 			}
 			if pg, err := syscall.Getpgid(watchdog); err != nil || pg != watchdog {
@@ -221,7 +220,7 @@ func TestWatchdog_WorkerDiesWithParent(t *testing.T) {
 				t.Fatalf("parent (pid %d) not reaped 10s after SIGKILL", parent)
 			}
 			if !waitGone(worker, 5*time.Second) {
-				t.Errorf("%s worker (pid %d) still alive 5s after its parent was SIGKILLed (state %q)", mode, worker, ProcState(worker))
+				t.Errorf("%s worker (pid %d) still alive 5s after its parent was SIGKILLed (state %q)", mode, worker, child.State(worker))
 			}
 			if !waitGone(watchdog, 5*time.Second) {
 				t.Errorf("watchdog (pid %d) still alive 5s after the parent was SIGKILLed", watchdog)
@@ -279,56 +278,5 @@ func TestWatchdog_CloseStopsIt(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
-	}
-}
-
-// TestProcState checks the platform's reading of a process's state:
-// sleeping or running, stopped, a zombie, and gone once reaped.
-func TestProcState(t *testing.T) {
-	t.Parallel()
-	// A live process: running, sleeping, or in a disk wait (D) on a busy
-	// machine; never stopped, a zombie, or gone.
-	if st := ProcState(os.Getpid()); st != 'R' && st != 'S' && st != 'D' {
-		t.Errorf("ProcState(self) = %q, want R, S or D", st)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), workerEnv+"=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	reaped := false
-	t.Cleanup(func() {
-		if !reaped {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	waitFor := func(what string, ok func(byte) bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if ok(ProcState(pid)) {
-				return
-			}
-		}
-		t.Fatalf("ProcState(%d) = %q, want %s", pid, ProcState(pid), what)
-	}
-	waitFor("R or S", func(b byte) bool { return b == 'R' || b == 'S' })
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("T", func(b byte) bool { return b == 'T' })
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("Z (killed, not reaped)", func(b byte) bool { return b == 'Z' })
-	_ = cmd.Wait()
-	reaped = true
-	if st := ProcState(pid); st != 0 {
-		t.Errorf("ProcState(%d) after reaping = %q, want 0", pid, st)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/cmd/internal/bench/nemesis"
-	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // TestSchedule_FreezesAtMostTwoAndThawsAll runs the nemesis over four real
@@ -28,7 +28,7 @@ func TestSchedule_FreezesAtMostTwoAndThawsAll(t *testing.T) {
 	stopped := func() int {
 		n := 0
 		for i := range g.Len() {
-			if pgtest.ProcState(g.Pid(i)) == 'T' {
+			if child.State(g.Pid(i)) == 'T' {
 				n++
 			}
 		}

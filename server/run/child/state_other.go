@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package supervisor
+package child
 
 import (
 	"os/exec"
@@ -8,12 +8,12 @@ import (
 	"strings"
 )
 
-// ProcState reads the state letter of a process from `ps -o stat=` (R, S,
+// State reads the state letter of a process from `ps -o stat=` (R, S,
 // D, I, T, Z, ...: the first letter, without the flags that follow), or 0
 // when there is no such process or no ps. It is safe for concurrent use.
 // It starts a process on every call: slow, but these systems have neither
 // /proc in the Linux format nor a process table this package reads.
-func ProcState(pid int) byte {
+func State(pid int) byte {
 	out, err := exec.Command("ps", "-o", "stat=", "-p", strconv.Itoa(pid)).Output()
 	if err != nil {
 		return 0
@@ -24,3 +24,6 @@ func ProcState(pid int) byte {
 	}
 	return s[0]
 }
+
+// Procs cannot list the processes here, and says so.
+func Procs() ([]Proc, bool) { return nil, false }
