@@ -61,7 +61,7 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 	var wd *child.Watchdog
 	if !child.SetParentDeath(attr, syscall.SIGTERM) {
 		var err error
-		if wd, err = child.Start(child.Config{Name: "fencelab-crowd-watchdog", Signal: syscall.SIGTERM}); err != nil {
+		if wd, err = child.StartWatchdog(child.Config{Name: "fencelab-crowd-watchdog", Signal: syscall.SIGTERM}); err != nil {
 			return nil, fmt.Errorf("crowd: %w", err)
 		}
 	}

@@ -266,7 +266,7 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 	// too, SIGQUIT first (the parent-death signal, where there is one,
 	// has already sent it), SIGKILL after watchdogGrace, and then removes
 	// the cluster folder.
-	wd, err := child.Start(child.Config{Name: "fencelab-pg-watchdog", Signal: syscall.SIGQUIT, Grace: watchdogGrace, RemoveDir: c.dir})
+	wd, err := child.StartWatchdog(child.Config{Name: "fencelab-pg-watchdog", Signal: syscall.SIGQUIT, Grace: watchdogGrace, RemoveDir: c.dir})
 	if err != nil {
 		return err
 	}

@@ -10,30 +10,22 @@ import (
 )
 
 // A child that must not outlive this program, however it ends: its own
-// process group and, where there is one, a parent-death signal; and a
-// watchdog that SIGKILLs its group if this program dies first.
+// process group and, where there is one, a parent-death signal (Start);
+// and a watchdog that SIGKILLs its group if this program dies first,
+// which is what stops it on macOS.
 func Example() {
-	wd, err := child.Start(child.Config{Name: "example-watchdog", Signal: syscall.SIGKILL})
+	wd, err := child.StartWatchdog(child.Config{Name: "example-watchdog", Signal: syscall.SIGKILL})
 	if err != nil {
 		log.Fatal(err)
 	}
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = child.SysProcAttr(syscall.SIGKILL)
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	if err := wd.Watch(cmd.Process.Pid); err != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // unwatched, it could outlive us
-		_ = cmd.Wait()
+	p, err := child.Start(exec.Command("sleep", "60"), child.Options{Watchdog: wd})
+	if err != nil {
 		log.Fatal(err)
 	}
 
 	// ... the child's work; then the program cleans up itself:
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Wait()
-	if err := wd.Unwatch(cmd.Process.Pid); err != nil {
-		log.Print(err)
-	}
+	_ = p.Signal(syscall.SIGKILL)
+	_ = p.Wait() // and off the watchdog's list
 	if err := wd.Stop(); err != nil {
 		log.Print(err)
 	}

@@ -1,40 +1,3 @@
-// Package watchdog makes sure the processes a program starts do not outlive
-// it, even when it dies without cleaning up: SIGKILL, a crash, os.Exit.
-//
-// Two tools do that, and a careful program uses both:
-//
-//   - SysProcAttr puts a child in a process group of its own (so that one
-//     signal reaches all of it, and a terminal's Ctrl-C reaches only the
-//     parent, which passes it on) and, like SetParentDeath, gives it a
-//     parent-death signal where the kernel has one (Linux, FreeBSD). On
-//     Linux that signal fires when the thread that forked the child
-//     exits, not only when the process does (go.dev/issue/27505): start
-//     the child from a goroutine that never locks its thread, or from a
-//     locked one that lives as long as the child.
-//   - Start starts a watchdog: a small /bin/sh process that outlives its
-//     parent. Its stdin is a pipe only the parent writes to, so end of
-//     file means the parent is gone; then it signals the process groups it
-//     was told about, waits for them if asked to, and removes a folder if
-//     asked to. It is what stops children where there is no parent-death
-//     signal (macOS), and what cleans up after them everywhere.
-//
-// # What the watchdog reads
-//
-// One message a line, each written whole by one write (a few bytes, far
-// under PIPE_BUF, so a parent that dies during the write leaves no half
-// line):
-//
-//	+PID  watch PID, the leader of a process group (Setpgid)
-//	-PID  stop watching PID (it has been reaped)
-//	stop  the parent has cleaned up: exit at once, killing nothing
-//
-// The watchdog never evaluates what it reads. A line that is not "stop" or
-// a sign and a decimal pid is ignored; the list holds nothing but such
-// pids; globbing is off; pid 1 is refused, since `kill -- -1` would signal
-// every process the watchdog may signal. It leads a process group of its
-// own from before its first instruction, so a terminal's Ctrl-C or
-// hang-up, which kill its parent, never reach it; and from its first line
-// on it ignores SIGHUP and SIGINT sent to it some other way.
 package child
 
 import (
@@ -48,16 +11,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// SysProcAttr returns the process attributes of a child that must not
-// outlive its parent: a process group of its own (Setpgid), so one signal
-// to -pid reaches the child and everything it starts, and sig as its
-// parent-death signal where the kernel has one (see SetParentDeath).
-func SysProcAttr(sig syscall.Signal) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	SetParentDeath(attr, sig)
-	return attr
-}
 
 // script is the watchdog (see the package comment for what it reads). Its
 // arguments are positional, so no path or number is ever parsed as shell
@@ -197,13 +150,13 @@ var live = struct {
 	m map[*Watchdog]struct{}
 }{m: make(map[*Watchdog]struct{})}
 
-// Start starts a watchdog that watches no process yet: Watch each child
-// right after it starts, Unwatch it once it is reaped, and Stop the
+// StartWatchdog starts a watchdog that watches no process yet: Watch
+// each child right after it starts (Options.Watchdog does that for Start), Unwatch it once it is reaped, and Stop the
 // watchdog when everything is cleaned up. Until Stop, the watchdog runs
 // as long as this process does, and then does what cfg says. A Watchdog
 // dropped without Stop is kept from the garbage collector (see live), so
 // it still does its job when the process ends.
-func Start(cfg Config) (*Watchdog, error) {
+func StartWatchdog(cfg Config) (*Watchdog, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("start watchdog: %w", err)
 	}

@@ -70,8 +70,14 @@ type parentPids struct {
 	Leader   int // watched: a process group's leader
 	Member   int // in Leader's process group
 	Unlisted int // watched, then unwatched: to be left alone
-	Pdeath   int // not watched, with SysProcAttr's parent-death signal
-	// HasPdeath says whether SetParentDeath can give Pdeath its signal here.
+	// Pdeath is not watched, started by Start (a parent-death signal)
+	// from a goroutine that locked its OS thread and then ended, which
+	// ends the thread: Start must not fork from the caller's thread.
+	Pdeath int
+	// Watched is started by Start with the watchdog and without a
+	// parent-death signal (Options.NoParentDeath), as on macOS.
+	Watched int
+	// HasPdeath says whether Start can give Pdeath its signal here.
 	HasPdeath bool
 }
 
@@ -79,6 +85,15 @@ type parentPids struct {
 // given process attributes, and returns once it says it is ready: a
 // stubborn child signalled before then would still die of SIGTERM.
 func startChild(role string, attr *syscall.SysProcAttr) (*exec.Cmd, error) {
+	return startChildWith(role, func(cmd *exec.Cmd) error {
+		cmd.SysProcAttr = attr
+		return cmd.Start()
+	})
+}
+
+// startChildWith is startChild with start to start the command, which
+// may set its process attributes.
+func startChildWith(role string, start func(*exec.Cmd) error) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -90,9 +105,8 @@ func startChild(role string, attr *syscall.SysProcAttr) (*exec.Cmd, error) {
 	defer r.Close()
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), roleEnv+"="+role) // the last one counts
-	cmd.SysProcAttr = attr
 	cmd.Stdout = w
-	err = cmd.Start()
+	err = start(cmd)
 	w.Close()
 	if err != nil {
 		return nil, err
@@ -116,7 +130,7 @@ func runParent() error {
 	if err := json.Unmarshal([]byte(os.Getenv(configEnv)), &setup); err != nil {
 		return err
 	}
-	wd, err := Start(setup.Config)
+	wd, err := StartWatchdog(setup.Config)
 	if err != nil {
 		return err
 	}
@@ -145,12 +159,41 @@ func runParent() error {
 	if err := wd.Unwatch(pids.Unlisted); err != nil {
 		return err
 	}
-	pids.HasPdeath = SetParentDeath(&syscall.SysProcAttr{}, syscall.SIGKILL)
-	pdeath, err := startChild(roleChild, SysProcAttr(syscall.SIGKILL))
+	pids.HasPdeath = HasParentDeath
+	type started struct {
+		cmd *exec.Cmd
+		err error
+	}
+	// The main goroutine keeps the main thread, which never ends, so that
+	// the goroutine below runs on another, which ends with it.
+	runtime.LockOSThread()
+	pdeathc := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if onMainThread() {
+			pdeathc <- started{err: errors.New("the starting goroutine runs on the main thread, which does not end with it")}
+			return
+		}
+		cmd, err := startChildWith(roleChild, func(cmd *exec.Cmd) error {
+			_, err := Start(cmd, Options{})
+			return err
+		})
+		pdeathc <- started{cmd, err}
+	}()
+	pdeath := <-pdeathc
+	if pdeath.err != nil {
+		return pdeath.err
+	}
+	watched, err := startChildWith(roleChild, func(cmd *exec.Cmd) error {
+		_, err := Start(cmd, Options{Watchdog: wd, NoParentDeath: true})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	pids.Pdeath = pdeath.Process.Pid
+	pids.Watched = watched.Process.Pid
+	time.Sleep(200 * time.Millisecond) // for a parent-death signal of the ended thread to have come
+	pids.Pdeath = pdeath.cmd.Process.Pid
 	if err := json.NewEncoder(os.Stdout).Encode(pids); err != nil {
 		return err
 	}
@@ -237,7 +280,7 @@ func killParent(t *testing.T, setup parentSetup) parentPids {
 		killLeftover(t, "the unlisted child", pids.Unlisted, true)
 		// The test need not have waited for the watchdog's work, nor for
 		// the kernel's.
-		gone := map[string]int{"the leader": pids.Leader, "the member": pids.Member, "the watchdog": pids.Watchdog}
+		gone := map[string]int{"the leader": pids.Leader, "the member": pids.Member, "the watchdog": pids.Watchdog, "the watched child": pids.Watched}
 		if pids.HasPdeath {
 			gone["the parent-death child"] = pids.Pdeath
 		} else {
@@ -265,12 +308,12 @@ func killParent(t *testing.T, setup parentSetup) parentPids {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("parent printed nothing in 20s; stderr:\n%s", stderr.String())
 	}
-	for _, pid := range []int{pids.Watchdog, pids.Leader, pids.Member, pids.Unlisted, pids.Pdeath} {
+	for _, pid := range []int{pids.Watchdog, pids.Leader, pids.Member, pids.Unlisted, pids.Pdeath, pids.Watched} {
 		if pid <= 1 || pid == cmd.Process.Pid || pid == os.Getpid() || !alive(pid) {
-			t.Fatalf("parent reported %+v (parent %d, test %d): not separate live processes", pids, cmd.Process.Pid, os.Getpid())
+			t.Fatalf("parent reported %+v (parent %d, test %d): not separate live processes (pid %d: state %q)", pids, cmd.Process.Pid, os.Getpid(), pid, State(pid))
 		}
 	}
-	for pid, group := range map[int]int{pids.Watchdog: pids.Watchdog, pids.Leader: pids.Leader, pids.Member: pids.Leader, pids.Unlisted: pids.Unlisted, pids.Pdeath: pids.Pdeath} {
+	for pid, group := range map[int]int{pids.Watchdog: pids.Watchdog, pids.Leader: pids.Leader, pids.Member: pids.Leader, pids.Unlisted: pids.Unlisted, pids.Pdeath: pids.Pdeath, pids.Watched: pids.Watched} {
 		if pg, err := syscall.Getpgid(pid); err != nil || pg != group {
 			t.Fatalf("pid %d is in process group %d (%v), want %d (%+v)", pid, pg, err, group, pids)
 		}
@@ -307,17 +350,30 @@ func TestWatchdog_KillsWatchedGroupsWhenParentDies(t *testing.T) {
 	}
 }
 
-// TestSetParentDeath_ChildDiesWithParent: a child started with
-// SysProcAttr's attributes, which no watchdog watches, dies with its
-// SIGKILLed parent where the kernel has a parent-death signal.
-func TestSetParentDeath_ChildDiesWithParent(t *testing.T) {
+// TestStart_ChildDiesWithParent: a child that Start started, which no
+// watchdog watches, outlives the OS thread of the goroutine that started
+// it (locked, then ended: see parentPids.Pdeath), is the leader of its
+// own process group (killParent checks), and dies with its SIGKILLed
+// parent where the kernel has a parent-death signal.
+func TestStart_ChildDiesWithParent(t *testing.T) {
 	t.Parallel()
-	if !SetParentDeath(&syscall.SysProcAttr{}, syscall.SIGKILL) {
+	if !HasParentDeath {
 		t.Skipf("no parent-death signal on %s", runtime.GOOS)
 	}
 	pids := killParent(t, parentSetup{Child: roleChild})
 	if !waitGone(pids.Pdeath, 5*time.Second) {
 		t.Errorf("child with a parent-death signal (pid %d) still alive 5s after its parent was SIGKILLed", pids.Pdeath)
+	}
+}
+
+// TestStart_WatchedChildDiesWithParent: a child that Start started with a
+// watchdog and no parent-death signal, as on macOS, is killed by the
+// watchdog when its parent is SIGKILLed.
+func TestStart_WatchedChildDiesWithParent(t *testing.T) {
+	t.Parallel()
+	pids := killParent(t, parentSetup{Child: roleChild})
+	if !waitGone(pids.Watched, 5*time.Second) {
+		t.Errorf("child that Start gave the watchdog (pid %d) still alive 5s after its parent was SIGKILLed", pids.Watched)
 	}
 }
 
@@ -394,7 +450,7 @@ func startWatched(t *testing.T) (cmd *exec.Cmd, done chan struct{}) {
 // still running then.
 func startDog(t *testing.T, cfg Config) *Watchdog {
 	t.Helper()
-	wd, err := Start(cfg)
+	wd, err := StartWatchdog(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,12 +690,12 @@ func TestStart_RefusesBadConfig(t *testing.T) {
 		{RemoveDir: "/"},
 		{RemoveDir: "/tmp/.."},
 	} {
-		if wd, err := Start(c); err == nil {
+		if wd, err := StartWatchdog(c); err == nil {
 			_ = wd.Stop()
 			t.Errorf("Start(%+v) succeeded", c)
 		}
 	}
-	wd, err := Start(Config{})
+	wd, err := StartWatchdog(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

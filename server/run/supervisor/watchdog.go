@@ -32,7 +32,7 @@ func (s *Supervisor) startWatchdog() error {
 	if s.wd != nil {
 		return nil
 	}
-	wd, err := child.Start(child.Config{Name: "fencelab-worker-watchdog", Signal: syscall.SIGKILL})
+	wd, err := child.StartWatchdog(child.Config{Name: "fencelab-worker-watchdog", Signal: syscall.SIGKILL})
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		attr, parentDeath := procAttr()
 		c.SysProcAttr = attr
 		if !parentDeath && g.dog == nil {
-			dog, err := child.Start(child.Config{Name: "fencelab-nemesis-watchdog"})
+			dog, err := child.StartWatchdog(child.Config{Name: "fencelab-nemesis-watchdog"})
 			if err != nil {
 				undo()
 				return nil, err
