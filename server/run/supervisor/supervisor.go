@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -44,24 +43,18 @@ type Config struct {
 	// parent-death signal already does. Elsewhere the watchdog is always on.
 	Watchdog bool
 
-	noPdeathsig bool // tests only: no parent-death signal even on Linux (see workerAttr)
+	noPdeathsig bool // tests only: no parent-death signal even on Linux (see needWatchdog)
 }
 
 // Supervisor starts and tracks worker processes. It is safe for concurrent
 // use. Close kills and reaps every worker it started.
 type Supervisor struct {
 	cfg    Config
-	spawn  chan spawnReq
 	mu     sync.Mutex
 	procs  map[*Proc]struct{}
 	closed bool
-	wd     *child.Watchdog // nil until a worker needs it (see workerAttr)
-	wg     sync.WaitGroup  // the spawner and every process's readers
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
+	wd     *child.Watchdog // nil until a worker needs it (see needWatchdog)
+	wg     sync.WaitGroup  // every process's readers
 }
 
 // New returns a Supervisor.
@@ -79,23 +72,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Supervisor{cfg: cfg, spawn: make(chan spawnReq), procs: map[*Proc]struct{}{}}
-	s.wg.Add(1)
-	go s.spawner()
-	return s, nil
-}
-
-// spawner starts every process from one OS thread that lives as long as
-// the supervisor: Linux sends the parent-death signal when the thread that
-// forked a child exits, not only when the process does, so the forking
-// thread must not be one the Go runtime might retire.
-func (s *Supervisor) spawner() {
-	defer s.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	for req := range s.spawn {
-		req.done <- req.cmd.Start()
-	}
+	return &Supervisor{cfg: cfg, procs: map[*Proc]struct{}{}}, nil
 }
 
 // Spec says how to start one worker.
@@ -116,7 +93,7 @@ type Proc struct {
 	Label string
 	Pid   int
 	sup   *Supervisor
-	cmd   *exec.Cmd
+	proc  *child.Process
 	stdin io.WriteCloser
 	inMu  sync.Mutex
 	emit  func(protocol.Event)
@@ -133,8 +110,6 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
 	cmd := exec.Command(s.cfg.Exe, args...)
 	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
-	attr, needWatchdog := workerAttr(s.cfg) // its own group, and dies with us (watchdog.go)
-	cmd.SysProcAttr = attr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -147,7 +122,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Label: spec.Label, sup: s, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	p := &Proc{Label: spec.Label, sup: s, stdin: stdin, done: make(chan struct{})}
 	p.emit = func(e protocol.Event) {
 		if spec.EventFunc != nil {
 			spec.EventFunc(p, e)
@@ -159,25 +134,20 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 		s.mu.Unlock()
 		return nil, errors.New("start worker: supervisor is closed")
 	}
-	if needWatchdog {
+	if needWatchdog(s.cfg) {
 		if err := s.startWatchdog(); err != nil {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
 		}
 	}
-	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
-	s.spawn <- req
-	if err := <-req.done; err != nil {
+	// Its own group, and it dies with us: the parent-death signal where
+	// there is one, s's watchdog (watchdog.go) where it is needed.
+	proc, err := child.Start(cmd, child.Options{NoParentDeath: s.cfg.noPdeathsig, Watchdog: s.wd})
+	if err != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
 	}
-	p.Pid = cmd.Process.Pid
-	if err := s.watch(p.Pid); err != nil {
-		_ = syscall.Kill(-p.Pid, syscall.SIGKILL) // unwatched, it could outlive us
-		_ = cmd.Wait()
-		s.mu.Unlock()
-		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
-	}
+	p.proc, p.Pid = proc, proc.Pid
 	s.procs[p] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -221,11 +191,12 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	for e := range lines {
 		p.emit(e)
 	}
-	_ = p.cmd.Wait() // its state is all there is to know, and a failed wait leaves it nil
-	p.state = p.cmd.ProcessState
+	// Its state is all there is to know, and a failed wait leaves it nil.
+	// The wait also takes it off the watchdog's list.
+	_ = p.proc.Wait()
+	p.state = p.proc.Cmd.ProcessState
 	p.sup.mu.Lock()
 	delete(p.sup.procs, p)
-	p.sup.unwatch(p.Pid)
 	p.sup.mu.Unlock()
 	close(p.done)
 	_ = p.stdin.Close()
@@ -313,8 +284,7 @@ func (p *Proc) signal(sig syscall.Signal) error {
 		return fmt.Errorf("worker %s (pid %d) has already exited", p.Label, p.Pid)
 	default:
 	}
-	// The group id is the pid: Setpgid made the worker its group's leader.
-	if err := syscall.Kill(-p.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := p.proc.Signal(sig); err != nil {
 		return fmt.Errorf("signal worker %s (pid %d): %w", p.Label, p.Pid, err)
 	}
 	return nil
@@ -447,7 +417,7 @@ func (s *Supervisor) Procs() []*Proc {
 }
 
 // Close kills every worker, waits until each is reaped and its output read,
-// and stops the spawner and the watchdog. It is safe to call more than once.
+// and stops the watchdog. It is safe to call more than once.
 func (s *Supervisor) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -456,14 +426,13 @@ func (s *Supervisor) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.spawn)
 	procs := make([]*Proc, 0, len(s.procs))
 	for p := range s.procs {
 		procs = append(procs, p)
 	}
 	s.mu.Unlock()
 	for _, p := range procs {
-		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+		_ = p.proc.Signal(syscall.SIGKILL)
 	}
 	s.wg.Wait()
 	return s.stopWatchdog()

@@ -6,28 +6,24 @@ import (
 	"github.com/fencelab/fencelab/server/run/child"
 )
 
-// workerAttr returns the process attributes of a new worker, and whether
-// the worker needs s's watchdog. Its own process group means a terminal's
-// Ctrl-C is ours to pass on and our signals reach all of it; the
-// parent-death signal, where the kernel has one (Linux), makes it die with
-// us, even if we are SIGKILLed. Start starts it from the spawner's locked
-// OS thread, which the parent-death signal needs (see spawner). Without
-// that signal only the watchdog kills it when we die, so it needs one;
-// with it, only when cfg.Watchdog asks.
+// needWatchdog says whether a new worker needs s's watchdog: where the
+// kernel has a parent-death signal (Linux), child.Start gives the worker
+// one, which kills it with us, even if we are SIGKILLed, and the watchdog
+// is only there when cfg.Watchdog asks; without that signal only the
+// watchdog kills it when we die.
 //
 // cfg.noPdeathsig, set only by tests, leaves the signal out so that the
 // watchdog alone has to do its job, as it does on macOS.
-func workerAttr(cfg Config) (attr *syscall.SysProcAttr, needWatchdog bool) {
-	attr = &syscall.SysProcAttr{Setpgid: true}
-	diesWithUs := !cfg.noPdeathsig && child.SetParentDeath(attr, syscall.SIGKILL)
-	return attr, cfg.Watchdog || !diesWithUs
+func needWatchdog(cfg Config) bool {
+	return cfg.Watchdog || !child.HasParentDeath || cfg.noPdeathsig
 }
 
 // startWatchdog starts s's watchdog unless it is running. Start calls it
-// with s.mu held, before it spawns a worker that needs one, so that the
-// worker is listed moments after it exists. The watchdog SIGKILLs the
-// process group of every worker still listed when we die without Close
-// (a stopped one too: SIGKILL needs no SIGCONT).
+// with s.mu held, before it spawns a worker that needs one, so that
+// child.Start lists the worker moments after it exists (and Proc.run's
+// wait takes it off). The watchdog SIGKILLs the process group of every
+// worker still listed when we die without Close (a stopped one too:
+// SIGKILL needs no SIGCONT).
 func (s *Supervisor) startWatchdog() error {
 	if s.wd != nil {
 		return nil
@@ -39,27 +35,6 @@ func (s *Supervisor) startWatchdog() error {
 	s.wd = wd
 	s.cfg.Log.Info("worker watchdog started", "pid", wd.Pid())
 	return nil
-}
-
-// watch lists a worker that has just started with s's watchdog, if s has
-// one. Start calls it with s.mu held; when it fails, the worker must not
-// be kept, since nothing would kill it if we died.
-func (s *Supervisor) watch(pid int) error {
-	if s.wd == nil {
-		return nil
-	}
-	return s.wd.Watch(pid)
-}
-
-// unwatch takes a worker off the watchdog's list. run calls it with s.mu
-// held once the worker is reaped, not before (see child.Unwatch).
-func (s *Supervisor) unwatch(pid int) {
-	if s.wd == nil {
-		return
-	}
-	if err := s.wd.Unwatch(pid); err != nil {
-		s.cfg.Log.Warn("worker watchdog", "err", err)
-	}
 }
 
 // stopWatchdog tells s's watchdog that every worker is reaped and waits
