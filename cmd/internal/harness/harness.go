@@ -213,7 +213,6 @@ type caseRun struct {
 	jobID   int64
 	gate    *gate
 	addr    net.Addr
-	sp      *spawner
 	sink    *lineSink
 	workers map[string]*proc
 	notes   []string // how each worker ended, in order: reported, not judged
@@ -225,7 +224,7 @@ type caseRun struct {
 
 // openCase makes what a case is played in: two fresh schemas of a random
 // name (the jobs table empty), a role for its workers, its receiver,
-// served by the gate on a loopback port, and a spawner of its workers.
+// served by the gate on a loopback port, and the killing of its workers.
 // The func it returns undoes all of it, last first, with time of its own
 // on a cancelled ctx; it is nil when openCase returns an error, having
 // undone what it made.
@@ -305,12 +304,10 @@ func openCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, rc exp
 		<-served
 	})
 
-	c.sp = newSpawner()
 	undo = append(undo, func(context.Context) {
 		for _, p := range c.workers {
 			p.kill()
 		}
-		c.sp.close()
 	})
 	return c, closeAll, nil
 }
@@ -411,7 +408,7 @@ func (c *caseRun) env(label string) []string {
 // start starts a worker.
 func (c *caseRun) start(label string) (*proc, error) {
 	redact := []string{c.cfg.DatabaseURL, c.roleURL, c.role.Password(), c.gate.url(c.addr, experiments.Zombie), c.gate.url(c.addr, experiments.NewOwner)}
-	p, err := startProc(c.sp, label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
+	p, err := startProc(label, c.cfg.Command, c.cfg.Dir, c.env(label), c.sink, redact)
 	if err != nil {
 		return nil, &caseError{code: protocol.ErrWorkerStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,57 +16,16 @@ import (
 	"github.com/fencelab/fencelab/server/run/child"
 )
 
-// spawner starts every worker of a case from one OS thread that it keeps
-// locked until the case has reaped them all: Linux sends the parent-death
-// signal when the thread that forked a child exits, not only when the
-// process does, so the forking thread must be one the Go runtime cannot
-// retire under the workers (server/run/supervisor does the same).
-type spawner struct {
-	reqs chan spawnReq
-	done chan struct{}
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for req := range s.reqs {
-			req.done <- req.cmd.Start()
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
-	s.reqs <- req
-	return <-req.done
-}
-
-// close ends the spawner's goroutine; call it once every worker it started
-// has been reaped.
-func (s *spawner) close() {
-	close(s.reqs)
-	<-s.done
-}
-
 // proc is one worker process: the reader's command under /bin/sh -c, the
 // leader of its own process group, under a reaper where there is one
-// (reaper.go): pid is the shell's, cmd the reaper's. Its output goes, a line at a time and
+// (reaper.go): pid is the shell's, child the reaper's. Its output goes, a line at a time and
 // prefixed with its label, to the harness's Stderr, and its last lines
 // are kept for the errors that name what it did not do.
 type proc struct {
 	label   string
 	pid     int
 	started time.Time
-	cmd     *exec.Cmd
+	child   *child.Process // started by child.Start: see workerCommand
 	out     *outputReader
 	done    chan struct{} // closed once the leader has been reaped
 	state   *os.ProcessState
@@ -75,12 +33,12 @@ type proc struct {
 }
 
 // startProc starts the worker, with env as its whole environment.
-func startProc(sp *spawner, label, command, dir string, env []string, sink *lineSink, redact []string) (*proc, error) {
+func startProc(label, command, dir string, env []string, sink *lineSink, redact []string) (*proc, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start worker %s: %w", label, err)
 	}
-	cmd, report, err := workerCommand(command, env)
+	cmd, opts, report, err := workerCommand(command, env)
 	if err != nil {
 		pr.Close()
 		pw.Close()
@@ -89,9 +47,9 @@ func startProc(sp *spawner, label, command, dir string, env []string, sink *line
 	cmd.Dir = dir
 	cmd.Stdin = nil // /dev/null: a worker reads nothing from us
 	cmd.Stdout, cmd.Stderr = pw, pw
-	p := &proc{label: label, cmd: cmd, done: make(chan struct{}),
+	p := &proc{label: label, done: make(chan struct{}),
 		out: &outputReader{r: pr, label: label, sink: sink, redact: redact, done: make(chan struct{})}}
-	err = sp.start(cmd)
+	p.child, err = child.Start(cmd, opts)
 	pw.Close() // the worker holds the write end now; EOF comes when all of its group has gone
 	if err != nil {
 		pr.Close()
@@ -102,13 +60,13 @@ func startProc(sp *spawner, label, command, dir string, env []string, sink *line
 		return nil, fmt.Errorf("start worker %s: %w", label, err)
 	}
 	closeAll(cmd.ExtraFiles)
-	p.pid, p.started = cmd.Process.Pid, time.Now()
+	p.pid, p.started = p.child.Pid, time.Now()
 	if report != nil {
 		// Under a reaper, the worker is the shell the reaper started.
 		shell, err := readPid(report, 5*time.Second)
 		if err != nil {
 			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = p.child.Wait()
 			pr.Close()
 			return nil, fmt.Errorf("start worker %s: %w", label, err)
 		}
@@ -116,7 +74,7 @@ func startProc(sp *spawner, label, command, dir string, env []string, sink *line
 	}
 	go p.out.run()
 	go func() {
-		p.waitErr = cmd.Wait()
+		p.waitErr = p.child.Wait()
 		p.state = cmd.ProcessState
 		// Whatever the leader left behind in its group goes with it: the
 		// contract is one job, then exit. The group id is the leader's pid
@@ -164,7 +122,7 @@ func (p *proc) kill() {
 	select {
 	case <-p.done:
 	case <-time.After(time.Until(deadline)):
-		_ = p.cmd.Process.Kill() // a reaper that did not end with its worker
+		_ = p.child.Cmd.Process.Kill() // a reaper that did not end with its worker
 	}
 	for child.GroupLive(p.pid) && time.Now().Before(deadline) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
@@ -278,26 +236,35 @@ func (o *outputReader) last() string {
 	return o.tail
 }
 
-// workerCommand is the command that runs a worker: on Linux a reaper (this
-// program again, see reaper.go) that runs the shell and reports its pid on
-// the returned pipe; elsewhere the shell itself, and no pipe.
-func workerCommand(command string, env []string) (*exec.Cmd, *os.File, error) {
+// workerCommand is the command that runs a worker, and how child.Start
+// starts it: on Linux a reaper (this program again, see reaper.go) that
+// runs the shell and reports its pid on the returned pipe; elsewhere the
+// shell itself, and no pipe.
+//
+// Either leads a process group of its own (child.Start): the shell's, so
+// that one signal freezes, thaws or kills all of it (the shell, the
+// reader's program and anything they started); the reaper's apart from
+// the worker's, so that freezing the worker never freezes its reaper.
+// Where the kernel has a parent-death signal (Linux), the reaper gets
+// SIGTERM by it when the harness dies, and then kills what the worker
+// left and ends; a shell without a reaper gets SIGKILL. Elsewhere the
+// case kills the group when it ends, on an error and on a cancelled
+// context, but a fencelab that is itself SIGKILLed leaves it running.
+func workerCommand(command string, env []string) (*exec.Cmd, child.Options, *os.File, error) {
 	self, err := os.Executable()
 	if !useReaper || err != nil {
 		cmd := exec.Command("/bin/sh", "-c", command)
 		cmd.Env = env
-		cmd.SysProcAttr = workerAttr()
-		return cmd, nil, nil
+		return cmd, child.Options{ParentDeath: syscall.SIGKILL}, nil, nil
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, child.Options{}, nil, err
 	}
 	cmd := exec.Command(self, command)
 	cmd.Env = append(withoutReaperEnv(env), reaperEnv+"=1")
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = reaperAttr()
-	return cmd, r, nil
+	return cmd, child.Options{ParentDeath: syscall.SIGTERM}, r, nil
 }
 
 func closeAll(fs []*os.File) {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -21,9 +20,6 @@ const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, prctl(2)
 // runReaper is the reaper's whole life; it returns the exit status to
 // leave with, or ends the process with the shell's own signal.
 func runReaper(command string) int {
-	// The shell's parent-death signal fires when the thread that forked
-	// it exits: keep this one.
-	runtime.LockOSThread()
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		fmt.Fprintf(os.Stderr, "fencelab harness: cannot become a subreaper: %v\n", e)
 		return 126
@@ -33,9 +29,10 @@ func runReaper(command string) int {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env = withoutReaperEnv(os.Environ())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	report := os.NewFile(3, "pid")
-	if err := cmd.Start(); err != nil {
+	// Its own group, and SIGKILL when the reaper dies.
+	shell, err := child.Start(cmd, child.Options{ParentDeath: syscall.SIGKILL})
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "fencelab harness: %v\n", err)
 		return 127
 	}
@@ -44,11 +41,11 @@ func runReaper(command string) int {
 		report.Close()
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { _ = shell.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-sigs:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = shell.Signal(syscall.SIGKILL)
 		<-done
 	}
 	sweep(cmd.Process.Pid)
