@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +28,7 @@ import (
 // runs, workers, schemas and private cluster go with it.
 type serveChild struct {
 	pid  int
+	proc *child.Process
 	url  *url.URL
 	done chan struct{}   // closed once it is reaped
 	wd   *child.Watchdog // nil where the parent-death signal does its job
@@ -44,28 +44,23 @@ type serveChild struct {
 // /readyz; then the child's stderr goes on to lg, line by line.
 //
 // The child must never outlive this process. Every return path of Run
-// and RunSeries stops it; and if this process dies without returning (SIGKILL),
-// Linux sends the child SIGTERM by its parent-death signal (which the
-// kernel ties to the forking thread: hence the locked thread that starts
-// it and stays until it is reaped, as server/run/supervisor does), and
-// elsewhere a watchdog does (server/run/child, as the supervisor's does for
-// its workers on macOS). SIGTERM, not SIGKILL: the server then stops its
-// runs, workers and cluster itself.
+// and RunSeries stops it; and if this process dies without returning
+// (SIGKILL), Linux sends the child SIGTERM by its parent-death signal,
+// and elsewhere a watchdog does (both by child.Start). SIGTERM, not
+// SIGKILL: the server then stops its runs, workers and cluster itself.
 func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Logger) (*serveChild, error) {
 	// Errors only, unless a --serve-flag says otherwise (the last flag
 	// wins): at its caps the server logs a warning per busy answer.
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
-	attr := &syscall.SysProcAttr{Setpgid: true}
 	var wd *child.Watchdog
-	if !child.SetParentDeath(attr, syscall.SIGTERM) {
+	if !child.HasParentDeath {
 		var err error
 		if wd, err = child.StartWatchdog(child.Config{Name: "fencelab-crowd-watchdog", Signal: syscall.SIGTERM}); err != nil {
 			return nil, fmt.Errorf("crowd: %w", err)
 		}
 	}
-	cmd.SysProcAttr = attr
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -79,25 +74,7 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 	cmd.Stdout, cmd.Stderr = outW, errW
 
 	c := &serveChild{done: make(chan struct{}), wd: wd}
-	startErr := make(chan error, 1)
-	go func() {
-		// Locked until the child is reaped, then unlocked, not ended with
-		// the goroutine: a locked goroutine that exits takes its thread
-		// with it, and that thread may have forked another child with a
-		// parent-death signal (a test's Postgres from server/postgres/pgcluster,
-		// which then got SIGQUIT when a crowd's server stopped).
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
-			startErr <- err
-			return
-		}
-		startErr <- nil
-		c.waitErr = cmd.Wait()
-		runtime.UnlockOSThread()
-		close(c.done)
-	}()
-	err = <-startErr
+	proc, err := child.Start(cmd, child.Options{ParentDeath: syscall.SIGTERM, Watchdog: wd})
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -108,15 +85,11 @@ func startServe(ctx context.Context, exe string, env, extra []string, lg *log.Lo
 		}
 		return nil, fmt.Errorf("crowd: start fencelab serve: %w", err)
 	}
-	c.pid = cmd.Process.Pid
-	if wd != nil {
-		if err := wd.Watch(c.pid); err != nil {
-			_ = syscall.Kill(-c.pid, syscall.SIGKILL) // unwatched, it could outlive us
-			<-c.done
-			_ = wd.Stop()
-			return nil, fmt.Errorf("crowd: %w", err)
-		}
-	}
+	c.pid, c.proc = proc.Pid, proc
+	go func() {
+		c.waitErr = proc.Wait()
+		close(c.done)
+	}()
 
 	// Its stdout says where it listens; its stderr is kept until it is
 	// ready (to explain a failed start), then passed on line by line.
@@ -216,11 +189,11 @@ func (c *serveChild) stop() error {
 		case <-c.done:
 		default:
 			c.stopped = true
-			_ = syscall.Kill(-c.pid, syscall.SIGTERM)
+			_ = c.proc.Signal(syscall.SIGTERM)
 			select {
 			case <-c.done:
 			case <-time.After(serveStopTimeout):
-				_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+				_ = c.proc.Signal(syscall.SIGKILL)
 				<-c.done
 				c.stopErr = fmt.Errorf("did not stop within %v of SIGTERM and was killed", serveStopTimeout)
 			}
