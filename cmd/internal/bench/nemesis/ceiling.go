@@ -210,7 +210,7 @@ func Ceiling(ctx context.Context, db engine.TxDB, dsn, schema string, clients, b
 	if err := Insert(ctx, db, schema, r.Jobs, 25); err != nil {
 		return CeilingResult{}, err
 	}
-	if r.Elapsed, err = bench.RunScript(ctx, pgbench, dsn, script, clients, perClient, runLocked); err != nil { // it dies with us
+	if r.Elapsed, err = bench.RunScript(ctx, pgbench, dsn, script, clients, perClient, runChild); err != nil { // it dies with us
 		return CeilingResult{}, err
 	}
 	if r.Done, err = countDone(ctx, db, schema); err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,23 +24,12 @@ const (
 	lineGo    = "go"
 )
 
-// procAttr returns a worker's process attributes: a process group of its
-// own, so that SIGSTOP and SIGCONT reach all of it and a terminal's Ctrl-C
-// does not, and SIGKILL as its parent-death signal where the kernel has
-// one (Linux), which fires when the thread that started the worker ends:
-// Start keeps that thread locked until every worker is reaped.
-func procAttr() (attr *syscall.SysProcAttr, parentDeath bool) {
-	attr = child.SysProcAttr(syscall.SIGKILL)
-	return attr, child.SetParentDeath(attr, syscall.SIGKILL)
-}
-
 // Group is a set of worker processes started together. Its methods are
 // safe for concurrent use; the nemesis (Schedule.Run) may freeze and thaw
 // its workers while another goroutine waits for them or stops them.
 type Group struct {
 	procs []*proc
-	// reaped is closed once every worker has exited and been waited for:
-	// then the OS thread that started them may be released.
+	// reaped is closed once every worker has exited and been waited for.
 	reaped chan struct{}
 
 	// dog, where there is no parent-death signal (macOS), SIGKILLs the
@@ -54,6 +42,7 @@ type Group struct {
 
 type proc struct {
 	cmd    *exec.Cmd
+	child  *child.Process // once started
 	stdin  io.WriteCloser
 	stderr *tailBuffer
 	ready  chan struct{} // closed when the worker says it is ready
@@ -64,10 +53,10 @@ type proc struct {
 	readyOnce sync.Once
 }
 
-// Start starts cmds as worker processes, each in a process group of its
-// own and, on Linux, with SIGKILL as its parent-death signal; elsewhere a
-// watchdog (server/run/child) kills them if this process dies. Start sets
-// each command's SysProcAttr, Stdin, Stdout and Stderr. It returns once
+// Start starts cmds as worker processes with child.Start, each in a
+// process group of its own and, on Linux, with SIGKILL as its
+// parent-death signal; elsewhere a watchdog kills them if this process
+// dies. Start sets each command's SysProcAttr, Stdin, Stdout and Stderr. It returns once
 // all have started, or, if one fails to start, kills those that did and
 // returns the error. The caller owns the group and must end it with Stop
 // or Kill.
@@ -87,9 +76,7 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 	}
 	for _, c := range cmds {
 		p := &proc{cmd: c, stderr: &tailBuffer{max: 8 << 10}, ready: make(chan struct{}), done: make(chan struct{})}
-		attr, parentDeath := procAttr()
-		c.SysProcAttr = attr
-		if !parentDeath && g.dog == nil {
+		if !child.HasParentDeath && g.dog == nil {
 			dog, err := child.StartWatchdog(child.Config{Name: "fencelab-nemesis-watchdog"})
 			if err != nil {
 				undo()
@@ -114,40 +101,20 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		g.procs = append(g.procs, p)
 		go p.read(r)
 	}
-	started := make(chan error, 1)
-	go func() {
-		// Linux sends the parent-death signal when the thread that forked
-		// a child exits, not only when the process does, so every worker
-		// is forked from this one locked thread, which is kept until all
-		// of them are reaped. It is unlocked, not ended with the goroutine:
-		// the thread may have forked another child with a parent-death
-		// signal before (a test's own Postgres), which must not get it.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for i, p := range g.procs {
-			err := p.cmd.Start()
-			if err == nil && g.dog != nil {
-				if err = g.dog.Watch(p.cmd.Process.Pid); err != nil {
-					_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-					_ = p.cmd.Wait()
-				}
+	var err error
+	for i, p := range g.procs {
+		if p.child, err = child.Start(p.cmd, child.Options{Watchdog: g.dog}); err != nil {
+			for _, q := range g.procs[:i] {
+				_ = q.child.Signal(syscall.SIGKILL)
+				_ = q.child.Wait()
 			}
-			if err != nil {
-				for _, q := range g.procs[:i] {
-					_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
-					_ = q.cmd.Wait()
-				}
-				if g.dog != nil {
-					_ = g.dog.Stop()
-				}
-				started <- fmt.Errorf("start worker %d: %w", i, err)
-				return
+			if g.dog != nil {
+				_ = g.dog.Stop()
 			}
+			err = fmt.Errorf("start worker %d: %w", i, err)
+			break
 		}
-		started <- nil
-		<-g.reaped
-	}()
-	err := <-started
+	}
 	for _, w := range pipes {
 		w.Close()
 	}
@@ -159,10 +126,7 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 		all.Add(1)
 		go func() {
 			defer all.Done()
-			p.err = p.cmd.Wait()
-			if g.dog != nil {
-				_ = g.dog.Unwatch(p.cmd.Process.Pid)
-			}
+			p.err = p.child.Wait() // and off the watchdog's list
 			close(p.done)
 		}()
 	}
@@ -176,23 +140,15 @@ func Start(cmds []*exec.Cmd) (*Group, error) {
 	return g, nil
 }
 
-// runLocked runs cmd to its end with its process attributes (procAttr)
-// from a locked OS thread kept until it is reaped, as Start does, so that
-// its parent-death signal holds. Where there is none, it is left to cmd's
-// context to end it.
-func runLocked(cmd *exec.Cmd) error {
-	cmd.SysProcAttr, _ = procAttr()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			errc <- err
-			return
-		}
-		errc <- cmd.Wait()
-	}()
-	return <-errc
+// runChild runs cmd to its end as a child (child.Start: its own group,
+// SIGKILL as its parent-death signal where there is one). Where there is
+// none, it is left to cmd's context to end it.
+func runChild(cmd *exec.Cmd) error {
+	p, err := child.Start(cmd, child.Options{})
+	if err != nil {
+		return err
+	}
+	return p.Wait()
 }
 
 // read follows a worker's standard output until it ends.
@@ -233,10 +189,7 @@ func (g *Group) signal(i int, sig syscall.Signal) error {
 	if !g.Alive(i) {
 		return nil
 	}
-	if err := syscall.Kill(-g.Pid(i), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
+	return g.procs[i].child.Signal(sig)
 }
 
 // Ready waits until every worker has said it is ready, and fails if one
@@ -302,7 +255,7 @@ func (g *Group) stop(timeout time.Duration) error {
 				errs = append(errs, fmt.Errorf("worker %d (pid %d): %v\n%s", i, p.cmd.Process.Pid, p.err, p.stderr))
 			}
 		default:
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = p.child.Signal(syscall.SIGKILL)
 			<-p.done
 			errs = append(errs, fmt.Errorf("worker %d (pid %d) did not stop within %v and was killed\n%s", i, p.cmd.Process.Pid, timeout, p.stderr))
 		}
@@ -316,8 +269,8 @@ func (g *Group) stop(timeout time.Duration) error {
 func (g *Group) Kill() {
 	for i, p := range g.procs {
 		if g.Alive(i) {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = p.child.Signal(syscall.SIGCONT)
+			_ = p.child.Signal(syscall.SIGKILL)
 		}
 	}
 	<-g.reaped
