@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -555,20 +554,6 @@ func settle(n int, d time.Duration) int {
 // and writes its pids down; once the check is over, whether it ended well,
 // with an error or by a cancelled context, none of them, no process of
 // their groups, no schema and no goroutine of the harness is left.
-// startSpawner starts a child with child.Start, so that the goroutine
-// from which it forks every child with a parent-death signal, which then
-// lives as long as the process, is there before a test counts goroutines.
-func startSpawner(t *testing.T) {
-	t.Helper()
-	p, err := child.Start(exec.Command("true"), child.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Not parallel: it counts goroutines.
 func TestCheck_LeavesNothingBehind(t *testing.T) {
 	py := pythonWithPsycopg(t)
@@ -588,7 +573,6 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 			cases: []experiments.CheckCase{experiments.CaseNewOwnerFirst}, cancel: "worker A: claimed job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			startSpawner(t)
 			before := runtime.NumGoroutine()
 			pidfile := filepath.Join(t.TempDir(), "pids")
 			// Each worker leaves two children behind: one in its group,

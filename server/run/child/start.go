@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os/exec"
 	"runtime"
-	"sync"
 	"syscall"
 )
 
@@ -106,28 +105,31 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // the process, that starts every child with a parent-death signal: Linux
 // sends that signal when the forking thread exits, and this one never
 // does, nor does the Go runtime ever hand it to another goroutine (one
-// that might lock it and exit). It is started on first use.
-var (
-	spawnerOnce sync.Once
-	spawnReqs   chan spawnReq
-)
+// that might lock it and exit). It starts with the package, where the
+// kernel has such a signal, so that it is there before any goroutine is
+// counted (a test's leak check) and before any child is started.
+var spawnReqs = make(chan spawnReq)
 
 type spawnReq struct {
 	cmd  *exec.Cmd
 	done chan error
 }
 
+func init() {
+	if HasParentDeath {
+		go spawner()
+	}
+}
+
+func spawner() {
+	runtime.LockOSThread() // for good: see spawnReqs
+	for req := range spawnReqs {
+		req.done <- req.cmd.Start()
+	}
+}
+
 // startOnSpawner starts cmd from the spawner's thread.
 func startOnSpawner(cmd *exec.Cmd) error {
-	spawnerOnce.Do(func() {
-		spawnReqs = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread() // for good: see above
-			for req := range spawnReqs {
-				req.done <- req.cmd.Start()
-			}
-		}()
-	})
 	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	spawnReqs <- req
 	return <-req.done
