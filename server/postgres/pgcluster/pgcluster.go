@@ -243,24 +243,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // launch starts the postmaster on the cluster's folder, with a watchdog
 // for it, and waits until it accepts connections.
 func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
-	sockDir := filepath.Join(c.dir, "sock")
-	cmd := exec.Command(c.bin.Postgres, postgresArgs(c.dir, sockDir, c.opts)...)
-	cmd.Dir = c.dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
-	// SIGQUIT is postgres's immediate shutdown: if we die, it goes too.
-	// It holds across the switch to c.cred (see SetParentDeath).
-	child.SetParentDeath(cmd.SysProcAttr, syscall.SIGQUIT)
-	if err := startFromLongLivedThread(cmd); err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	exited := make(chan struct{})
-	c.cmd, c.exited = cmd, exited
-	go func() {
-		c.waitErr = cmd.Wait()
-		close(exited)
-	}()
 	// The watchdog cleans up after a parent that dies without Stop
 	// (SIGKILL, a crash, os.Exit): it makes sure the postmaster is gone
 	// too, SIGQUIT first (the parent-death signal, where there is one,
@@ -271,9 +253,24 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 		return err
 	}
 	c.wd = wd
-	if err := wd.Watch(c.Pid()); err != nil {
-		return err
+	sockDir := filepath.Join(c.dir, "sock")
+	cmd := exec.Command(c.bin.Postgres, postgresArgs(c.dir, sockDir, c.opts)...)
+	cmd.Dir = c.dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	// Its own group, watched from its start; SIGQUIT, postgres's immediate
+	// shutdown, if we die, which holds across the switch to c.cred.
+	proc, err := child.Start(cmd, child.Options{ParentDeath: syscall.SIGQUIT, Watchdog: wd})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
+	exited := make(chan struct{})
+	c.cmd, c.exited = cmd, exited
+	go func() {
+		c.waitErr = proc.Wait()
+		close(exited)
+	}()
 	timeout := c.opts.StartTimeout
 	if timeout <= 0 {
 		timeout = DefaultStartTimeout
@@ -436,14 +433,20 @@ func initdb(ctx context.Context, bin Binaries, dir, pwfile string, cred *syscall
 	var out strings.Builder
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	// Its own process group keeps a terminal Ctrl-C away (we clean up
-	// ourselves) and lets cancellation reach the postgres processes initdb
-	// runs for bootstrapping.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	child.SetParentDeath(cmd.SysProcAttr, syscall.SIGKILL)
+	// Its own process group (child.Start) keeps a terminal Ctrl-C away
+	// (we clean up ourselves) and lets cancellation reach the postgres
+	// processes initdb runs for bootstrapping.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	err := func() error {
+		p, err := child.Start(cmd, child.Options{})
+		if err != nil {
+			return err
+		}
+		return p.Wait()
+	}()
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("initdb: %w", ctx.Err())
 		}
@@ -491,16 +494,6 @@ func postgresArgs(dir, sockDir string, opts Options) []string {
 		args = append(args, "-c", k+"="+settings[k])
 	}
 	return args
-}
-
-// startFromLongLivedThread starts cmd from a new goroutine. The kernel sends
-// the parent-death signal when the forking *thread* exits (go.dev/issue/27505);
-// a fresh goroutine never runs on a thread locked by the caller, and Go never
-// retires unlocked threads, so Pdeathsig then fires only when the process dies.
-func startFromLongLivedThread(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Start() }()
-	return <-errc
 }
 
 // unprivilegedUser picks the account to run PostgreSQL as when we are root,
