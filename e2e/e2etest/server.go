@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/lab/labtest"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // LockedBuffer is a strings.Builder safe for concurrent writers.
@@ -98,10 +98,6 @@ func StartServer(t *testing.T, extraArgs ...string) *Server {
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--spare-runs", "2"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, st.mark, labtest.TapEnv+"="+st.tap)
-	// If this test binary dies, the kernel kills the server where it has a
-	// parent-death signal (serverAttr), and the server's workers die with
-	// the server.
-	cmd.SysProcAttr = serverAttr()
 	st.cmd = cmd
 
 	outR, outW, err := os.Pipe()
@@ -114,22 +110,19 @@ func StartServer(t *testing.T, extraArgs ...string) *Server {
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 
-	// The parent-death signal fires when the OS thread that started the
-	// process exits, not the process: start it from a goroutine locked to
-	// its thread until the server has exited (go.dev/issue/27505).
-	started := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		defer goruntime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		st.waitErr = cmd.Wait()
-		close(st.done)
-	}()
-	err = <-started
+	// In a process group of its own, and if this test binary dies, the
+	// kernel SIGKILLs the server where it has a parent-death signal
+	// (child.Start), and the server's workers die with the server. Where
+	// it has none (macOS), a server whose test binary died lives on until
+	// it is stopped by hand; its workers still die with it through its
+	// watchdog.
+	proc, err := child.Start(cmd, child.Options{})
+	if err == nil {
+		go func() {
+			st.waitErr = proc.Wait()
+			close(st.done)
+		}()
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {

@@ -2,7 +2,7 @@ package engines
 
 // The processes of an engine: an X server, a WebDriver, a browser. Each is
 // started in a process group of its own with a parent-death signal
-// (engineAttr), with the environment of the test binary (pgtest's suite
+// (child.Start), with the environment of the test binary (pgtest's suite
 // mark included: they are stopped by their test's cleanup, well before
 // pgtest's check) plus the engine's own mark, so that its cleanup finds
 // every process it made, whoever their parent is by then (a browser's
@@ -13,13 +13,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fencelab/fencelab/e2e/e2etest"
+	"github.com/fencelab/fencelab/server/run/child"
 )
 
 // engineMarkEnv marks every process of one engine's test.
@@ -58,7 +58,6 @@ func newEngineProcs(t *testing.T, name string) *engineProcs {
 func (ep *engineProcs) start(name, path string, args, env []string, extra ...*os.File) (*engineProc, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(append(os.Environ(), env...), ep.mark)
-	cmd.SysProcAttr = engineAttr()
 	cmd.ExtraFiles = extra
 	// A child that left the group (a browser's crash helper) may hold the
 	// output pipe open after the process has exited: Wait gives up on it
@@ -67,24 +66,19 @@ func (ep *engineProcs) start(name, path string, args, env []string, extra ...*os
 	p := &engineProc{name: name, cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = writerFunc(p.stderr.WriteString)
 	cmd.Stderr = writerFunc(p.stderr.WriteString)
-	// The parent-death signal fires when the thread that started the
-	// process exits: start it from a goroutine locked to its thread until
-	// the process has exited (go.dev/issue/27505).
-	started := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		defer goruntime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	// Its own group, so that its cleanup can kill it with every child
+	// that stays in the group, and a parent-death signal, so that it dies
+	// with this test binary. Where the kernel has no such signal (macOS),
+	// an engine whose test binary died lives on until it is stopped by
+	// hand.
+	proc, err := child.Start(cmd, child.Options{})
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	go func() {
+		p.err = proc.Wait()
+		close(p.done)
+	}()
 	ep.procs = append(ep.procs, p)
 	return p, nil
 }
