@@ -1,7 +1,6 @@
 package judge_test
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,61 +10,18 @@ import (
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/fencelab/fencelab/server/lab/labtest"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
-var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-
-func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-
-func str(s string) *string { return &s }
+var (
+	at      = labtest.At
+	payload = labtest.Payload
+)
 
 func i64(v int64) *int64 { return &v }
 
 func tm(t time.Time) *time.Time { return &t }
-
-func payload(worker string) json.RawMessage {
-	b, _ := json.Marshal(protocol.Result{Worker: worker})
-	return b
-}
-
-type history struct {
-	recs []protocol.HistoryRecord
-	cur  protocol.HistoryRecord
-}
-
-func newHistory() *history {
-	h := &history{cur: protocol.HistoryRecord{JobID: 1, NewStatus: "pending", App: "fencelab"}}
-	h.push("insert", 0)
-	return h
-}
-
-func (h *history) push(op string, ms int) {
-	r := h.cur
-	r.Seq = int64(len(h.recs) + 1)
-	r.Op, r.At = op, at(ms)
-	h.recs = append(h.recs, r)
-}
-
-func (h *history) change(op string, ms int, worker, status string, epoch int64, lease *time.Time, result json.RawMessage) {
-	prev := h.cur
-	h.cur.OldStatus, h.cur.OldOwner, h.cur.OldEpoch, h.cur.OldLeaseUntil = str(prev.NewStatus), prev.NewOwner, i64(prev.NewEpoch), prev.NewLeaseUntil
-	h.cur.NewStatus, h.cur.NewEpoch, h.cur.NewLeaseUntil, h.cur.Result = status, epoch, lease, result
-	if op == "claim" {
-		h.cur.NewOwner = str("worker-" + strings.ToLower(worker))
-		h.cur.Attempts++
-	}
-	h.cur.App = protocol.AppName(worker)
-	h.push(op, ms)
-}
-
-func (h *history) claim(ms int, worker string, epoch int64, leaseMS int) {
-	h.change("claim", ms, worker, "running", epoch, tm(at(ms+leaseMS)), nil)
-}
-
-func (h *history) complete(ms int, worker string) {
-	h.change("complete", ms, worker, "done", h.cur.NewEpoch, nil, payload(worker))
-}
 
 func decision(seq int64, worker string, epoch int64, d engine.Decision, prev *int64) engine.DecisionRecord {
 	return engine.DecisionRecord{Seq: seq, JobID: 1, Epoch: epoch, Owner: "worker-" + strings.ToLower(worker), Payload: payload(worker), Decision: d, PrevEpoch: prev, At: at(int(seq))}
@@ -80,13 +36,13 @@ func invariants(vs []protocol.Violation) []protocol.Invariant {
 }
 
 func TestCheck_TheFencedStoryBreaksNothing(t *testing.T) {
-	h := newHistory()
-	h.claim(10, "A", 1, 1000)
-	h.claim(1100, "B", 2, 1000) // A's lease ran out at 1010
-	h.complete(1500, "B")
+	h := labtest.NewHistory()
+	h.Claim(10, "A", 1, 1000)
+	h.Claim(1100, "B", 2, 1000) // A's lease ran out at 1010
+	h.Complete(1500, "B")
 	ds := []engine.DecisionRecord{decision(1, "A", 1, engine.AcceptedFirst, nil), decision(2, "B", 2, engine.AcceptedNewer, i64(1))}
 	held := &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}
-	if vs := judge.Violations(h.recs, ds, held); len(vs) != 0 {
+	if vs := judge.Violations(h.Recs, ds, held); len(vs) != 0 {
 		t.Fatalf("the correct build's story breaks %v", vs)
 	}
 }
@@ -100,48 +56,48 @@ func TestCheck_EachInvariant(t *testing.T) {
 		guards playground.Guard
 	}{
 		{"a zombie's late commit lands", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 1, 1000)
-			h.claim(1100, "B", 2, 1000)
-			h.complete(1200, "A")
-			return h.recs, nil, nil
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 1, 1000)
+			h.Claim(1100, "B", 2, 1000)
+			h.Complete(1200, "A")
+			return h.Recs, nil, nil
 		}, []protocol.Invariant{protocol.InvStaleWrite, protocol.InvRowLastOwner}, playground.EpochCheck},
 		{"a holder's late commit lands after its job was ended", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 1, 1000)
-			h.change("expire", 1100, "B", "failed", 2, nil, nil) // B's claim found A's last attempt spent
-			h.complete(1200, "A")                                // status and epoch checks broken: it lands
-			return h.recs, nil, nil
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 1, 1000)
+			h.Change("expire", 1100, "B", "failed", 2, nil, nil) // B's claim found A's last attempt spent
+			h.Complete(1200, "A")                                // status and epoch checks broken: it lands
+			return h.Recs, nil, nil
 		}, []protocol.Invariant{protocol.InvStaleWrite}, playground.StatusCheck},
 		{"a late heartbeat lands", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 1, 1000)
-			h.claim(1100, "B", 2, 1000)
-			h.change("renew", 1150, "A", "running", 2, tm(at(2150)), nil)
-			h.complete(1500, "B")
-			return h.recs, nil, nil
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 1, 1000)
+			h.Claim(1100, "B", 2, 1000)
+			h.Change("renew", 1150, "A", "running", 2, tm(at(2150)), nil)
+			h.Complete(1500, "B")
+			return h.Recs, nil, nil
 		}, []protocol.Invariant{protocol.InvStaleWrite}, playground.OwnerCheck},
 		{"two claims share a token", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 0, 1000)
-			h.claim(1100, "B", 0, 1000)
-			h.complete(1500, "B")
-			return h.recs, nil, nil
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 0, 1000)
+			h.Claim(1100, "B", 0, 1000)
+			h.Complete(1500, "B")
+			return h.Recs, nil, nil
 		}, []protocol.Invariant{protocol.InvEpochUnique}, playground.EpochIncrement},
 		{"a live lease is taken", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 1, 5000)
-			h.claim(100, "B", 2, 5000)
-			h.complete(200, "B")
-			return h.recs, nil, nil
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 1, 5000)
+			h.Claim(100, "B", 2, 5000)
+			h.Complete(200, "B")
+			return h.Recs, nil, nil
 		}, []protocol.Invariant{protocol.InvLeaseRespected}, playground.DBClock},
 		{"the receiver goes backwards", func() ([]protocol.HistoryRecord, []engine.DecisionRecord, *engine.Held) {
-			h := newHistory()
-			h.claim(10, "A", 1, 1000)
-			h.claim(1100, "B", 2, 1000)
-			h.complete(1200, "B")
+			h := labtest.NewHistory()
+			h.Claim(10, "A", 1, 1000)
+			h.Claim(1100, "B", 2, 1000)
+			h.Complete(1200, "B")
 			ds := []engine.DecisionRecord{decision(1, "B", 2, engine.AcceptedFirst, nil), decision(2, "A", 1, engine.AcceptedOlder, i64(2))}
-			return h.recs, ds, &engine.Held{JobID: 1, Epoch: 1, Payload: payload("A")}
+			return h.Recs, ds, &engine.Held{JobID: 1, Epoch: 1, Payload: payload("A")}
 		}, []protocol.Invariant{protocol.InvReceiverLastOwner, protocol.InvReceiverMonotonic}, playground.ReceiverCheck},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,13 +122,13 @@ func TestCheck_EachInvariant(t *testing.T) {
 }
 
 func TestCheck_SaysEachViolationOnce(t *testing.T) {
-	h := newHistory()
-	h.claim(10, "A", 1, 1000)
-	h.claim(1100, "B", 2, 1000)
-	h.change("renew", 1150, "A", "running", 2, tm(at(2150)), nil)
-	h.change("renew", 1160, "A", "running", 2, tm(at(2160)), nil)
-	h.complete(1500, "B")
-	if vs := judge.Violations(h.recs, nil, nil); len(vs) != 1 {
+	h := labtest.NewHistory()
+	h.Claim(10, "A", 1, 1000)
+	h.Claim(1100, "B", 2, 1000)
+	h.Change("renew", 1150, "A", "running", 2, tm(at(2150)), nil)
+	h.Change("renew", 1160, "A", "running", 2, tm(at(2160)), nil)
+	h.Complete(1500, "B")
+	if vs := judge.Violations(h.Recs, nil, nil); len(vs) != 1 {
 		t.Fatalf("two late heartbeats of one worker are one violation, got %v", invariants(vs))
 	}
 }
@@ -220,12 +176,12 @@ func TestLoadVerdict_SaysEachStyleAndFencelabsThroughput(t *testing.T) {
 }
 
 func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
-	h := newHistory()
-	h.claim(10, "A", 1, 1000)
-	h.claim(1100, "B", 2, 1000)
-	h.complete(1200, "B")
+	h := labtest.NewHistory()
+	h.Claim(10, "A", 1, 1000)
+	h.Claim(1100, "B", 2, 1000)
+	h.Complete(1200, "B")
 	ds := []engine.DecisionRecord{decision(1, "B", 2, engine.AcceptedFirst, nil), decision(2, "B", 99, engine.AcceptedNewer, i64(2))}
-	vs := judge.Violations(h.recs, ds, &engine.Held{JobID: 1, Epoch: 99, Payload: payload("B")})
+	vs := judge.Violations(h.Recs, ds, &engine.Held{JobID: 1, Epoch: 99, Payload: payload("B")})
 	if got := invariants(vs); !reflect.DeepEqual(got, []protocol.Invariant{protocol.InvReceiverKnown}) {
 		t.Fatalf("Check = %v, want receiver-known", got)
 	}
@@ -234,7 +190,7 @@ func TestCheck_AnEpochNoClaimHeld(t *testing.T) {
 	}
 	// A refusal of an unknown epoch changes nothing: no violation.
 	ds[1] = decision(2, "B", 99, engine.RefusedStale, i64(2))
-	if vs := judge.Violations(h.recs, ds[:2], &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}); len(vs) != 0 {
+	if vs := judge.Violations(h.Recs, ds[:2], &engine.Held{JobID: 1, Epoch: 2, Payload: payload("B")}); len(vs) != 0 {
 		t.Fatalf("a refused unknown epoch: %v", vs)
 	}
 }

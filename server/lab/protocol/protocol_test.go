@@ -13,54 +13,11 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
-var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-
-func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-
-func str(s string) *string { return &s }
+var at = labtest.At
 
 func i64(v int64) *int64 { return &v }
 
 func tm(t time.Time) *time.Time { return &t }
-
-func payload(worker string) json.RawMessage {
-	b, _ := json.Marshal(protocol.Result{Worker: worker})
-	return b
-}
-
-type history struct {
-	recs []protocol.HistoryRecord
-	cur  protocol.HistoryRecord
-}
-
-func newHistory() *history {
-	h := &history{cur: protocol.HistoryRecord{JobID: 1, NewStatus: "pending", App: "fencelab"}}
-	h.push("insert", 0)
-	return h
-}
-
-func (h *history) push(op string, ms int) {
-	r := h.cur
-	r.Seq = int64(len(h.recs) + 1)
-	r.Op, r.At = op, at(ms)
-	h.recs = append(h.recs, r)
-}
-
-func (h *history) change(op string, ms int, worker, status string, epoch int64, lease *time.Time, result json.RawMessage) {
-	prev := h.cur
-	h.cur.OldStatus, h.cur.OldOwner, h.cur.OldEpoch, h.cur.OldLeaseUntil = str(prev.NewStatus), prev.NewOwner, i64(prev.NewEpoch), prev.NewLeaseUntil
-	h.cur.NewStatus, h.cur.NewEpoch, h.cur.NewLeaseUntil, h.cur.Result = status, epoch, lease, result
-	if op == "claim" {
-		h.cur.NewOwner = str("worker-" + strings.ToLower(worker))
-		h.cur.Attempts++
-	}
-	h.cur.App = protocol.AppName(worker)
-	h.push(op, ms)
-}
-
-func (h *history) claim(ms int, worker string, epoch int64, leaseMS int) {
-	h.change("claim", ms, worker, "running", epoch, tm(at(ms+leaseMS)), nil)
-}
 
 func sampleEvents() []protocol.Event {
 	o := protocol.Outcome{Ordering: experiments.ZombieFirst, Broken: []string{}, Violations: []protocol.Violation{}, Because: []string{}, Safe: true,
@@ -183,10 +140,10 @@ func TestSchema_RefusesWhatTheProtocolDoesNot(t *testing.T) {
 }
 
 func TestVerdict_WordsFromTheCodes(t *testing.T) {
-	h := newHistory()
-	h.claim(10, "A", 1, 1000)
-	h.claim(1100, "A", 2, 1000) // the same name: a restarted pod
-	vs := judge.Violations(h.recs, nil, nil)
+	h := labtest.NewHistory()
+	h.Claim(10, "A", 1, 1000)
+	h.Claim(1100, "A", 2, 1000) // the same name: a restarted pod
+	vs := judge.Violations(h.Recs, nil, nil)
 	if len(vs) != 0 {
 		t.Fatalf("a reclaim alone breaks %v", vs)
 	}
