@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/api"
@@ -23,7 +20,6 @@ import (
 	"github.com/fencelab/fencelab/server/run/receiver"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/run/supervisor"
-	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -50,21 +46,12 @@ func openWorld(ctx context.Context, getenv func(string) string, log *slog.Logger
 		return nil, err
 	}
 	w.closers = append(w.closers, closeDB)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	receivers, stop, err := receiver.Serve(log)
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
-	receivers := receiver.NewRegistry("http://" + ln.Addr().String() + "/receiver")
-	e := wire.NewEcho(log)
-	receivers.Register(e.Group("/receiver"))
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	w.closers = append(w.closers, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
+	w.closers = append(w.closers, stop)
 	sup, err := supervisor.New(supervisor.Config{Log: log})
 	if err != nil {
 		w.Close()

@@ -21,8 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"time"
 
@@ -36,7 +34,6 @@ import (
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/sandbox"
-	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -286,20 +283,11 @@ func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *sl
 		return nil, err
 	}
 	w := &World{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	receivers, stop, err := receiver.Serve(log)
 	if err != nil {
 		return nil, err
 	}
-	receivers := receiver.NewRegistry("http://" + ln.Addr().String() + "/receiver")
-	e := wire.NewEcho(log)
-	receivers.Register(e.Group("/receiver"))
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	w.closers = append(w.closers, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
+	w.closers = append(w.closers, stop)
 	sup, err := supervisor.New(supervisor.Config{Exe: exe, Log: log})
 	if err != nil {
 		w.Close()

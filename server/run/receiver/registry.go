@@ -1,14 +1,20 @@
 package receiver
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
 )
 
@@ -123,4 +129,24 @@ func (g *Registry) Register(grp *echo.Group) {
 		},
 	}
 	h.Register(grp.Group("/:key"))
+}
+
+// Serve starts a loopback HTTP server for a registry of its own, under
+// /receiver, for a program with no server of its own (fencelab run, the
+// check): the registry, and the function that shuts the server down.
+func Serve(log *slog.Logger) (*Registry, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := NewRegistry("http://" + ln.Addr().String() + "/receiver")
+	e := wire.NewEcho(log)
+	reg.Register(e.Group("/receiver"))
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return reg, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
