@@ -199,24 +199,32 @@ func Script(ctx context.Context, db *pgxpool.Pool, schema string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("script: %w", err)
 	}
-	sub := func(arg any) string {
+	sub := func(arg any) (string, bool) {
 		switch v := arg.(type) {
 		case string:
 			if v == c.Owner {
-				return "'pgbench-' || :client_id"
+				return "'pgbench-' || :client_id", true
 			}
-			return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+			return "'" + strings.ReplaceAll(v, "'", "''") + "'", true
 		case int64:
 			switch v {
 			case c.JobID:
-				return ":id"
+				return ":id", true
 			case c.Epoch:
-				return ":epoch"
+				return ":epoch", true
 			}
 		}
-		return "'1 minute'" // the lease interval
+		return "'1 minute'", true // the lease interval
 	}
-	return oneLine(inline(claim, sub)) + " \\gset\n" + oneLine(inline(complete, sub)) + ";\n", nil
+	cl, err := Inline(claim, sub)
+	if err != nil {
+		return "", fmt.Errorf("script: %w", err)
+	}
+	co, err := Inline(complete, sub)
+	if err != nil {
+		return "", fmt.Errorf("script: %w", err)
+	}
+	return cl + " \\gset\n" + co + ";\n", nil
 }
 
 // traceCycle runs one claim and one complete through an engine.Queue, in
@@ -257,16 +265,29 @@ func traceCycle(ctx context.Context, db *pgxpool.Pool, schema string) (claim, co
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
-// inline writes a statement's arguments into its text.
-func inline(st playground.Statement, sub func(any) string) string {
-	return placeholder.ReplaceAllStringFunc(st.SQL, func(m string) string {
+// Inline writes a statement's arguments into its text, on one line with
+// its comments taken out (pgbench reads a command per line): sub gives
+// each argument's text, and false for one it does not know, which is an
+// error, so that a change to the engine's statements breaks a pgbench
+// script loudly rather than silently. Script and the nemesis's ceiling
+// both write the engine's statements for pgbench this way.
+func Inline(st playground.Statement, sub func(any) (string, bool)) (string, error) {
+	var bad error
+	sql := placeholder.ReplaceAllStringFunc(st.SQL, func(m string) string {
 		n, _ := strconv.Atoi(m[1:])
-		return sub(st.Args[n-1])
+		if n < 1 || n > len(st.Args) {
+			bad = fmt.Errorf("%s: $%d has no argument", st.Name, n)
+			return m
+		}
+		s, ok := sub(st.Args[n-1])
+		if !ok {
+			bad = fmt.Errorf("%s: argument $%d (%T %v) is not one pgbench's script knows", st.Name, n, st.Args[n-1], st.Args[n-1])
+		}
+		return s
 	})
-}
-
-// oneLine joins a statement's lines: pgbench reads one command per line.
-func oneLine(sql string) string {
+	if bad != nil {
+		return "", bad
+	}
 	var parts []string
 	for _, l := range strings.Split(sql, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {
@@ -276,7 +297,7 @@ func oneLine(sql string) string {
 			parts = append(parts, l)
 		}
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, " "), nil
 }
 
 // PGBench runs the same claim and complete (Script, on pool) through

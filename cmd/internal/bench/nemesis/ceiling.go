@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +57,7 @@ func CeilingScript(ctx context.Context, db engine.DB, schema string, batch int) 
 	if len(traced) != 2 {
 		return "", fmt.Errorf("ceiling script: %d statements traced, want the claim and the completion", len(traced))
 	}
-	claim, err := inline(traced[0].Statement, func(arg any) (string, bool) {
+	claim, err := bench.Inline(traced[0].Statement, func(arg any) (string, bool) {
 		switch v := arg.(type) {
 		case string:
 			return "'pgbench-' || :client_id", v == sentinelOwner
@@ -72,7 +71,7 @@ func CeilingScript(ctx context.Context, db engine.DB, schema string, batch int) 
 	if err != nil {
 		return "", fmt.Errorf("ceiling script: the claim: %w", err)
 	}
-	complete, err := inline(traced[1].Statement, func(arg any) (string, bool) {
+	complete, err := bench.Inline(traced[1].Statement, func(arg any) (string, bool) {
 		switch {
 		case reflect.DeepEqual(arg, []int64{sentinelJob}):
 			return ":ids", true
@@ -135,41 +134,6 @@ func splitWith(sql string) (ctes, main string, err error) {
 		}
 	}
 	return "", "", fmt.Errorf("no statement after its WITH list: %s", sql)
-}
-
-var placeholder = regexp.MustCompile(`\$(\d+)`)
-
-// inline writes a statement's arguments into its text, on one line (pgbench
-// reads a command per line): sub gives each argument's text, and false for
-// one it does not know, which is an error, so that a change to the
-// engine's statements breaks the ceiling loudly rather than silently.
-func inline(st playground.Statement, sub func(any) (string, bool)) (string, error) {
-	var bad error
-	sql := placeholder.ReplaceAllStringFunc(st.SQL, func(m string) string {
-		n, _ := strconv.Atoi(m[1:])
-		if n < 1 || n > len(st.Args) {
-			bad = fmt.Errorf("%s: $%d has no argument", st.Name, n)
-			return m
-		}
-		s, ok := sub(st.Args[n-1])
-		if !ok {
-			bad = fmt.Errorf("%s: argument $%d (%T %v) is not one the ceiling knows", st.Name, n, st.Args[n-1], st.Args[n-1])
-		}
-		return s
-	})
-	if bad != nil {
-		return "", bad
-	}
-	var parts []string
-	for _, l := range strings.Split(sql, "\n") {
-		if i := strings.Index(l, "--"); i >= 0 {
-			l = l[:i]
-		}
-		if l = strings.TrimSpace(l); l != "" {
-			parts = append(parts, l)
-		}
-	}
-	return strings.Join(parts, " "), nil
 }
 
 // CeilingResult is one ceiling run.
