@@ -341,12 +341,23 @@ func (s *Server) keptSince(sess *session.Session, since int64, run string, limit
 	return nil, 0, fault.Errorf(fault.Busy, "the session drops its oldest events faster than they can be read; try again")
 }
 
-func (s *Server) events(c echo.Context) error {
-	sess, err := s.session(c)
-	if err != nil {
-		return err
+// eventsAsked reads what GET .../events and its export ask for: the
+// session, since and run.
+func (s *Server) eventsAsked(c echo.Context) (sess *session.Session, since int64, run string, err error) {
+	if sess, err = s.session(c); err != nil {
+		return nil, 0, "", err
 	}
-	since, err := sinceParam(c, sess)
+	if since, err = sinceParam(c, sess); err != nil {
+		return nil, 0, "", err
+	}
+	if run, err = runParam(c, sess); err != nil {
+		return nil, 0, "", err
+	}
+	return sess, since, run, nil
+}
+
+func (s *Server) events(c echo.Context) error {
+	sess, since, run, err := s.eventsAsked(c)
 	if err != nil {
 		return err
 	}
@@ -356,10 +367,6 @@ func (s *Server) events(c echo.Context) error {
 	}
 	if limit < 1 || limit > 10000 {
 		return fault.Errorf(fault.Invalid, "limit=%d must be between 1 and 10000", limit)
-	}
-	run, err := runParam(c, sess)
-	if err != nil {
-		return err
 	}
 	last := sess.Log.LastSeq()
 	evs, dropped, err := s.keptSince(sess, since, run, int(limit)+1)
@@ -378,15 +385,7 @@ func (s *Server) events(c echo.Context) error {
 }
 
 func (s *Server) eventsNDJSON(c echo.Context) error {
-	sess, err := s.session(c)
-	if err != nil {
-		return err
-	}
-	since, err := sinceParam(c, sess)
-	if err != nil {
-		return err
-	}
-	run, err := runParam(c, sess)
+	sess, since, run, err := s.eventsAsked(c)
 	if err != nil {
 		return err
 	}
