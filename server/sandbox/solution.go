@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/fencelab/fencelab/server/lab/judge"
 )
@@ -19,32 +20,33 @@ type Solution struct {
 	Receiver string `json:"receiver"`
 }
 
-// Text returns the statement of one kind.
-func (s Solution) Text(k Kind) string {
+// field returns the place of the statement of kind k, nil for no kind.
+func (s *Solution) field(k Kind) *string {
 	switch k {
 	case Claim:
-		return s.Claim
+		return &s.Claim
 	case Complete:
-		return s.Complete
+		return &s.Complete
 	case Fail:
-		return s.Fail
+		return &s.Fail
 	case Receiver:
-		return s.Receiver
+		return &s.Receiver
+	}
+	return nil
+}
+
+// Text returns the statement of one kind.
+func (s Solution) Text(k Kind) string {
+	if f := s.field(k); f != nil {
+		return *f
 	}
 	return ""
 }
 
 // With returns s with the statement of kind k replaced.
 func (s Solution) With(k Kind, text string) Solution {
-	switch k {
-	case Claim:
-		s.Claim = text
-	case Complete:
-		s.Complete = text
-	case Fail:
-		s.Fail = text
-	case Receiver:
-		s.Receiver = text
+	if f := s.field(k); f != nil {
+		*f = text
 	}
 	return s
 }
@@ -58,23 +60,6 @@ func (s Solution) With(k Kind, text string) Solution {
 const startClaimSQL = `UPDATE jobs
    SET status = 'running',
        owner = :owner,
-       attempts = attempts + 1,
-       lease_until = now() + :lease,
-       updated_at = now()
- WHERE id = (
-       SELECT id FROM jobs
-        WHERE status = 'pending'
-           OR (status = 'running' AND lease_until < now())
-        ORDER BY id
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED)
-RETURNING id, owner, epoch, lease_until`
-
-// claimSQL is our claim: the start's, raising the epoch.
-const claimSQL = `UPDATE jobs
-   SET status = 'running',
-       owner = :owner,
-       epoch = epoch + 1,
        attempts = attempts + 1,
        lease_until = now() + :lease,
        updated_at = now()
@@ -119,36 +104,21 @@ ON CONFLICT (job_id) DO UPDATE
 // Ours is fencelab's own solution in the reader's terms: the engine's
 // statements (engine/queries.go: JobClaim, JobComplete, JobFail,
 // ReceiverDeliver) without what only the engine reads (the row as it was
-// judged, the superseded epoch).
+// judged, the superseded epoch). It is Start with the article's clauses
+// added, and nothing else: the claim raises the epoch, complete and fail
+// compare-and-set on the status, the owner and the epoch, and the
+// receiver takes no epoch older than the one it holds.
 func Ours() Solution {
+	start := Start()
+	const fenced = `
+   AND status = 'running'
+   AND owner = :owner
+   AND epoch = :epoch`
 	return Solution{
-		Claim: claimSQL,
-		Complete: `UPDATE jobs
-   SET status = 'done',
-       result = :result,
-       lease_until = NULL,
-       updated_at = now()
- WHERE id = :id
-   AND status = 'running'
-   AND owner = :owner
-   AND epoch = :epoch`,
-		Fail: `UPDATE jobs
-   SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
-       error = :error,
-       lease_until = NULL,
-       updated_at = now()
- WHERE id = :id
-   AND status = 'running'
-   AND owner = :owner
-   AND epoch = :epoch`,
-		Receiver: `INSERT INTO deliveries AS held (job_id, epoch, owner, payload)
-VALUES (:job_id, :epoch, :owner, :body)
-ON CONFLICT (job_id) DO UPDATE
-   SET epoch = EXCLUDED.epoch,
-       owner = EXCLUDED.owner,
-       payload = EXCLUDED.payload,
-       accepted = held.accepted + 1,
-       updated_at = now()
+		Claim:    strings.Replace(start.Claim, "       attempts = attempts + 1,", "       epoch = epoch + 1,\n       attempts = attempts + 1,", 1),
+		Complete: start.Complete + fenced,
+		Fail:     start.Fail + fenced,
+		Receiver: start.Receiver + `
  WHERE held.epoch <= EXCLUDED.epoch`,
 	}
 }
@@ -158,31 +128,33 @@ type Statements struct {
 	Claim, Complete, Fail, Receiver *Vetted
 }
 
-// Of returns the checked statement of one kind.
-func (s *Statements) Of(k Kind) *Vetted {
+// field returns the place of the checked statement of kind k, nil for
+// no kind.
+func (s *Statements) field(k Kind) **Vetted {
 	switch k {
 	case Claim:
-		return s.Claim
+		return &s.Claim
 	case Complete:
-		return s.Complete
+		return &s.Complete
 	case Fail:
-		return s.Fail
+		return &s.Fail
 	case Receiver:
-		return s.Receiver
+		return &s.Receiver
+	}
+	return nil
+}
+
+// Of returns the checked statement of one kind.
+func (s *Statements) Of(k Kind) *Vetted {
+	if f := s.field(k); f != nil {
+		return *f
 	}
 	return nil
 }
 
 func (s *Statements) set(k Kind, c *Vetted) {
-	switch k {
-	case Claim:
-		s.Claim = c
-	case Complete:
-		s.Complete = c
-	case Fail:
-		s.Fail = c
-	case Receiver:
-		s.Receiver = c
+	if f := s.field(k); f != nil {
+		*f = c
 	}
 }
 
