@@ -161,14 +161,17 @@ func (gs Guards) String() string {
 
 // Set adds the guards named in a comma-separated list to the broken set,
 // so *Guards works as a repeatable command-line flag.
+// A list with a name that is no guard changes nothing.
 func (gs *Guards) Set(list string) error {
+	set := *gs
 	for _, n := range strings.Split(list, ",") {
 		g, err := ParseGuard(strings.TrimSpace(n))
 		if err != nil {
 			return err
 		}
-		*gs = gs.Break(g)
+		set = set.Break(g)
 	}
+	*gs = set
 	return nil
 }
 
