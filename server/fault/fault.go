@@ -27,7 +27,7 @@ const (
 	Invalid     Code = "invalid"     // bad input: the request can never work as sent
 	NotFound    Code = "not_found"   // no such session, run, job, receiver or recording
 	Conflict    Code = "conflict"    // not possible in the current state (a run that ended, a worker that exited)
-	Forbidden   Code = "forbidden"   // needs the session's control token
+	Forbidden   Code = "forbidden"   // needs a secret the caller lacks: the session's control token, a run's receiver credential
 	Busy        Code = "busy"        // a capacity of the server is used up; try again later
 	Limit       Code = "limit"       // a bound of a run is reached (its workers, its jobs)
 	Unavailable Code = "unavailable" // the database (or a worker, or the receiver) cannot do it now
