@@ -77,14 +77,30 @@ func Status(err error) int {
 func codeOf(err error, status int) fault.Code {
 	var ee *echo.HTTPError
 	if errors.As(err, &ee) {
-		for c, s := range statuses {
-			if s == status && c != fault.Limit && c != fault.Busy {
-				return c
-			}
-		}
-		return fault.Invalid
+		return CodeOfStatus(status)
 	}
 	return fault.CodeOf(err)
+}
+
+// CodeOfStatus is the fault code an HTTP status stands for: the one
+// statuses maps to it (conflict for 409 and unavailable for 503, which
+// limit and busy share), else by its class — invalid for any other 4xx,
+// unavailable for any other 5xx — and internal for a status that is no
+// error. It reads the answer of a server that may not be ours (a
+// receiver) in the closed set of codes.
+func CodeOfStatus(status int) fault.Code {
+	for c, s := range statuses {
+		if s == status && c != fault.Limit && c != fault.Busy {
+			return c
+		}
+	}
+	switch {
+	case status >= 400 && status < 500:
+		return fault.Invalid
+	case status >= 500 && status < 600:
+		return fault.Unavailable
+	}
+	return fault.Internal
 }
 
 // Message returns what the user is told: the error's own sentence, except
@@ -135,11 +151,15 @@ func Sent(c echo.Context, err error) int {
 	return Status(err)
 }
 
-// Handler returns an Echo HTTPErrorHandler that answers JSON and logs 5xx.
+// Handler returns an Echo HTTPErrorHandler that answers JSON and logs 5xx
+// to log (nil: nowhere).
 // An error after the header went out cannot change the answer any more,
 // and a client that went away gets none: both are the request log's to
 // tell (see Sent).
 func Handler(log *slog.Logger) echo.HTTPErrorHandler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return func(err error, c echo.Context) {
 		if c.Response().Committed || ClientGone(c, err) {
 			return
