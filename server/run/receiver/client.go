@@ -15,11 +15,14 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/wire"
 )
 
-// Client reads a standalone receiver over its HTTP API. It is an
-// engine.ReceiverView, so a run's outcome can be read from a receiver
-// that lives in another process with another database.
+// Client reads a receiver over its HTTP API: a standalone one, or a run's
+// on a server's Registry (BaseURL BASE/KEY, and HTTP WithCredential). It
+// is a judge.ReceiverView, so a run's outcome can be read from a receiver
+// that lives in another process with another database. Its errors never
+// carry BaseURL, whose path may hold a run's secret key.
 type Client struct {
 	BaseURL string // e.g. http://127.0.0.1:8081
 	HTTP    *http.Client
@@ -32,22 +35,22 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.BaseURL, "/")+path, nil)
 	if err != nil {
-		return err
+		return errors.New("the receiver URL is not usable")
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("receiver at %s: %w", c.BaseURL, err)
+		return fmt.Errorf("the receiver did not answer %s: %w", path, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return err
+		return fmt.Errorf("the receiver's answer to %s broke off (HTTP %d)", path, resp.StatusCode)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("receiver at %s: %s: %w", c.BaseURL, path, engine.ErrJobNotFound)
+		return fmt.Errorf("the receiver: %s: %w", path, engine.ErrJobNotFound)
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("receiver at %s: %s: HTTP %d: %s", c.BaseURL, path, resp.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("the receiver answered %s with HTTP %d: %s", path, resp.StatusCode, answerError(body, resp.StatusCode))
 	}
 	return json.Unmarshal(body, v)
 }
@@ -101,8 +104,11 @@ func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *pro
 	rc, status, err := Post(ctx, hc, url, body)
 	ce.HTTPStatus = status
 	switch {
-	case err != nil:
+	case err != nil && status == 0:
 		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrUnreachable, Message: err.Error()}
+		return rc.DBTime, err
+	case err != nil: // it answered, and not with a receipt: its status says why, in the closed set of codes
+		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrorCode(wire.CodeOfStatus(status)), Message: err.Error()}
 		return rc.DBTime, err
 	case status == http.StatusConflict:
 		ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryRefused, rc.Decision, protocol.Int64(rc.HeldEpoch)
@@ -124,15 +130,7 @@ func Post(ctx context.Context, hc *http.Client, url string, body []byte) (engine
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		var ue *neturl.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // "Post <url>: <why>" without the URL
-		}
-		var oe *net.OpError
-		if errors.As(err, &oe) {
-			err = oe.Err // "dial tcp <addr>: <why>" without the address
-		}
-		return rc, 0, fmt.Errorf("the receiver did not answer: %v", err)
+		return rc, 0, fmt.Errorf("the receiver did not answer: %v", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -140,17 +138,39 @@ func Post(ctx context.Context, hc *http.Client, url string, body []byte) (engine
 		return rc, resp.StatusCode, fmt.Errorf("the receiver's answer broke off (HTTP %d)", resp.StatusCode)
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e) // a body that is not JSON still has a status
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d: %s", resp.StatusCode, strings.TrimSuffix(e.Error, "."))
+		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d: %s", resp.StatusCode, answerError(b, resp.StatusCode))
 	}
 	if err := json.Unmarshal(b, &rc); err != nil {
 		return rc, resp.StatusCode, fmt.Errorf("the receiver answered HTTP %d with a body that is not a receipt", resp.StatusCode)
 	}
 	return rc, resp.StatusCode, nil
+}
+
+// withoutURL is a failed request's error without the URL it was sent to
+// ("Post <url>: <why>") or the address it dialled ("dial tcp <addr>:
+// <why>"): a run's receiver URL holds its secret key.
+func withoutURL(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return err
+}
+
+// answerError is the sentence of an error answer's JSON body (wire.Body's
+// error), without its full stop, or the status's text for a body that
+// has none.
+func answerError(body []byte, status int) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e) // a body that is not JSON still has a status
+	if e.Error == "" {
+		e.Error = http.StatusText(status)
+	}
+	return strings.TrimSuffix(e.Error, ".")
 }

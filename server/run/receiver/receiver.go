@@ -1,7 +1,17 @@
 // Package receiver serves the external receiver over HTTP: the system a
 // worker calls with its job id and epoch before it commits. The rules live
-// in engine.Receiver; this package is only their HTTP face, used both by the
-// standalone `fencelab receiver` and inside the playground server.
+// in engine.Receiver; this package is only their HTTP face:
+//
+//   - Handler and Standalone: one receiver's routes (POST /deliveries, GET
+//     /deliveries/:job_id, GET /decisions/:job_id), and the standalone
+//     service of `fencelab receiver`.
+//   - Registry: the receivers of live runs in one server, each under a
+//     secret key that routes and let in only by a credential the run gave
+//     its own senders. The playground server mounts one under /receiver;
+//     Serve starts one on a loopback listener for `fencelab run` and the
+//     check.
+//   - Client, Post and Call: the other side, reading and delivering over
+//     HTTP. None of their errors carries a URL, which may hold a run's key.
 package receiver
 
 import (

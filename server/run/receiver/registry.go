@@ -22,7 +22,9 @@ import (
 // its own: a run's workers deliver to BaseURL/KEY/deliveries. The key only
 // routes; what lets a request in is a credential the run issued to one of
 // its own senders (Served.Credential), sent as "Authorization: Bearer …":
-// a request without one is refused (403) even with the key. The playground
+// a well-formed delivery without one is refused (403) even with the key.
+// (The body is read and held to its shape first, so a malformed one is a
+// 4xx of its own whoever sends it, and changes nothing.) The playground
 // server mounts it under /receiver; `fencelab run` on a loopback listener
 // of its own. Safe for concurrent use.
 type Registry struct {
