@@ -38,6 +38,15 @@ const (
 // these tests, so it cannot make one pass.
 const childLifetime = 2 * time.Minute
 
+// The main goroutine stays on the main thread (thread group leader), as it
+// is during init: runParent needs a thread that never ends, and only the
+// main thread is sure to outlive every goroutine (a goroutine that locks
+// its thread and ends takes the thread with it). Locked after init, it
+// would be on whichever thread it ran on then, and the goroutine that
+// must not run on the main thread could land there: the helper parent
+// then failed, about once a suite under load.
+func init() { runtime.LockOSThread() }
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case roleStubborn:
@@ -300,13 +309,24 @@ func killParent(t *testing.T, setup parentSetup) parentPids {
 		_ = cmd.Wait() // after stdout is drained, as Wait requires
 		close(reaped)
 	}()
+	// stderr is read only once the parent is reaped: until then its copy
+	// is still being written.
+	stderrText := func() string {
+		_ = cmd.Process.Kill()
+		select {
+		case <-reaped:
+			return stderr.String()
+		case <-time.After(10 * time.Second):
+			return "(not reaped 10 s after SIGKILL)"
+		}
+	}
 	select {
 	case l := <-line:
 		if err := json.Unmarshal(l, &pids); err != nil {
-			t.Fatalf("parent printed %q (%v); stderr:\n%s", l, err, stderr.String())
+			t.Fatalf("parent printed %q (%v); stderr:\n%s", l, err, stderrText())
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("parent printed nothing in 20s; stderr:\n%s", stderr.String())
+		t.Fatalf("parent printed nothing in 20s; stderr:\n%s", stderrText())
 	}
 	for _, pid := range []int{pids.Watchdog, pids.Leader, pids.Member, pids.Unlisted, pids.Pdeath, pids.Watched} {
 		if pid <= 1 || pid == cmd.Process.Pid || pid == os.Getpid() || !alive(pid) {
