@@ -58,6 +58,16 @@ func TestExports_NewestRunIsWholeOnceTheLogDropsItsStart(t *testing.T) {
 			verdict = verdict || e.Kind == protocol.KindVerdict
 		}
 	}
+	// The run's last events (its workers' exits, its end) come after the
+	// verdict: the exports below are compared once it has ended.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if info, err := live.Run(r); err == nil && info.Ended != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run has not ended 30 s after its verdict")
+		}
+	}
 	if d := live.Log.Dropped(r); d != 0 {
 		t.Fatalf("the test needs run %s whole in the log, but its events before %d are dropped: raise MaxEvents", r, d)
 	}
