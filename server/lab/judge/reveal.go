@@ -58,7 +58,7 @@ func reveal(o protocol.Outcome, history []protocol.HistoryRecord) []string {
 		var rs []string
 		for _, r := range o.ZombieFence {
 			if r != engine.ReasonEpochChanged || !strings.Contains(s, "token") {
-				rs = append(rs, reasonClause(r))
+				rs = append(rs, protocol.FenceReasonPast(r))
 			}
 		}
 		if len(rs) > 0 {
@@ -101,19 +101,6 @@ func reveal(o protocol.Outcome, history []protocol.HistoryRecord) []string {
 		out = append(out, "The receiver got nothing.")
 	}
 	return out
-}
-
-// reasonClause says a fence reason as a clause, without the row's values.
-func reasonClause(r engine.FenceReason) string {
-	switch r {
-	case engine.ReasonNotRunning:
-		return "the job was no longer running"
-	case engine.ReasonOwnerChanged:
-		return "another owner held the job"
-	case engine.ReasonEpochChanged:
-		return "the row's epoch had moved on"
-	}
-	return string(r)
 }
 
 func derefStr(p *string) string {

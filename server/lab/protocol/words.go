@@ -51,6 +51,20 @@ func FenceReasonWords(r engine.FenceReason) string {
 	return string(r)
 }
 
+// FenceReasonPast is FenceReasonWords told after the fact, as the reveal
+// tells a run: "the row's epoch had moved on".
+func FenceReasonPast(r engine.FenceReason) string {
+	switch r {
+	case engine.ReasonNotRunning:
+		return "the job was no longer running"
+	case engine.ReasonOwnerChanged:
+		return "another owner held the job"
+	case engine.ReasonEpochChanged:
+		return "the row's epoch had moved on"
+	}
+	return string(r)
+}
+
 // ReasonWords says, in a clause, why a fenced write was refused.
 func ReasonWords(r engine.FenceReason, f Fence) string {
 	switch r {

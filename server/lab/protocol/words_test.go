@@ -73,7 +73,10 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 		return strs(b.Title, b.Ask)
 	})
 	walk("protocol.Column", names(protocol.Columns()), func(v string) []string { return strs(w.Columns[protocol.Column(v)]) })
-	walk("engine.FenceReason", names(protocol.FenceReasons()), func(v string) []string { return strs(w.Reasons[engine.FenceReason(v)]) })
+	walk("engine.FenceReason", names(protocol.FenceReasons()), func(v string) []string {
+		r := engine.FenceReason(v)
+		return strs(w.Reasons[r], protocol.FenceReasonPast(r), protocol.ReasonWords(r, protocol.Fence{}))
+	})
 	walk("protocol.Mode", names(protocol.Modes()), func(v string) []string { return strs(w.Modes[protocol.Mode(v)]) })
 	walk("protocol.RunPhase", names(protocol.Phases()), func(v string) []string { return strs(w.Phases[protocol.RunPhase(v)]) })
 	walk("protocol.StopReason", names(protocol.StopReasons()), func(v string) []string { return strs(w.Stops[protocol.StopReason(v)]) })
