@@ -2,12 +2,14 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -21,10 +23,22 @@ import (
 // written, its commit being fenced, so it is never sent: nothing reaches
 // the receiver before B's commit, and B's result is the only one that
 // does.
+//
+// The notification of B's commit is held back 400 ms, as a busy
+// listening connection may hold it, so that the relay's delivery, polled
+// every 50 ms, would be told first if the run waited for it. (Not
+// parallel: the hook sees every run's notifications.)
 func TestRun_OutboxRelaysOnlyAfterCommit(t *testing.T) {
-	t.Parallel()
 	l := newLab(t, runner.Limits{})
 	ctx := context.Background()
+	defer runner.SetNotifyHook(func(_ *runner.Run, payload string) {
+		var c struct {
+			New struct{ Status engine.Status } `json:"new"`
+		}
+		if json.Unmarshal([]byte(payload), &c) == nil && c.New.Status == engine.StatusDone {
+			time.Sleep(400 * time.Millisecond)
+		}
+	})()
 	r := l.open(experiments.RunConfig{Ordering: experiments.OwnerDoneFirst, Lease: lease, Delivery: experiments.DeliverOutbox}, protocol.ModeStep, 0)
 	reachedReceiver := func(e protocol.Event) bool {
 		return e.Receiver != nil || (e.Call != nil && e.Call.Result != protocol.DeliveryDeferred)
@@ -72,12 +86,18 @@ func TestRun_OutboxRelaysOnlyAfterCommit(t *testing.T) {
 	if n := len(l.ev.filter(relayed)); n != 1 {
 		t.Errorf("the relay sent %d deliveries, want B's once\n%s", n, l.ev.dump())
 	}
-	// The commit's NOTIFY may come after the relay's send, so the events'
-	// order says only this: nothing reached the receiver before B's
-	// commit step began.
+	// Nothing reached the receiver before B's commit step began, nor
+	// before the row told B's commit (done at epoch 2): the log never
+	// shows a delivery ahead of the commit it came from.
 	commit := indexOf(evs, func(e protocol.Event) bool { return e.Step != nil && e.Step.Index == commitB })
 	if first := indexOf(evs, reachedReceiver); commit < 0 || first < commit {
 		t.Errorf("the receiver heard of the job at event %d, B's commit step is event %d: the relay sent before the commit", first, commit)
+	}
+	done := indexOf(evs, func(e protocol.Event) bool {
+		return e.Row != nil && e.Row.New.Status == engine.StatusDone && e.Row.New.Epoch == 2
+	})
+	if first := indexOf(evs, relayed); done < 0 || first < done {
+		t.Errorf("the relay's delivery is event %d, the row's done at epoch 2 is event %d: the log shows the delivery before its commit\n%s", first, done, l.ev.dump())
 	}
 	l.checkSchema()
 }

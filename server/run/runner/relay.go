@@ -54,6 +54,16 @@ func (r *Run) relayOnce(ctx context.Context) int {
 	if err != nil {
 		return 1 // the database will say more at the verdict; try again
 	}
+	if len(ms) == 0 {
+		return 0
+	}
+	// The commit that wrote these is in the jobs' history already (one
+	// transaction): it is told before they are sent, so the log never shows
+	// a delivery ahead of the commit it came from, even when the commit's
+	// notification is still on its way.
+	if err := r.catchUp(ctx); err != nil {
+		return len(ms) // not sent before its commit is told; try again
+	}
 	left := 0
 	for _, m := range ms {
 		if !r.send(ctx, hc, url, m.ID, m.Delivery) {
