@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,13 @@ import (
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
+// TestMain gives the tests one Postgres, and removes the fencelab binary
+// servertest built for the worker processes once they are done (a defer
+// would not run: pgtest.Main exits).
 func TestMain(m *testing.M) {
-	defer servertest.Cleanup()
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	servertest.Cleanup()
+	os.Exit(code)
 }
 
 func world(t *testing.T) *check.World {

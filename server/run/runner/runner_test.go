@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +16,13 @@ import (
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
+// TestMain gives the tests one Postgres, and removes the fencelab binary
+// servertest built for the worker processes once they are done (a defer
+// would not run: pgtest.Main exits).
 func TestMain(m *testing.M) {
-	defer servertest.Cleanup()
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	servertest.Cleanup()
+	os.Exit(code)
 }
 
 // A run that ends while one of its workers is starting — it has taken
