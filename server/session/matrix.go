@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,8 +19,8 @@ type batch struct {
 	name   experiments.BatchName
 	ev     *protocol.BatchEvent
 	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when every cell has ended
+	cancel context.CancelCauseFunc // with a *runner.StopCause: a cell caught starting is stopped for its reason
+	done   chan struct{}           // closed when every cell has ended
 
 	mu   sync.Mutex
 	runs []*runner.Run // the cells that started
@@ -84,7 +85,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 		res.Runs = append(res.Runs, id)
 	}
 	b := &batch{name: name, ev: ev, done: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancel(s.ctx)
+	b.ctx, b.cancel = context.WithCancelCause(s.ctx)
 	s.mu.Lock()
 	for i, rc := range rcs {
 		s.pending[specs[i].ID] = protocol.RunInfo{ID: specs[i].ID, Ordering: rc.Ordering, Mode: protocol.ModeAuto, Phase: protocol.PhaseStarting, Background: true,
@@ -157,7 +158,7 @@ func (s *Session) stopBatch(reason protocol.StopReason) {
 	if b == nil {
 		return
 	}
-	b.cancel()
+	b.cancel(&runner.StopCause{Reason: reason})
 	b.mu.Lock()
 	runs := append([]*runner.Run(nil), b.runs...)
 	b.mu.Unlock()
@@ -183,8 +184,12 @@ func (s *Session) playCell(b *batch, spec runner.Spec) (*protocol.Outcome, *prot
 		b.mu.Lock()
 		b.runs = append(b.runs, r)
 		b.mu.Unlock()
-		if ctx.Err() != nil {
-			r.Stop(protocol.StopReplaced) // the batch was stopped as this one began
+		if ctx.Err() != nil { // the batch was stopped as this one began: for its reason
+			reason := protocol.StopReplaced
+			if sc := (*runner.StopCause)(nil); errors.As(context.Cause(ctx), &sc) {
+				reason = sc.Reason
+			}
+			r.Stop(reason)
 		}
 	})
 	if err != nil {

@@ -304,6 +304,15 @@ func (r *Run) Start(ctx context.Context) error {
 	r.mu.Unlock()
 	r.emitState(ctx)
 	if err := r.start(ctx, bgctx); err != nil {
+		// Its caller stopped it as it started (a batch reset while its
+		// cells start): a stop, told with the caller's reason, not a
+		// failure whose words would be the cancel's ("the database is
+		// unavailable", "worker A never became ready").
+		var sc *StopCause
+		if errors.As(context.Cause(ctx), &sc) {
+			r.Stop(sc.Reason)
+			return r.endedErr()
+		}
 		r.fail(protocol.ErrStartFailed, nil, err, protocol.StopStartFailed)
 		return err
 	}
@@ -327,6 +336,13 @@ func (r *Run) Start(ctx context.Context) error {
 	return nil
 }
 
+// StopCause is the cause a caller cancels a run's start with
+// (context.WithCancelCause) when it stops the run as it starts: Start then
+// ends the run as stopped for Reason, not as failed.
+type StopCause struct{ Reason protocol.StopReason }
+
+func (c *StopCause) Error() string { return "stopped: " + string(c.Reason) }
+
 // awaitStart waits until the run has started (or failed to), so that a
 // command arriving while it starts acts on the started run.
 func (r *Run) awaitStart(ctx context.Context) error {
@@ -342,11 +358,17 @@ func (r *Run) awaitStart(ctx context.Context) error {
 func (r *Run) start(ctx, bgctx context.Context) error {
 	env, spec := r.env, r.spec
 	if !spec.Prepared {
-		if err := judge.Reset(ctx, env.Pool, spec.Schemas); err != nil {
-			return fmt.Errorf("set up the run's schemas: %w", err)
-		}
+		err := judge.Reset(ctx, env.Pool, spec.Schemas)
+		// Dropped at the end whether or not Reset says it worked: a set-up
+		// whose context was cancelled during its COMMIT may have committed
+		// all the same (a batch reset while its cells start did leave such
+		// schemas behind). Registered after Reset, not before, so that a run
+		// stopped during it drops what it made.
 		if !spec.KeepSchemas {
 			r.cleanup(r.dropSchemas)
+		}
+		if err != nil {
+			return fmt.Errorf("set up the run's schemas: %w", err)
 		}
 	}
 	q, err := playground.NewQueue(env.Pool, engine.QueueConfig{Schema: spec.Schemas.Jobs}, playground.QueueHooks{Broken: spec.Config.Broken})
