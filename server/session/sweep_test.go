@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -10,9 +11,16 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain gives the tests one Postgres, and removes the fencelab binary
+// servertest built for the worker processes once they are done.
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	servertest.Cleanup()
+	os.Exit(code)
+}
 
 // TestSweepOrphans_DropsAGoneServersSandboxRoles: a server killed before
 // it could clean up leaves its runs' schemas and their sandbox roles; the
