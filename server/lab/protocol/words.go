@@ -37,16 +37,19 @@ func FenceReasons() []engine.FenceReason {
 	return []engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged}
 }
 
+// fenceReasonWords are a fence reason's words without the row's values:
+// as it stands, and told after the fact.
+var fenceReasonWords = map[engine.FenceReason]struct{ now, past string }{
+	engine.ReasonNotRunning:   {"the job is no longer running", "the job was no longer running"},
+	engine.ReasonOwnerChanged: {"another owner holds the job", "another owner held the job"},
+	engine.ReasonEpochChanged: {"the row's epoch moved on", "the row's epoch had moved on"},
+}
+
 // FenceReasonWords says a reason a fenced write was refused, without the
 // row's values: "the row's epoch moved on".
 func FenceReasonWords(r engine.FenceReason) string {
-	switch r {
-	case engine.ReasonNotRunning:
-		return "the job is no longer running"
-	case engine.ReasonOwnerChanged:
-		return "another owner holds the job"
-	case engine.ReasonEpochChanged:
-		return "the row's epoch moved on"
+	if w, ok := fenceReasonWords[r]; ok {
+		return w.now
 	}
 	return string(r)
 }
@@ -54,13 +57,8 @@ func FenceReasonWords(r engine.FenceReason) string {
 // FenceReasonPast is FenceReasonWords told after the fact, as the reveal
 // tells a run: "the row's epoch had moved on".
 func FenceReasonPast(r engine.FenceReason) string {
-	switch r {
-	case engine.ReasonNotRunning:
-		return "the job was no longer running"
-	case engine.ReasonOwnerChanged:
-		return "another owner held the job"
-	case engine.ReasonEpochChanged:
-		return "the row's epoch had moved on"
+	if w, ok := fenceReasonWords[r]; ok {
+		return w.past
 	}
 	return string(r)
 }
