@@ -24,6 +24,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/judge"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -213,8 +214,10 @@ func Script(ctx context.Context, db *pgxpool.Pool, schema string) (string, error
 			case c.Epoch:
 				return ":epoch", true
 			}
+		case pgtype.Interval: // the claim's lease: traceCycle's minute
+			return "'1 minute'", v == pgtype.Interval{Microseconds: time.Minute.Microseconds(), Valid: true}
 		}
-		return "'1 minute'", true // the lease interval
+		return "", false
 	}
 	cl, err := Inline(claim, sub)
 	if err != nil {
