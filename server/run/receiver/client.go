@@ -104,10 +104,10 @@ func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *pro
 	rc, status, err := Post(ctx, hc, url, body)
 	ce.HTTPStatus = status
 	switch {
-	case err != nil && status == 0:
+	case err != nil && status < 400: // no answer, or one that broke off or was no receipt
 		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrUnreachable, Message: err.Error()}
 		return rc.DBTime, err
-	case err != nil: // it answered, and not with a receipt: its status says why, in the closed set of codes
+	case err != nil: // it answered with an error: its status says why, in the closed set of codes
 		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrorCode(wire.CodeOfStatus(status)), Message: err.Error()}
 		return rc.DBTime, err
 	case status == http.StatusConflict:

@@ -401,4 +401,11 @@ func TestCall_AnAnswerThatIsNoReceiptSaysWhyInItsCode(t *testing.T) {
 			t.Errorf("HTTP %d: %v, %+v (error %+v); want a failure coded %s", status, err, ce, ce.Error, want)
 		}
 	}
+	// A 200 that is no receipt is no error status: nothing of ours failed
+	// (not internal), the receiver's answer was unusable.
+	ce := &protocol.CallEvent{JobID: 1, Epoch: 1, Owner: "a"}
+	_, err := receiver.Call(ctx, &http.Client{}, answering(t, 200, "text/html", "<html>"), body(t, 1, 1, "a", "A"), ce)
+	if err == nil || ce.HTTPStatus != 200 || ce.Error == nil || ce.Error.Code != protocol.ErrUnreachable {
+		t.Errorf("a 200 that is no receipt: %v, %+v (error %+v); want a failure coded unreachable", err, ce, ce.Error)
+	}
 }
