@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -185,9 +184,9 @@ func (s *Session) playCell(b *batch, spec runner.Spec) (*protocol.Outcome, *prot
 		b.runs = append(b.runs, r)
 		b.mu.Unlock()
 		if ctx.Err() != nil { // the batch was stopped as this one began: for its reason
-			reason := protocol.StopReplaced
-			if sc := (*runner.StopCause)(nil); errors.As(context.Cause(ctx), &sc) {
-				reason = sc.Reason
+			reason, ok := runner.StopReasonOf(ctx)
+			if !ok {
+				reason = protocol.StopReplaced
 			}
 			r.Stop(reason)
 		}

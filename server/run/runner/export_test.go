@@ -9,6 +9,6 @@ func SetSpawnHook(f func(*Run)) func() {
 // SetNotifyHook sets notifyHook for a test, and returns how to unset it.
 // Not for parallel tests: it sees every run's notifications.
 func SetNotifyHook(f func(r *Run, payload string)) func() {
-	notifyHook = f
-	return func() { notifyHook = nil }
+	notifyHook.Store(&f)
+	return func() { notifyHook.Store(nil) }
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
@@ -70,8 +71,8 @@ func fromHistory(h protocol.HistoryRecord) rowChange {
 // has: the run's row events have no gap and no duplicate.
 func (r *Run) listen(ctx, bgctx context.Context) error {
 	sub, err := r.env.Notify.Listen(ctx, r.spec.Schemas.Channel(), func(payload string) {
-		if notifyHook != nil {
-			notifyHook(r, payload)
+		if hook := notifyHook.Load(); hook != nil {
+			(*hook)(r, payload)
 		}
 		var c rowChange
 		if json.Unmarshal([]byte(payload), &c) == nil {
@@ -88,7 +89,8 @@ func (r *Run) listen(ctx, bgctx context.Context) error {
 // notifyHook, when a test sets it, sees each row change's notification
 // before the run tells it: a test delays one to show the run does not
 // wait for notifications to keep its log in order.
-var notifyHook func(r *Run, payload string)
+// Atomic: the notifier's goroutine reads it while a test sets it.
+var notifyHook atomic.Pointer[func(r *Run, payload string)]
 
 // rowFeed is which row changes a run has told. A change's seq is taken
 // when its transaction writes the history, but its notification comes

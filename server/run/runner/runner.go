@@ -308,9 +308,8 @@ func (r *Run) Start(ctx context.Context) error {
 		// cells start): a stop, told with the caller's reason, not a
 		// failure whose words would be the cancel's ("the database is
 		// unavailable", "worker A never became ready").
-		var sc *StopCause
-		if errors.As(context.Cause(ctx), &sc) {
-			r.Stop(sc.Reason)
+		if reason, ok := StopReasonOf(ctx); ok {
+			r.Stop(reason)
 			return r.endedErr()
 		}
 		r.fail(protocol.ErrStartFailed, nil, err, protocol.StopStartFailed)
@@ -342,6 +341,16 @@ func (r *Run) Start(ctx context.Context) error {
 type StopCause struct{ Reason protocol.StopReason }
 
 func (c *StopCause) Error() string { return "stopped: " + string(c.Reason) }
+
+// StopReasonOf is the reason ctx was cancelled with, if its cause is a
+// *StopCause.
+func StopReasonOf(ctx context.Context) (protocol.StopReason, bool) {
+	var sc *StopCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return sc.Reason, true
+	}
+	return "", false
+}
 
 // awaitStart waits until the run has started (or failed to), so that a
 // command arriving while it starts acts on the started run.
