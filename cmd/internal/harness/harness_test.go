@@ -446,7 +446,9 @@ func TestCheck_BrokenContractIsNamed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := config(t, variant(t, tc.old, tc.new))
-			cfg.Cases, cfg.Timeout = []experiments.CheckCase{experiments.CaseNewOwnerFirst}, 3*time.Second
+			// 10 s, not 3: a Python B on a loaded machine can take seconds just to
+			// start, and the claim-expired case needs three of its polls after that.
+			cfg.Cases, cfg.Timeout = []experiments.CheckCase{experiments.CaseNewOwnerFirst}, 10*time.Second
 			ins, err := play(t.Context(), cfg)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
