@@ -38,8 +38,8 @@ type gate struct {
 	recv   *engine.Receiver
 	ctx    context.Context // the case's: a decision is never cut short by a worker hanging up
 	tokens map[string]string
-	done   chan struct{} // closed by close: every held call is let go
-	calls  sync.WaitGroup
+	done   chan struct{}  // closed by close: every held call is let go
+	calls  sync.WaitGroup // Add under mu while not closed, so close's Wait never races an Add
 
 	mu      sync.Mutex
 	open    map[string]bool
@@ -48,6 +48,7 @@ type gate struct {
 	broken  map[string]string        // a call that broke the contract, in words
 	count   map[string]int
 	infra   error // a decision that failed for the database's sake
+	closed  bool  // set by close: a call arriving after it is answered 503 at once
 }
 
 // call is one delivery held at the gate.
@@ -96,7 +97,14 @@ func (g *gate) url(addr net.Addr, label string) string {
 // 200 with the receipt when accepted, 409 with the receipt and a sentence
 // when refused as stale, 400 for a delivery that breaks the contract.
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "the case has ended")
+		return
+	}
 	g.calls.Add(1)
+	g.mu.Unlock()
 	defer g.calls.Done()
 	tok, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	label, ok := g.tokens[tok]
@@ -285,6 +293,9 @@ func (g *gate) infraErr() error {
 // close lets every held call go (answered 503 if never decided) and waits,
 // a bounded time, for their handlers to return.
 func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 	close(g.done)
 	waited := make(chan struct{})
 	go func() {
