@@ -14,8 +14,8 @@ import (
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/session"
-	"github.com/fencelab/fencelab/server/session/control"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -13,8 +13,8 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/runner"
-	"github.com/fencelab/fencelab/server/session/control"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 )
 
@@ -23,8 +23,9 @@ import (
 // its current run (a runner.Run, which owns that run's whole life: its
 // workers, schemas and steps), the runs it had, the batch or load lab
 // playing, the batch cells waiting for a slot, and its check's ticket in
-// the server's line; it maps each command onto the current run. Safe for
-// concurrent use.
+// the server's line. It carries out the commands that start and end runs
+// (run, reset, check, batch, load) and hands every other to its current
+// run's own line (runner.Run.Do). Safe for concurrent use.
 type Session struct {
 	ID      string
 	Token   string
@@ -114,18 +115,14 @@ func (s *Session) emit(e protocol.Event) {
 
 // Result is what a command answers.
 type Result struct {
-	OK      bool              `json:"ok"`
-	Run     string            `json:"run,omitempty"`
-	Step    *experiments.Step `json:"step,omitempty"`
-	Done    bool              `json:"done,omitempty"`
-	Worker  string            `json:"worker,omitempty"`
-	JobID   int64             `json:"job_id,omitempty"`
-	Outcome *protocol.Outcome `json:"outcome,omitempty"`
-	Report  *protocol.Report  `json:"report,omitempty"`
-	Runs    []string          `json:"runs,omitempty"`
+	OK  bool   `json:"ok"`
+	Run string `json:"run,omitempty"`
+	runner.Result
+	Runs []string `json:"runs,omitempty"`
 }
 
-// Execute carries out one decoded command on the session's current run.
+// Execute carries out one decoded command: run, reset, check, batch and
+// load itself, any other by its current run (runner.Run.Do).
 // The caller has checked that it may drive. Its errors carry fault codes.
 func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error) {
 	s.Claim()
@@ -165,41 +162,8 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 	if r == nil {
 		return Result{}, fault.Errorf(fault.Conflict, "there is no run: start one with {\"action\":\"run\",\"ordering\":\"zombie-first\"}")
 	}
-	res := Result{OK: true, Run: r.ID()}
-	var err error
-	switch c.Action {
-	case control.Step, control.Finish:
-		var rr runner.Result
-		if c.Action == control.Step {
-			rr, err = r.Step(ctx)
-		} else {
-			rr, err = r.Finish(ctx)
-		}
-		res.Step, res.Done, res.Outcome, res.Report = rr.Step, rr.Done, rr.Outcome, rr.Report
-	case control.Pause:
-		err = r.Pause(ctx)
-	case control.Play:
-		err = r.Play(ctx)
-	case control.Pace:
-		err = r.SetPace(ctx, time.Duration(*c.PaceMS)*time.Millisecond)
-	case control.PauseWorker:
-		err = r.PauseWorker(ctx, c.Worker)
-	case control.ResumeWorker:
-		err = r.ResumeWorker(ctx, c.Worker)
-	case control.KillWorker:
-		err = r.KillWorker(ctx, c.Worker)
-	case control.AddJob:
-		res.JobID, err = r.AddJob(ctx, c.Payload)
-	case control.AddWorker:
-		res.Worker, err = r.AddWorker(ctx, runner.WorkerOptions{Skew: time.Duration(c.SkewMS) * time.Millisecond, Work: time.Duration(c.WorkMS) * time.Millisecond})
-	case control.Verdict:
-		var rep protocol.Report
-		rep, err = r.Verdict(ctx)
-		res.Report = &rep
-	default:
-		err = fault.Errorf(fault.Invalid, "action %q is not handled", c.Action)
-	}
-	return res, err
+	rr, err := r.Do(ctx, c) // carried out by the run itself, in line with any other command to it
+	return Result{OK: true, Run: r.ID(), Result: rr}, err
 }
 
 func (s *Session) currentRun() *runner.Run {

@@ -6,8 +6,8 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/runner"
-	"github.com/fencelab/fencelab/server/session/control"
 )
 
 // Snapshot is the whole state of a session: what a page renders first,

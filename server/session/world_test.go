@@ -23,12 +23,12 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/child"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/notify"
 	"github.com/fencelab/fencelab/server/run/receiver"
 	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/server/session"
-	"github.com/fencelab/fencelab/server/session/control"
 	"github.com/jackc/pgx/v5"
 )
 

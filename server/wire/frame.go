@@ -67,7 +67,7 @@ type Frame struct {
 	// Detail is what a refusal says besides its sentence (DetailOf).
 	Detail any `json:"detail,omitempty"`
 
-	// command: the command object (server/session/control decodes it).
+	// command: the command object (server/run/control decodes it).
 	Command json.RawMessage `json:"command,omitempty"`
 }
 

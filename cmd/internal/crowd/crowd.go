@@ -51,7 +51,7 @@ import (
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/session/control"
+	"github.com/fencelab/fencelab/server/run/control"
 )
 
 // Bounds and defaults of a Config and of a series.

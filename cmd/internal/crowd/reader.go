@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
-	"github.com/fencelab/fencelab/server/session/control"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/wire"
 )
 

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencelab/fencelab/server/session/control"
+	"github.com/fencelab/fencelab/server/run/control"
 )
 
 // Series is what RunSeries reports: every load's report, in the order

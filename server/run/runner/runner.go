@@ -158,7 +158,8 @@ type Run struct {
 	receiver judge.ReceiverView
 	jobID    int64
 
-	stepMu sync.Mutex // one step at a time
+	in     inbox      // the commands of the people driving it, in line
+	stepMu sync.Mutex // one step at a time: the auto loop's and a command's
 
 	mu         sync.Mutex
 	phase      protocol.RunPhase
@@ -355,6 +356,11 @@ func StopReasonOf(ctx context.Context) (protocol.StopReason, bool) {
 // awaitStart waits until the run has started (or failed to), so that a
 // command arriving while it starts acts on the started run.
 func (r *Run) awaitStart(ctx context.Context) error {
+	select {
+	case <-r.ready: // a run that has started answers, whatever ctx says
+		return nil
+	default:
+	}
 	select {
 	case <-r.ready:
 		return nil

@@ -28,6 +28,8 @@ func (r *Run) StepIndex() int {
 type Result struct {
 	Step    *experiments.Step `json:"step,omitempty"`
 	Done    bool              `json:"done,omitempty"`
+	Worker  string            `json:"worker,omitempty"` // the worker add-worker started
+	JobID   int64             `json:"job_id,omitempty"` // the job add-job inserted
 	Outcome *protocol.Outcome `json:"outcome,omitempty"`
 	Report  *protocol.Report  `json:"report,omitempty"`
 }

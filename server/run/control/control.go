@@ -1,5 +1,7 @@
-// Package control decodes the commands that drive a playground session,
-// whether they arrive as an HTTP body or as a WebSocket message. Decoding
+// Package control decodes the commands that drive a playground session and
+// its runs, whether they arrive as an HTTP body or as a WebSocket message.
+// A session carries out those that start and end runs; a run carries out
+// the rest itself, in line (runner.Run.Do). Decoding
 // is strict: unknown fields, fields that do not apply to the action, and
 // out-of-range values are refused with one sentence that says what was
 // wrong, before anything happens.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
-	"github.com/fencelab/fencelab/server/session/control"
+	"github.com/fencelab/fencelab/server/run/control"
 )
 
 func TestDecode_Good(t *testing.T) {
