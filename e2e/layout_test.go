@@ -75,12 +75,14 @@ func TestEmbed_WorksAsPasted(t *testing.T) {
 			inFrame(tab, f, "tap Run", chromedp.Click(chromedp.CSS(e2etest.Sel("run")), chromedp.FromNode(f)))
 			// The narration right under the button says so, as soon as the
 			// page has drawn the tap (a frame; on a loaded machine, more
-			// than one: read at once, it was once still empty, and once
-			// still empty after 5 s under the full suite's load).
+			// than one). Its text, not its rendering: a run of 300 ms
+			// leases at pace 0 may end before the first read, and an
+			// embed's ended run hides the narration under its verdict
+			// (embed.css), which read as "" three times under CI's load.
 			var said string
 			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				var err error
-				said, err = e2etest.RunAction(tab, e2etest.DefaultTimeout, chromedp.Text(chromedp.CSS(e2etest.Sel("narration")), chromedp.FromNode(f)))
+				said, err = e2etest.RunAction(tab, e2etest.DefaultTimeout, chromedp.TextContent(chromedp.CSS(e2etest.Sel("narration")), chromedp.FromNode(f)))
 				if err != nil {
 					t.Fatal(err)
 				}
