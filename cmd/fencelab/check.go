@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +41,9 @@ Prints the article's table for your code, cell by cell against the
 article's, and the requirements the runs show broken; --json prints one
 object {pass, cases: [{case, ok, …}], broken: [{requirement, case, words}]}.
 Exits 0 when every cell is the article's, 1 when any differs, 2 for bad
-input (a missing file, a statement that does not prepare).
+input (a missing file, a statement that does not prepare). --junit FILE
+also writes the result as JUnit XML, one test case per case, for a
+course's CI to grade hand-ins in its own pipeline.
 
 Start from the article's leases-alone build (--write-start DIR) or read
 ours (--write-ours DIR).
@@ -62,9 +65,22 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	writeStart := fs.String("write-start", "", "write the leases-alone statements the page starts from to this directory, and exit")
 	lease := fs.Duration("lease", solcheck.DefaultLease, "the lease of every case's run")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
+	junitPath := fs.String("junit", "", "also write the result to this file as JUnit XML: one test case per case of the check (the runs, then the probes), for a course's CI; written whole once the check is done, and the exit status is the same")
 	workerCmd := fs.String("worker", "", "check your own worker program instead, in any language: this command line (run with /bin/sh -c) is started as worker A and worker B under the contract in WORKERS.md; --receiver is then optional (default: ours)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *junitPath != "" && (*writeOurs != "" || *writeStart != "") {
+		return usagef("fencelab check: --junit writes a check's result: it does not go with --write-ours or --write-start")
+	}
+	out := checkOut{asJSON: *asJSON, stdout: stdout}
+	if *junitPath != "" {
+		j, err := createJUnit(*junitPath)
+		if err != nil {
+			return err
+		}
+		defer j.discard()
+		out.junit = j
 	}
 	if *workerCmd != "" {
 		for _, k := range []sandbox.Kind{sandbox.Claim, sandbox.Complete, sandbox.Fail} {
@@ -75,7 +91,7 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if *writeOurs != "" || *writeStart != "" {
 			return usagef("fencelab check: --worker and --write-ours or --write-start do not go together")
 		}
-		return checkWorker(ctx, *workerCmd, *files[sandbox.Receiver], *lease, *asJSON, getenv, stdout, stderr)
+		return checkWorker(ctx, *workerCmd, *files[sandbox.Receiver], *lease, out, getenv, stderr)
 	}
 	switch {
 	case *writeOurs != "" && *writeStart != "":
@@ -129,12 +145,27 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case err != nil:
 		return err
 	}
-	return printCheck(rep, *asJSON, stdout)
+	return out.print(rep, experiments.ProbeCases())
 }
 
-// printCheck prints a check's report and says whether it passed.
-func printCheck(rep protocol.CheckReport, asJSON bool, stdout io.Writer) error {
-	if asJSON {
+// checkOut is where a check's report goes: the terminal (text or JSON)
+// and, with --junit, a JUnit file.
+type checkOut struct {
+	asJSON bool
+	stdout io.Writer
+	junit  *junitFile
+}
+
+// print prints a check's report, writes its JUnit file, and says whether
+// it passed; probes are the probe cases the check played.
+func (o checkOut) print(rep protocol.CheckReport, probes []experiments.CheckCase) error {
+	if o.junit != nil {
+		if err := o.junit.write(rep, probes); err != nil {
+			return err
+		}
+	}
+	stdout := o.stdout
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
@@ -152,7 +183,7 @@ func printCheck(rep protocol.CheckReport, asJSON bool, stdout io.Writer) error {
 // checkWorker checks a reader's worker program: the harness plays each
 // case with it as A and B, steered from outside; the receiver runs ours,
 // or the reader's receiver statement from receiverFile.
-func checkWorker(ctx context.Context, command, receiverFile string, lease time.Duration, asJSON bool, getenv func(string) string, stdout, stderr io.Writer) error {
+func checkWorker(ctx context.Context, command, receiverFile string, lease time.Duration, out checkOut, getenv func(string) string, stderr io.Writer) error {
 	receiverText := ""
 	if receiverFile != "" {
 		text, err := readStatement(receiverFile)
@@ -198,7 +229,60 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 	if err != nil {
 		return err
 	}
-	return printCheck(rep, asJSON, stdout)
+	// Without a receiver of the reader's, ours answers, and the receiver's
+	// probe is not played.
+	played := experiments.ProbeCases()
+	if receiverText == "" {
+		played = slices.DeleteFunc(played, func(c experiments.CheckCase) bool { return c == experiments.CaseReceiver })
+	}
+	return out.print(rep, played)
+}
+
+// junitFile is where --junit writes: a file made beside the one named
+// before the check runs, so that a path that cannot be written is refused
+// before anything runs, and renamed over it once the report is whole, so
+// that a check cut short leaves the named file as it was.
+type junitFile struct {
+	tmp  *os.File
+	path string
+}
+
+func createJUnit(path string) (*junitFile, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, usagef("fencelab check: --junit: %s is not a regular file", path)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, usagef("fencelab check: --junit: cannot write in %s: %v", dir, errors.Unwrap(err))
+	}
+	return &junitFile{tmp: f, path: path}, nil
+}
+
+func (j *junitFile) write(rep protocol.CheckReport, probes []experiments.CheckCase) error {
+	err := solcheck.WriteJUnit(j.tmp, rep, probes)
+	if err == nil {
+		err = j.tmp.Chmod(0o644)
+	}
+	if cerr := j.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(j.tmp.Name(), j.path)
+	}
+	if err != nil {
+		return fmt.Errorf("write --junit %s: %w", j.path, err)
+	}
+	j.tmp = nil
+	return nil
+}
+
+// discard removes the file a check that never wrote its report made.
+func (j *junitFile) discard() {
+	if j.tmp != nil {
+		j.tmp.Close()
+		os.Remove(j.tmp.Name())
+	}
 }
 
 // errCheckFailed is a check that ran and found a cell that is not the

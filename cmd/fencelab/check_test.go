@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
@@ -39,11 +41,26 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 		t.Fatalf("writing over a solution: exit %d %s", code, stderr)
 	}
 
-	stdout, stderr, code := fencelab(t, nil, checkArgs(start)...)
+	startXML, oursXML := filepath.Join(tmp, "start.xml"), filepath.Join(tmp, "ours.xml")
+	stdout, stderr, code := fencelab(t, nil, checkArgs(start, "--junit", startXML)...)
 	if code != 1 || !strings.Contains(stdout, "zombie's commit") || !strings.Contains(stdout, "your claim does not raise the epoch") {
 		t.Fatalf("the start: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	stdout, stderr, code = fencelab(t, nil, checkArgs(ours, "--json")...)
+	// The same result as JUnit: every case a test case, the ones the table
+	// shows failing failed, with the words of what they show broken.
+	ju := readJUnit(t, startXML)
+	all := len(experiments.CheckCases()) + len(experiments.ProbeCases())
+	if zf := ju.failed(string(experiments.CaseZombieFirst)); ju.Tests != all || ju.Failures+ju.Errors == 0 || !strings.Contains(zf, "your claim does not raise the epoch") {
+		t.Errorf("the start's JUnit: %d tests, %d failures, %d errors, zombie-first %q; want %d tests, zombie-first failed for the epoch", ju.Tests, ju.Failures, ju.Errors, zf, all)
+	}
+	// Each run fails in the JUnit exactly when the table marks it so.
+	wrong := protocol.MarkWords(protocol.MarkNotAsCorrect).Sign + " "
+	for _, c := range experiments.CheckCases() {
+		if inTable, inJUnit := strings.Contains(stdout, wrong+c.Title()+"\n"), ju.failed(string(c)) != ""; inTable != inJUnit {
+			t.Errorf("the start's case %s: failed in the table %v, in the JUnit %v", c, inTable, inJUnit)
+		}
+	}
+	stdout, stderr, code = fencelab(t, nil, checkArgs(ours, "--json", "--junit", oursXML)...)
 	var rep struct {
 		Pass  bool `json:"pass"`
 		Cases []struct {
@@ -56,6 +73,22 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || !rep.Pass || len(rep.Cases) != len(experiments.CheckCases()) || rep.Broken == nil {
 		t.Fatalf("ours --json: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if ju := readJUnit(t, oursXML); ju.Tests != all || ju.Failures != 0 || ju.Errors != 0 {
+		t.Errorf("ours' JUnit: %d tests, %d failures, %d errors; want %d, 0, 0", ju.Tests, ju.Failures, ju.Errors, all)
+	}
+	// --junit that cannot be written is refused before anything runs, and
+	// a check refused as bad input writes no file.
+	for _, bad := range []struct{ path, says string }{
+		{filepath.Join(tmp, "nowhere", "x.xml"), "cannot write in"},
+		{tmp, "not a regular file"},
+	} {
+		if _, stderr, code := fencelab(t, nil, checkArgs(ours, "--junit", bad.path)...); code != 2 || !strings.Contains(stderr, bad.says) {
+			t.Errorf("--junit %s: exit %d %s", bad.path, code, stderr)
+		}
+	}
+	if _, stderr, code := fencelab(t, nil, "check", "--write-ours", filepath.Join(tmp, "x"), "--junit", oursXML); code != 2 || !strings.Contains(stderr, "does not go with") {
+		t.Errorf("--junit with --write-ours: exit %d %s", code, stderr)
 	}
 
 	claim := filepath.Join(ours, "claim.sql")
@@ -71,9 +104,13 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	if err := os.WriteFile(claim, []byte("UPDATE jobs\n   SET owner = :owner\n WHERE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code = fencelab(t, nil, checkArgs(ours)...)
+	refusedXML := filepath.Join(tmp, "refused.xml")
+	_, stderr, code = fencelab(t, nil, checkArgs(ours, "--junit", refusedXML)...)
 	if code != 2 || !strings.Contains(stderr, claim+":3:") {
 		t.Fatalf("a claim that does not prepare: exit %d %s", code, stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "*refused.xml*")); len(left) != 0 {
+		t.Errorf("a check refused as bad input left %v", left)
 	}
 	_, stderr, code = fencelab(t, nil, checkArgs(filepath.Join(tmp, "nowhere"))...)
 	if code != 2 || !strings.Contains(stderr, "cannot read") {
@@ -99,7 +136,8 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "Your solution passes") {
 		t.Fatalf("correct.py: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	stdout, stderr, code = fencelab(t, nil, "check", "--json", "--worker", py+" "+filepath.Join(dir, "no_epoch_cas.py"))
+	xmlPath := filepath.Join(t.TempDir(), "no_epoch_cas.xml")
+	stdout, stderr, code = fencelab(t, nil, "check", "--json", "--junit", xmlPath, "--worker", py+" "+filepath.Join(dir, "no_epoch_cas.py"))
 	var rep struct {
 		Cases []struct {
 			Case string `json:"case"`
@@ -114,6 +152,14 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 		if c.OK != (c.Case != string(experiments.CaseSameName) && c.Case != string(experiments.CaseZombieFails)) {
 			t.Errorf("no_epoch_cas.py: case %s ok=%v", c.Case, c.OK)
 		}
+	}
+	// Its JUnit: the runs and the four probes of a program's statements
+	// (ours is the receiver, so its probe is not played); the two cases
+	// failed, the rest passed.
+	ju := readJUnit(t, xmlPath)
+	if want := len(experiments.CheckCases()) + len(experiments.ProbeCases()) - 1; ju.Tests != want || ju.Failures != 2 || ju.Errors != 0 ||
+		ju.failed(string(experiments.CaseSameName)) == "" || ju.failed(string(experiments.CaseZombieFails)) == "" {
+		t.Errorf("no_epoch_cas.py's JUnit: %d tests, %d failures, %d errors: %+v; want %d tests, same-name and zombie-fails failed", ju.Tests, ju.Failures, ju.Errors, ju.Cases, want)
 	}
 	if _, stderr, code := fencelab(t, nil, "check", "--worker", "true", "--claim", "x.sql"); code != 2 || !strings.Contains(stderr, "--claim does not apply") {
 		t.Fatalf("--worker with --claim: exit %d %s", code, stderr)
@@ -146,4 +192,47 @@ func TestNoLeak_CheckWorkerKilled(t *testing.T) {
 			})
 		})
 	}
+}
+
+// junitReport is what a test reads back of `check --junit`.
+type junitReport struct {
+	Tests    int `xml:"tests,attr"`
+	Failures int `xml:"failures,attr"`
+	Errors   int `xml:"errors,attr"`
+	Cases    []struct {
+		Name    string `xml:"name,attr"`
+		Failure *struct {
+			Message string `xml:"message,attr"`
+		} `xml:"failure"`
+		Error *struct {
+			Message string `xml:"message,attr"`
+		} `xml:"error"`
+	} `xml:"testsuite>testcase"`
+}
+
+func readJUnit(t *testing.T, path string) junitReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r junitReport
+	if err := xml.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s is not JUnit XML: %v\n%s", path, err, b)
+	}
+	return r
+}
+
+// failed is the message of the named case's failure or error, or "".
+func (r junitReport) failed(name string) string {
+	for _, c := range r.Cases {
+		switch {
+		case c.Name != name:
+		case c.Failure != nil:
+			return c.Failure.Message
+		case c.Error != nil:
+			return c.Error.Message
+		}
+	}
+	return ""
 }

@@ -106,6 +106,18 @@ func CheckCases() []CheckCase {
 	return cs
 }
 
+// ProbeCases lists every case that is a probe, not a run, in the order a
+// report names them.
+func ProbeCases() []CheckCase {
+	var cs []CheckCase
+	for _, d := range caseDefs {
+		if !d.run {
+			cs = append(cs, d.c)
+		}
+	}
+	return cs
+}
+
 // ForWorkerPrograms reports whether `fencelab check --worker` plays the
 // case as a run of a reader's worker program, and if not, why not: every
 // run is, a probe is not (the harness plays its own probes of a program).
