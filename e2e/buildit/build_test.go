@@ -588,6 +588,29 @@ func TestBuild_AReloadedPageShowsTheCheck(t *testing.T) {
 		t.Logf("e2e: at 375 px the watcher's reason takes %.1f lines", lines)
 		buildShot(viewer, "build-root", "build-watcher-375")
 	})
+	// A watcher whose page was open before the check began, Build it
+	// closed: the driver's check opens it there and is shown as it goes,
+	// with no reload.
+	t.Run("watched", func(t *testing.T) {
+		srv := srv.WithT(t)
+		tab := e2etest.NewTab(t, 1280, 900)
+		openBuild(tab, srv.URL+"/")
+		viewer := e2etest.NewTab(t, 375, 800)
+		e2etest.OpenLive(viewer, srv.WatchURL(tab.State()["sessionId"].(string)))
+		viewer.PollState(`s.role === "viewer"`, 10*time.Second)
+		if b := viewer.State()["build"]; b != nil {
+			t.Fatalf("a watcher of a session with no check has Build it loaded already: %v", b)
+		}
+		tab.Click("build-check")
+		checkShown(t, viewer)
+		checkShown(t, tab)
+		var mine, theirs string
+		tab.Eval(`JSON.stringify(window.fencelab.state().build.report)`, &mine)
+		viewer.Eval(`JSON.stringify(window.fencelab.state().build.report)`, &theirs)
+		if mine != theirs {
+			t.Errorf("the watcher's report is\n%s\nthe driver's\n%s", theirs, mine)
+		}
+	})
 	t.Run("during", func(t *testing.T) {
 		srv := srv.WithT(t)
 		tab := e2etest.NewTab(t, 1280, 900)

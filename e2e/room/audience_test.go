@@ -179,10 +179,27 @@ func TestClassroom_StudentWatchesLive(t *testing.T) {
 	student.Navigate(srv.WatchURL(id))
 	student.WaitReady()
 	student.PollState(`s.connection === "live" && s.role === "viewer"`, 30*time.Second)
+	// A watcher runs nothing: before the first run its label says it waits.
+	if txt := student.Text("setup-now"); txt != "Waiting for the driver's first run" {
+		t.Errorf("before the teacher's run the student's label says %q", txt)
+	}
 	teacher.Click("run")
 	teacher.PollState(`s.run && s.workers.length === 2`, 30*time.Second)
 	run := teacher.State()["run"].(map[string]any)["id"].(string)
 	student.PollState(fmt.Sprintf(`s.run && s.run.id === %q && s.workers.length === 2`, run), 30*time.Second)
+	// The student's label and permalink say the run it watches, though its
+	// controls are disabled.
+	title := lessonOrderingTitle(t, student, "zombie-first")
+	if txt := student.Text("setup-now"); !strings.HasPrefix(txt, "Now: "+title) {
+		t.Errorf("during the teacher's run the student's label says %q", txt)
+	}
+	var href string
+	student.Eval(`document.querySelector('[data-testid="permalink"]').getAttribute("href")`, &href)
+	for _, want := range []string{"ordering=zombie-first", "mode=step", "lease=300"} {
+		if !strings.Contains(href, want) || strings.Contains(href, "null") {
+			t.Errorf("the student's permalink %q lacks %q, or says null", href, want)
+		}
+	}
 	for _, id := range []string{"run", "step", "reset", "worker-A-pause", "worker-A-kill", "matrix-run", "guard-epoch-check", "ordering"} {
 		var disabled bool
 		student.Eval(fmt.Sprintf(`document.querySelector('[data-testid=%q]').disabled`, id), &disabled)
@@ -204,6 +221,11 @@ func TestClassroom_StudentWatchesLive(t *testing.T) {
 		teacher.PollState(fmt.Sprintf(`s.run.stepIndex >= %d`, i), 30*time.Second)
 	}
 	student.PollState(`s.outcome && s.outcome.safe === true && s.outcome.ordering === "zombie-first"`, 30*time.Second)
+	// Once the run has ended (its last state comes after its verdict).
+	student.PollJS(`document.querySelector('[data-testid="setup-now"]').textContent.startsWith("Last run: ")`, 10*time.Second)
+	if txt := student.Text("setup-now"); !strings.HasPrefix(txt, "Last run: "+title) {
+		t.Errorf("after the teacher's run the student's label says %q", txt)
+	}
 	student.Screenshot("student-375")
 }
 

@@ -221,7 +221,10 @@ function drawControls(run) {
   // Beside Run: the run under way, or else what Run will run next (the
   // setup's form), never the last run's.
   const now = byTest("setup-now");
-  now.textContent = live ? `Now: ${setupWords(page.live)}` : `Run next: ${setupWords(formRun())}`;
+  // A watcher runs nothing: it is told the driver's run, or the last one.
+  const next = driver || !sessionId;
+  now.textContent = live ? `Now: ${setupWords(page.live)}` : next ? `Run next: ${setupWords(formRun())}`
+    : page.live.id ? `Last run: ${setupWords(page.live)}` : "Waiting for the driver's first run";
   now.dataset.next = live ? "" : JSON.stringify(commandOf(setupFromForm(form)));
   for (const b of document.querySelectorAll("[data-batch], [data-run], [data-testid=predict-run], [data-testid=compare-run]")) b.disabled = !driver && !!sessionId;
   byTest("free-controls").hidden = !(live && page.live.mode === "free");
@@ -244,6 +247,12 @@ function drawScrub() {
   s.value = String(scrubbing() ? page.scrub : n);
   s.disabled = n === 0;
   byTest("scrub-pos").textContent = scrubbing() ? `event ${page.scrub} of ${n}` : page.view.replay ? "end" : "live";
+}
+
+/** Set the form to a run's setup (its summary, as the API gives it). */
+function showSetupOf(run) {
+  applySetup(form, { ordering: run.ordering, mode: run.mode, broken: run.broken || [], same_identity: !!run.same_identity, delivery: run.delivery,
+    lease_ms: run.lease_ms, pace_ms: run.mode === "auto" ? run.pace_ms : undefined, skew_ms: run.skew_ms || undefined });
 }
 
 function formRun() {
@@ -282,11 +291,20 @@ function onEvent(e, catchingUp) {
     const off = Date.parse(e.at) - Date.now();
     page.offset = page.offset === 0 ? off : Math.max(page.offset - 5, Math.min(page.offset, off)); // the least latency seen
   }
-  if (e.run_state) page.runs.set(e.run_state.info.id, e.run_state.info);
+  if (e.run_state) {
+    const info = e.run_state.info;
+    // A watcher's form follows the driver's runs, so that its label and
+    // its permalink say the setup it watches.
+    if (page.role !== "driver" && !info.background && !info.custom && !page.runs.has(info.id) && !catchingUp) { showSetupOf(info); updateURL(); }
+    page.runs.set(info.id, info);
+  }
   // The lesson sees every event first: a chapter may wait on a batch's end,
   // or on a load lab's, which the page then takes and returns early for.
   if (lesson) lesson.onEvent(e);
   if (build) build.onEvent(e); // a check's batch and its runs, which Batches then takes as background runs
+  // A check started elsewhere (the driver's, seen by a watcher) opens Build
+  // it here, which reads the check back from the log and follows it.
+  else if (e.batch && e.batch.name === "check" && !boot.embed && !catchingUp) byTest("build").open = true;
   if (e.load) {
     if (e.load.phase === "started") loadLab.stopReplay();
     loadLab.onEvent(e);
@@ -794,10 +812,7 @@ host.listen(boot.embed_origins, {
 // A page opened on a session with a run shows that run's setup, unless its
 // link says otherwise.
 const cur = boot.session.run;
-if (cur && !params.has("ordering")) {
-  applySetup(form, { ordering: cur.ordering, mode: cur.mode, broken: cur.broken || [], same_identity: !!cur.same_identity,
-    lease_ms: cur.lease_ms, pace_ms: cur.mode === "auto" ? cur.pace_ms : undefined, skew_ms: cur.skew_ms || undefined });
-}
+if (cur && !params.has("ordering")) showSetupOf(cur);
 
 // In a narrow column the guards fold away, unless the link broke some.
 if (matchMedia("(max-width: 760px)").matches && boot.setup.broken.length === 0 && !boot.setup.same_identity) byTest("more").open = false;

@@ -2,13 +2,18 @@
 // string and back. /?ordering=zombie-first&mode=step&break=epoch-check&
 // same=1&lease=1500&pace=900&style=token reproduces that setup.
 
-/** The setup the form's controls say now. */
+/**
+ * The setup the form's controls say now, read from the controls
+ * themselves, disabled or not: a watcher's controls are disabled, and
+ * FormData would leave them out (its permalink read ordering=null).
+ */
 export function setupFromForm(form) {
-  const fd = new FormData(form);
+  const f = form.elements;
+  const picked = (name) => (form.querySelector(`input[name="${name}"]:checked`) || {}).value;
   const broken = [...form.querySelectorAll('input[name="guard"]')].filter((c) => !c.checked).map((c) => c.value);
   return {
-    ordering: fd.get("ordering"), mode: fd.get("mode"), style: fd.get("style") || "fencelab", broken, delivery: fd.get("delivery") || "direct",
-    same: !!fd.get("same"), lease: Number(fd.get("lease")), pace: Number(fd.get("pace")), skew: Number(fd.get("skew")),
+    ordering: f.ordering.value, mode: f.mode.value, style: picked("style") || "fencelab", broken, delivery: picked("delivery") || "direct",
+    same: f.same.checked, lease: Number(f.lease.value), pace: Number(f.pace.value), skew: Number(f.skew.value),
   };
 }
 
