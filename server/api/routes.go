@@ -26,6 +26,13 @@ import (
 //	GET    /api/recordings/find                  the recording closest to ?ordering=&broken=&same=
 //	GET    /api/recordings/:key                  one recording with its events
 //	GET    /api/recordings/load                  the latest finished load lab (or the binary's), with its events
+//	POST   /api/classes                          open a class: its code and the teacher's token
+//	GET    /api/classes/:id                      the class                   (teacher's token)
+//	DELETE /api/classes/:id                      end the class               (teacher's token)
+//	GET    /api/classes/:id/board                the board, ?anonymous=1     (teacher's token)
+//	GET    /api/classes/:id/handins.json         each student's last statements and result (teacher's token)
+//	GET    /api/classes/:id/handins.csv          the same, as CSV            (teacher's token)
+//	POST   /api/classes/join                     {code, name, token?}: the student, their token, their session
 //	POST   /receiver/:key/deliveries             a live run's receiver (the workers call it)
 //	GET    /receiver/:key/deliveries/:job_id     what it holds
 //	GET    /receiver/:key/decisions/:job_id      what it decided
@@ -54,6 +61,13 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/recordings/find", s.findRecording)
 	api.GET("/recordings/load", s.loadRecording)
 	api.GET("/recordings/:key", s.recordingByKey)
+	api.POST("/classes", s.openClass)
+	api.POST("/classes/join", s.joinClass)
+	api.GET("/classes/:id", s.getClass)
+	api.DELETE("/classes/:id", s.endClass)
+	api.GET("/classes/:id/board", s.classBoard)
+	api.GET("/classes/:id/handins.json", func(c echo.Context) error { return s.handIns(c, false) })
+	api.GET("/classes/:id/handins.csv", func(c echo.Context) error { return s.handIns(c, true) })
 
 	s.receivers.Register(e.Group("/receiver"))
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/recording"
@@ -137,6 +138,7 @@ type Server struct {
 	echo      *echo.Echo
 	http      *http.Server
 	Sessions  *session.Manager
+	classes   *class.Store
 	sup       *supervisor.Supervisor
 	notify    *notify.Notifier
 	receivers *receiver.Registry
@@ -169,17 +171,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	receivers := receiver.NewRegistry(loopbackURL(cfg.Listener.Addr()) + "/receiver")
 	nt := notify.New(notify.Connector(cfg.DatabaseURL, "fencelab serve listener"), cfg.Log)
+	classes, err := class.Open(ctx, class.Config{Pool: cfg.Pool})
+	if err != nil {
+		nt.Close()
+		_ = sup.Close()
+		return nil, err
+	}
 	mgr, err := session.NewManager(ctx, session.Config{
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Notify: nt, Log: cfg.Log,
 		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
 		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc, AdvertiseURL: cfg.AdvertiseURL, CustomSQL: customSQL,
+		OnCheckFunc: recordCheck(classes, cfg.Log),
 	})
 	if err != nil {
 		nt.Close()
 		_ = sup.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Sessions: mgr, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
+	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
@@ -246,7 +255,19 @@ func (s *Server) sweeper() {
 			return
 		case <-t.C:
 			s.Sessions.Sweep()
+			s.sweepClasses()
 		}
+	}
+}
+
+// sweepClasses ends the classes nobody used and forgets the long ended.
+func (s *Server) sweepClasses() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := s.classes.Sweep(ctx); err != nil {
+		s.cfg.Log.Warn("could not sweep the classes", "err", err)
+	} else if n > 0 {
+		s.cfg.Log.Info("idle classes ended", "classes", n)
 	}
 }
 

@@ -142,6 +142,9 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 			done.Check, done.Answer = rep, rep.Words
 		}
 		s.emit(protocol.Event{Kind: protocol.KindBatch, Actor: protocol.ActorRunner, Batch: done})
+		if rep != nil && sol != nil && s.m.cfg.OnCheckFunc != nil {
+			s.m.cfg.OnCheckFunc(s.ID, *sol, *rep)
+		}
 	}()
 	return res, nil
 }

@@ -131,3 +131,31 @@ func (r *CheckReport) WithProbe(taken []bool) {
 		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its receiver breaks rule 4 on its own.", len(r.Cases))
 	}
 }
+
+// requirementWords say each requirement broken, as a class's board sums
+// its students up ("9 students: your complete does not compare the
+// epoch").
+var requirementWords = map[experiments.Requirement]string{
+	experiments.ReqRuns:          "a statement does not run",
+	experiments.ReqClaimTakes:    "your claim does not take a claimable job",
+	experiments.ReqSkipLocked:    "your claim does not skip the rows another claimer holds (FOR UPDATE SKIP LOCKED)",
+	experiments.ReqTakesExpired:  "your claim does not take a job whose lease ran out",
+	experiments.ReqFailRetries:   "your fail does not retry with attempts left, or does not end the job on its last",
+	experiments.ReqOwnRow:        "a statement changes another job's row, or an epoch goes down",
+	experiments.ReqEpochRaised:   "your claim does not raise the epoch",
+	experiments.ReqDBClock:       "your lease is not judged on the database clock",
+	experiments.ReqCompleteFence: "your complete does not compare the owner and the epoch",
+	experiments.ReqFailFence:     "your fail does not compare the owner and the epoch",
+	experiments.ReqReceiverOlder: "your receiver does not refuse an older epoch",
+	experiments.ReqReceiverNewer: "your receiver does not take a newer epoch",
+	experiments.ReqReceiverSame:  "your receiver does not accept the same epoch again",
+	experiments.ReqLands:         "the owner's own complete does not land",
+}
+
+// RequirementWords says a requirement broken, in one phrase.
+func RequirementWords(r experiments.Requirement) string {
+	if w, ok := requirementWords[r]; ok {
+		return w
+	}
+	return string(r)
+}

@@ -1,0 +1,184 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/fencelab/fencelab/server/class"
+	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/server/wire"
+	"github.com/labstack/echo/v4"
+)
+
+// The class API: a teacher opens a class, students join it by its code,
+// each with a session of their own to build and check in, and the
+// teacher reads the board and the hand-ins (server/class keeps them in
+// Postgres).
+
+type classOpened struct {
+	Class class.Class `json:"class"`
+	// Code is the class's code as students read it: ABC-234.
+	Code string `json:"code"`
+	// Token is the teacher's, shown this once: the board, the hand-ins
+	// and the end take it (Authorization: Bearer TOKEN).
+	Token string `json:"token"`
+}
+
+func (s *Server) openClass(c echo.Context) error {
+	if c.Request().ContentLength != 0 {
+		var empty struct{}
+		if err := wire.Decode(c, 1024, &empty); err != nil {
+			return err
+		}
+	}
+	cl, token, err := s.classes.Create(c.Request().Context(), session.ClientKey(c.RealIP()))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, classOpened{Class: cl, Code: class.FormatCode(cl.Code), Token: token})
+}
+
+// teacher reads the class of the request's :id as its teacher.
+func (s *Server) teacher(c echo.Context) (class.Class, error) {
+	return s.classes.AsTeacher(c.Request().Context(), c.Param("id"), tokenOf(c))
+}
+
+func (s *Server) getClass(c echo.Context) error {
+	cl, err := s.teacher(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cl)
+}
+
+func (s *Server) endClass(c echo.Context) error {
+	cl, err := s.teacher(c)
+	if err != nil {
+		return err
+	}
+	if err := s.classes.End(c.Request().Context(), cl.ID); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (s *Server) classBoard(c echo.Context) error {
+	anonymous, err := flagParam(c, "anonymous")
+	if err != nil {
+		return err
+	}
+	cl, err := s.teacher(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.classes.Board(c.Request().Context(), cl, anonymous)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, b)
+}
+
+func (s *Server) handIns(c echo.Context, asCSV bool) error {
+	cl, err := s.teacher(c)
+	if err != nil {
+		return err
+	}
+	hs, err := s.classes.HandIns(c.Request().Context(), cl.ID)
+	if err != nil {
+		return err
+	}
+	name := "fencelab-class-" + cl.Code
+	if asCSV {
+		c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.csv"`)
+		c.Response().Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+		c.Response().WriteHeader(http.StatusOK)
+		return class.WriteCSV(c.Response(), hs)
+	}
+	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.json"`)
+	return c.JSON(http.StatusOK, map[string]any{"class": cl, "handins": hs})
+}
+
+// joinRequest is a student's join: the class's code, the name they
+// choose, and the token of an earlier join, if they have one.
+type joinRequest struct {
+	Code  string `json:"code"`
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+type joined struct {
+	Student class.Student `json:"student"`
+	// Token is the student's own: sent again with a later join, it is the
+	// same student.
+	Token   string  `json:"token"`
+	Session created `json:"session"`
+}
+
+// joinClass takes a student into a class, with a session of their own to
+// drive: the one they had, if it is still here, or a new one. A
+// student's session has caps of its own, not its address's: a class
+// behind one address is many readers.
+func (s *Server) joinClass(c echo.Context) error {
+	var req joinRequest
+	if err := wire.Decode(c, 4096, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	st, token, err := s.classes.Join(ctx, req.Code, req.Name, req.Token)
+	if err != nil {
+		return err
+	}
+	var sess *session.Session
+	if st.Session != "" {
+		sess, _ = s.Sessions.Get(st.Session) // gone (idle, or another instance's): a new one
+	}
+	if sess == nil {
+		if sess, err = s.Sessions.CreateFor("student " + st.ID); err != nil {
+			return err
+		}
+		if err := s.classes.SetSession(ctx, st.ID, sess.ID); err != nil {
+			return err
+		}
+	}
+	snap, err := sess.Snapshot(ctx, true)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK // the same student again
+	if token != req.Token {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, joined{Student: st, Token: token, Session: created{ID: sess.ID, Token: sess.Token,
+		WatchURL: "/s/" + sess.ID, DriveURL: "/s/" + sess.ID + "#token=" + sess.Token, Snapshot: snap}})
+}
+
+// flagParam reads a yes/no query parameter: absent, 0 or false is no; 1
+// or true is yes; anything else is refused.
+func flagParam(c echo.Context, name string) (bool, error) {
+	switch v := c.QueryParam(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, fault.Errorf(fault.Invalid, "%s must be 1 or 0, not %q", name, v)
+	}
+}
+
+// recordCheck keeps a finished check in its student's class, if its
+// session is a student's (session.Config.OnCheckFunc).
+func recordCheck(classes *class.Store, log interface {
+	Warn(msg string, args ...any)
+}) func(string, sandbox.Solution, protocol.CheckReport) {
+	return func(id string, sol sandbox.Solution, rep protocol.CheckReport) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := classes.Record(ctx, id, sol, rep); err != nil {
+			log.Warn("a student's check could not be kept", "session", id[:min(6, len(id))], "err", err)
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package api_test
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/class"
+	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/sandbox"
+)
+
+type openedClass struct {
+	Class struct {
+		ID   string `json:"id"`
+		Code string `json:"code"`
+	} `json:"class"`
+	Code  string `json:"code"`
+	Token string `json:"token"`
+}
+
+type joinedClass struct {
+	Student struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"student"`
+	Token   string `json:"token"`
+	Session struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	} `json:"session"`
+}
+
+func joinBody(t *testing.T, code, name, token string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]string{"code": code, "name": name, "token": token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A class through the API, as a teacher and three students play it: the
+// students join by the code as they type it, each with a session of their
+// own; two check real solutions, one right and one whose claim keeps the
+// epoch; the board shows each row and the class's counts to the teacher
+// alone, names hidden on asking; the hand-ins hold what each sent; a
+// student who comes back is the same student in the same session; a
+// second server on the same database sees the same class; and the end
+// takes no more students while the board stays.
+func TestClass_ThroughTheAPI(t *testing.T) {
+	ts := startServer(t, nil)
+	a := ts.do("POST", "/api/classes", "", "", "")
+	if a.Status != http.StatusCreated {
+		t.Fatalf("open a class: %d %s", a.Status, a.Body)
+	}
+	var cl openedClass
+	a.json(t, &cl)
+	if len(cl.Code) != 7 || cl.Code[3] != '-' || cl.Token == "" || cl.Class.ID == "" {
+		t.Fatalf("the class %+v", cl)
+	}
+	join := func(name, token string, want int) joinedClass {
+		t.Helper()
+		a := ts.do("POST", "/api/classes/join", "", "application/json", joinBody(t, strings.ToLower(cl.Code), name, token))
+		if a.Status != want {
+			t.Fatalf("join as %q: %d %s, want %d", name, a.Status, a.Body, want)
+		}
+		var j joinedClass
+		a.json(t, &j)
+		return j
+	}
+	ada, bea, cy := join("Ada", "", http.StatusCreated), join("Bea", "", http.StatusCreated), join("Cy", "", http.StatusCreated)
+	if ada.Session.ID == bea.Session.ID || ada.Session.Token == "" || ada.Token == "" {
+		t.Fatalf("Ada %+v, Bea %+v", ada, bea)
+	}
+	// Two checks at once: each student's session is theirs to drive.
+	noEpoch := sandbox.Ours()
+	noEpoch.Claim = strings.Replace(noEpoch.Claim, "       epoch = epoch + 1,\n", "", 1)
+	students := map[string]*sess{"Ada": {ts: ts, ID: ada.Session.ID, Token: ada.Session.Token}, "Bea": {ts: ts, ID: bea.Session.ID, Token: bea.Session.Token}}
+	sent := map[string]sandbox.Solution{"Ada": sandbox.Ours(), "Bea": noEpoch}
+	var wg sync.WaitGroup
+	for name, s := range students {
+		wg.Go(func() {
+			s.cmd(checkCmd(t, sent[name]))
+			s.checkReport(3 * time.Minute)
+		})
+	}
+	wg.Wait()
+
+	board := func(srv *testServer, query, token string) (class.Board, answer) {
+		a := srv.do("GET", "/api/classes/"+cl.Class.ID+"/board"+query, token, "", "")
+		var b class.Board
+		if a.Status == http.StatusOK {
+			a.json(t, &b)
+		}
+		return b, a
+	}
+	// The check's report is kept just after its event: wait for it.
+	var b class.Board
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var a answer
+		if b, a = board(ts, "", cl.Token); a.Status != http.StatusOK {
+			t.Fatalf("the board: %d %s", a.Status, a.Body)
+		}
+		if b.Summary.Checked == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(b.Students) != 3 || b.Summary.Students != 3 || b.Summary.Checked != 2 || b.Summary.Passing != 1 {
+		t.Fatalf("the board's counts: %+v", b.Summary)
+	}
+	rows := map[string]class.Row{}
+	for _, r := range b.Students {
+		rows[r.Name] = r
+	}
+	if r := rows["Ada"]; r.Pass == nil || !*r.Pass || len(r.Cases) != len(experiments.CheckCases()) || r.Requirement != "" {
+		t.Errorf("Ada's row: %+v", r)
+	}
+	if r := rows["Bea"]; r.Pass == nil || *r.Pass || r.Requirement != experiments.ReqEpochRaised || r.Cases[0].Run == "" {
+		t.Errorf("Bea's row: %+v", r)
+	}
+	if r := rows["Cy"]; r.Checked != nil || r.Checks != 0 {
+		t.Errorf("Cy's row: %+v", r)
+	}
+	if reqs := b.Summary.Requirements; len(reqs) == 0 || reqs[0].Requirement != experiments.ReqEpochRaised || reqs[0].Students != 1 || !strings.HasPrefix(reqs[0].Words, "1 student: ") {
+		t.Errorf("the class's requirements: %+v", reqs)
+	}
+	if anon, _ := board(ts, "?anonymous=1", cl.Token); len(anon.Students) != 3 || anon.Students[0].Name != "Student 1" || !anon.Anonymous {
+		t.Errorf("the anonymous board: %+v", anon.Students)
+	}
+	for _, bad := range []struct {
+		query, token string
+		want         int
+	}{{"", "", http.StatusForbidden}, {"", ada.Token, http.StatusForbidden}, {"", ada.Session.Token, http.StatusForbidden}, {"?anonymous=yes", cl.Token, http.StatusBadRequest}} {
+		if _, a := board(ts, bad.query, bad.token); a.Status != bad.want || a.errText() == "" {
+			t.Errorf("the board %q with token %.6s…: %d %s, want %d", bad.query, bad.token, a.Status, a.Body, bad.want)
+		}
+	}
+	if a := ts.do("GET", "/api/classes/cnope/board", cl.Token, "", ""); a.Status != http.StatusNotFound {
+		t.Errorf("another class's board: %d %s", a.Status, a.Body)
+	}
+
+	// The hand-ins.
+	a = ts.do("GET", "/api/classes/"+cl.Class.ID+"/handins.json", cl.Token, "", "")
+	var hs struct{ HandIns []class.HandIn }
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &struct {
+		HandIns *[]class.HandIn `json:"handins"`
+	}{&hs.HandIns}) != nil || len(hs.HandIns) != 3 {
+		t.Fatalf("hand-ins: %d %s", a.Status, a.Body)
+	}
+	for _, h := range hs.HandIns {
+		if want, ok := sent[h.Student]; ok != (h.Solution != nil) || (ok && *h.Solution != want) {
+			t.Errorf("%s's hand-in holds %+v", h.Student, h.Solution)
+		}
+	}
+	a = ts.do("GET", "/api/classes/"+cl.Class.ID+"/handins.csv", cl.Token, "", "")
+	recs, err := csv.NewReader(strings.NewReader(string(a.Body))).ReadAll()
+	if a.Status != http.StatusOK || err != nil || len(recs) != 4 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/csv") {
+		t.Errorf("the CSV: %d %v %q", a.Status, err, a.Body)
+	}
+
+	// Ada comes back: the same student, in the same session.
+	if again := join("whatever", ada.Token, http.StatusOK); again.Student.ID != ada.Student.ID || again.Session.ID != ada.Session.ID || again.Session.Token != ada.Session.Token {
+		t.Errorf("Ada again: %+v, want %+v", again, ada)
+	}
+	// A second server on the same database: the class and its board.
+	other := startServer(t, nil)
+	if ob, a := board(other, "", cl.Token); a.Status != http.StatusOK || ob.Summary.Passing != 1 || len(ob.Students) != 3 {
+		t.Errorf("the board on another server: %d %+v", a.Status, ob.Summary)
+	}
+
+	// Bad input changes nothing.
+	for _, body := range []string{
+		`{"code":"` + cl.Code + `","name":"Dee","extra":1}`,
+		`{"code":"` + cl.Code + `","name":"D\u0000ee"}`,
+		`{"code":"` + cl.Code + `","name":"D\ud800ee"}`,
+		`{"code":"` + cl.Code + `","name":"` + strings.Repeat("D", 41) + `"}`,
+		`{"code":"O0O-000","name":"Dee"}`,
+		`{"code":"` + cl.Code + `","name":""}`,
+		`{"code":"` + cl.Code + `","name":"Dee"} {}`,
+		`[]`,
+	} {
+		if a := ts.do("POST", "/api/classes/join", "", "application/json", body); a.Status != http.StatusBadRequest || a.errText() == "" {
+			t.Errorf("join %.60q: %d %s, want 400", body, a.Status, a.Body)
+		}
+	}
+	if a := ts.do("POST", "/api/classes/join", "", "application/json", `{"code":"`+cl.Code+`","name":"`+strings.Repeat("D", 5000)+`"}`); a.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a join of 5 KB: %d %s, want 413", a.Status, a.Body)
+	}
+	// Six joins as one name at once: one student.
+	codes := map[int]int{}
+	var mu sync.Mutex
+	for range 6 {
+		wg.Go(func() {
+			a := ts.do("POST", "/api/classes/join", "", "application/json", joinBody(t, cl.Code, "Eve", ""))
+			mu.Lock()
+			codes[a.Status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[http.StatusCreated] != 1 || codes[http.StatusConflict] != 5 {
+		t.Errorf("six joins as Eve at once: %v", codes)
+	}
+	if after, _ := board(ts, "", cl.Token); len(after.Students) != 4 {
+		t.Errorf("after the bad joins the class has %d students, want 4 (Ada, Bea, Cy, Eve)", len(after.Students))
+	}
+
+	// The end.
+	if a := ts.do("DELETE", "/api/classes/"+cl.Class.ID, ada.Token, "", ""); a.Status != http.StatusForbidden {
+		t.Errorf("a student ends the class: %d", a.Status)
+	}
+	if a := ts.do("DELETE", "/api/classes/"+cl.Class.ID, cl.Token, "", ""); a.Status != http.StatusOK {
+		t.Fatalf("the end: %d %s", a.Status, a.Body)
+	}
+	if a := ts.do("POST", "/api/classes/join", "", "application/json", joinBody(t, cl.Code, "Fay", "")); a.Status != http.StatusNotFound {
+		t.Errorf("a join after the end: %d %s", a.Status, a.Body)
+	}
+	if ended, a := board(ts, "", cl.Token); a.Status != http.StatusOK || ended.Class.Ended == nil {
+		t.Errorf("the board after the end: %d %+v", a.Status, ended.Class)
+	}
+	_ = cy
+}
+
+// TestClass_StudentsBehindOneAddressAreNotOneReader: a class behind one
+// NAT address is many readers. Two students join from one address; while
+// the first's check plays, the second's is not held in the address's line
+// (its statements that do not prepare are refused at once), where two
+// readers' sessions from that address would wait one behind the other
+// (TestFairness_ChecksFromOneAddressWaitInLineOneAtATime).
+func TestClass_StudentsBehindOneAddressAreNotOneReader(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *api.Config) {
+		c.TrustProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	const addr = "203.0.113.8"
+	a := ts.from(addr, "POST", "/api/classes", "", "")
+	var cl openedClass
+	a.json(t, &cl)
+	join := func(name string) *sess {
+		a := ts.from(addr, "POST", "/api/classes/join", "", joinBody(t, cl.Code, name, ""))
+		if a.Status != http.StatusCreated {
+			t.Fatalf("join: %d %s", a.Status, a.Body)
+		}
+		var j joinedClass
+		a.json(t, &j)
+		return &sess{ts: ts, ID: j.Session.ID, Token: j.Session.Token}
+	}
+	first, second := join("Ada"), join("Bea")
+	path := func(s *sess) string { return "/api/sessions/" + s.ID + "/commands" }
+	long := `{"action":"check","lease_ms":5000,"solution":` + mustJSON(t, sandbox.Ours()) + `}`
+	if a := ts.from(addr, "POST", path(first), first.Token, long); a.Status != http.StatusOK {
+		t.Fatalf("the first student's check: %d %s", a.Status, a.Body)
+	}
+	broken := sandbox.Ours()
+	broken.Claim = "UPDATE jobs SET owner = :owner WHERE"
+	answered := make(chan answer, 1)
+	go func() {
+		answered <- ts.from(addr, "POST", path(second), second.Token, `{"action":"check","solution":`+mustJSON(t, broken)+`}`)
+	}()
+	select {
+	case a := <-answered:
+		if a.Status != http.StatusBadRequest {
+			t.Errorf("the second student's check: %d %s, want its statements refused (400)", a.Status, a.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second student's check waited behind the first's: a class behind one address is one reader")
+	}
+	first.cmd(`{"action":"reset"}`)
+}

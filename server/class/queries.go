@@ -1,0 +1,82 @@
+package class
+
+// The classes' statements: the server's own bookkeeping, not the queue's.
+// The schema does not start with fl_, so the sweep of gone instances' run
+// schemas never drops it.
+
+const (
+	// setupLockSQL makes two instances starting at once set up in turn.
+	setupLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_classes setup'))`
+	setupSQL     = `CREATE SCHEMA IF NOT EXISTS fencelab_classes;
+CREATE TABLE IF NOT EXISTS fencelab_classes.classes (
+    id      text        PRIMARY KEY,
+    code    text        NOT NULL,
+    teacher bytea       NOT NULL,
+    created timestamptz NOT NULL DEFAULT now(),
+    used    timestamptz NOT NULL DEFAULT now(),
+    ended   timestamptz,
+    client  text        NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX IF NOT EXISTS classes_open_code ON fencelab_classes.classes (code) WHERE ended IS NULL;
+CREATE TABLE IF NOT EXISTS fencelab_classes.students (
+    id      text        PRIMARY KEY,
+    class   text        NOT NULL REFERENCES fencelab_classes.classes (id) ON DELETE CASCADE,
+    name    text        NOT NULL,
+    token   bytea       NOT NULL UNIQUE,
+    joined  timestamptz NOT NULL DEFAULT now(),
+    session text
+);
+CREATE UNIQUE INDEX IF NOT EXISTS students_name ON fencelab_classes.students (class, lower(name));
+CREATE INDEX IF NOT EXISTS students_session ON fencelab_classes.students (session);
+CREATE TABLE IF NOT EXISTS fencelab_classes.checks (
+    id       bigserial   PRIMARY KEY,
+    student  text        NOT NULL REFERENCES fencelab_classes.students (id) ON DELETE CASCADE,
+    at       timestamptz NOT NULL DEFAULT now(),
+    pass     boolean     NOT NULL,
+    solution jsonb       NOT NULL,
+    report   jsonb       NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checks_student ON fencelab_classes.checks (student, id DESC);`
+
+	// clientLockSQL makes one client's classes open one at a time, so
+	// that opens at once count each other.
+	clientLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_classes client ' || $1))`
+	createSQL     = `INSERT INTO fencelab_classes.classes (id, code, teacher, client)
+SELECT $1, $2, $3, $4 WHERE $4 = '' OR (SELECT count(*) FROM fencelab_classes.classes WHERE client = $4 AND ended IS NULL) < $5
+RETURNING created, used`
+	teacherSQL    = `SELECT id, code, teacher, created, used, ended FROM fencelab_classes.classes WHERE id = $1`
+	openByCodeSQL = `SELECT id FROM fencelab_classes.classes WHERE code = $1 AND ended IS NULL`
+	// lockOpenSQL holds an open class's row while a student joins it, so
+	// that joins at once count each other.
+	lockOpenSQL = `SELECT 1 FROM fencelab_classes.classes WHERE id = $1 AND ended IS NULL FOR UPDATE`
+	joinSQL     = `INSERT INTO fencelab_classes.students (id, class, name, token)
+SELECT $1, $2, $3, $4 WHERE (SELECT count(*) FROM fencelab_classes.students WHERE class = $2) < $5
+RETURNING joined`
+	studentSQL = `SELECT s.id, s.class, s.name, s.joined, s.session
+  FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
+ WHERE s.token = $1 AND c.ended IS NULL`
+	setSessionSQL = `UPDATE fencelab_classes.students SET session = $2 WHERE id = $1`
+	// recordSQL keeps a check of a session that is a student's of an open
+	// class, and marks the class used.
+	recordSQL = `WITH kept AS (
+  INSERT INTO fencelab_classes.checks (student, pass, solution, report)
+  SELECT s.id, $2, $3, $4
+    FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
+   WHERE s.session = $1 AND c.ended IS NULL
+  RETURNING student)
+UPDATE fencelab_classes.classes SET used = now()
+ WHERE id IN (SELECT s.class FROM fencelab_classes.students s JOIN kept ON kept.student = s.id)`
+	endSQL     = `UPDATE fencelab_classes.classes SET ended = now() WHERE id = $1 AND ended IS NULL`
+	endIdleSQL = `UPDATE fencelab_classes.classes SET ended = now() WHERE ended IS NULL AND used < now() - make_interval(secs => $1)`
+	forgetSQL  = `DELETE FROM fencelab_classes.classes WHERE ended < now() - make_interval(secs => $1)`
+	touchSQL   = `UPDATE fencelab_classes.classes SET used = now() WHERE id = $1`
+	// boardSQL is each student of a class, in the order they joined, with
+	// the last check and how many there were.
+	boardSQL = `SELECT s.id, s.name, coalesce(s.session, ''), l.at, l.pass, l.solution, l.report, n.checks
+  FROM fencelab_classes.students s
+  LEFT JOIN LATERAL (SELECT k.at, k.pass, k.solution, k.report FROM fencelab_classes.checks k
+                      WHERE k.student = s.id ORDER BY k.id DESC LIMIT 1) l ON true
+  CROSS JOIN LATERAL (SELECT count(*) AS checks FROM fencelab_classes.checks k WHERE k.student = s.id) n
+ WHERE s.class = $1
+ ORDER BY s.joined, s.id`
+)
