@@ -3,11 +3,13 @@ package api
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
@@ -100,6 +102,80 @@ func (s *Server) handIns(c echo.Context, asCSV bool) error {
 	}
 	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.json"`)
 	return c.JSON(http.StatusOK, map[string]any{"class": cl, "handins": hs})
+}
+
+// sentRun is what a run sent to a class came to, student by student.
+type sentRun struct {
+	Started  int         `json:"started"`
+	Students []studentTo `json:"students"`
+}
+
+type studentTo struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Run   string `json:"run,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// runForClass starts one run, the same setup, in every student's session
+// ("everyone: run zombie-first now"): each student's page shows it as a
+// run of their own, to step through or watch. The body is a run command,
+// as a session takes it; any other action is refused. A student whose
+// session is on another instance, or gone, is told in the answer; a
+// student the server has no run slot for is refused as busy, the others
+// start.
+func (s *Server) runForClass(c echo.Context) error {
+	cl, err := s.teacher(c)
+	if err != nil {
+		return err
+	}
+	if cl.Ended != nil {
+		return fault.Errorf(fault.Conflict, "the class has ended")
+	}
+	body, err := wire.ReadBody(c, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	cmd, err := control.Decode(body, s.limits())
+	if err != nil {
+		return err
+	}
+	if cmd.Action != control.Run {
+		return fault.Errorf(fault.Invalid, "a class is sent a run command alone ({\"action\":\"run\",\"ordering\":\"zombie-first\",…}), not %q", cmd.Action)
+	}
+	ctx := context.WithoutCancel(c.Request().Context()) // as a session's own command: it outlives the request
+	sts, err := s.classes.Students(ctx, cl.ID)
+	if err != nil {
+		return err
+	}
+	out := sentRun{Students: make([]studentTo, len(sts))}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4) // a few at a time: each starts two worker processes
+	for i, st := range sts {
+		out.Students[i] = studentTo{ID: st.ID, Name: st.Name}
+		sess, err := s.Sessions.Get(st.Session)
+		if st.Session == "" || err != nil {
+			out.Students[i].Error = "their session is not on this server: they join again to get one here"
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := sess.Execute(ctx, cmd)
+			if err != nil {
+				out.Students[i].Error = fault.MessageOf(err)
+				return
+			}
+			out.Students[i].Run = res.Run
+		})
+	}
+	wg.Wait()
+	for _, st := range out.Students {
+		if st.Run != "" {
+			out.Started++
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // joinRequest is a student's join: the class's code, the name they

@@ -14,6 +14,7 @@ import (
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/session"
 )
 
 type openedClass struct {
@@ -175,6 +176,46 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 		t.Errorf("the board on another server: %d %+v", a.Status, ob.Summary)
 	}
 
+	// The teacher leads: one run, the same setup, in every student's
+	// session; only a run command, only by the teacher.
+	runPath := "/api/classes/" + cl.Class.ID + "/run"
+	a = ts.do("POST", runPath, cl.Token, "application/json", `{"action":"run","ordering":"zombie-first","mode":"step","lease_ms":300}`)
+	var sr struct {
+		Started  int `json:"started"`
+		Students []struct {
+			ID, Name, Run, Error string
+		} `json:"students"`
+	}
+	a.json(t, &sr)
+	if a.Status != http.StatusOK || sr.Started != 3 || len(sr.Students) != 3 {
+		t.Fatalf("a run sent to the class: %d %s", a.Status, a.Body)
+	}
+	for _, st := range sr.Students {
+		var sess string
+		for _, j := range []joinedClass{ada, bea, cy} {
+			if j.Student.ID == st.ID {
+				sess = j.Session.ID
+			}
+		}
+		snap := (&sess2{ts, sess}).snapshot(t)
+		if snap.Run == nil || snap.Run.ID != st.Run || snap.Run.Ordering != experiments.ZombieFirst || snap.Run.Mode != "step" {
+			t.Errorf("%s's session after the class's run: %+v, want run %s, zombie-first, step", st.Name, snap.Run, st.Run)
+		}
+	}
+	for _, bad := range []struct {
+		token, body string
+		want        int
+	}{
+		{cl.Token, `{"action":"step"}`, http.StatusBadRequest},
+		{cl.Token, `{"action":"run","ordering":"nowhere"}`, http.StatusBadRequest},
+		{ada.Token, `{"action":"run","ordering":"zombie-first"}`, http.StatusForbidden},
+		{"", `{"action":"run","ordering":"zombie-first"}`, http.StatusForbidden},
+	} {
+		if a := ts.do("POST", runPath, bad.token, "application/json", bad.body); a.Status != bad.want {
+			t.Errorf("a run sent to the class %s: %d %s, want %d", bad.body, a.Status, a.Body, bad.want)
+		}
+	}
+
 	// Bad input changes nothing.
 	for _, body := range []string{
 		`{"code":"` + cl.Code + `","name":"Dee","extra":1}`,
@@ -225,6 +266,9 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 	if ended, a := board(ts, "", cl.Token); a.Status != http.StatusOK || ended.Class.Ended == nil {
 		t.Errorf("the board after the end: %d %+v", a.Status, ended.Class)
 	}
+	if a := ts.do("POST", runPath, cl.Token, "application/json", `{"action":"run","ordering":"zombie-first"}`); a.Status != http.StatusConflict {
+		t.Errorf("a run sent to an ended class: %d %s", a.Status, a.Body)
+	}
 	_ = cy
 }
 
@@ -273,4 +317,18 @@ func TestClass_StudentsBehindOneAddressAreNotOneReader(t *testing.T) {
 		t.Fatal("the second student's check waited behind the first's: a class behind one address is one reader")
 	}
 	first.cmd(`{"action":"reset"}`)
+}
+
+// sess2 reads a session's snapshot by its id alone, as a watcher.
+type sess2 struct {
+	ts *testServer
+	id string
+}
+
+func (s *sess2) snapshot(t *testing.T) session.Snapshot {
+	t.Helper()
+	a := s.ts.do("GET", "/api/sessions/"+s.id, "", "", "")
+	var snap session.Snapshot
+	a.json(t, &snap)
+	return snap
 }

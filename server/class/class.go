@@ -279,6 +279,28 @@ func (s *Store) studentByToken(ctx context.Context, token string) (Student, erro
 	return st, nil
 }
 
+// Students lists the students of a class, in the order they joined,
+// with the session each drives now.
+func (s *Store) Students(ctx context.Context, classID string) ([]Student, error) {
+	rs, err := s.pool.Query(ctx, studentsSQL, classID)
+	if err != nil {
+		return nil, dbError("read the class's students", err)
+	}
+	defer rs.Close()
+	var out []Student
+	for rs.Next() {
+		st := Student{Class: classID}
+		if err := rs.Scan(&st.ID, &st.Name, &st.Joined, &st.Session); err != nil {
+			return nil, dbError("read the class's students", err)
+		}
+		out = append(out, st)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, dbError("read the class's students", err)
+	}
+	return out, nil
+}
+
 // SetSession says which session the student drives now: the one whose
 // checks are the student's.
 func (s *Store) SetSession(ctx context.Context, studentID, sessionID string) error {

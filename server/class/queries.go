@@ -55,6 +55,7 @@ RETURNING joined`
 	studentSQL = `SELECT s.id, s.class, s.name, s.joined, s.session
   FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
  WHERE s.token = $1 AND c.ended IS NULL`
+	studentsSQL   = `SELECT id, name, joined, coalesce(session, '') FROM fencelab_classes.students WHERE class = $1 ORDER BY joined, id`
 	setSessionSQL = `UPDATE fencelab_classes.students SET session = $2 WHERE id = $1`
 	// recordSQL keeps a check of a session that is a student's of an open
 	// class, and marks the class used.
