@@ -141,9 +141,27 @@ func (h *handler) qr(c echo.Context) error {
 		}
 		link = a.URL
 	}
+	return serveQR(c, link)
+}
+
+// serveQR answers with link as an SVG QR code, never cached.
+func serveQR(c echo.Context, link string) error {
+	svg, err := qrSVG(link)
+	if err != nil {
+		return err
+	}
+	hd := c.Response().Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(http.StatusOK, "image/svg+xml", svg)
+}
+
+// qrSVG draws link as an SVG QR code, a square of unit modules with its
+// quiet zone, labelled with the link for a screen reader.
+func qrSVG(link string) ([]byte, error) {
 	code, err := qrcode.New(link, qrcode.Medium)
 	if err != nil {
-		return fault.Errorf(fault.Internal, "the QR code of the watch link: %v", err)
+		return nil, fault.Errorf(fault.Internal, "the QR code of %s: %v", link, err)
 	}
 	code.DisableBorder = false
 	bits := code.Bitmap()
@@ -159,8 +177,5 @@ func (h *handler) qr(c echo.Context) error {
 		}
 	}
 	b.WriteString(`"/></svg>`)
-	hd := c.Response().Header()
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	return c.Blob(http.StatusOK, "image/svg+xml", []byte(b.String()))
+	return []byte(b.String()), nil
 }

@@ -6,6 +6,10 @@
 //	GET /s/:id                 an existing session's playground (a viewer, unless the page holds its token)
 //	GET /s/:id/runs/:run/replay.html   one run as a self-contained HTML file that replays it offline
 //	GET /build                 Build it's editors and check table, an HTML fragment the page loads when the reader opens it
+//	GET /join                  a student's way into a class (?code=ABC234 fills the code in)
+//	GET /join/qr.svg           the join link of this server as a QR code, ?code=ABC234
+//	GET /classes/new           the teacher's "Start a class"
+//	GET /classes/:id           the teacher's board (the teacher's token rides in the fragment, never to here)
 //	GET /static/:version/*     CSS, ES modules, icons
 package web
 
@@ -22,8 +26,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -67,6 +73,10 @@ func Register(opts Options) func(e *echo.Echo, s *api.Server) {
 		e.GET("/s/:id/runs/:run/replay.html", h.replay, gz)
 		e.GET("/s/:id/qr.svg", h.qr, gz)
 		e.GET("/build", h.build, gz)
+		e.GET("/join", h.joinPage, gz)
+		e.GET("/join/qr.svg", h.joinQR, gz)
+		e.GET("/classes/new", h.newClassPage, gz)
+		e.GET("/classes/:id", h.boardPage, gz)
 		e.GET("/static/:version/*", h.static, gz)
 	}
 }
@@ -258,14 +268,20 @@ func (h *handler) render(c echo.Context, status int, sess *session.Session, toke
 	n := nonce()
 	p := templates.PageData{Title: "fencelab — fencing tokens, for real", Nonce: n, AssetBase: "/static/" + static.Version() + "/",
 		Embed: st.Embed, Present: st.Present, View: PageView(setup), State: st, Notice: notice}
+	h.pageHeaders(c, n)
+	c.Response().WriteHeader(status)
+	return templates.Page(p).Render(c.Request().Context(), c.Response())
+}
+
+// pageHeaders are every page's: its Content-Security-Policy with the
+// nonce of its one script, never cached, no referrer, HTML.
+func (h *handler) pageHeaders(c echo.Context, nonce string) {
 	hd := c.Response().Header()
-	hd.Set("Content-Security-Policy", h.csp(n))
+	hd.Set("Content-Security-Policy", h.csp(nonce))
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-	c.Response().WriteHeader(status)
-	return templates.Page(p).Render(c.Request().Context(), c.Response())
 }
 
 // build serves Build it's body, the fragment the page loads into its
@@ -396,4 +412,124 @@ func (h *handler) replay(c echo.Context) error {
 	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(http.StatusOK)
 	return templates.Replay(d).Render(c.Request().Context(), c.Response())
+}
+
+// ---- a class: the join page, the teacher's start and board ----------------
+
+// classState is what a class page's script starts from.
+type classState struct {
+	// Words are every code's words (the marks' signs, tones and words among
+	// them): the board draws a case's mark from here, as build.js does.
+	Words protocol.WordTable `json:"words,omitzero"`
+	// ClassID is the board's class.
+	ClassID string `json:"class_id,omitempty"`
+	// JoinBase is this server as a phone in the room opens it (the watch
+	// link's address: see watchURL), and Reachable whether a phone can.
+	JoinBase  string `json:"join_base,omitempty"`
+	Reachable bool   `json:"reachable"`
+	// Fields says which of the join form's fields a refusal of the join is
+	// about, by its fault code: "code", "name", or "pattern" — the code if
+	// the typed code does not match the code's pattern, else the name (the
+	// server reads the code first, so a code that parses and an invalid
+	// answer mean the name). A code not listed is about the whole form.
+	// The API's error answer names no field; this table is where that
+	// missing field is decided, once.
+	Fields map[fault.Code]string `json:"fields,omitempty"`
+}
+
+// joinFields is classState.Fields for POST /api/classes/join: no open
+// class with that code (not_found) and a full class (limit) are the
+// code's; a name taken (conflict) is the name's.
+var joinFields = map[fault.Code]string{
+	fault.NotFound: "code",
+	fault.Limit:    "code",
+	fault.Conflict: "name",
+	fault.Invalid:  "pattern",
+}
+
+// classPage writes a class page: the playground page's headers and
+// Content-Security-Policy, and a state no one but this response's script
+// reads.
+func (h *handler) classPage(c echo.Context, p templates.ClassPageData, body func(templates.ClassPageData) templ.Component) error {
+	n := nonce()
+	p.Nonce, p.AssetBase = n, "/static/"+static.Version()+"/"
+	h.pageHeaders(c, n)
+	c.Response().WriteHeader(http.StatusOK)
+	return body(p).Render(c.Request().Context(), c.Response())
+}
+
+// joinPage serves a student's join: GET /join, ?code=ABC234 to fill the
+// code in (as the board's QR code does). A code that is not one is not
+// echoed into the page: the field stays empty.
+func (h *handler) joinPage(c echo.Context) error {
+	code := ""
+	if v := c.QueryParam("code"); v != "" {
+		if parsed, err := class.ParseCode(v); err == nil {
+			code = class.FormatCode(parsed)
+		}
+	}
+	j := templates.JoinView{Code: code, CodePattern: class.CodePattern(), MaxName: class.MaxName}
+	p := templates.ClassPageData{Title: "Join a class — fencelab", Script: "js/class.js", State: classState{Fields: joinFields}}
+	return h.classPage(c, p, func(p templates.ClassPageData) templ.Component { return templates.JoinPage(p, j) })
+}
+
+// newClassPage serves the teacher's "Start a class".
+func (h *handler) newClassPage(c echo.Context) error {
+	p := templates.ClassPageData{Title: "Start a class — fencelab", Script: "js/class.js", State: classState{}}
+	return h.classPage(c, p, templates.NewClassPage)
+}
+
+// boardPage serves a class's board. It knows nothing of the class: the
+// teacher's token is in the fragment, which never reaches a server, and
+// the page's script reads the board with it from the API. An id that
+// could be no class's (the API's ids are short, URL-safe base64) is a 404
+// here, so the page never carries a stranger's text.
+func (h *handler) boardPage(c echo.Context) error {
+	id := c.Param("id")
+	if !urlSafeID(id) {
+		return fault.Errorf(fault.NotFound, "there is no class %q", id)
+	}
+	base, reachable := h.joinAddress(c)
+	var cases []templates.CheckCase
+	for _, k := range experiments.CheckCases() {
+		cases = append(cases, templates.CheckCase{Case: string(k), Title: k.Title()})
+	}
+	st := classState{Words: protocol.Words(), ClassID: id, JoinBase: base, Reachable: reachable}
+	p := templates.ClassPageData{Title: "Class board — fencelab", Script: "js/board.js", State: st}
+	b := templates.BoardView{ClassID: id, Cases: cases}
+	return h.classPage(c, p, func(p templates.ClassPageData) templ.Component { return templates.BoardPage(p, b) })
+}
+
+// urlSafeID reports whether id is 1 to 64 letters, digits, - and _.
+func urlSafeID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// joinAddress is this server's address as a phone in the room opens it,
+// such as http://192.168.1.20:8080, and whether a phone can at all: the
+// watch link's, chosen the same way (watchURL), without its path.
+func (h *handler) joinAddress(c echo.Context) (string, bool) {
+	link, reachable, _ := h.watchURL(c, "x")
+	return strings.TrimSuffix(link, "/s/x"), reachable
+}
+
+// joinQR serves the join link of a class as an SVG QR code: GET
+// /join/qr.svg?code=ABC234 draws http://ADDRESS/join?code=ABC234 at this
+// server's address as a phone reaches it. Only a code is drawn, never
+// other text, so it cannot be made to point anywhere else.
+func (h *handler) joinQR(c echo.Context) error {
+	code, err := class.ParseCode(c.QueryParam("code"))
+	if err != nil {
+		return err
+	}
+	base, _ := h.joinAddress(c)
+	return serveQR(c, base+"/join?code="+code)
 }

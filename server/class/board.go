@@ -39,8 +39,8 @@ type Row struct {
 	Session string `json:"session,omitempty"`
 	Checks  int    `json:"checks"` // how many the student has run
 	// The last check: its time, whether it passed, each case's mark, the
-	// first requirement it named broken (the article's order) and its
-	// words, and the run of each case, to put on the stage.
+	// first requirement it named broken (the article's order) in the
+	// board's words, and the run of each case, to put on the stage.
 	Checked     *time.Time              `json:"checked,omitempty"`
 	Pass        *bool                   `json:"pass,omitempty"`
 	Cases       []CaseMark              `json:"cases"`
@@ -94,8 +94,8 @@ func (s *Store) Board(ctx context.Context, c Class, anonymous bool) (Board, erro
 			}
 			seen := map[experiments.Requirement]bool{}
 			for _, br := range r.report.Broken {
-				if row.Requirement == "" {
-					row.Requirement, row.Words = br.Requirement, br.Words
+				if row.Requirement == "" { // the requirement in the board's own words, not the case's sentence
+					row.Requirement, row.Words = br.Requirement, protocol.RequirementWords(br.Requirement)
 				}
 				if !seen[br.Requirement] {
 					seen[br.Requirement] = true

@@ -412,6 +412,21 @@ func ParseCode(s string) (string, error) {
 	return b.String(), nil
 }
 
+// CodePattern is what ParseCode takes, as an HTML pattern attribute (a
+// JavaScript regular expression with the v flag): six characters of the
+// alphabet in either case, with dashes and spaces anywhere around them.
+// The join page tells by it whether a refusal is about the code.
+func CodePattern() string {
+	var set strings.Builder
+	for _, r := range codeAlphabet {
+		set.WriteRune(r)
+		if lower := unicode.ToLower(r); lower != r {
+			set.WriteRune(lower)
+		}
+	}
+	return fmt.Sprintf(`[\- ]*(?:[%s][\- ]*){%d}`, set.String(), codeLen)
+}
+
 // FormatCode shows a code as students read it: ABC-234.
 func FormatCode(code string) string {
 	if len(code) != codeLen {

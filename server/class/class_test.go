@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -367,5 +368,20 @@ func TestClass_OpensPerClientAtOnce(t *testing.T) {
 	}
 	if _, _, err := s.Create(ctx, "another address"); err != nil {
 		t.Errorf("another address: %v", err)
+	}
+}
+
+// The code's pattern for the join page says what ParseCode takes: the
+// same answer for every printable character, six times, with and without
+// separators.
+func TestCodePatternIsParseCode(t *testing.T) {
+	re := regexp.MustCompile(`^(?:` + class.CodePattern() + `)$`)
+	for r := rune(0x20); r < 0x7f; r++ {
+		for _, s := range []string{strings.Repeat(string(r), 6), "-" + strings.Repeat(string(r), 3) + " - " + strings.Repeat(string(r), 3), strings.Repeat(string(r), 5), strings.Repeat(string(r), 7)} {
+			_, err := class.ParseCode(s)
+			if re.MatchString(s) != (err == nil) {
+				t.Errorf("%q: the pattern says %v, ParseCode %v", s, re.MatchString(s), err)
+			}
+		}
 	}
 }

@@ -871,6 +871,8 @@ const stream = new Stream({
   onGone: () => showError("This session has ended. Reload the page for a new one."),
 });
 if (sessionId) stream.open(); else renderConnection({ state: "offline" });
+// A class board's link to one run of a student's check (?run=RUN) puts that run on the stage, once.
+if (sessionId && params.get("run")) openRun(params.get("run"));
 drawAll();
 loadLab.draw();
 addEventListener("resize", () => { loadLab.draw(); fitStage(); });

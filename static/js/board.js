@@ -1,0 +1,252 @@
+// board.js — the teacher's board (GET /classes/:id#token=T), for a
+// projector: the class's code and its join link as a QR code, how many
+// pass and what the class gets wrong, a row per student with a mark per
+// case. It reads GET /api/classes/:id/board every two seconds while the
+// tab is shown. Every word of a mark comes from the server's table
+// (words.js); which mark a case has, and what a check names, come with
+// the board. window.fencelab exposes the page's state to tests.
+
+import { W, setWords, markOf } from "./words.js";
+
+const boot = JSON.parse(document.getElementById("fencelab-class-state").textContent);
+setWords(boot.words);
+const byTest = (id) => document.querySelector(`[data-testid="${id}"]`);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+const classId = boot.class_id;
+const api = `/api/classes/${encodeURIComponent(classId)}`;
+// The teacher's token is in the fragment, which no request carries: it
+// goes to the API in a header alone.
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+const cases = [...document.querySelectorAll("th[data-case]")].map((th) => th.dataset.case);
+
+const POLL_MS = 2000;
+
+const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, ended: false, polling: false, exported: null };
+
+/** A request to the class API as its teacher; resolves with the Response, or null when the network failed. */
+async function call(path, init = {}) {
+  try {
+    return await fetch(api + path, { ...init, headers: { Authorization: `Bearer ${token}`, ...(init.headers || {}) }, cache: "no-store" });
+  } catch {
+    return null;
+  }
+}
+
+/** The sentence of an error answer, or one for a network that failed. */
+async function refusal(res) {
+  if (!res) return "The server could not be reached; the board tries again.";
+  const body = await res.json().catch(() => ({}));
+  return body.error || `The server answered ${res.status}.`;
+}
+
+// ---- polling ------------------------------------------------------------------
+
+let timer = 0;
+let inFlight = false;
+
+async function poll() {
+  clearTimeout(timer);
+  timer = 0;
+  if (inFlight) return;
+  inFlight = true;
+  const res = await call(`/board${state.anonymous ? "?anonymous=1" : ""}`);
+  inFlight = false;
+  state.status = res ? res.status : 0;
+  if (res && res.ok) {
+    const board = await res.json();
+    state.board = board;
+    state.ended = !!board.class.ended;
+    state.error = null;
+    state.polls++;
+    draw(board);
+    showError(null);
+  } else {
+    state.error = await refusal(res);
+    showError(state.error);
+  }
+  // A wrong token (403) or a class that is gone (404) does not mend by
+  // asking again; an ended class does not change. Anything else might.
+  const final = state.status === 403 || state.status === 404 || state.ended;
+  if (!final && !document.hidden) timer = setTimeout(poll, POLL_MS);
+  state.polling = timer !== 0;
+}
+
+// A hidden tab (another window on the projector, a laptop asleep) asks
+// nothing; shown again, it asks at once.
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) {
+    clearTimeout(timer);
+    timer = 0;
+    state.polling = false;
+  } else if (!timer && state.status !== 403 && state.status !== 404 && !state.ended) {
+    poll();
+  }
+});
+
+function showError(text) {
+  const el = byTest("board-error");
+  el.textContent = text || "";
+  el.hidden = !text;
+}
+
+// ---- drawing ------------------------------------------------------------------
+
+const rel = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
+
+/** How long ago t was, as people say it: "now", "2 minutes ago". */
+function ago(t) {
+  const s = Math.round((Date.parse(t) - Date.now()) / 1000);
+  if (s > -45) return "just now";
+  if (s > -3600) return rel.format(Math.round(s / 60), "minute");
+  if (s > -86400) return rel.format(Math.round(s / 3600), "hour");
+  return rel.format(Math.round(s / 86400), "day");
+}
+
+let drawnCode = "";
+
+function drawJoin(board) {
+  const code = board.class.code;
+  // The board's class carries its code bare (ABC234); students read it
+  // as the API's join answer and FormatCode write it, ABC-234. (A field
+  // of the board with the code as shown would spare this line.)
+  const shown = code.length === 6 ? `${code.slice(0, 3)}-${code.slice(3)}` : code;
+  if (code === drawnCode) return;
+  drawnCode = code;
+  byTest("board-code").textContent = shown;
+  const link = `${boot.join_base}/join?code=${encodeURIComponent(code)}`;
+  const qr = byTest("board-qr");
+  qr.src = `/join/qr.svg?code=${encodeURIComponent(code)}`;
+  qr.alt = `A QR code of the join link, ${link}`;
+  qr.hidden = false;
+  byTest("board-link").innerHTML = boot.reachable
+    ? `Scan, or open <strong>${esc(boot.join_base.replace(/^https?:\/\//, ""))}/join</strong> and type the code.`
+    : `This server listens on this machine only (${esc(boot.join_base)}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
+  document.title = `${shown} — class board — fencelab`;
+}
+
+function drawSummary(board) {
+  const s = board.summary;
+  byTest("board-pass").innerHTML = `<strong>${s.passing}</strong> of <strong>${s.students}</strong> pass`;
+  byTest("board-checked").textContent = s.students === 0 ? "" : `${s.checked} of ${s.students} have checked`;
+  byTest("board-reqs").innerHTML = s.requirements.map((r) =>
+    `<li data-requirement="${esc(r.requirement)}" data-students="${r.students}">${esc(r.words)}</li>`).join("");
+}
+
+function caseCell(st, c, k) {
+  if (!c) return `<td class="col-case" data-case="${esc(k)}"><span class="mark quiet" aria-hidden="true">·</span><span class="sr-only">not checked</span></td>`;
+  const m = markOf(c.mark);
+  const title = document.querySelector(`th[data-case="${CSS.escape(k)}"] abbr`)?.title || k;
+  const sign = `<span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span>`;
+  const words = `${esc(title)}: ${esc(m.word)}`;
+  if (!c.run || !st.session) return `<td class="col-case" data-case="${esc(k)}" data-mark="${esc(c.mark)}">${sign}<span class="sr-only">${words}</span></td>`;
+  // The run on the stage of the student's page, in a tab of its own: the
+  // watch link, with no token, so the teacher only watches.
+  const href = `/s/${encodeURIComponent(st.session)}?run=${encodeURIComponent(c.run)}&present=1`;
+  return `<td class="col-case" data-case="${esc(k)}" data-mark="${esc(c.mark)}"><a class="case-link" href="${esc(href)}" target="_blank" rel="noopener" data-testid="board-case-link" aria-label="${esc(st.name)}, ${words}: open the run">${sign}</a></td>`;
+}
+
+let drawnRows = "";
+
+function drawRows(board) {
+  const body = byTest("board-rows");
+  // Redrawn only when a row changed, and with the focus put back where it
+  // was: a teacher tabbing through the marks is not thrown out every two
+  // seconds. The times alone move on in place.
+  const key = JSON.stringify([board.anonymous, board.students]);
+  if (key === drawnRows) {
+    for (const t of body.querySelectorAll("time[datetime]")) t.textContent = ago(t.dateTime);
+    return;
+  }
+  drawnRows = key;
+  const focused = document.activeElement && body.contains(document.activeElement)
+    ? { student: document.activeElement.closest("tr")?.dataset.student, kase: document.activeElement.closest("td")?.dataset.case } : null;
+  const asCorrect = markOf("as-correct");
+  body.innerHTML = board.students.map((st) => {
+    const byCase = new Map(st.cases.map((c) => [c.case, c]));
+    const checked = !!st.checked;
+    const what = !checked ? `<span class="quiet">No check yet</span>`
+      : st.pass ? `<span class="mark ${esc(asCorrect.tone)}" aria-hidden="true">${esc(asCorrect.sign)}</span> ${esc(asCorrect.word)}`
+      : `<span class="words" title="${esc(st.words)}">${esc(st.words)}</span>`;
+    const when = checked ? `<time datetime="${esc(st.checked)}">${esc(ago(st.checked))}</time>` : "";
+    const checks = st.checks > 1 ? ` <span class="quiet">(${st.checks} checks)</span>` : "";
+    return `<tr data-testid="board-row" data-student="${esc(st.id)}" data-state="${checked ? (st.pass ? "pass" : "fail") : "none"}"${st.requirement ? ` data-requirement="${esc(st.requirement)}"` : ""}>` +
+      `<th scope="row" class="col-name" data-testid="board-name">${esc(st.name)}</th>` +
+      cases.map((k) => caseCell(st, byCase.get(k), k)).join("") +
+      `<td class="col-req">${what}</td><td class="col-when">${when}${checks}</td></tr>`;
+  }).join("");
+  if (focused) body.querySelector(`tr[data-student="${CSS.escape(focused.student || "")}"] td[data-case="${CSS.escape(focused.kase || "")}"] a`)?.focus();
+  byTest("board-empty").hidden = board.students.length > 0;
+  // Rows share the height there is: thirty students fit a 1080p screen,
+  // and a few get large type.
+  const rows = Math.max(board.students.length, 8);
+  document.documentElement.style.setProperty("--rows", String(rows));
+  document.documentElement.style.setProperty("--req-lines", rows > 16 ? "1" : "2");
+}
+
+function draw(board) {
+  drawJoin(board);
+  drawSummary(board);
+  drawRows(board);
+  state.anonymous = board.anonymous;
+  byTest("board-anonymous").checked = board.anonymous;
+  const ended = board.class.ended;
+  byTest("board-status").textContent = ended ? `This class ended ${ago(ended)}: it takes no student and no check. Its board and exports stay for a day.` : "";
+  byTest("board-end").disabled = !!ended;
+  document.body.classList.toggle("ended", !!ended);
+}
+
+// ---- the tools ------------------------------------------------------------------
+
+byTest("board-anonymous").addEventListener("change", (ev) => {
+  state.anonymous = ev.target.checked;
+  poll();
+});
+
+/** Fetches an export with the teacher's header and hands it over as a download. */
+async function download(kind) {
+  const res = await call(`/handins.${kind}`);
+  if (!res || !res.ok) {
+    showError(await refusal(res));
+    return;
+  }
+  const blob = await res.blob();
+  const name = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") || "")?.[1] || `handins.${kind}`;
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+  state.exported = { kind, name, size: blob.size };
+}
+byTest("board-csv").addEventListener("click", () => download("csv"));
+byTest("board-json").addEventListener("click", () => download("json"));
+
+const dialog = byTest("board-end-dialog");
+byTest("board-end").addEventListener("click", () => dialog.showModal());
+dialog.addEventListener("close", async () => {
+  if (dialog.returnValue !== "end") {
+    byTest("board-end").focus();
+    return;
+  }
+  dialog.returnValue = "";
+  const res = await call("", { method: "DELETE" });
+  if (!res || !res.ok) {
+    showError(await refusal(res));
+    return;
+  }
+  state.ended = true;
+  await poll(); // the board as ended, once
+});
+
+if (!token) {
+  state.status = 403;
+  state.error = "This board's address has no teacher's key (#token=… at its end): open the address you were given when you started the class.";
+  showError(state.error);
+} else {
+  poll();
+}
+
+window.fencelab = { ready: true, state: () => ({ ...state, board: state.board, words: !!W.marks }) };
