@@ -253,12 +253,17 @@ func TestClass_ToItsEnd(t *testing.T) {
 	e2etest.OpenLive(stage, srv.URL+href)
 	stage.PollState(`s.role === "viewer" && s.view.replay === true && s.view.run === `+e2etest.JSString(u.Query().Get("run"))+` && s.view.events > 0`, 15*time.Second)
 
-	// Hide names: the rows say Student 1 and Student 2.
+	// Hide names: the rows say Student 1 and Student 2. The box is ticked
+	// while a poll is on its way (each held 1.5 s here), whose answer, with
+	// the names, must not put them back.
+	board.Eval(`(() => { const f = window.fetch; window.slowFetch = f; window.fetch = (...a) => new Promise((r) => setTimeout(r, 1500)).then(() => f(...a)); return true; })()`, nil)
+	board.PollJS(`window.fencelab.state().asking === true`, boardWait)
 	board.SetChecked("board-anonymous", true)
 	board.PollJS(`window.fencelab.state().board.anonymous === true`, boardWait)
 	if rows := board.Text("board-rows"); strings.Contains(rows, "Ada") || strings.Contains(rows, "Grace") || !strings.Contains(rows, "Student 1") || !strings.Contains(rows, "Student 2") {
 		t.Errorf("with names hidden the rows say %q", rows)
 	}
+	board.Eval(`(() => { window.fetch = window.slowFetch; return true; })()`, nil)
 	board.SetChecked("board-anonymous", false)
 	board.PollJS(`window.fencelab.state().board.anonymous === false && !!(`+rowJS("Ada")+`)`, boardWait)
 

@@ -22,7 +22,7 @@ const cases = [...document.querySelectorAll("th[data-case]")].map((th) => th.dat
 
 const POLL_MS = 2000;
 
-const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, ended: false, polling: false, exported: null };
+const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, ended: false, polling: false, asking: false, exported: null };
 
 /** A request to the class API as its teacher; resolves with the Response, or null when the network failed. */
 async function call(path, init = {}) {
@@ -44,14 +44,23 @@ async function refusal(res) {
 
 let timer = 0;
 let inFlight = false;
+let again = false; // a poll was asked for while one was in flight
 
 async function poll() {
   clearTimeout(timer);
   timer = 0;
-  if (inFlight) return;
-  inFlight = true;
-  const res = await call(`/board${state.anonymous ? "?anonymous=1" : ""}`);
-  inFlight = false;
+  if (inFlight) { again = true; return; }
+  inFlight = state.asking = true;
+  const asked = state.anonymous;
+  const res = await call(`/board${asked ? "?anonymous=1" : ""}`);
+  inFlight = state.asking = false;
+  // "Hide names" changed while this answer was on its way: it answers
+  // the old question, so ask again rather than draw it (drawn, it put the
+  // names back and the box's tick with them, under CI's load).
+  if (again || asked !== state.anonymous) {
+    again = false;
+    return poll();
+  }
   state.status = res ? res.status : 0;
   if (res && res.ok) {
     const board = await res.json();
@@ -188,8 +197,6 @@ function draw(board) {
   drawJoin(board);
   drawSummary(board);
   drawRows(board);
-  state.anonymous = board.anonymous;
-  byTest("board-anonymous").checked = board.anonymous;
   const ended = board.class.ended;
   byTest("board-status").textContent = ended ? `This class ended ${ago(ended)}: it takes no student and no check. Its board and exports stay for a day.` : "";
   byTest("board-end").disabled = !!ended;
