@@ -486,7 +486,7 @@ func (h *handler) newClassPage(c echo.Context) error {
 // here, so the page never carries a stranger's text.
 func (h *handler) boardPage(c echo.Context) error {
 	id := c.Param("id")
-	if !urlSafeID(id) {
+	if !class.IDForm(id) {
 		return fault.Errorf(fault.NotFound, "there is no class %q", id)
 	}
 	base, reachable := h.joinAddress(c)
@@ -498,19 +498,6 @@ func (h *handler) boardPage(c echo.Context) error {
 	p := templates.ClassPageData{Title: "Class board — fencelab", Script: "js/board.js", State: st}
 	b := templates.BoardView{ClassID: id, Cases: cases}
 	return h.classPage(c, p, func(p templates.ClassPageData) templ.Component { return templates.BoardPage(p, b) })
-}
-
-// urlSafeID reports whether id is 1 to 64 letters, digits, - and _.
-func urlSafeID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // joinAddress is this server's address as a phone in the room opens it,

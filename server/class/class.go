@@ -166,6 +166,9 @@ func (s *Store) create(ctx context.Context, c *Class, client string, teacher []b
 // used. A wrong token, or another class's, is Forbidden; a class that is
 // gone, NotFound.
 func (s *Store) AsTeacher(ctx context.Context, id, token string) (Class, error) {
+	if !IDForm(id) {
+		return Class{}, fault.Errorf(fault.NotFound, "that is not a class id: a class id is a c and 16 letters, digits, '-' and '_', as POST /api/classes gives")
+	}
 	var c Class
 	var teacher []byte
 	err := s.pool.QueryRow(ctx, teacherSQL, id).Scan(&c.ID, &c.Code, &teacher, &c.Created, &c.Used, &c.Ended)
@@ -442,6 +445,23 @@ func newCode() string {
 		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)] // 256 is a multiple of 32: no bias
 	}
 	return string(b)
+}
+
+// IDForm reports whether id has the form of the ids newID draws: a c
+// and the base64url of 12 random bytes. Anything else (a NUL, bytes that
+// are not UTF-8, a kilobyte) is answered before it reaches Postgres, which
+// would refuse the bytes and log each refusal.
+func IDForm(id string) bool {
+	if len(id) != 17 || id[0] != 'c' {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		b := id[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func newID() string {

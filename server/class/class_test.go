@@ -59,8 +59,13 @@ func TestClass_OpenJoinReturn(t *testing.T) {
 	wantCode(t, "a wrong teacher token", err, fault.Forbidden)
 	_, err = s.AsTeacher(ctx, c.ID, "")
 	wantCode(t, "no teacher token", err, fault.Forbidden)
-	_, err = s.AsTeacher(ctx, "cnope", teacher)
-	wantCode(t, "another class's id", err, fault.NotFound)
+	for _, bad := range []string{"cnope", "c" + strings.Repeat("A", 16), c.ID + "x", "c\x00" + c.ID[2:], "c\xff" + c.ID[2:], strings.Repeat("c", 1024), ""} {
+		_, err = s.AsTeacher(ctx, bad, teacher)
+		wantCode(t, "class id "+strconvQuote(bad[:min(len(bad), 20)]), err, fault.NotFound)
+	}
+	if !class.IDForm(c.ID) {
+		t.Errorf("a class's own id %q is not of the id's form", c.ID)
+	}
 
 	typed := strings.ToLower(class.FormatCode(c.Code)) // "abc-234"
 	ada, adaToken, err := s.Join(ctx, typed, "  Ada Lovelace ", "")
