@@ -136,7 +136,7 @@ func (s *Server) runForClass(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := control.Decode(body, s.limits())
+	cmd, err := control.Parse(body, s.limits())
 	if err != nil {
 		return err
 	}

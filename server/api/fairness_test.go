@@ -243,6 +243,40 @@ func TestFairness_ChecksFromOneAddressWaitInLineOneAtATime(t *testing.T) {
 		t.Fatalf("the second check from one address was answered while the first played: %d %s", a.Status, a.Body)
 	case <-time.After(time.Second):
 	}
+	// The session takes other commands while its check waits, and a reset
+	// takes a waiting check out of the line at once.
+	ran := make(chan answer, 1)
+	go func() {
+		ran <- ts.from(addr, "POST", path(second), second.Token, `{"action":"run","ordering":"zombie-first","mode":"step"}`)
+	}()
+	select {
+	case a := <-ran:
+		if a.Status != http.StatusOK && a.Status != http.StatusServiceUnavailable {
+			t.Fatalf("a run while the session's check waits: %d %s", a.Status, a.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a run command waited behind the session's check in line")
+	}
+	third, a := ts.sessionFrom(addr)
+	if third == nil {
+		t.Fatalf("a session: %d %s", a.Status, a.Body)
+	}
+	thirdAnswer := make(chan answer, 1)
+	go func() { thirdAnswer <- ts.from(addr, "POST", path(third), third.Token, bad) }()
+	third.waitEvent(10*time.Second, "the third check's place in line", func(e protocol.Event) bool {
+		return e.Note != nil && e.Note.Code == protocol.NoteInLine && e.Note.Place == 2
+	})
+	if a := ts.from(addr, "POST", path(third), third.Token, `{"action":"reset"}`); a.Status != http.StatusOK {
+		t.Fatalf("the third session's reset: %d %s", a.Status, a.Body)
+	}
+	select {
+	case a := <-thirdAnswer:
+		if a.Status != http.StatusConflict || !strings.Contains(string(a.Body), "left the line") {
+			t.Fatalf("a waiting check after its session's reset: %d %s, want 409: it left the line", a.Status, a.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reset did not take its session's waiting check out of the line")
+	}
 	o, a := ts.sessionFrom(other)
 	if o == nil {
 		t.Fatalf("a session: %d %s", a.Status, a.Body)

@@ -221,7 +221,7 @@ func (s *Server) command(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := control.Decode(body, s.limits())
+	cmd, err := control.Parse(body, s.limits())
 	if err != nil {
 		return err
 	}

@@ -216,7 +216,7 @@ func (s *Server) readSocket(ctx context.Context, sess *session.Session, conn *we
 			_ = reply(wire.ReplyFrame(m.ID, nil, err))
 			continue
 		}
-		cmd, err := control.Decode(m.Command, s.limits())
+		cmd, err := control.Parse(m.Command, s.limits())
 		if err != nil {
 			_ = reply(wire.ReplyFrame(m.ID, nil, err))
 			continue

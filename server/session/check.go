@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
@@ -12,16 +13,53 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/check"
+	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
-// startCheck checks a reader's own four statements: first as a role on
-// throwaway schemas, so that a refused statement is a 400 that starts
-// nothing; then each of the article's cases as a background run of the
-// session's batch "check", whose finished event carries the report. The
-// caller holds s.life.
-func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease time.Duration) (Result, error) {
+// check checks a reader's own four statements, in two orders to the
+// session with a wait in the server's line between them (joinLine,
+// waitTurn), the caller's: joinCheck checks what can be checked at once,
+// so that a bad lease or a server without custom SQL starts nothing; the
+// session takes other commands while the check waits; playCheck, once
+// its turn has come, checks the statements as a role on throwaway schemas,
+// so that a refused statement is a 400 that starts nothing, then plays
+// each of the article's cases as a background run of the session's batch
+// "check", whose finished event carries the report.
+func (s *Session) check(ctx context.Context, c control.Command) (Result, error) {
+	o := &order{cmd: c}
+	if _, err := s.in.Do(ctx, string(c.Action), o); err != nil {
+		return Result{}, err
+	}
+	o.turn = s.joinLine()
+	if err := s.waitTurn(ctx, o.turn); err != nil {
+		return Result{}, err
+	}
+	res, err := s.in.Do(ctx, string(c.Action), o)
+	if err != nil && o.turn.own() { // never played: its turn goes to the next
+		o.turn.release()
+	}
+	return res, err
+}
+
+// turn is a check's ticket in the server's line, with its release: the
+// turn given back (once) when the check's batch ends, or when the check
+// never plays. Whichever of the session's playCheck and the check's caller
+// owns it first gives it back.
+type turn struct {
+	*ticket
+	owned   atomic.Bool
+	release func()
+}
+
+// own takes the turn's ownership, if nobody has.
+func (t *turn) own() bool { return t.owned.CompareAndSwap(false, true) }
+
+// joinCheck checks the check's lease and cases, and stops the check or
+// batch the session played before, so its turn is given back. The caller
+// holds s.life.
+func (s *Session) joinCheck(o *order, lease time.Duration) (Result, error) {
 	if !s.m.cfg.CustomSQL {
 		return Result{}, fault.Errorf(fault.Forbidden, "this server does not run readers' own SQL (it was started with --no-custom-sql)")
 	}
@@ -32,41 +70,76 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	if lease < lim.MinLease || lease > lim.MaxLease {
 		return Result{}, fault.Errorf(fault.Invalid, "lease %v must be between %v and %v on this server", lease, lim.MinLease, lim.MaxLease)
 	}
-	cases := experiments.CheckCases()
-	rcs := make([]experiments.RunConfig, len(cases))
-	for i, c := range cases {
-		rcs[i] = c.Config(lease)
-		if err := rcs[i].Validate(); err != nil {
+	o.cmd.LeaseMS = lease.Milliseconds()
+	for _, c := range experiments.CheckCases() {
+		rc := c.Config(lease)
+		if err := rc.Validate(); err != nil {
 			return Result{}, err
 		}
 	}
-	// The line first: the server plays few checks at once, and an address
-	// one at a time; the rest wait their turn, told their place.
-	t, err := s.waitTurn(ctx)
-	if err != nil {
-		return Result{}, err
+	s.stopBatch(protocol.StopReplaced)
+	return Result{}, nil
+}
+
+// joinLine puts the session's check in the server's line, the session
+// told its place (a note, "Your check is 3rd in line.") each time it
+// moves. A check of the session's that still waited is replaced, and this
+// one keeps its place.
+func (s *Session) joinLine() *turn {
+	key := s.client
+	if key == "" {
+		key = "session " + s.ID // loopback: no address caps, each session its own
 	}
+	s.mu.Lock() // the session's place, read and replaced at once
+	defer s.mu.Unlock()
+	t := s.m.line.join(key, s.inLine, func(place int) {
+		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place}})
+	})
+	s.inLine = t
 	var once sync.Once
-	release := func() { once.Do(func() { s.m.line.done(t) }) }
-	s.life.Lock()
-	defer s.life.Unlock()
-	// The caps come before any work: the address's count of batches (one
-	// more while this session's own is about to be replaced), then a run
-	// slot, the server's and the address's, held while the statements are
-	// checked on schemas and a role of their own. A flood from one address
-	// is refused here, before a schema, a role or a trial run is made.
+	return &turn{ticket: t, release: func() { once.Do(func() { s.m.line.done(t) }) }}
+}
+
+// lineWait is how long a check waits in line before it gives up.
+const lineWait = 10 * time.Minute
+
+// waitTurn waits for the check's turn in the server's line, or until ctx
+// or the session ends, or a reset or a newer check takes it out.
+func (s *Session) waitTurn(ctx context.Context, t *turn) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	err := s.m.line.wait(wctx, t.ticket, lineWait)
+	s.mu.Lock()
+	if s.inLine == t.ticket {
+		s.inLine = nil
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// playCheck plays a check whose turn has come. The caps come before any
+// work: the address's count of batches (one more while this session's own
+// is about to be replaced), then a run slot, the server's and the
+// address's, held while the statements are checked on schemas and a role
+// of their own. A flood from one address is refused here, before a schema,
+// a role or a trial run is made. The caller holds s.life.
+func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, lease time.Duration) (Result, error) {
+	if !t.own() {
+		return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
+	}
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
 	if err := s.m.takeBatchReplacing(s.client, replacing); err != nil {
-		release()
+		t.release()
 		return Result{}, err
 	}
 	taken := true
 	defer func() {
 		if taken {
 			s.m.releaseBatch(s.client)
-			release()
+			t.release()
 		}
 	}()
 	if err := s.m.acquireRun(ctx, s.client, 20*time.Second); err != nil {
@@ -77,45 +150,13 @@ func (s *Session) startCheck(ctx context.Context, sol sandbox.Solution, lease ti
 	if err != nil {
 		return Result{}, err
 	}
+	cases := experiments.CheckCases()
+	rcs := make([]experiments.RunConfig, len(cases))
+	for i, c := range cases {
+		rcs[i] = c.Config(lease)
+	}
 	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release})
-}
-
-// lineWait is how long a check waits in line before it gives up.
-const lineWait = 10 * time.Minute
-
-// waitTurn puts the session's check in the server's line and waits for
-// its turn, the session told its place (a note, "Your check is 3rd in
-// line.") each time it moves. The check or batch the session played
-// before is stopped first, so its turn is given back; a check of the
-// session's that still waited is replaced, and this one keeps its place.
-func (s *Session) waitTurn(ctx context.Context) (*ticket, error) {
-	key := s.client
-	if key == "" {
-		key = "session " + s.ID // loopback: no address caps, each session its own
-	}
-	s.life.Lock()
-	s.stopBatch(protocol.StopReplaced)
-	s.mu.Lock()
-	old := s.inLine
-	s.mu.Unlock()
-	t := s.m.line.join(key, old, func(place int) {
-		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place}})
-	})
-	s.mu.Lock()
-	s.inLine = t
-	s.mu.Unlock()
-	s.life.Unlock()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	err := s.m.line.wait(wctx, t, lineWait)
-	s.mu.Lock()
-	if s.inLine == t {
-		s.inLine = nil
-	}
-	s.mu.Unlock()
-	return t, err
+	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: t.release})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.

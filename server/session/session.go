@@ -14,6 +14,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/control"
+	"github.com/fencelab/fencelab/server/run/inbox"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 )
@@ -23,9 +24,11 @@ import (
 // its current run (a runner.Run, which owns that run's whole life: its
 // workers, schemas and steps), the runs it had, the batch or load lab
 // playing, the batch cells waiting for a slot, and its check's ticket in
-// the server's line. It carries out the commands that start and end runs
-// (run, reset, check, batch, load) and hands every other to its current
-// run's own line (runner.Run.Do). Safe for concurrent use.
+// the server's line. It is an actor: the commands that start and end runs
+// (run, reset, check, batch, load) it carries out itself, one at a time, on
+// a goroutine of its own (server/run/inbox); every other it hands to its
+// current run, the same kind of actor (runner.Run.Do). Safe for
+// concurrent use.
 type Session struct {
 	ID      string
 	Token   string
@@ -39,9 +42,12 @@ type Session struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
-	// life serialises what changes which runs the session has: run, reset
-	// and batch commands, however many come at once. Other commands go
-	// straight to the current run, which serialises its own.
+	// in carries out the commands that change which runs the session has
+	// (run, reset, check, batch, load), one at a time; other commands go
+	// straight to the current run, which carries out its own.
+	in *inbox.Inbox[*order, Result]
+	// life is held by each order in carries out, and by the sweeper's
+	// abandonRuns.
 	life sync.Mutex
 
 	mu         sync.Mutex
@@ -64,6 +70,7 @@ func newSession(m *Manager, id, token, serial string) *Session {
 	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]protocol.RunInfo{},
 		Log: eventlog.New(eventlog.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
+	s.in = inbox.New("the session", s.carry)
 	return s
 }
 
@@ -121,20 +128,52 @@ type Result struct {
 	Runs []string `json:"runs,omitempty"`
 }
 
-// Execute carries out one decoded command: run, reset, check, batch and
-// load itself, any other by its current run (runner.Run.Do).
-// The caller has checked that it may drive. Its errors carry fault codes.
+// Execute carries out one decoded command. The ones that start and end
+// runs (run, reset, check, batch, load) are the session's own: it carries
+// them out itself, one at a time, in the order they came, on a goroutine of
+// its own (its inbox, server/run/inbox). Every other is its current run's,
+// carried out by that run's own inbox (runner.Run.Do). A check waits for
+// its turn in the server's line between two orders to the session, so the
+// session takes other commands meanwhile, and a reset takes the check out
+// of the line. The caller has checked that it may drive. Its errors carry
+// fault codes.
 func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error) {
 	s.Claim()
 	switch c.Action {
+	case control.Run, control.Load, control.Matrix, control.Batch:
+		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
+	case control.Reset:
+		s.leaveLine() // at once, even while the session carries out another order
+		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
+	case control.Check:
+		return s.check(ctx, c)
+	}
+	r := s.currentRun()
+	if r == nil {
+		return Result{}, fault.Errorf(fault.Conflict, "there is no run: start one with {\"action\":\"run\",\"ordering\":\"zombie-first\"}")
+	}
+	rr, err := r.Do(ctx, c) // carried out by the run itself, in line with any other command to it
+	return Result{OK: true, Run: r.ID(), Result: rr}, err
+}
+
+// order is a command to the session, as its inbox carries it out.
+type order struct {
+	cmd control.Command
+	// turn is a check's place in the server's line: put there by the
+	// check's first order (joinCheck), played by its second (playCheck)
+	// once its turn has come.
+	turn *turn
+}
+
+// carry carries out one order to the session, holding s.life.
+func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	c := o.cmd
+	switch c.Action {
 	case control.Run:
-		s.life.Lock()
-		defer s.life.Unlock()
 		return s.startRun(ctx, c)
 	case control.Reset:
-		s.leaveLine()
-		s.life.Lock()
-		defer s.life.Unlock()
 		s.stopBatch(protocol.StopReset)
 		s.stopLoad(protocol.StopReset)
 		r := s.currentRun()
@@ -144,26 +183,20 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		r.Stop(protocol.StopReset)
 		return Result{OK: true, Run: r.ID()}, nil
 	case control.Load:
-		s.life.Lock()
-		defer s.life.Unlock()
 		return s.startLoad(c.LoadConfig())
 	case control.Check:
-		return s.startCheck(ctx, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond) // it waits in line, then holds s.life
+		if o.turn == nil {
+			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
+		}
+		return s.playCheck(ctx, o.turn, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
 			name = experiments.BatchMatrix
 		}
-		s.life.Lock()
-		defer s.life.Unlock()
 		return s.startBatch(name, time.Duration(c.LeaseMS)*time.Millisecond)
 	}
-	r := s.currentRun()
-	if r == nil {
-		return Result{}, fault.Errorf(fault.Conflict, "there is no run: start one with {\"action\":\"run\",\"ordering\":\"zombie-first\"}")
-	}
-	rr, err := r.Do(ctx, c) // carried out by the run itself, in line with any other command to it
-	return Result{OK: true, Run: r.ID(), Result: rr}, err
+	return Result{}, fault.Errorf(fault.Invalid, "%q is not a command to a session", c.Action)
 }
 
 func (s *Session) currentRun() *runner.Run {

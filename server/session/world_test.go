@@ -231,7 +231,7 @@ func gone(pid int) bool { return child.Gone(child.State(pid)) }
 // cmd decodes a command as the handlers do and executes it.
 func cmd(t *testing.T, s *session.Session, body string) (session.Result, error) {
 	t.Helper()
-	c, err := control.Decode([]byte(body), control.DefaultLimits())
+	c, err := control.Parse([]byte(body), control.DefaultLimits())
 	if err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}

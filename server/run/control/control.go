@@ -119,8 +119,8 @@ func Actions() []string {
 // bad is a command refused before it did anything.
 func bad(format string, a ...any) error { return fault.Errorf(fault.Invalid, format, a...) }
 
-// Decode reads one command from b and checks it against the limits.
-func Decode(b []byte, lim Limits) (Command, error) {
+// Parse reads one command from b and checks it against the limits.
+func Parse(b []byte, lim Limits) (Command, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

@@ -10,7 +10,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/control"
 )
 
-func TestDecode_Good(t *testing.T) {
+func TestParse_Good(t *testing.T) {
 	lim := control.DefaultLimits()
 	for in, check := range map[string]func(control.Command) bool{
 		`{"action":"step"}`: func(c control.Command) bool { return c.Action == control.Step },
@@ -45,14 +45,14 @@ func TestDecode_Good(t *testing.T) {
 		`{"action":"add_worker","skew_ms":-3600000,"work_ms":60000}`:                  func(c control.Command) bool { return c.SkewMS == -3600000 && c.WorkMS == 60000 },
 		`{"action":"add_job","payload":{"a":"\\u0000","b":"\ud83d\ude00","c":"é"}}`:   func(c control.Command) bool { return len(c.Payload) > 0 },
 	} {
-		c, err := control.Decode([]byte(in), lim)
+		c, err := control.Parse([]byte(in), lim)
 		if err != nil || !check(c) {
-			t.Errorf("Decode(%s) = %+v, %v", in, c, err)
+			t.Errorf("Parse(%s) = %+v, %v", in, c, err)
 		}
 	}
 }
 
-func TestDecode_BadInputSaysWhatWasWrong(t *testing.T) {
+func TestParse_BadInputSaysWhatWasWrong(t *testing.T) {
 	lim := control.DefaultLimits()
 	for in, want := range map[string]string{
 		``:                               "JSON object",
@@ -107,28 +107,28 @@ func TestDecode_BadInputSaysWhatWasWrong(t *testing.T) {
 		`{"action":"add_worker","skew_ms":99999999999}`:                       "skew_ms",
 		`{"action":"matrix","lease_ms":1}`:                                    "lease_ms",
 	} {
-		_, err := control.Decode([]byte(in), lim)
+		_, err := control.Parse([]byte(in), lim)
 		if err == nil {
-			t.Errorf("Decode(%.60s) succeeded, want an error with %q", in, want)
+			t.Errorf("Parse(%.60s) succeeded, want an error with %q", in, want)
 			continue
 		}
 		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("Decode(%.60s) = %q, want one line with %q", in, err, want)
+			t.Errorf("Parse(%.60s) = %q, want one line with %q", in, err, want)
 		}
 	}
 }
 
-// FuzzDecode: any input is either refused with a sentence, or decodes to a
+// FuzzParse: any input is either refused with a sentence, or decodes to a
 // command whose action is known and which decodes the same when encoded
 // again. Never a panic.
-func FuzzDecode(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{`{"action":"step"}`, `{"action":"run","ordering":"zombie-first","broken":["epoch-check"],"lease_ms":300}`,
 		`{"action":"pause_worker","worker":"A"}`, `{"action":"add_job","payload":{"a":[1,2]}}`, `{"action":"pace","pace_ms":10}`, `{`, `{"action":"run","ordering":"clock-skew","skew_ms":9}`} {
 		f.Add([]byte(s))
 	}
 	lim := control.DefaultLimits()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := control.Decode(b, lim)
+		c, err := control.Parse(b, lim)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("an error with no words")
@@ -142,7 +142,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c2, err := control.Decode(again, lim)
+		c2, err := control.Parse(again, lim)
 		if err != nil {
 			t.Fatalf("re-encoded %s no longer decodes: %v", again, err)
 		}

@@ -21,10 +21,10 @@ func TestEveryMillisecondFieldIsChecked(t *testing.T) {
 				continue
 			}
 			in := fmt.Sprintf(`{"action":%q,%q:9223372036854775807}`, a, f)
-			_, err := Decode([]byte(in), lim)
+			_, err := Parse([]byte(in), lim)
 			_, most := lim.msRange(a, f)
 			if want := fmt.Sprintf("%s 9223372036854775807 is more than the most, %d", f, most); err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("Decode(%s) = %v, want %q", in, err, want)
+				t.Errorf("Parse(%s) = %v, want %q", in, err, want)
 			}
 		}
 	}

@@ -32,6 +32,8 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/control"
+	"github.com/fencelab/fencelab/server/run/inbox"
 	"github.com/fencelab/fencelab/server/run/notify"
 	"github.com/fencelab/fencelab/server/run/receiver"
 	"github.com/fencelab/fencelab/server/run/supervisor"
@@ -158,8 +160,8 @@ type Run struct {
 	receiver judge.ReceiverView
 	jobID    int64
 
-	in     inbox      // the commands of the people driving it, in line
-	stepMu sync.Mutex // one step at a time: the auto loop's and a command's
+	in     *inbox.Inbox[control.Command, Result] // the commands of the people driving it, in line
+	stepMu sync.Mutex                            // one step at a time: the auto loop's and a command's
 
 	mu         sync.Mutex
 	phase      protocol.RunPhase
@@ -253,6 +255,7 @@ func New(env *Env, spec Spec) (*Run, error) {
 	r := &Run{env: env, spec: spec, lim: lim, scenario: sc, phase: protocol.PhaseStarting, pace: spec.Pace, started: time.Now(),
 		changed: make(chan struct{}), workers: map[string]*workerState{}, expired: map[string]bool{}, leases: map[int64]lease{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{})}
+	r.in = inbox.New("run "+spec.ID, r.carry)
 	r.stopBG = func() {}
 	if spec.Prepared && !spec.KeepSchemas {
 		r.cleanup(r.dropSchemas) // its schemas exist already, however soon it ends
