@@ -8,7 +8,6 @@ import (
 
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
-	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
@@ -220,6 +219,7 @@ func (s *Server) joinClass(c echo.Context) error {
 			return err
 		}
 	}
+	sess.SetQueue(studentQueue{line: s.line, class: st.Class, student: st.ID})
 	snap, err := sess.Snapshot(ctx, true)
 	if err != nil {
 		return err
@@ -245,16 +245,35 @@ func flagParam(c echo.Context, name string) (bool, error) {
 	}
 }
 
-// recordCheck keeps a finished check in its student's class, if its
-// session is a student's (session.Config.OnCheckFunc).
-func recordCheck(classes *class.Store, log interface {
-	Warn(msg string, args ...any)
-}) func(string, sandbox.Solution, protocol.CheckReport) {
-	return func(id string, sol sandbox.Solution, rep protocol.CheckReport) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := classes.Record(ctx, id, sol, rep); err != nil {
-			log.Warn("a student's check could not be kept", "session", id[:min(6, len(id))], "err", err)
-		}
+// studentQueue is a student's place to put checks: the classes' line in
+// Postgres (session.Queue).
+type studentQueue struct {
+	line           *class.Line
+	class, student string
+}
+
+func (q studentQueue) Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (int64, error) {
+	return q.line.Submit(ctx, q.class, q.student, sol, lease)
+}
+
+func (q studentQueue) Place(ctx context.Context, job int64) (int, bool, error) {
+	return q.line.Place(ctx, job)
+}
+
+// playQueued plays a class's check whose turn has come in its student's
+// session, if that is on this instance (class.PlayFunc).
+func (s *Server) playQueued(ctx context.Context, t class.Turn) (class.Played, error) {
+	id, err := s.classes.SessionOf(ctx, t.Student)
+	if err != nil {
+		return class.Played{}, err
 	}
+	sess, err := s.Sessions.Get(id)
+	if id == "" || err != nil {
+		return class.Played{}, class.ErrElsewhere
+	}
+	rep, refused, err := sess.PlayQueued(ctx, t.Job, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
+	if err != nil {
+		return class.Played{}, err
+	}
+	return class.Played{Report: rep, Refused: refused}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/instances"
@@ -139,6 +140,9 @@ type Server struct {
 	http      *http.Server
 	Sessions  *session.Manager
 	classes   *class.Store
+	line      *class.Line        // the classes' checks, in line in Postgres
+	lineStop  context.CancelFunc // stops this instance's share of the line
+	lineDone  chan struct{}
 	sup       *supervisor.Supervisor
 	notify    *notify.Notifier
 	receivers *receiver.Registry
@@ -181,7 +185,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: sup, Notify: nt, Log: cfg.Log,
 		Receivers: receivers, ExternalReceiver: strings.TrimSuffix(cfg.ExternalReceiver, "/"),
 		Limits: cfg.Limits, Recordings: cfg.Recordings, TapFunc: cfg.TapFunc, AdvertiseURL: cfg.AdvertiseURL, CustomSQL: customSQL,
-		OnCheckFunc: recordCheck(classes, cfg.Log),
 	})
 	if err != nil {
 		nt.Close()
@@ -190,6 +193,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
+	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: s.playQueued,
+		Concurrency: cfg.Limits.MaxChecks, Log: cfg.Log}); err != nil {
+		mgr.Close()
+		nt.Close()
+		_ = sup.Close()
+		return nil, err
+	}
+	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.lineStop, s.lineDone = lcancel, make(chan struct{})
+	go func() {
+		defer close(s.lineDone)
+		if err := s.line.Run(lctx); err != nil && lctx.Err() == nil {
+			cfg.Log.Error("the class line stopped", "err", err)
+		}
+	}()
 	s.echo = wire.NewEcho(cfg.Log)
 	s.echo.IPExtractor = clientIP(cfg.TrustProxies)
 	s.fwd = instances.NewForwarder(mgr.Instances(), s)
@@ -285,6 +303,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.sweep)
 	<-s.swept
+	s.lineStop() // the checks this instance plays go back in line, for the next instance to take
+	<-s.lineDone
 
 	done := make(chan struct{})
 	go func() {

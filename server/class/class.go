@@ -38,6 +38,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -313,10 +314,35 @@ func (s *Store) SetSession(ctx context.Context, studentID, sessionID string) err
 	return nil
 }
 
-// Record keeps a check a session finished, if the session is a student's
-// of an open class, and says whether it was. The statements are kept as
-// the student sent them, for the teacher's export.
-func (s *Store) Record(ctx context.Context, sessionID string, sol sandbox.Solution, rep protocol.CheckReport) (bool, error) {
+// SessionOf is the session a student drives now ("" for none).
+func (s *Store) SessionOf(ctx context.Context, studentID string) (string, error) {
+	var id string
+	if err := s.pool.QueryRow(ctx, sessionOfSQL, studentID).Scan(&id); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", nil
+		}
+		return "", dbError("read the student's session", err)
+	}
+	return id, nil
+}
+
+// Record keeps a student's check, if their class is open, and says
+// whether it was. The statements are kept as the student sent them, for
+// the teacher's export. The line keeps its checks with recordTx, in the
+// transaction that completes the check's job.
+func (s *Store) Record(ctx context.Context, studentID string, sol sandbox.Solution, rep protocol.CheckReport) (bool, error) {
+	return record(ctx, s.pool, studentID, sol, rep)
+}
+
+// recordTx is Record in tx.
+func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, studentID string, sol sandbox.Solution, rep protocol.CheckReport) error {
+	_, err := record(ctx, tx, studentID, sol, rep)
+	return err
+}
+
+func record(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, studentID string, sol sandbox.Solution, rep protocol.CheckReport) (bool, error) {
 	solJSON, err := json.Marshal(sol)
 	if err != nil {
 		return false, err
@@ -325,7 +351,7 @@ func (s *Store) Record(ctx context.Context, sessionID string, sol sandbox.Soluti
 	if err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, recordSQL, sessionID, rep.Pass, solJSON, repJSON)
+	tag, err := db.Exec(ctx, recordStudentSQL, studentID, rep.Pass, solJSON, repJSON)
 	if err != nil {
 		return false, dbError("keep the student's check", err)
 	}

@@ -200,23 +200,23 @@ func TestClass_BoardAndHandIns(t *testing.T) {
 		return st
 	}
 	sess := "s-" + c.ID + "-"
-	join("=HYPERLINK(\"x\")", sess+"1")
-	join("Bea", sess+"2")
-	join("Cy", sess+"3")
+	st1 := join("=HYPERLINK(\"x\")", sess+"1")
+	st2 := join("Bea", sess+"2")
+	st3 := join("Cy", sess+"3")
 	join("Dee", "")
 	right := sandbox.Ours()
 	wrong := sandbox.Start().With(sandbox.Claim, "-- no epoch\n"+sandbox.Start().Claim)
-	record := func(session string, sol sandbox.Solution, rep protocol.CheckReport, want bool) {
+	record := func(student string, sol sandbox.Solution, rep protocol.CheckReport, want bool) {
 		t.Helper()
-		if kept, err := s.Record(ctx, session, sol, rep); err != nil || kept != want {
-			t.Fatalf("record for %s: %v %v, want kept %v", session, kept, err, want)
+		if kept, err := s.Record(ctx, student, sol, rep); err != nil || kept != want {
+			t.Fatalf("record for %s: %v %v, want kept %v", student, kept, err, want)
 		}
 	}
-	record(sess+"1", wrong, report(false, experiments.ReqEpochRaised), true)
-	record(sess+"1", right, report(true), true) // the last check counts
-	record(sess+"2", wrong, report(false, experiments.ReqEpochRaised, experiments.ReqCompleteFence), true)
-	record(sess+"3", wrong, report(false, experiments.ReqCompleteFence), true)
-	record("s-nobody", right, report(true), false)
+	record(st1.ID, wrong, report(false, experiments.ReqEpochRaised), true)
+	record(st1.ID, right, report(true), true) // the last check counts
+	record(st2.ID, wrong, report(false, experiments.ReqEpochRaised, experiments.ReqCompleteFence), true)
+	record(st3.ID, wrong, report(false, experiments.ReqCompleteFence), true)
+	record("c-nobody", right, report(true), false)
 
 	b, err := s.Board(ctx, c, false)
 	if err != nil {
@@ -298,7 +298,7 @@ func TestClass_EndIdleAndForget(t *testing.T) {
 	wantCode(t, "a return after the end", err, fault.NotFound)
 	_, err = s.AsStudent(ctx, token)
 	wantCode(t, "a student of an ended class", err, fault.Forbidden)
-	if kept, err := s.Record(ctx, "s-end-"+c.ID, sandbox.Ours(), report(true)); err != nil || kept {
+	if kept, err := s.Record(ctx, st.ID, sandbox.Ours(), report(true)); err != nil || kept {
 		t.Errorf("a check after the end was kept: %v %v", kept, err)
 	}
 	got, err := s.AsTeacher(ctx, c.ID, teacher)

@@ -56,21 +56,12 @@ RETURNING joined`
   FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
  WHERE s.token = $1 AND c.ended IS NULL`
 	studentsSQL   = `SELECT id, name, joined, coalesce(session, '') FROM fencelab_classes.students WHERE class = $1 ORDER BY joined, id`
+	sessionOfSQL  = `SELECT coalesce(session, '') FROM fencelab_classes.students WHERE id = $1`
 	setSessionSQL = `UPDATE fencelab_classes.students SET session = $2 WHERE id = $1`
-	// recordSQL keeps a check of a session that is a student's of an open
-	// class, and marks the class used.
-	recordSQL = `WITH kept AS (
-  INSERT INTO fencelab_classes.checks (student, pass, solution, report)
-  SELECT s.id, $2, $3, $4
-    FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
-   WHERE s.session = $1 AND c.ended IS NULL
-  RETURNING student)
-UPDATE fencelab_classes.classes SET used = now()
- WHERE id IN (SELECT s.class FROM fencelab_classes.students s JOIN kept ON kept.student = s.id)`
-	endSQL     = `UPDATE fencelab_classes.classes SET ended = now() WHERE id = $1 AND ended IS NULL`
-	endIdleSQL = `UPDATE fencelab_classes.classes SET ended = now() WHERE ended IS NULL AND used < now() - make_interval(secs => $1)`
-	forgetSQL  = `DELETE FROM fencelab_classes.classes WHERE ended < now() - make_interval(secs => $1)`
-	touchSQL   = `UPDATE fencelab_classes.classes SET used = now() WHERE id = $1`
+	endSQL        = `UPDATE fencelab_classes.classes SET ended = now() WHERE id = $1 AND ended IS NULL`
+	endIdleSQL    = `UPDATE fencelab_classes.classes SET ended = now() WHERE ended IS NULL AND used < now() - make_interval(secs => $1)`
+	forgetSQL     = `DELETE FROM fencelab_classes.classes WHERE ended < now() - make_interval(secs => $1)`
+	touchSQL      = `UPDATE fencelab_classes.classes SET used = now() WHERE id = $1`
 	// boardSQL is each student of a class, in the order they joined, with
 	// the last check and how many there were.
 	boardSQL = `SELECT s.id, s.name, coalesce(s.session, ''), l.at, l.pass, l.solution, l.report, n.checks
@@ -80,4 +71,29 @@ UPDATE fencelab_classes.classes SET used = now()
   CROSS JOIN LATERAL (SELECT count(*) AS checks FROM fencelab_classes.checks k WHERE k.student = s.id) n
  WHERE s.class = $1
  ORDER BY s.joined, s.id`
+)
+
+// The line's statements, beside the engine's own on its jobs table.
+const (
+	// lineLockSQL puts one student's checks in line one at a time.
+	lineLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_checkline ' || $1))`
+	// lineMineSQL is the student's check in line or being played, if any.
+	lineMineSQL = `SELECT id, status FROM fencelab_checkline.jobs
+ WHERE payload->>'student' = $1 AND status IN ('pending', 'running') ORDER BY id LIMIT 1`
+	lineReplaceSQL = `UPDATE fencelab_checkline.jobs SET payload = $2, updated_at = now() WHERE id = $1 AND status = 'pending'`
+	// linePlaceSQL is a check's status and, pending, its place: the
+	// checks ahead of it, and itself.
+	linePlaceSQL = `SELECT j.status, (SELECT count(*) FROM fencelab_checkline.jobs a
+  WHERE a.status = 'pending' AND a.id <= j.id)::int
+  FROM fencelab_checkline.jobs j WHERE j.id = $1`
+	// recordStudentSQL keeps a student's check, if their class is open,
+	// and marks the class used.
+	recordStudentSQL = `WITH kept AS (
+  INSERT INTO fencelab_classes.checks (student, pass, solution, report)
+  SELECT s.id, $2, $3, $4
+    FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
+   WHERE s.id = $1 AND c.ended IS NULL
+  RETURNING student)
+UPDATE fencelab_classes.classes SET used = now()
+ WHERE id IN (SELECT s.class FROM fencelab_classes.students s JOIN kept ON kept.student = s.id)`
 )

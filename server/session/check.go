@@ -124,7 +124,7 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 // address's, held while the statements are checked on schemas and a role
 // of their own. A flood from one address is refused here, before a schema,
 // a role or a trial run is made. The caller holds s.life.
-func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, lease time.Duration) (Result, error) {
+func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
 	if !t.own() {
 		return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
 	}
@@ -156,7 +156,7 @@ func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, 
 		rcs[i] = c.Config(lease)
 	}
 	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: t.release})
+	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: t.release, finished: finished})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.
@@ -189,6 +189,9 @@ type checkPlan struct {
 	taken  bool // the address's batch count is taken already (startCheck)
 	// release gives the check's turn in the line back (idempotent).
 	release func()
+	// finished, if set, is told the report when the batch ends (nil:
+	// stopped, or not judged).
+	finished func(*protocol.CheckReport)
 }
 
 // judgeBatch plays a check's batch through the check's pipeline, each

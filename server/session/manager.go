@@ -31,7 +31,6 @@ import (
 	"github.com/fencelab/fencelab/server/run/notify"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/run/supervisor"
-	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -188,11 +187,6 @@ type Config struct {
 	// command), each run as a role of its own: the database must have
 	// been hardened (sandbox.Harden). Off: the check command is refused.
 	CustomSQL bool
-	// OnCheckFunc, if set, is told every check a session finishes with a
-	// report (not one stopped), with the statements it checked: a class
-	// keeps its students' (server/class). It runs on the check's own
-	// goroutine, after the report's event.
-	OnCheckFunc func(sessionID string, sol sandbox.Solution, rep protocol.CheckReport)
 }
 
 // Manager owns every session. It is safe for concurrent use.

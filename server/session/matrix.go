@@ -105,6 +105,9 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 		failures := make([]*protocol.Failure, len(specs))
 		var wg sync.WaitGroup
 		var rep *protocol.CheckReport
+		if chk != nil && chk.finished != nil {
+			defer func() { chk.finished(rep) }() // nil when stopped
+		}
 		if chk != nil {
 			rep = s.judgeBatch(b, *chk, specs, outcomes, failures, parallel)
 		} else {
@@ -135,6 +138,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 		}
 		s.mu.Unlock()
 		if b.ctx.Err() != nil {
+			rep = nil
 			return // stopped: stopBatch says so
 		}
 		done := judge.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
@@ -142,9 +146,6 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 			done.Check, done.Answer = rep, rep.Words
 		}
 		s.emit(protocol.Event{Kind: protocol.KindBatch, Actor: protocol.ActorRunner, Batch: done})
-		if rep != nil && sol != nil && s.m.cfg.OnCheckFunc != nil {
-			s.m.cfg.OnCheckFunc(s.ID, *sol, *rep)
-		}
 	}()
 	return res, nil
 }

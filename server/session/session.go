@@ -55,6 +55,8 @@ type Session struct {
 	current    *runner.Run
 	batch      *batch                      // the batch playing, if any
 	inLine     *ticket                     // the session's check waiting in the server's line, if any
+	queue      Queue                       // where its checks wait instead, a class student's
+	awaiting   map[int64]chan played       // by job: the callers waiting for their queued check to play
 	load       *runner.Load                // the load lab, if one ran; it may have ended
 	runs       []*runner.Run               // newest last; bounded
 	pending    map[string]protocol.RunInfo // batch cells waiting for a run slot
@@ -67,7 +69,7 @@ type Session struct {
 const maxKeptRuns = 200
 
 func newSession(m *Manager, id, token, serial string) *Session {
-	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]protocol.RunInfo{},
+	s := &Session{ID: id, Token: token, Created: time.Now(), m: m, serial: serial, lastActive: time.Now(), pending: map[string]protocol.RunInfo{}, awaiting: map[int64]chan played{},
 		Log: eventlog.New(eventlog.Config{MaxEvents: m.cfg.Limits.MaxEvents, MaxBytes: int64(m.cfg.Limits.MaxSessionMB) << 20, SubscriberBuffer: m.cfg.Limits.SocketBuffer, TapFunc: m.cfg.TapFunc, Budget: m.events})}
 	s.ctx, s.cancel = context.WithCancel(m.ctx)
 	s.in = inbox.New("the session", s.carry)
@@ -146,6 +148,9 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		s.leaveLine() // at once, even while the session carries out another order
 		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
 	case control.Check:
+		if q := s.queueOf(); q != nil {
+			return s.queuedCheck(ctx, q, c)
+		}
 		return s.check(ctx, c)
 	}
 	r := s.currentRun()
@@ -163,6 +168,9 @@ type order struct {
 	// check's first order (joinCheck), played by its second (playCheck)
 	// once its turn has come.
 	turn *turn
+	// finished, if set, is told a check's report when its batch ends (nil:
+	// stopped): a queued check's (PlayQueued).
+	finished func(*protocol.CheckReport)
 }
 
 // carry carries out one order to the session, holding s.life.
@@ -188,7 +196,7 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 		if o.turn == nil {
 			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
 		}
-		return s.playCheck(ctx, o.turn, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond)
+		return s.playCheck(ctx, o.turn, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
