@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -39,6 +40,18 @@ more, so the server makes its spare schemas again while quiet. Then it
 prints one table, a row per load, with each load's p50 as a ratio to the
 first load's: the first is the baseline.
 
+--class N plays a classroom instead (N students, 1 to 60): a teacher
+opens a class, N students join it by its code, each with a session and a
+socket of their own, and once all have joined they press Check at once,
+every third on a wrong solution (three kinds in turn). It prints the time
+from Check to each student's report (p50, p95, max), whether each got
+exactly one report and whether its pass is the solution's (ok, wrong
+verdicts, duplicates, missing, busy, errors), and the board's lag: from a
+report to the teacher's board showing it, polled every 250ms. With
+--class, --timeout is each student's wait for the report (default 5m)
+and --lease the check's; --readers, --ramp, --ordering, --pace and
+--settle are the readers' and are refused.
+
 (This was 'fencelab load', a name that still works; it is not the page's
 load lab, which freezes workers at scale.)`
 
@@ -64,15 +77,14 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowRemote := fs.Bool("allow-remote", false, "let --url point at another machine")
 	var serveFlags stringsFlag
 	fs.Var(&serveFlags, "serve-flag", "a flag for the fencelab serve this command starts, e.g. --serve-flag=--max-runs=120 (repeatable)")
+	students := fs.Int("class", 0, fmt.Sprintf("play a class instead: this many students, 1 to %d, join a class and press Check at once", crowd.MaxStudents))
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	bad := func(err error) error { return usagef("fencelab crowd: %s", fault.MessageOf(err)) }
-	counts, err := crowd.ParseReaders(*readersList)
-	if err != nil {
-		return bad(err)
-	}
 	// In a Config a zero timeout or lease means the default; typed here,
 	// it is a mistake.
 	for _, f := range []struct {
@@ -85,9 +97,30 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	exe := ""
 	if *target == "" {
+		var err error
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("crowd: find own executable: %w", err)
 		}
+	}
+	if set["class"] {
+		for _, name := range []string{"readers", "ramp", "ordering", "pace", "settle"} {
+			if set[name] {
+				return usagef("fencelab crowd: --%s is for readers pressing Run; --class plays students pressing Check", name)
+			}
+		}
+		cfg := crowd.ClassConfig{Students: *students, URL: *target, AllowRemote: *allowRemote, Executable: exe,
+			ServeFlags: serveFlags, Log: log.New(stderr, "fencelab crowd: ", 0)}
+		if set["lease"] {
+			cfg.Lease = *lease
+		}
+		if set["timeout"] {
+			cfg.Timeout = *timeout
+		}
+		return classCmd(ctx, cfg, stdout, *asJSON)
+	}
+	counts, err := crowd.ParseReaders(*readersList)
+	if err != nil {
+		return bad(err)
 	}
 	cfg := crowd.Config{Readers: counts[0], Settle: *settle, Ramp: *ramp, Timeout: *timeout,
 		Ordering: experiments.Ordering(*ordering), Lease: *lease, Pace: *pace,
@@ -112,6 +145,25 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if out != nil {
 		if perr := printReport(stdout, out, *asJSON); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if fault.CodeOf(err) == fault.Invalid {
+		return bad(err) // a --serve-flag the server refused
+	}
+	return err
+}
+
+// classCmd is `fencelab crowd --class N`: the class's report is printed,
+// whatever the error that follows it.
+func classCmd(ctx context.Context, cfg crowd.ClassConfig, stdout io.Writer, asJSON bool) error {
+	bad := func(err error) error { return usagef("fencelab crowd: %s", fault.MessageOf(err)) }
+	if err := cfg.Validate(); err != nil {
+		return bad(err)
+	}
+	rep, err := crowd.RunClass(ctx, cfg)
+	if rep != nil {
+		if perr := printReport(stdout, rep, asJSON); perr != nil && err == nil {
 			err = perr
 		}
 	}

@@ -45,6 +45,22 @@ func TestCrowd_Refused(t *testing.T) {
 		{[]string{"--url", "http://127.0.0.1:8080", "--serve-flag=--max-runs=2"}, "--serve-flag"},
 		{[]string{"--readers", "1,2", "--settle", "3m"}, "--settle"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--class", "0"}, "fencelab crowd: --class 0 must be between 1 and 60 students"},
+		{[]string{"--class", "61"}, "--class 61 must be between 1 and 60 students"},
+		{[]string{"--class", "-1"}, "--class -1 must be between 1 and 60 students"},
+		{[]string{"--class", "x"}, `invalid value "x" for flag -class`},
+		{[]string{"--class"}, "flag needs an argument"},
+		{[]string{"--class", "3", "--readers", "5"}, "--readers is for readers pressing Run; --class plays students pressing Check"},
+		{[]string{"--class", "3", "--ramp", "1s"}, "--ramp is for readers"},
+		{[]string{"--class", "3", "--ordering", "zombie-first"}, "--ordering is for readers"},
+		{[]string{"--class", "3", "--pace", "0s"}, "--pace is for readers"},
+		{[]string{"--class", "3", "--settle", "1s"}, "--settle is for readers"},
+		{[]string{"--class", "3", "--timeout", "0s"}, "--timeout 0s must be above 0"},
+		{[]string{"--class", "3", "--timeout", "11m"}, "--timeout 11m0s must be above 0 and at most 10m0s"},
+		{[]string{"--class", "3", "--lease", "11s"}, "--lease 11s must be between 100ms and 10s"},
+		{[]string{"--class", "3", "--lease", "0s"}, "--lease 0s must be above 0"},
+		{[]string{"--class", "3", "--url", "http://example.com"}, "--allow-remote"},
+		{[]string{"--class", "3", "--url", "http://127.0.0.1:8080", "--serve-flag=--max-runs=2"}, "--serve-flag"},
 	} {
 		t.Run(strconv.Quote(strings.Join(c.args, " ")), func(t *testing.T) {
 			t.Parallel()
@@ -88,6 +104,24 @@ func TestCrowd_Command(t *testing.T) {
 	_, stderr, code = fencelab(t, nil, "crowd", "--serve-flag=--max-runs=0")
 	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "--max-runs 0") {
 		t.Errorf("--serve-flag=--max-runs=0: exit %d, stderr %q: want 2 and one line with the server's refusal", code, stderr)
+	}
+}
+
+// TestCrowd_Class: --class plays a class against the binary's server of
+// its own and prints one JSON class report, the student ok, and exits 0.
+func TestCrowd_Class(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	stdout, stderr, code := fencelab(t, []string{m}, "crowd", "--class", "1", "--json", "--serve-flag=--spare-runs=2")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	var r crowd.ClassReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.Students != 1 || r.OK != 1 || len(r.Each) != 1 || r.Each[0].Reports != 1 || r.ServerPID <= 0 {
+		t.Errorf("stdout is not one class report with one student ok (%v):\n%s\nstderr: %s", err, stdout, stderr)
+	}
+	if left := marked(t, m); len(left) > 0 {
+		t.Errorf("left running:\n%s", strings.Join(left, "\n"))
 	}
 }
 

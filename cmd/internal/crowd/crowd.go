@@ -32,6 +32,23 @@
 //
 // TestRun_OwnServer plays one against a server of its own.
 //
+// RunClass plays a classroom instead (`fencelab crowd --class N`): a
+// teacher opens a class, N students join it, each with a session and a
+// socket of their own, and once all have joined they press Check at once,
+// every third on a wrong solution. Its ClassReport gives the time from
+// Check to each report, whether each student got exactly one report and
+// whether it says what their solution is (ok, wrong verdicts, duplicates,
+// missing, busy, errors), and the board's lag: from a report to the
+// teacher's board showing it, polled every 250ms. A class of 30 against
+// a server of its own (the binary at exe):
+//
+//	rep, err := crowd.RunClass(ctx, crowd.ClassConfig{Students: 30, Executable: exe})
+//	if rep != nil {
+//		fmt.Print(rep.Table())
+//	}
+//
+// TestRunClass_FourStudents plays a class of four.
+//
 // This is not the page's "load lab" (server/lab/experiments, server/run/runner), which
 // freezes workers at scale: a crowd measures the server, not the queue.
 package crowd
@@ -224,18 +241,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Readers, plural(cfg.Readers), base, cfg.Ordering, cfg.Timeout)
 	rep := l.run(ctx)
 	if child != nil {
-		rep.ServerPID = child.pid
-		if err := child.stop(); err != nil {
-			rep.ServerExit = err.Error()
-		}
+		rep.ServerPID, rep.ServerExit = stopServer(child)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return rep, ErrInterrupted
-	case rep.ServerExit != "":
-		return rep, fmt.Errorf("the server it started %s", rep.ServerExit)
-	}
-	return rep, nil
+	return rep, endErr(ctx, rep.ServerExit)
 }
 
 // open validates cfg and finds the server it plays against: URL's, once

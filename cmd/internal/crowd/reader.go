@@ -203,15 +203,10 @@ type follow struct {
 // when the socket drops (backing off from 250ms to 5s), except when the
 // events are no longer kept (4001) or the session has ended (4002).
 func (l *loader) watch(ctx context.Context, id, token string) (time.Duration, int, error) {
-	ws := "ws"
-	if l.base.Scheme == "https" {
-		ws = "wss"
-	}
 	f := &follow{}
 	delay := 250 * time.Millisecond
 	for {
-		u := fmt.Sprintf("%s://%s/api/sessions/%s/ws?since=%d&token=%s", ws, l.base.Host, url.PathEscape(id), f.since, url.QueryEscape(token))
-		conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: l.client})
+		conn, resp, err := websocket.Dial(ctx, socketURL(l.base, id, token, f.since), &websocket.DialOptions{HTTPClient: l.client})
 		if err == nil {
 			var took time.Duration
 			took, err = l.read(ctx, conn, f)
@@ -240,6 +235,16 @@ func (l *loader) watch(ctx context.Context, id, token string) (time.Duration, in
 	}
 }
 
+// socketURL is a session's WebSocket, as its driver, from the seq after
+// since.
+func socketURL(base *url.URL, id, token string, since int64) string {
+	ws := "ws"
+	if base.Scheme == "https" {
+		ws = "wss"
+	}
+	return fmt.Sprintf("%s://%s/api/sessions/%s/ws?since=%d&token=%s", ws, base.Host, url.PathEscape(id), since, url.QueryEscape(token))
+}
+
 // droppedError is a socket that closed in a way the page reconnects after.
 type droppedError struct{ err error }
 
@@ -250,22 +255,9 @@ func (e *droppedError) Error() string { return "the socket dropped: " + e.err.Er
 func (l *loader) read(ctx context.Context, conn *websocket.Conn, f *follow) (time.Duration, error) {
 	conn.SetReadLimit(16 << 20) // a verdict carries the whole outcome
 	for {
-		_, b, err := conn.Read(ctx)
+		m, err := nextFrame(ctx, conn)
 		if err != nil {
-			if ctx.Err() != nil {
-				return 0, ctx.Err()
-			}
-			switch st := websocket.CloseStatus(err); st {
-			case 4001:
-				return 0, errors.New("the socket closed: the events it missed are no longer kept (4001)")
-			case 4002:
-				return 0, errors.New("the socket closed: the session has ended (4002)")
-			}
-			return 0, &droppedError{err}
-		}
-		var m wire.Frame
-		if err := json.Unmarshal(b, &m); err != nil {
-			return 0, fmt.Errorf("a frame is not JSON: %v", err)
+			return 0, err
 		}
 		switch m.Type {
 		case wire.FrameLive:
@@ -324,4 +316,28 @@ func (l *loader) read(ctx context.Context, conn *websocket.Conn, f *follow) (tim
 			}
 		}
 	}
+}
+
+// nextFrame reads the socket's next frame. Its error is ctx's, the
+// socket's end said in words (4001, 4002), a frame that is not JSON, or a
+// *droppedError, after which the page reconnects.
+func nextFrame(ctx context.Context, conn *websocket.Conn) (wire.Frame, error) {
+	var m wire.Frame
+	_, b, err := conn.Read(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return m, ctx.Err()
+		}
+		switch st := websocket.CloseStatus(err); st {
+		case 4001:
+			return m, errors.New("the socket closed: the events it missed are no longer kept (4001)")
+		case 4002:
+			return m, errors.New("the socket closed: the session has ended (4002)")
+		}
+		return m, &droppedError{err}
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("a frame is not JSON: %v", err)
+	}
+	return m, nil
 }

@@ -1,8 +1,10 @@
 package crowd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -274,7 +276,23 @@ func (r *Report) Table() string {
 	if r.Reconnects > 0 {
 		fmt.Fprintf(tw, "reconnects\t%d\n", r.Reconnects)
 	}
-	switch st := r.Stats; {
+	writeServerStats(tw, r.Stats)
+	fmt.Fprintf(tw, "took\t%.1fs\n", float64(r.ElapsedMS)/1000)
+	if r.Interrupted {
+		fmt.Fprintf(tw, "\tinterrupted: these are the readers so far\n")
+	}
+	if r.ServerExit != "" {
+		fmt.Fprintf(tw, "server exit\tthe server %s\n", r.ServerExit)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// writeServerStats writes the server's peaks, as a crowd's table rows.
+func writeServerStats(tw io.Writer, st *ServerStats) {
+	switch {
 	case st == nil || st.Unsupported:
 		fmt.Fprintf(tw, "peak RSS\t- (the server has no /api/stats)\n")
 	case st.Samples == 0:
@@ -288,15 +306,28 @@ func (r *Report) Table() string {
 		}
 		fmt.Fprintf(tw, ")\n")
 	}
-	fmt.Fprintf(tw, "took\t%.1fs\n", float64(r.ElapsedMS)/1000)
-	if r.Interrupted {
-		fmt.Fprintf(tw, "\tinterrupted: these are the readers so far\n")
-	}
-	if r.ServerExit != "" {
-		fmt.Fprintf(tw, "server exit\tthe server %s\n", r.ServerExit)
-	}
-	tw.Flush()
-	return b.String()
 }
 
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+// stopServer stops the server a crowd started, if it did (child nil:
+// it did not), and says its pid and how it ended badly ("" for well).
+func stopServer(child *serveChild) (pid int, exit string) {
+	if child == nil {
+		return 0, ""
+	}
+	if err := child.stop(); err != nil {
+		return child.pid, err.Error()
+	}
+	return child.pid, ""
+}
+
+// endErr is a crowd's error at its end: interrupted, or its server's bad
+// end.
+func endErr(ctx context.Context, serverExit string) error {
+	switch {
+	case ctx.Err() != nil:
+		return ErrInterrupted
+	case serverExit != "":
+		return fmt.Errorf("the server it started %s", serverExit)
+	}
+	return nil
+}
