@@ -79,6 +79,27 @@ func apiError(t *testing.T, status int, body []byte, want int) string {
 	return e.Error
 }
 
+// noSideScroll fails the test if the page in tab scrolls sideways, and
+// names the elements that stick out past the viewport's right edge.
+func noSideScroll(tab *e2etest.Tab, where string) {
+	tab.T().Helper()
+	var out []string
+	tab.Eval(`(() => {
+		if (document.documentElement.scrollWidth <= innerWidth) return [];
+		return [String(document.documentElement.scrollWidth) + " px wide"].concat([...document.body.querySelectorAll("*")]
+			.filter((el) => el.getBoundingClientRect().right > innerWidth + 0.5 && el.checkVisibility())
+			.slice(0, 6).map((el) => "<" + el.tagName.toLowerCase() + (el.dataset.testid ? " " + el.dataset.testid : "") + " class=" + el.className + ">"));
+	})()`, &out)
+	if len(out) > 0 {
+		tab.T().Errorf("%s scrolls sideways in a %d px viewport: %s", where, tab.Width, strings.Join(out, ", "))
+	}
+}
+
+// sideFitsJS is true when the board's side column (the code, the class,
+// Everyone: run, the tools) shows all it holds, scrolled neither way.
+const sideFitsJS = `(() => { const s = document.querySelector(".board-side");
+	return s.scrollHeight <= s.clientHeight + 1 && s.scrollWidth <= s.clientWidth + 1 && s.scrollLeft === 0 && s.scrollTop === 0; })()`
+
 // rowJS evaluates to the board's row of the student named name.
 func rowJS(name string) string {
 	return `[...document.querySelectorAll('[data-testid="board-row"]')].find(r => r.querySelector('[data-testid="board-name"]').textContent === ` + e2etest.JSString(name) + `)`
@@ -94,7 +115,11 @@ func rowJS(name string) string {
 // run on the stage; Hide names hides them; the CSV export holds both; a
 // reload of the join page is the same student; a wrong teacher's token is
 // refused in the server's words; End class ends it, and a later join says
-// so in the server's words.
+// so in the server's words. On the way it keeps pictures of the student's
+// page just after the join (375 px), the join page's refusal at 375 and
+// 320 px, and the board with thirty students at 1920×1080, names shown and
+// hidden, and at 375 px: none scrolls sideways, and the projector's board
+// scrolls not at all.
 func TestClass_ToItsEnd(t *testing.T) {
 	t.Parallel()
 	srv := e2etest.StartServer(t)
@@ -130,6 +155,8 @@ func TestClass_ToItsEnd(t *testing.T) {
 	ada := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("404"))
 	joinAs(ada, srv.URL, "/join?code="+code, "", "Ada")
 	adaSession := arrived(ada)
+	noSideScroll(ada, "a student's own page just after joining, at 375 px")
+	e2etest.ViewShot(ada, "class-student-joined-375")
 
 	grace := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("409"))
 	joinAs(grace, srv.URL, "/join", strings.ToLower(shown), "ada")
@@ -150,6 +177,12 @@ func TestClass_ToItsEnd(t *testing.T) {
 	}
 	grace.Screenshot("class-join-name-taken-375")
 	e2etest.ReportAxe(t, "the join page with a refusal", e2etest.Axe(t, grace))
+	// At 320 px, the narrowest phone, the form and the refusal fit.
+	narrow := e2etest.NewTab(t, 320, 640, e2etest.AllowErrors("409"))
+	joinAs(narrow, srv.URL, "/join?code="+code, "", "Ada")
+	narrow.PollState(`s.page === "join" && s.phase === "ready" && s.status === 409`, 10*time.Second)
+	noSideScroll(narrow, "the join page with a refusal, at 320 px")
+	narrow.Screenshot("class-join-name-taken-320")
 	grace.SetValue("class-join-name", "Grace")
 	grace.Click("class-join-submit")
 	graceSession := arrived(grace)
@@ -299,7 +332,27 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if !fits {
 		t.Error("thirty students do not fit 1920×1080 in type of 16 px or more")
 	}
+	if board.Eval(sideFitsJS, &fits); !fits {
+		t.Error("the board's side column scrolls at 1920×1080: what it holds does not fit")
+	}
 	board.Screenshot("class-board-30-1920x1080")
+	// Hide names, with thirty: still one screen.
+	board.SetChecked("board-anonymous", true)
+	board.PollJS(`window.fencelab.state().board.anonymous === true && document.querySelectorAll('[data-testid="board-row"]').length === 30 && !(`+rowJS("Ada")+`)`, boardWait)
+	board.Eval(`document.documentElement.scrollHeight <= innerHeight && document.documentElement.scrollWidth <= innerWidth`, &fits)
+	if !fits {
+		t.Error("thirty students with names hidden do not fit 1920×1080")
+	}
+	board.Screenshot("class-board-30-anonymous-1920x1080")
+	board.SetChecked("board-anonymous", false)
+	board.PollJS(`window.fencelab.state().board.anonymous === false && !!(`+rowJS("Ada")+`)`, boardWait)
+	// The board on a phone: one column that scrolls down, never sideways.
+	phone := e2etest.NewTab(t, 375, 800)
+	phone.Navigate(srv.URL + "/classes/" + classID + "#token=" + teacher)
+	phone.WaitReady()
+	phone.PollJS(`document.querySelectorAll('[data-testid="board-row"]').length === 30 && window.fencelab.state().everyone.orderings > 0`, boardWait)
+	noSideScroll(phone, "the board at 375 px")
+	phone.Screenshot("class-board-30-375")
 
 	// A reload of the join page is the same student, on the same page.
 	ada.Navigate(srv.URL + "/join")
@@ -344,4 +397,246 @@ func TestClass_ToItsEnd(t *testing.T) {
 		t.Errorf("after the end, the join page says %q beside the code, want the server's %q", got, gone)
 	}
 	ada.Screenshot("class-join-ended-375")
+}
+
+// focusRing is an expression over the focused element: it has a focus
+// ring a person can see (an outline of 2 px or more, not "none").
+const focusRing = `(() => { const cs = getComputedStyle(document.activeElement);
+	return document.activeElement.matches(":focus-visible") && cs.outlineStyle !== "none" && parseFloat(cs.outlineWidth) >= 2; })()`
+
+// followLink presses Enter on the focused link, as a keyboard does, and
+// returns the address its click asked for: the link opens a tab of its
+// own, which the test does not follow, so the click is caught on its way
+// (after every handler of the page) and its default is kept from happening.
+func followLink(tab *e2etest.Tab) string {
+	tab.T().Helper()
+	tab.Eval(`(() => { window.__followed = null; addEventListener("click", (e) => {
+		const a = e.target.closest("a"); if (!a || e.defaultPrevented) return;
+		window.__followed = {href: a.href, target: a.target}; e.preventDefault(); }, {once: true}); return true; })()`, nil)
+	tab.Press("Enter")
+	tab.PollJS(`window.__followed !== null`, 5*time.Second)
+	var got struct{ Href, Target string }
+	tab.Eval(`window.__followed`, &got)
+	if got.Target != "_blank" {
+		tab.T().Errorf("the link opens in %q, not a tab of its own: the page it is on would be gone", got.Target)
+	}
+	return got.Href
+}
+
+// isStartAClass opens href in a tab of its own and fails the test unless
+// it is the teacher's "Start a class", its button ready.
+func isStartAClass(t *testing.T, href string) {
+	t.Helper()
+	tab := e2etest.NewTab(t, 1280, 800, e2etest.AllowErrors("404"))
+	tab.Navigate(href)
+	tab.PollJS(`document.readyState === "complete"`, 10*time.Second)
+	var page string
+	tab.Eval(`(window.fencelab && typeof window.fencelab.state === "function" && window.fencelab.state().page) || document.title`, &page)
+	if page != "new-class" || !tab.Visible("class-start") {
+		t.Errorf("the link %s is not the teacher's Start a class: %q", href, page)
+	}
+}
+
+// TestClass_StartedFromWhereTheTeacherIs: the Share dialog and present
+// mode each offer "Start a class", reached by the keyboard with a focus
+// ring in view, and Enter opens the teacher's Start a class in a tab of
+// its own; the ordinary page has no such button in its header.
+func TestClass_StartedFromWhereTheTeacherIs(t *testing.T) {
+	t.Parallel()
+	srv := e2etest.StartServer(t)
+
+	// The Share dialog: the link comes next after the watch link.
+	tab := e2etest.NewTab(t, 1280, 800)
+	e2etest.OpenLive(tab, srv.URL+"/")
+	if tab.Visible("present-start-class") {
+		t.Error("the ordinary page shows present mode's Start a class")
+	}
+	tab.Click("share")
+	tab.WaitVisible("share-start-class")
+	tab.Eval(`document.querySelector('[data-testid="share-watch"]').focus(), true`, nil)
+	tab.Press("Tab")
+	if f := tab.Focused(); f != "share-start-class" {
+		t.Fatalf("Tab from the watch link goes to %q, not Start a class", f)
+	}
+	var ring bool
+	if tab.Eval(focusRing, &ring); !ring {
+		t.Error("Start a class in the Share dialog has no visible focus ring")
+	}
+	isStartAClass(t, followLink(tab))
+	tab.Press("Escape")
+
+	// Present mode: in the header, within a few Tabs of the page's top,
+	// in the projector's type.
+	present := e2etest.NewTab(t, 1920, 1080)
+	present.Navigate(srv.URL + "/?present=1&ordering=zombie-first&mode=step")
+	present.WaitReady()
+	present.PollState(`s.connection === "live" && s.present === true`, 30*time.Second)
+	present.WaitVisible("present-start-class")
+	for i := 0; present.Focused() != "present-start-class"; i++ {
+		if i == 6 {
+			t.Fatalf("six Tabs from the top of present mode do not reach Start a class (the focus is on %q)", present.Focused())
+		}
+		present.Press("Tab")
+	}
+	if present.Eval(focusRing, &ring); !ring {
+		t.Error("present mode's Start a class has no visible focus ring")
+	}
+	var box struct{ Top, Bottom, Font float64 }
+	present.Eval(`(() => { const el = document.querySelector('[data-testid="present-start-class"]'), r = el.getBoundingClientRect();
+		return {top: r.top, bottom: r.bottom, font: parseFloat(getComputedStyle(el).fontSize)}; })()`, &box)
+	if box.Top < 0 || box.Bottom > 1080 || box.Font < 19.5 {
+		t.Errorf("present mode's Start a class is at %.0f–%.0f px in type of %.1f px: not in view in the projector's type", box.Top, box.Bottom, box.Font)
+	}
+	e2etest.ViewShot(present, "present-start-class-1920")
+	isStartAClass(t, followLink(present))
+}
+
+// TestClass_EveryoneRunsAScenario: the board's "Everyone: run" offers the
+// main page's scenarios, in its words; the teacher, at the keyboard,
+// picks one and presses Run for everyone; while the request is on its
+// way the button is busy and a second press (Enter or a click) sends
+// nothing; the answer says how many started and, for the student whose
+// session is gone, who and why, in the server's words and the name as
+// text; a student's own page shows the run as theirs; Hide names hides
+// the name in the status too.
+func TestClass_EveryoneRunsAScenario(t *testing.T) {
+	t.Parallel()
+	srv := e2etest.StartServer(t)
+	st, body := srv.Request(http.MethodPost, "/api/classes", "", "")
+	var opened struct {
+		Class struct{ ID string }
+		Code  string
+		Token string
+	}
+	if st != http.StatusCreated || json.Unmarshal(body, &opened) != nil {
+		t.Fatalf("POST /api/classes: %d %s", st, body)
+	}
+
+	// Ada joins on her phone and stays on her page; Grace joins through
+	// the API; so does a third whose name is markup, and whose session is
+	// then ended, so that the run cannot start for them.
+	ada := e2etest.NewTab(t, 375, 800)
+	joinAs(ada, srv.URL, "/join?code="+opened.Code, "", "Ada")
+	adaSession := arrived(ada)
+	join := func(name string) (session, token string) {
+		t.Helper()
+		st, body := srv.Request(http.MethodPost, "/api/classes/join", "", fmt.Sprintf(`{"code":%q,"name":%q}`, opened.Code, name))
+		var j struct{ Session struct{ ID, Token string } }
+		if st != http.StatusCreated || json.Unmarshal(body, &j) != nil {
+			t.Fatalf("%s's join: %d %s", name, st, body)
+		}
+		return j.Session.ID, j.Session.Token
+	}
+	join("Grace")
+	const markup = `<b>Zoë</b> & co`
+	zoe, zoeToken := join(markup)
+	if st, body := srv.Request(http.MethodDelete, "/api/sessions/"+zoe, zoeToken, ""); st/100 != 2 {
+		t.Fatalf("ending %s's session: %d %s", markup, st, body)
+	}
+
+	board := e2etest.NewTab(t, 1920, 1080)
+	board.Navigate(srv.URL + "/classes/" + opened.Class.ID + "#token=" + opened.Token)
+	board.WaitReady()
+	board.PollJS(`document.querySelectorAll('[data-testid="board-row"]').length === 3`, boardWait)
+	board.PollState(`s.everyone.orderings > 0`, 10*time.Second)
+
+	// The scenarios are the main page's: Ada's page is one.
+	type option struct{ Value, Label string }
+	options := func(tab *e2etest.Tab, testid string) []option {
+		var o []option
+		tab.Eval(`[...document.querySelector(`+e2etest.JSString(e2etest.Sel(testid))+`).options].map(o => ({value: o.value, label: o.textContent.trim()}))`, &o)
+		return o
+	}
+	onBoard, onPage := options(board, "board-everyone-ordering"), options(ada, "ordering")
+	if len(onBoard) == 0 || fmt.Sprint(onBoard) != fmt.Sprint(onPage) {
+		t.Errorf("the board offers the scenarios %v, the main page %v", onBoard, onPage)
+	}
+
+	// The request is held until the test lets it go, and counted.
+	board.Eval(`(() => { const f = window.fetch; window.__runs = 0; let go; const held = new Promise((r) => { go = r; });
+		window.__release = () => go();
+		window.fetch = (u, ...a) => { if (String(u).endsWith("/run")) { window.__runs++; return held.then(() => f(u, ...a)); } return f(u, ...a); };
+		return true; })()`, nil)
+	board.SetValue("board-everyone-ordering", "zombie-first")
+	board.Press("Tab")
+	if f := board.Focused(); f != "board-everyone-run" {
+		t.Fatalf("Tab from the scenario goes to %q, not Run for everyone", f)
+	}
+	var ring bool
+	if board.Eval(focusRing, &ring); !ring {
+		t.Error("Run for everyone has no visible focus ring")
+	}
+	board.Press("Enter")
+	board.PollState(`s.everyone.running === true`, 5*time.Second)
+	if got := board.Attr("board-everyone-run", "aria-disabled"); got != "true" {
+		t.Errorf("while the request is on its way the button's aria-disabled is %q", got)
+	}
+	board.Press("Enter")
+	board.Click("board-everyone-run")
+	var sent int
+	board.Eval(`window.__runs`, &sent)
+	if sent != 1 {
+		t.Errorf("a second press while the first was on its way sent %d requests, not 1", sent)
+	}
+	if got := board.Text("board-everyone-status"); !strings.Contains(got, "Zombie reaches the receiver first") {
+		t.Errorf("while it starts the status says %q", got)
+	}
+	board.Eval(`window.__release(), true`, nil)
+	board.PollState(`s.everyone.running === false && s.everyone.answer !== null`, 60*time.Second)
+	board.PollJS(`document.querySelector('[data-testid="board-everyone-run"]').getAttribute("aria-disabled") === "false"`, 5*time.Second)
+	if f := board.Focused(); f != "board-everyone-run" {
+		t.Errorf("after the answer the focus is on %q, not on the button it was on", f)
+	}
+
+	// The answer, and what the status says of it.
+	var answer struct {
+		Started  int
+		Students []struct{ ID, Name, Run, Error string }
+	}
+	board.Eval(`window.fencelab.state().everyone.answer`, &answer)
+	runs := map[string]string{}
+	var why string
+	for _, s := range answer.Students {
+		runs[s.Name] = s.Run
+		if s.Name == markup {
+			why = s.Error
+		}
+	}
+	if answer.Started != 2 || len(answer.Students) != 3 || runs["Ada"] == "" || runs["Grace"] == "" || runs[markup] != "" || why == "" {
+		t.Fatalf("the class's run answered %+v", answer)
+	}
+	status := board.Text("board-everyone-status")
+	if !strings.HasPrefix(status, "Started for 2 of 3 students") || !strings.Contains(status, markup+": "+why) || strings.Contains(status, "Ada") {
+		t.Errorf("the status says %q; want 2 of 3 started and %q: %q", status, markup, why)
+	}
+	var markupIn int
+	board.Eval(`document.querySelectorAll('[data-testid="board-everyone-status"] b').length`, &markupIn)
+	if markupIn != 0 {
+		t.Errorf("a student's name was drawn as markup in the status")
+	}
+	var fonts []float64
+	board.Eval(`["board-everyone-ordering", "board-everyone-run", "board-everyone-status"].map(id => parseFloat(getComputedStyle(document.querySelector('[data-testid="' + id + '"]')).fontSize))`, &fonts)
+	for _, f := range fonts {
+		if f < 19.5 {
+			t.Errorf("Everyone: run is in type of %v px at 1920×1080, under the projector's 20", fonts)
+			break
+		}
+	}
+	var fits bool
+	board.Eval(`document.documentElement.scrollHeight <= innerHeight && document.documentElement.scrollWidth <= innerWidth && `+sideFitsJS, &fits)
+	if !fits {
+		t.Error("the board with Everyone: run's answer scrolls at 1920×1080, or its side column does")
+	}
+	board.Screenshot("class-board-everyone-1920x1080")
+
+	// Ada's page shows the run as hers, step by step.
+	ada.PollState(`s.run && s.run.id === `+e2etest.JSString(runs["Ada"])+` && s.run.ordering === "zombie-first" && s.run.mode === "step"`, 30*time.Second)
+	if got := ada.State()["sessionId"]; got != adaSession {
+		t.Errorf("Ada's page is on session %v, not hers (%s)", got, adaSession)
+	}
+
+	// Hide names: the status names the student as the board does.
+	board.SetChecked("board-anonymous", true)
+	board.PollJS(`window.fencelab.state().board.anonymous === true`, boardWait)
+	board.PollJS(`(() => { const t = document.querySelector('[data-testid="board-everyone-status"]').innerText; return t.includes("Student 3: ") && !t.includes("Zoë"); })()`, 5*time.Second)
 }

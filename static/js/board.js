@@ -1,10 +1,12 @@
 // board.js — the teacher's board (GET /classes/:id#token=T), for a
 // projector: the class's code and its join link as a QR code, how many
 // pass and what the class gets wrong, a row per student with a mark per
-// case. It reads GET /api/classes/:id/board every two seconds while the
-// tab is shown. Every word of a mark comes from the server's table
-// (words.js); which mark a case has, and what a check names, come with
-// the board. window.fencelab exposes the page's state to tests.
+// case, and "Everyone: run …", which starts one scenario in every
+// student's session. It reads GET /api/classes/:id/board every two
+// seconds while the tab is shown. Every word of a mark comes from the
+// server's table (words.js); which mark a case has, and what a check
+// names, come with the board. window.fencelab exposes the page's state
+// to tests.
 
 import { W, setWords, markOf } from "./words.js";
 
@@ -201,6 +203,7 @@ function draw(board) {
   byTest("board-status").textContent = ended ? `This class ended ${ago(ended)}: it takes no student and no check. Its board and exports stay for a day.` : "";
   byTest("board-end").disabled = !!ended;
   document.body.classList.toggle("ended", !!ended);
+  drawEveryone();
 }
 
 // ---- the tools ------------------------------------------------------------------
@@ -231,6 +234,93 @@ async function download(kind) {
 byTest("board-csv").addEventListener("click", () => download("csv"));
 byTest("board-json").addEventListener("click", () => download("json"));
 
+// ---- everyone: run ----------------------------------------------------------------
+
+// "Everyone: run …": one run command started in every student's session
+// (POST /api/classes/:id/run), which each student's page shows as their
+// own run. The scenarios and their words are the server's catalog (GET
+// /api/scenarios), the same the main page's setup offers; one with steps
+// runs step by step, each student stepping it on their own page. While
+// the request is on its way the button says it is busy (aria-disabled,
+// so a keyboard's focus stays on it) and a second press does nothing.
+const everyone = { orderings: 0, running: false, sent: 0, label: "", answer: null, error: null };
+const scripted = new Set();
+const pick = byTest("board-everyone-ordering");
+const runAll = byTest("board-everyone-run");
+let drawnEveryone = "";
+
+async function loadOrderings() {
+  let sc = null;
+  try {
+    const res = await fetch("/api/scenarios");
+    if (res.ok) sc = await res.json();
+  } catch { /* said below */ }
+  if (!sc || !Array.isArray(sc.orderings)) {
+    everyone.error = "The scenarios could not be read: reload the board to run one for everyone.";
+    drawEveryone();
+    return;
+  }
+  for (const o of sc.orderings) if (o.steps && o.steps.length) scripted.add(o.name);
+  pick.innerHTML = sc.orderings.map((o) => `<option value="${esc(o.name)}">${esc(o.words.menu)}</option>`).join("");
+  everyone.orderings = sc.orderings.length;
+  drawEveryone();
+}
+
+/** The name a student has on the board now ("Student 3" while names are hidden). */
+function shownName(st) {
+  const row = state.board && state.board.students.find((r) => r.id === st.id);
+  if (row) return row.name;
+  return state.anonymous ? "A student" : st.name;
+}
+
+function drawEveryone() {
+  pick.disabled = everyone.orderings === 0 || state.ended;
+  runAll.disabled = everyone.orderings === 0 || state.ended;
+  runAll.setAttribute("aria-disabled", String(everyone.running || runAll.disabled));
+  let html = "";
+  if (everyone.running) {
+    html = `<p>Starting ${esc(everyone.label)} for everyone…</p>`;
+  } else if (everyone.error) {
+    html = `<p class="bad">${esc(everyone.error)}</p>`;
+  } else if (everyone.answer) {
+    const all = everyone.answer.students || [];
+    const failed = all.filter((st) => !st.run);
+    html = all.length === 0
+      ? `<p>No student has joined yet: nobody to start it for.</p>`
+      : `<p>Started for <strong>${everyone.answer.started}</strong> of <strong>${all.length}</strong> student${all.length === 1 ? "" : "s"}: ${esc(everyone.label)}.</p>`;
+    if (failed.length) {
+      html += `<ul class="board-everyone-failed" aria-label="Not started for" data-testid="board-everyone-failed">` +
+        failed.map((st) => `<li data-student="${esc(st.id)}"><strong>${esc(shownName(st))}</strong>: ${esc(st.error || "no run, and no reason given")}</li>`).join("") + `</ul>`;
+    }
+  }
+  // Drawn only when it changed: the status is a live region, and the
+  // board's polls must not have it said again every two seconds.
+  if (html !== drawnEveryone) {
+    drawnEveryone = html;
+    byTest("board-everyone-status").innerHTML = html;
+  }
+}
+
+async function runForEveryone() {
+  if (everyone.running || runAll.disabled) return;
+  const ordering = pick.value;
+  const cmd = { action: "run", ordering };
+  if (scripted.has(ordering)) cmd.mode = "step";
+  everyone.running = true;
+  everyone.sent++;
+  everyone.error = null;
+  everyone.label = pick.selectedOptions[0]?.textContent || ordering;
+  drawEveryone();
+  const res = await call("/run", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(cmd) });
+  let answer = null;
+  if (res && res.ok) answer = await res.json().catch(() => null);
+  everyone.answer = answer;
+  everyone.error = answer ? null : res && res.ok ? "The server's answer could not be read." : await refusal(res);
+  everyone.running = false;
+  drawEveryone();
+}
+runAll.addEventListener("click", runForEveryone);
+
 const dialog = byTest("board-end-dialog");
 byTest("board-end").addEventListener("click", () => dialog.showModal());
 dialog.addEventListener("close", async () => {
@@ -254,6 +344,7 @@ if (!token) {
   showError(state.error);
 } else {
   poll();
+  loadOrderings();
 }
 
-window.fencelab = { ready: true, state: () => ({ ...state, board: state.board, words: !!W.marks }) };
+window.fencelab = { ready: true, state: () => ({ ...state, board: state.board, words: !!W.marks, everyone: { ...everyone } }) };
