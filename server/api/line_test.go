@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +105,66 @@ func TestClassLine_ACheckInLineOutlivesARestartAndCountsOnce(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d of the two checks are not done in the line", left)
+	}
+}
+
+// Two instances on one database serve one class's line: students joined
+// on either, all checking at once, each check played in its student's
+// session on the instance that holds it, whichever instance claimed it
+// first, and each kept exactly once.
+func TestClassLine_TwoInstancesServeOneClass(t *testing.T) {
+	oneAtATime := func(c *api.Config) { c.Limits.MaxChecks = 1 }
+	a, b := startServer(t, oneAtATime), startServer(t, oneAtATime)
+	ans := a.do("POST", "/api/classes", "", "", "")
+	if ans.Status != http.StatusCreated {
+		t.Fatalf("open a class: %d %s", ans.Status, ans.Body)
+	}
+	var cl openedClass
+	ans.json(t, &cl)
+	noEpoch := sandbox.Ours()
+	noEpoch.Claim = strings.Replace(noEpoch.Claim, "       epoch = epoch + 1,\n", "", 1)
+	type student struct {
+		name string
+		on   *testServer
+		sol  sandbox.Solution
+		s    *sess
+	}
+	students := []*student{{"Ada", a, sandbox.Ours(), nil}, {"Bea", a, noEpoch, nil}, {"Cy", b, sandbox.Ours(), nil}, {"Dee", b, noEpoch, nil}}
+	for _, st := range students {
+		ans := st.on.do("POST", "/api/classes/join", "", "application/json", joinBody(t, cl.Code, st.name, ""))
+		if ans.Status != http.StatusCreated {
+			t.Fatalf("join %s: %d %s", st.name, ans.Status, ans.Body)
+		}
+		var j joinedClass
+		ans.json(t, &j)
+		st.s = &sess{ts: st.on, ID: j.Session.ID, Token: j.Session.Token}
+	}
+	var wg sync.WaitGroup
+	for _, st := range students {
+		wg.Go(func() {
+			if ans := st.s.try(checkCmd(t, st.sol)); ans.Status != http.StatusOK {
+				t.Errorf("%s's check on %s: %d %s", st.name, st.on.base, ans.Status, ans.Body)
+				return
+			}
+			if rep := st.s.checkReport(3 * time.Minute); rep.Pass != (st.sol == sandbox.Ours()) {
+				t.Errorf("%s's report: pass %v", st.name, rep.Pass)
+			}
+		})
+	}
+	wg.Wait()
+	var bd class.Board
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b.do("GET", "/api/classes/"+cl.Class.ID+"/board", cl.Token, "", "").json(t, &bd)
+		if bd.Summary.Checked == 4 {
+			break
+		}
+	}
+	for _, r := range bd.Students {
+		if r.Checks != 1 {
+			t.Errorf("%s has %d checks kept, want 1", r.Name, r.Checks)
+		}
+	}
+	if bd.Summary.Checked != 4 || bd.Summary.Passing != 2 {
+		t.Errorf("the board's counts: %+v", bd.Summary)
 	}
 }
