@@ -415,7 +415,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-h\"><h2 id=\"board-everyone-h\"><label for=\"board-everyone-ordering\">Everyone: run</label></h2><div class=\"board-everyone-row\"><select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select> <button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button></div><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-label\"><div class=\"board-pick\"><label id=\"board-everyone-label\" for=\"board-everyone-ordering\">Run</label> <select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-everyone board-chapter\" aria-labelledby=\"board-chapter-label\"><div class=\"board-pick\"><label id=\"board-chapter-label\" for=\"board-chapter\">Lesson</label> <select id=\"board-chapter\" data-testid=\"board-chapter\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-chapter-send\" disabled>Open for everyone</button><div id=\"board-chapter-status\" class=\"board-everyone-status\" data-testid=\"board-chapter-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -427,7 +427,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var22 string
 				templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 161, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var22)
 				if templ_7745c5c3_Err != nil {
@@ -440,7 +440,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var23 string
 				templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 161, Col: 83}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 83}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
 				if templ_7745c5c3_Err != nil {
@@ -453,7 +453,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var24 string
 				templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i + 1))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 161, Col: 107}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 107}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 				if templ_7745c5c3_Err != nil {
@@ -466,7 +466,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var25 string
 				templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 161, Col: 147}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 147}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 				if templ_7745c5c3_Err != nil {

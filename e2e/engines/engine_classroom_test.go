@@ -223,7 +223,34 @@ func TestEngines_AClassThroughARestart(t *testing.T) {
 			}
 		}
 	}
+	// Three requirements of two lines each, the lead controls and the
+	// class's tools fit the side column at 1920×1080, with nothing to scroll.
+	var fits bool
+	board.Eval(`(() => { const s = document.querySelector(".board-side");
+		return s.scrollHeight <= s.clientHeight + 1 && s.scrollWidth <= s.clientWidth + 1; })()`, &fits)
+	if !fits {
+		t.Error("the board's side column scrolls at 1920×1080 with three requirements named")
+	}
 	board.Screenshot("classroom-board-after-restart")
+	// A class whose checks name five requirements: the board lists the
+	// three named most, and says how many more the export has. (The
+	// board's answer is given five here, as the API would give them.)
+	board.Eval(`(() => { const f = window.fetch; window.fetch = (...a) => f(...a).then(async (r) => {
+		if (!String(a[0]).includes("/board")) return r;
+		const b = await r.json(); const q = b.summary.requirements;
+		b.summary.requirements = [...q, ...q.slice(0, 2).map((x) => ({...x, requirement: x.requirement + "-again"}))];
+		return new Response(JSON.stringify(b), {status: r.status, headers: r.headers}); }); return true; })()`, nil)
+	board.Poll(`!!document.querySelector('[data-testid="board-reqs-more"]')`, 10*time.Second)
+	var listed int
+	board.Eval(`document.querySelectorAll('[data-testid="board-reqs"] li[data-requirement]').length`, &listed)
+	if more := board.Text("board-reqs-more"); listed != 3 || more != "and 2 more requirements, in the export" {
+		t.Errorf("with five requirements the board lists %d and says %q", listed, more)
+	}
+	board.Eval(`(() => { const s = document.querySelector(".board-side");
+		return s.scrollHeight <= s.clientHeight + 1 && s.scrollWidth <= s.clientWidth + 1; })()`, &fits)
+	if !fits {
+		t.Error("the board's side column scrolls at 1920×1080 with five requirements named")
+	}
 
 	// The teacher puts Dee's failing case on the stage: her run, after the
 	// restart, in her new session.

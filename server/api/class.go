@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
@@ -103,6 +104,29 @@ func (s *Server) handIns(c echo.Context, asCSV bool) error {
 	return c.JSON(http.StatusOK, map[string]any{"class": cl, "handins": hs})
 }
 
+// leading is the open class whose teacher sends the request: a class
+// that has ended is led no more.
+func (s *Server) leading(c echo.Context) (class.Class, error) {
+	cl, err := s.teacher(c)
+	if err != nil {
+		return class.Class{}, err
+	}
+	if cl.Ended != nil {
+		return class.Class{}, fault.Errorf(fault.Conflict, "the class has ended")
+	}
+	return cl, nil
+}
+
+// studentSession is the session a student drives on this instance, or
+// why there is none here.
+func (s *Server) studentSession(st class.Student) (*session.Session, string) {
+	sess, err := s.Sessions.Get(st.Session)
+	if st.Session == "" || err != nil {
+		return nil, "their session is not on this server: they join again to get one here"
+	}
+	return sess, ""
+}
+
 // sentRun is what a run sent to a class came to, student by student.
 type sentRun struct {
 	Started  int         `json:"started"`
@@ -124,12 +148,9 @@ type studentTo struct {
 // student the server has no run slot for is refused as busy, the others
 // start.
 func (s *Server) runForClass(c echo.Context) error {
-	cl, err := s.teacher(c)
+	cl, err := s.leading(c)
 	if err != nil {
 		return err
-	}
-	if cl.Ended != nil {
-		return fault.Errorf(fault.Conflict, "the class has ended")
 	}
 	body, err := wire.ReadBody(c, s.cfg.MaxBody)
 	if err != nil {
@@ -152,9 +173,9 @@ func (s *Server) runForClass(c echo.Context) error {
 	sem := make(chan struct{}, 4) // a few at a time: each starts two worker processes
 	for i, st := range sts {
 		out.Students[i] = studentTo{ID: st.ID, Name: st.Name}
-		sess, err := s.Sessions.Get(st.Session)
-		if st.Session == "" || err != nil {
-			out.Students[i].Error = "their session is not on this server: they join again to get one here"
+		sess, gone := s.studentSession(st)
+		if gone != "" {
+			out.Students[i].Error = gone
 			continue
 		}
 		wg.Go(func() {
@@ -276,4 +297,58 @@ func (s *Server) playQueued(ctx context.Context, t class.Turn) (class.Played, er
 		return class.Played{}, err
 	}
 	return class.Played{Report: rep, Refused: refused}, nil
+}
+
+// chapterRequest is a chapter sent to a class: the id of one of the
+// lesson's chapters (experiments.Chapters).
+type chapterRequest struct {
+	Chapter string `json:"chapter"`
+}
+
+// sentChapter is what a chapter sent to a class came to, student by
+// student: Sent counts the sessions that took it.
+type sentChapter struct {
+	Sent     int         `json:"sent"`
+	Students []studentTo `json:"students"`
+}
+
+// chapterForClass opens one chapter of the guided lesson on every
+// student's page ("everyone: open The pieces"): a note in each student's
+// session (Session.OpenChapter), which their page takes as ?lesson=<id>.
+// It starts no run, so the notes go one after another, not a few at a
+// time as runForClass's runs do. A chapter the lesson does not have is
+// refused, naming the ones it has; a student whose session is on another
+// instance, or gone, is told in the answer.
+func (s *Server) chapterForClass(c echo.Context) error {
+	cl, err := s.leading(c)
+	if err != nil {
+		return err
+	}
+	var req chapterRequest
+	if err := wire.Decode(c, 1024, &req); err != nil {
+		return err
+	}
+	chapter, err := experiments.ParseChapter(req.Chapter)
+	if err != nil {
+		return err
+	}
+	sts, err := s.classes.Students(c.Request().Context(), cl.ID)
+	if err != nil {
+		return err
+	}
+	out := sentChapter{Students: make([]studentTo, len(sts))}
+	for i, st := range sts {
+		out.Students[i] = studentTo{ID: st.ID, Name: st.Name}
+		sess, gone := s.studentSession(st)
+		if gone != "" {
+			out.Students[i].Error = gone
+			continue
+		}
+		if err := sess.OpenChapter(chapter); err != nil {
+			out.Students[i].Error = fault.MessageOf(err)
+			continue
+		}
+		out.Sent++
+	}
+	return c.JSON(http.StatusOK, out)
 }

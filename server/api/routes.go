@@ -33,6 +33,7 @@ import (
 //	GET    /api/classes/:id/handins.json         each student's last statements and result (teacher's token)
 //	GET    /api/classes/:id/handins.csv          the same, as CSV            (teacher's token)
 //	POST   /api/classes/:id/run                  one run command started in every student's session (teacher's token)
+//	POST   /api/classes/:id/chapter              {chapter}: the lesson opened at it on every student's page (teacher's token)
 //	POST   /api/classes/join                     {code, name, token?}: the student, their token, their session
 //	POST   /receiver/:key/deliveries             a live run's receiver (the workers call it)
 //	GET    /receiver/:key/deliveries/:job_id     what it holds
@@ -67,6 +68,7 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/classes/:id", s.getClass)
 	api.DELETE("/classes/:id", s.endClass)
 	api.POST("/classes/:id/run", s.runForClass)
+	api.POST("/classes/:id/chapter", s.chapterForClass)
 	api.GET("/classes/:id/board", s.classBoard)
 	api.GET("/classes/:id/handins.json", func(c echo.Context) error { return s.handIns(c, false) })
 	api.GET("/classes/:id/handins.csv", func(c echo.Context) error { return s.handIns(c, true) })

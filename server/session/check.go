@@ -93,7 +93,7 @@ func (s *Session) joinLine() *turn {
 	s.mu.Lock() // the session's place, read and replaced at once
 	defer s.mu.Unlock()
 	t := s.m.line.join(key, s.inLine, func(place int) {
-		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place}})
+		s.emit(s.m.inLine(place))
 	})
 	s.inLine = t
 	var once sync.Once

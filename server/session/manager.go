@@ -201,6 +201,7 @@ type Manager struct {
 	inst     *instances.Instance // this server among those sharing its Postgres
 	events   *eventlog.Budget    // the events every session keeps, together
 	line     *checkLine          // the checks waiting for their turn
+	checks   checkTimes          // how long checks take to play here
 	spares   spares
 
 	mu       sync.Mutex

@@ -97,6 +97,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 	// A few at a time, and never more than the session's share of the
 	// server's run slots, one of which stays free for its current run.
 	parallel := max(1, min(lim.MaxRuns/4, lim.MaxRunsPerSession-1))
+	started := time.Now()
 	go func() {
 		defer close(b.done)
 		defer release()
@@ -140,6 +141,9 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 		if b.ctx.Err() != nil {
 			rep = nil
 			return // stopped: stopBatch says so
+		}
+		if rep != nil {
+			s.m.checks.add(time.Since(started)) // for the estimates of the checks in line
 		}
 		done := judge.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
 		if rep != nil {

@@ -75,7 +75,7 @@ func (s *Session) queuedCheck(ctx context.Context, q Queue, c control.Command) (
 	for {
 		if place, done, err := q.Place(ctx, job); err == nil && !done && place > 0 && place != told {
 			told = place
-			s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner, Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place}})
+			s.emit(s.m.inLine(place))
 		} else if err == nil && done {
 			select {
 			case p := <-ch:

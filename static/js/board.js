@@ -1,14 +1,16 @@
 // board.js — the teacher's board (GET /classes/:id#token=T), for a
 // projector: the class's code and its join link as a QR code, how many
 // pass and what the class gets wrong, a row per student with a mark per
-// case, and "Everyone: run …", which starts one scenario in every
-// student's session. It reads GET /api/classes/:id/board every two
+// case, "Everyone: run …", which starts one scenario in every student's
+// session, and "Lesson … Open for everyone", which opens one chapter of
+// the guided lesson on every student's page. It reads GET /api/classes/:id/board every two
 // seconds while the tab is shown. Every word of a mark comes from the
 // server's table (words.js); which mark a case has, and what a check
 // names, come with the board. window.fencelab exposes the page's state
 // to tests.
 
 import { W, setWords, markOf } from "./words.js";
+import { chapters } from "./lesson.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-class-state").textContent);
 setWords(boot.words);
@@ -132,16 +134,24 @@ function drawJoin(board) {
   qr.hidden = false;
   byTest("board-link").innerHTML = boot.reachable
     ? `Scan, or open <strong>${esc(boot.join_base.replace(/^https?:\/\//, ""))}/join</strong> and type the code.`
-    : `This server listens on this machine only (${esc(boot.join_base)}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
+    : `Phones cannot reach this server: it listens on this machine only. Start it with --addr :8080 to let a class join.`;
   document.title = `${shown} — class board — fencelab`;
 }
+
+/** How many of the requirements the class's last checks name the board lists. */
+const maxReqs = 3;
 
 function drawSummary(board) {
   const s = board.summary;
   byTest("board-pass").innerHTML = `<strong>${s.passing}</strong> of <strong>${s.students}</strong> pass`;
   byTest("board-checked").textContent = s.students === 0 ? "" : `${s.checked} of ${s.students} have checked`;
-  byTest("board-reqs").innerHTML = s.requirements.map((r) =>
-    `<li data-requirement="${esc(r.requirement)}" data-students="${r.students}">${esc(r.words)}</li>`).join("");
+  // The three named most often: what the class should hear about first,
+  // and what the projector's column holds; the export has every one.
+  const shown = s.requirements.slice(0, maxReqs);
+  const more = s.requirements.length - shown.length;
+  byTest("board-reqs").innerHTML = shown.map((r) =>
+    `<li data-requirement="${esc(r.requirement)}" data-students="${r.students}">${esc(r.words)}</li>`).join("") +
+    (more > 0 ? `<li class="more" data-testid="board-reqs-more">and ${more} more requirement${more === 1 ? "" : "s"}, in the export</li>` : "");
 }
 
 function caseCell(st, c, k) {
@@ -204,6 +214,7 @@ function draw(board) {
   byTest("board-end").disabled = !!ended;
   document.body.classList.toggle("ended", !!ended);
   drawEveryone();
+  drawChapter();
 }
 
 // ---- the tools ------------------------------------------------------------------
@@ -321,6 +332,67 @@ async function runForEveryone() {
 }
 runAll.addEventListener("click", runForEveryone);
 
+// ---- everyone: open a chapter -----------------------------------------------------
+
+// "Lesson … Open for everyone": one chapter of the guided lesson opened
+// on every student's page (POST /api/classes/:id/chapter), as ?lesson=<id>
+// opens it; each student then steps through it on their own page. The chapters and their titles are the lesson's own (lesson.js),
+// which the server holds to its list of chapters (experiments.Chapters).
+// Like Run for everyone, the button says it is busy while the request is
+// on its way, and a second press does nothing.
+const lessonChapters = chapters([], () => null).map((c) => ({ id: c.id, title: c.title }));
+const chapter = { chapters: lessonChapters.length, sending: false, sent: 0, label: "", answer: null, error: null };
+const chapterPick = byTest("board-chapter");
+const chapterSend = byTest("board-chapter-send");
+chapterPick.innerHTML = lessonChapters.map((c) => `<option value="${esc(c.id)}">${esc(c.title)}</option>`).join("");
+let drawnChapter = "";
+
+function drawChapter() {
+  chapterPick.disabled = chapter.chapters === 0 || state.ended || !token;
+  chapterSend.disabled = chapterPick.disabled;
+  chapterSend.setAttribute("aria-disabled", String(chapter.sending || chapterSend.disabled));
+  let html = "";
+  if (chapter.sending) {
+    html = `<p>Opening “${esc(chapter.label)}” for everyone…</p>`;
+  } else if (chapter.error) {
+    html = `<p class="bad">${esc(chapter.error)}</p>`;
+  } else if (chapter.answer) {
+    const all = chapter.answer.students || [];
+    const failed = all.filter((st) => st.error);
+    html = all.length === 0
+      ? `<p>No student has joined yet: nobody to open it for.</p>`
+      : `<p>Opened “${esc(chapter.label)}” for <strong>${chapter.answer.sent}</strong> of <strong>${all.length}</strong> student${all.length === 1 ? "" : "s"}.</p>`;
+    if (failed.length) {
+      html += `<ul class="board-everyone-failed" aria-label="Not opened for" data-testid="board-chapter-failed">` +
+        failed.map((st) => `<li data-student="${esc(st.id)}"><strong>${esc(shownName(st))}</strong>: ${esc(st.error)}</li>`).join("") + `</ul>`;
+    }
+  }
+  // Drawn only when it changed: the status is a live region.
+  if (html !== drawnChapter) {
+    drawnChapter = html;
+    byTest("board-chapter-status").innerHTML = html;
+  }
+}
+
+async function openForEveryone() {
+  if (chapter.sending || chapterSend.disabled) return;
+  const id = chapterPick.value;
+  chapter.sending = true;
+  chapter.sent++;
+  chapter.error = null;
+  chapter.label = chapterPick.selectedOptions[0]?.textContent || id;
+  drawChapter();
+  const res = await call("/chapter", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ chapter: id }) });
+  let answer = null;
+  if (res && res.ok) answer = await res.json().catch(() => null);
+  chapter.answer = answer;
+  chapter.error = answer ? null : res && res.ok ? "The server's answer could not be read." : await refusal(res);
+  chapter.sending = false;
+  drawChapter();
+}
+chapterSend.addEventListener("click", openForEveryone);
+drawChapter();
+
 const dialog = byTest("board-end-dialog");
 byTest("board-end").addEventListener("click", () => dialog.showModal());
 dialog.addEventListener("close", async () => {
@@ -347,4 +419,4 @@ if (!token) {
   loadOrderings();
 }
 
-window.fencelab = { ready: true, state: () => ({ ...state, board: state.board, words: !!W.marks, everyone: { ...everyone } }) };
+window.fencelab = { ready: true, state: () => ({ ...state, board: state.board, words: !!W.marks, everyone: { ...everyone }, chapter: { ...chapter } }) };

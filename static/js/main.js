@@ -264,9 +264,14 @@ function formRun() {
 
 function narrate(e) {
   if (isHeartbeat(e) || e.run_state || e.checkpoint || e.row) return;
+  announce(e.text);
+}
+
+/** Say one sentence in the live feed, politely: after what is being said. */
+function announce(text) {
   const feed = byTest("live-feed");
   const p = document.createElement("p");
-  p.textContent = e.text;
+  p.textContent = text;
   feed.appendChild(p);
   while (feed.childElementCount > 6) feed.firstElementChild.remove();
 }
@@ -298,6 +303,7 @@ function onEvent(e, catchingUp) {
     if (page.role !== "driver" && !info.background && !info.custom && !page.runs.has(info.id) && !catchingUp) { showSetupOf(info); updateURL(); }
     page.runs.set(info.id, info);
   }
+  if (e.note && e.note.code === "chapter") { teacherOpened(e); return; }
   // The lesson sees every event first: a chapter may wait on a batch's end,
   // or on a load lab's, which the page then takes and returns early for.
   if (lesson) lesson.onEvent(e);
@@ -844,9 +850,10 @@ async function clearForChapter() {
   page.dirty = true;
   byTest("back-live")?.remove(); // a batch's run was on the stage: the chapter's own is live
 }
-if (params.get("lesson")) {
+/** Open the guided lesson at a chapter (by its id), from its start: the page's ?lesson=<id>, or the teacher's say. */
+function openLesson(chapter) {
   const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
-  lesson = new Lesson({ chapter: params.get("lesson"), aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
+  lesson = new Lesson({ chapter, aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
     limitRun: (testid) => JSON.parse(byTest(testid).dataset.run),
     // A finished batch puts its telling run on the stage: the first unsafe
     // one, else the last it played.
@@ -860,9 +867,34 @@ if (params.get("lesson")) {
   document.body.dataset.chapter = lesson.chapter.id;
   byTest("lesson").hidden = false;
   renderLesson(byTest("lesson"), lesson, esc);
+  byTest("narration").textContent = "";
 }
+if (params.get("lesson")) openLesson(params.get("lesson"));
 if (boot.embed) byTest("more").open = false;
-if (lesson) byTest("narration").textContent = "";
+
+/**
+ * A teacher opened a chapter for the class (POST /api/classes/:id/chapter):
+ * a student's own page opens the lesson at it, as ?lesson=<id> does, and
+ * says so. Only a note that reaches the page live does this — one sent
+ * after the page's first state (seq past its last_seq), a note sent while
+ * the socket was down and caught up on its return included. A note from
+ * before the page loaded never does: a student who reloads is not sent
+ * back to a chapter the teacher opened long ago and they have left. The
+ * address keeps the chapter (?lesson=<id>), so a reload right after opens
+ * it again, from its start, as any lesson link does. A watcher's page (the
+ * teacher's view of a student's run) and an embed only watch: they open
+ * nothing.
+ */
+function teacherOpened(e) {
+  if (e.seq <= boot.session.last_seq || page.role !== "driver" || boot.embed) return;
+  params.set("lesson", e.note.chapter);
+  openLesson(e.note.chapter);
+  updateURL();
+  announce(e.text);
+  // Into view, unless the student is typing: their place is not taken from them.
+  const typing = document.activeElement?.closest("input, textarea, select, [contenteditable]");
+  if (!typing) byTest("lesson").scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+}
 
 const stream = new Stream({
   sessionId, token, since: boot.session.last_seq,

@@ -285,28 +285,43 @@ func noteNarration(l string, n *NoteEvent) string {
 	case NoteLog:
 		return fmt.Sprintf("Worker %s logged: %s", w, n.Line)
 	case NoteInLine:
-		return InLineWords(n.Place)
+		return InLineWords(n.Place, time.Duration(n.WaitS)*time.Second)
+	case NoteChapter:
+		return fmt.Sprintf("Your teacher opened the chapter “%s” of the lesson.", n.Chapter.Title())
 	}
 	return string(n.Code)
 }
 
-// InLineWords says where a check waits in the server's line: "Your check
-// is 3rd in line."; 1 is "next".
-func InLineWords(place int) string {
-	if place <= 1 {
-		return "Your check is next in line."
+// InLineWords says where a check waits in the server's line, and about
+// how long it waits when that is known (wait > 0): "Your check is 3rd in
+// line, about 40 s."; 1 is "next".
+func InLineWords(place int, wait time.Duration) string {
+	where := "next"
+	if place > 1 {
+		suffix := "th"
+		switch {
+		case place%100 >= 11 && place%100 <= 13:
+		case place%10 == 1:
+			suffix = "st"
+		case place%10 == 2:
+			suffix = "nd"
+		case place%10 == 3:
+			suffix = "rd"
+		}
+		where = fmt.Sprintf("%d%s", place, suffix)
 	}
-	suffix := "th"
-	switch {
-	case place%100 >= 11 && place%100 <= 13:
-	case place%10 == 1:
-		suffix = "st"
-	case place%10 == 2:
-		suffix = "nd"
-	case place%10 == 3:
-		suffix = "rd"
+	if wait <= 0 {
+		return "Your check is " + where + " in line."
 	}
-	return fmt.Sprintf("Your check is %d%s in line.", place, suffix)
+	return fmt.Sprintf("Your check is %s in line, about %s.", where, waitWords(wait))
+}
+
+// waitWords is a wait as a person says it: "40 s", "2 min".
+func waitWords(d time.Duration) string {
+	if d < 90*time.Second {
+		return fmt.Sprintf("%d s", max(1, int(d.Round(time.Second)/time.Second)))
+	}
+	return fmt.Sprintf("%d min", int(d.Round(time.Minute)/time.Minute))
 }
 
 func loadNarration(l *LoadEvent) string {

@@ -618,6 +618,7 @@ const (
 	NoteOutput     NoteCode = "output"      // a worker printed a line that is not an event
 	NoteLog        NoteCode = "log"         // a worker logged a line on stderr
 	NoteInLine     NoteCode = "in-line"     // the session's check waits in the server's line, at Place
+	NoteChapter    NoteCode = "chapter"     // a teacher opened a chapter of the lesson for the class: the page opens it
 )
 
 // NoteEvent says something that changes no state.
@@ -630,6 +631,10 @@ type NoteEvent struct {
 	Reason  StopReason `json:"reason,omitempty"` // stopped
 	Line    string     `json:"line,omitempty"`   // output, log: the line, cut to 300 bytes (Cut)
 	Place   int        `json:"place,omitempty"`  // in-line: 1 for the next check to start
+	WaitS   int        `json:"wait_s,omitempty"` // in-line: about how long it waits, in seconds; 0 when not known
+	// Chapter (chapter) is the lesson's chapter the page opens, as
+	// ?lesson=<id> opens it: one of experiments.Chapters.
+	Chapter experiments.Chapter `json:"chapter,omitempty"`
 }
 
 // ---- error -------------------------------------------------------------------------

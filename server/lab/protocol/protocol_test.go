@@ -60,6 +60,7 @@ func sampleEvents() []protocol.Event {
 		{Actor: "A", Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryDeferred, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}"}},
 		{Actor: "A", Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteSkip, Worker: "A"}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteStopped, Reason: protocol.StopReplaced}},
+		{Actor: protocol.ActorServer, Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteChapter, Chapter: experiments.ChapterBuildUp}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindError, Error: &protocol.ErrorEvent{Code: protocol.ErrStepFailed, Message: "worker A has exited", Step: &step}},
 		{Actor: protocol.ActorServer, Kind: protocol.KindSession, Session: &protocol.SessionEvent{Reason: protocol.SessionIdle}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindLoad, Load: &protocol.LoadEvent{Phase: experiments.LoadStarted, Config: experiments.DefaultLoad()}},

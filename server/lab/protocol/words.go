@@ -141,6 +141,7 @@ var badges = map[string]Badge{
 	"note." + string(NoteOutput):     {"quiet", "printed"},
 	"note." + string(NoteLog):        {"quiet", "logged"},
 	"note." + string(NoteInLine):     {"quiet", "in line"},
+	"note." + string(NoteChapter):    {"quiet", "chapter opened"},
 
 	"verdict." + string(MarkSafe):   markBadge(MarkSafe),
 	"verdict." + string(MarkUnsafe): markBadge(MarkUnsafe),
@@ -419,7 +420,7 @@ func StopReasons() []StopReason {
 
 // NoteCodes lists the notes.
 func NoteCodes() []NoteCode {
-	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine}
+	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine, NoteChapter}
 }
 
 // Words returns the word table.

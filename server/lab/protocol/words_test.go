@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
@@ -72,6 +73,7 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 		b := w.Batches[experiments.BatchName(v)]
 		return strs(b.Title, b.Ask)
 	})
+	walk("experiments.Chapter", names(experiments.Chapters()), func(v string) []string { return strs(experiments.Chapter(v).Title()) })
 	walk("protocol.Column", names(protocol.Columns()), func(v string) []string { return strs(w.Columns[protocol.Column(v)]) })
 	walk("engine.FenceReason", names(protocol.FenceReasons()), func(v string) []string {
 		r := engine.FenceReason(v)
@@ -251,5 +253,26 @@ func TestNarrate_EveryRowOpHasWords(t *testing.T) {
 	}
 	if _, ok := seen[""]; ok || len(seen) < 8 {
 		t.Errorf("the row ops told: %v", seen)
+	}
+}
+
+// The place in line in words, with the estimate when there is one.
+func TestInLineWords_PlaceAndAbout(t *testing.T) {
+	for _, tc := range []struct {
+		place int
+		wait  time.Duration
+		want  string
+	}{
+		{1, 0, "Your check is next in line."},
+		{3, 0, "Your check is 3rd in line."},
+		{11, 0, "Your check is 11th in line."},
+		{22, 0, "Your check is 22nd in line."},
+		{1, 12 * time.Second, "Your check is next in line, about 12 s."},
+		{3, 40 * time.Second, "Your check is 3rd in line, about 40 s."},
+		{9, 170 * time.Second, "Your check is 9th in line, about 3 min."},
+	} {
+		if got := protocol.InLineWords(tc.place, tc.wait); got != tc.want {
+			t.Errorf("InLineWords(%d, %v) = %q, want %q", tc.place, tc.wait, got, tc.want)
+		}
 	}
 }
