@@ -388,6 +388,12 @@ func TestCLI_BadInput(t *testing.T) {
 		{"bench", "--fast", "--jobs", "-1"},
 		{"bench", "--fast", "--rounds", "21"},
 		{"bench", "--fast", "--schema", "1bad"},
+		{"serve", "--pprof", ":6060"},
+		{"serve", "--pprof", "0.0.0.0:6060"},
+		{"serve", "--pprof", "10.1.2.3:6060"},
+		{"serve", "--pprof", "example.com:6060"},
+		{"serve", "--pprof", "127.0.0.1"},
+		{"serve", "--pprof", "127.0.0.1:99999"},
 	} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			t.Parallel()

@@ -114,6 +114,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	maxMessage := fs.Int64("max-message", 64<<10, "largest WebSocket message from a client, in bytes (a check's four statements take up to 32 KiB)")
 	noCustomSQL := fs.Bool("no-custom-sql", false, "never run readers' own statements: the page's Build it and Check it are off. With them on (the default) the server hardens its database (TEMPORARY, pg_notify, advisory locks and large objects are no longer PUBLIC's): DATABASE_URL must name a database that is fencelab's own")
 	rate := fs.Float64("message-rate", 20, "WebSocket messages a second a client may send")
+	profiles := fs.String("pprof", "", "serve Go's profiles (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060, to measure the server (off by default; never an address other machines reach)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := parse(fs, args); err != nil {
@@ -140,6 +141,15 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log := slog.New(api.RedactHandler(handler, getenv("DATABASE_URL"))) // no line says where the database is
 
+	var profLn net.Listener
+	if *profiles != "" {
+		l, err := profileListener(*profiles)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		profLn = l
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return usagef("fencelab serve: --addr %s: %v", *addr, err)
@@ -194,6 +204,12 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { errc <- srv.Serve() }()
 	log.Info("ready", "url", srv.URL(), "in", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "fencelab: playground at %s\n", srv.URL())
+	if profLn != nil {
+		prof := profileServer()
+		go func() { _ = prof.Serve(profLn) }()
+		defer prof.Close()
+		fmt.Fprintf(stdout, "fencelab: Go's profiles at http://%s/debug/pprof/\n", profLn.Addr())
+	}
 
 	select {
 	case err := <-errc:

@@ -194,3 +194,35 @@ func TestServe_HealthAndReady(t *testing.T) {
 	<-s.done
 	_ = fmt.Sprint()
 }
+
+// TestServe_ProfilesOnLoopbackAlone: --pprof serves Go's profiles on a
+// loopback address of its own, says where, and not on the API's listener;
+// no command line among them.
+func TestServe_ProfilesOnLoopbackAlone(t *testing.T) {
+	s := serveWith(t, []string{"--pprof", "127.0.0.1:0"}, "DATABASE_URL="+pgtest.DSN(t))
+	line := s.waitLine(t, "Go's profiles at http://", 10*time.Second)
+	base := regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`).FindString(line)
+	if base == "" {
+		t.Fatalf("the profiles' line names no loopback address: %q", line)
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(base + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("the goroutine profile: %d %.100s", code, body)
+	}
+	if code, _ := get(base + "/debug/pprof/cmdline"); code == 200 {
+		t.Error("the command line is served")
+	}
+	if code, _ := get(s.url + "/debug/pprof/"); code == 200 {
+		t.Error("the API's listener serves the profiles too")
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.done
+}
