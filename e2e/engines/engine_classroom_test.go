@@ -64,6 +64,7 @@ func TestEngines_AClassThroughARestart(t *testing.T) {
 
 	// The teacher starts the class.
 	board := window(openC, "chromium", 1920, 1080)
+	board.Allow("ERR_CONNECTION_REFUSED") // a poll while the server restarts
 	board.Navigate(srv.URL + "/classes/new")
 	board.WaitReady()
 	board.PollState(`s.page === "new-class"`, 10*time.Second)
@@ -114,9 +115,10 @@ func TestEngines_AClassThroughARestart(t *testing.T) {
 		} else {
 			s.tab = window(openC, "chromium", 1024, 768)
 		}
-		// Its session is gone with the server's restart: its socket and a
-		// command of the old session's meet a 404 until the student is back.
-		s.tab.Allow("404")
+		// The server restarts under its page: its socket is refused while
+		// the server is down, and then meets a 404, its session gone, until
+		// the student is back.
+		s.tab.Allow("404", "ERR_CONNECTION_REFUSED", "Could not connect")
 		typed := code[:3] + "-" + code[3:]
 		if i%2 == 1 {
 			typed = strings.ToLower(code) // any case, dash or not
@@ -264,6 +266,12 @@ func TestEngines_AClassThroughARestart(t *testing.T) {
 	stage.WaitReady()
 	stage.PollState(`s.role === "viewer" && s.view.run === `+e2etest.JSString(stageRun)+` && s.view.events > 0`, 30*time.Second)
 	stage.Screenshot("classroom-stage")
+	// A reload keeps the run on the stage: its address says which.
+	var again string
+	stage.Eval(`location.href`, &again)
+	stage.Navigate(again)
+	stage.WaitReady()
+	stage.PollState(`s.role === "viewer" && s.view.run === `+e2etest.JSString(stageRun)+` && s.view.events > 0`, 30*time.Second)
 
 	// The hand-ins: the five solutions as they were typed.
 	st, body = srv.Request(http.MethodGet, "/api/classes/"+classID+"/handins.json", teacher, "")

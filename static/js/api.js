@@ -1,6 +1,9 @@
 // api.js — the session's JSON API and its WebSocket, which resumes after a
 // drop from the last sequence number it saw: no gap, no duplicate.
 
+/** Where a tab keeps the token that drives session id (sessionStorage): the page reads it, a class's join writes it. */
+export const driveTokenKey = (id) => `fencelab.token.${id}`;
+
 export class ApiError extends Error {
   constructor(status, code, message, detail) {
     super(message);

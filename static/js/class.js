@@ -3,6 +3,8 @@
 // server's refusal shown as its own sentence, nothing decided here.
 // window.fencelab exposes the page's state to tests.
 
+import { driveTokenKey } from "./api.js";
+
 const boot = JSON.parse(document.getElementById("fencelab-class-state").textContent);
 const byTest = (id) => document.querySelector(`[data-testid="${id}"]`);
 
@@ -84,7 +86,7 @@ function joinPage() {
     // token goes there and the fragment says #build.
     const drive = new URL(ans.session.drive_url, location.href);
     const token = new URLSearchParams(drive.hash.slice(1)).get("token") || ans.session.token;
-    try { sessionStorage.setItem(`fencelab.token.${ans.session.id}`, token); } catch { /* storage off */ }
+    try { sessionStorage.setItem(driveTokenKey(ans.session.id), token); } catch { /* storage off */ }
     location.assign(`${drive.pathname}${drive.search}#build`);
   }
 

@@ -2,13 +2,12 @@
 // events over the WebSocket; the session driven through its JSON API.
 // window.fencelab exposes the page's state to tests and a host page.
 
-import { Api, Stream } from "./api.js";
+import { Api, Stream, driveTokenKey } from "./api.js";
 import { apply, fold, newRun, isHeartbeat, verdictWords } from "./model.js";
 import { byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
 import { W, setWords } from "./words.js";
 import { bindKeys } from "./keys.js";
 import { Player } from "./replay.js";
-import { Lesson, renderLesson } from "./lesson.js";
 import { setupFromForm, permalinkQuery, runCommand as commandOf, applySetup } from "./permalink.js";
 import { Batches } from "./batches.js";
 import { LoadLab } from "./load.js";
@@ -20,7 +19,7 @@ const boot = JSON.parse(document.getElementById("fencelab-state").textContent);
 const scenarios = boot.scenarios;
 setWords(scenarios.words);
 const sessionId = boot.session.id || ""; // none when the server was too busy to make one
-const tokenKey = `fencelab.token.${sessionId}`;
+const tokenKey = driveTokenKey(sessionId);
 
 // The control token: handed to the page that made the session, carried in a
 // drive link's #token=, or kept in this tab from before. Never in the URL bar.
@@ -98,7 +97,7 @@ function updateURL() {
   const mine = byTest("build-link"); // a link to the reader's statements, to share
   if (mine) { mine.href = `/?${q}${sol}`; mine.hidden = !sol; }
   byTest("build-open").href = `/?${query({ embed: false })}${sol || "#build"}`; // a phone's embed: Build it on the full page
-  const keep = ["lesson"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
+  const keep = ["lesson", "run"].filter((k) => params.get(k)).map((k) => `&${k}=${encodeURIComponent(params.get(k))}`).join("");
   if (sessionId) history.replaceState(null, "", `/s/${sessionId}?${q}${keep}${sol}`);
 }
 
@@ -165,7 +164,7 @@ function drawSide(run) {
   predict.drawPredict(page.alone, page.predicting);
   predict.drawCompare(page.alone, page.fenced, run.outcome);
   drawExports(run);
-  if (lesson) renderLesson(byTest("lesson"), lesson, esc);
+  if (lesson) lessonModule.renderLesson(byTest("lesson"), lesson, esc);
   fitStage();
   if (page.answerOwed) answerInView();
 }
@@ -267,7 +266,7 @@ function narrate(e) {
   announce(e.text);
 }
 
-/** Say one sentence in the live feed, politely: after what is being said. */
+/** Say one sentence in the polite live feed. */
 function announce(text) {
   const feed = byTest("live-feed");
   const p = document.createElement("p");
@@ -597,6 +596,8 @@ function backToLive() {
   clearOutcome();
   page.dirty = true;
   byTest("back-live")?.remove();
+  params.delete("run");
+  updateURL();
 }
 
 async function openRun(id) {
@@ -608,6 +609,8 @@ async function openRun(id) {
     page.scrub = null;
     clearOutcome();
     page.dirty = true;
+    params.set("run", id);
+    updateURL();
     if (!byTest("back-live")) {
       const b = document.createElement("button");
       b.type = "button";
@@ -837,6 +840,7 @@ if (token && !boot.token) {
 document.addEventListener("securitypolicyviolation", (e) => page.csp.push(`${e.violatedDirective} ${e.blockedURI}`));
 
 var lesson = null;
+var lessonModule = null; // lesson.js, once a lesson is opened
 
 /** Start a chapter from a clean page: the run on screen ended, its events gone. */
 async function clearForChapter() {
@@ -850,8 +854,13 @@ async function clearForChapter() {
   page.dirty = true;
   byTest("back-live")?.remove(); // a batch's run was on the stage: the chapter's own is live
 }
-/** Open the guided lesson at a chapter (by its id), from its start: the page's ?lesson=<id>, or the teacher's say. */
-function openLesson(chapter) {
+/**
+ * Open the guided lesson at a chapter (its id), from its start. Its module
+ * is fetched then, not with the page: most readers never open it.
+ */
+async function openLesson(chapter) {
+  lessonModule ??= await import("./lesson.js");
+  const { Lesson, renderLesson } = lessonModule;
   const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
   lesson = new Lesson({ chapter, aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
     limitRun: (testid) => JSON.parse(byTest(testid).dataset.run),
@@ -869,31 +878,23 @@ function openLesson(chapter) {
   renderLesson(byTest("lesson"), lesson, esc);
   byTest("narration").textContent = "";
 }
-if (params.get("lesson")) openLesson(params.get("lesson"));
+// With ?lesson=, the page is ready once the lesson is (window.fencelab.ready).
+if (params.get("lesson")) openLesson(params.get("lesson")).then(() => { window.fencelab.ready = true; });
 if (boot.embed) byTest("more").open = false;
 
-/**
- * A teacher opened a chapter for the class (POST /api/classes/:id/chapter):
- * a student's own page opens the lesson at it, as ?lesson=<id> does, and
- * says so. Only a note that reaches the page live does this — one sent
- * after the page's first state (seq past its last_seq), a note sent while
- * the socket was down and caught up on its return included. A note from
- * before the page loaded never does: a student who reloads is not sent
- * back to a chapter the teacher opened long ago and they have left. The
- * address keeps the chapter (?lesson=<id>), so a reload right after opens
- * it again, from its start, as any lesson link does. A watcher's page (the
- * teacher's view of a student's run) and an embed only watch: they open
- * nothing.
- */
+// A teacher opened a chapter for the class: the student's own page opens
+// the lesson there (as ?lesson= does, and keeps it in the address) and says
+// so. The socket brings only what came after the page's first state, so a
+// reload never goes back to an old chapter; a watcher or an embed opens nothing.
 function teacherOpened(e) {
-  if (e.seq <= boot.session.last_seq || page.role !== "driver" || boot.embed) return;
+  if (page.role !== "driver" || boot.embed) return;
   params.set("lesson", e.note.chapter);
-  openLesson(e.note.chapter);
   updateURL();
   announce(e.text);
-  // Into view, unless the student is typing: their place is not taken from them.
-  const typing = document.activeElement?.closest("input, textarea, select, [contenteditable]");
-  if (!typing) byTest("lesson").scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  openLesson(e.note.chapter).then(() => {
+    const typing = document.activeElement?.closest("input, textarea, select, [contenteditable]");
+    if (!typing) byTest("lesson").scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  });
 }
 
 const stream = new Stream({
@@ -914,7 +915,7 @@ window.addEventListener("error", (ev) => page.errors.push(String(ev.message)));
 window.addEventListener("unhandledrejection", (ev) => page.errors.push(String(ev.reason)));
 
 window.fencelab = {
-  ready: true,
+  ready: !params.get("lesson"),
   version: boot.version,
   api,
   stream,
