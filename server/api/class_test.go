@@ -19,8 +19,9 @@ import (
 
 type openedClass struct {
 	Class struct {
-		ID   string `json:"id"`
-		Code string `json:"code"`
+		ID        string `json:"id"`
+		Code      string `json:"code"`
+		CodeShown string `json:"code_shown"`
 	} `json:"class"`
 	Code  string `json:"code"`
 	Token string `json:"token"`
@@ -63,7 +64,7 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 	}
 	var cl openedClass
 	a.json(t, &cl)
-	if len(cl.Code) != 7 || cl.Code[3] != '-' || cl.Token == "" || cl.Class.ID == "" {
+	if len(cl.Code) != 7 || cl.Code[3] != '-' || cl.Token == "" || cl.Class.ID == "" || cl.Class.CodeShown != cl.Code {
 		t.Fatalf("the class %+v", cl)
 	}
 	join := func(name, token string, want int) joinedClass {

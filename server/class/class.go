@@ -110,6 +110,16 @@ type Class struct {
 	IdleAfterS int64 `json:"idle_after_s"`
 }
 
+// MarshalJSON adds code_shown, the code as people read and type it
+// (ABC-234): Go owns that rule, and the pages show what it says.
+func (c Class) MarshalJSON() ([]byte, error) {
+	type plain Class
+	return json.Marshal(struct {
+		plain
+		CodeShown string `json:"code_shown"`
+	}{plain(c), FormatCode(c.Code)})
+}
+
 // Student is one student of a class.
 type Student struct {
 	ID      string    `json:"id"`

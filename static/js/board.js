@@ -120,10 +120,7 @@ let drawnCode = "";
 
 function drawJoin(board) {
   const code = board.class.code;
-  // The board's class carries its code bare (ABC234); students read it
-  // as the API's join answer and FormatCode write it, ABC-234. (A field
-  // of the board with the code as shown would spare this line.)
-  const shown = code.length === 6 ? `${code.slice(0, 3)}-${code.slice(3)}` : code;
+  const shown = board.class.code_shown; // ABC-234, as people read and type it: Go's rule (class.FormatCode)
   if (code === drawnCode) return;
   drawnCode = code;
   byTest("board-code").textContent = shown;
