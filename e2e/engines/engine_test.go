@@ -546,8 +546,14 @@ func (tab *engineTab) clickArrived(sel string) (bool, string) {
 	var onTop string
 	deadline := time.Now().Add(3 * time.Second)
 	for {
+		raw, err := tab.d.Eval(`window.__fencelabClick ? window.__fencelabClick.n : -1`, e2etest.DefaultTimeout)
+		if err != nil && navigating(err) {
+			return true, "" // the document went as it was asked: the click took it elsewhere
+		}
 		var n int
-		tab.Eval(`window.__fencelabClick ? window.__fencelabClick.n : -1`, &n)
+		if err != nil || json.Unmarshal(raw, &n) != nil {
+			tab.t.Fatalf("e2e (%s): the click's arrival: %v %s", tab.engine, err, raw)
+		}
 		if n != 0 {
 			return true, ""
 		}
@@ -560,6 +566,18 @@ func (tab *engineTab) clickArrived(sel string) (bool, string) {
 		const r = el.getBoundingClientRect(), top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
 		return top ? top.outerHTML.slice(0, 160) : "nothing"; })()`, &onTop)
 	return false, onTop
+}
+
+// navigating reports whether an evaluation failed because the document
+// went away under it: a click that submitted a form or followed a link.
+func navigating(err error) bool {
+	s := err.Error()
+	for _, sub := range []string{"navigated or closed", "Execution context was destroyed", "Cannot find context", "no such frame", "context was discarded"} {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // isStale reports whether a click failed because the element was redrawn.
