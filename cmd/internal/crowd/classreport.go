@@ -2,6 +2,7 @@ package crowd
 
 import (
 	"fmt"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"slices"
 	"sort"
 	"strings"
@@ -290,7 +291,7 @@ func (r *ClassReport) Table() string {
 	}
 	switch {
 	case r.InLineMS != nil && r.PeakPlace > 0:
-		fmt.Fprintf(tw, "in line\t%s (Check to the check's start; at most %s in the server's line)\n", r.InLineMS, ordinal(r.PeakPlace))
+		fmt.Fprintf(tw, "in line\t%s (Check to the check's start; at most %s in the server's line)\n", r.InLineMS, protocol.Ordinal(r.PeakPlace))
 	case r.InLineMS != nil:
 		fmt.Fprintf(tw, "in line\t%s (Check to the check's start)\n", r.InLineMS)
 	}
@@ -319,19 +320,4 @@ func (r *ClassReport) Table() string {
 	}
 	tw.Flush()
 	return b.String()
-}
-
-// ordinal is 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
-func ordinal(n int) string {
-	suffix := "th"
-	switch {
-	case n%100 >= 11 && n%100 <= 13:
-	case n%10 == 1:
-		suffix = "st"
-	case n%10 == 2:
-		suffix = "nd"
-	case n%10 == 3:
-		suffix = "rd"
-	}
-	return fmt.Sprintf("%d%s", n, suffix)
 }

@@ -298,22 +298,27 @@ func noteNarration(l string, n *NoteEvent) string {
 func InLineWords(place int, wait time.Duration) string {
 	where := "next"
 	if place > 1 {
-		suffix := "th"
-		switch {
-		case place%100 >= 11 && place%100 <= 13:
-		case place%10 == 1:
-			suffix = "st"
-		case place%10 == 2:
-			suffix = "nd"
-		case place%10 == 3:
-			suffix = "rd"
-		}
-		where = fmt.Sprintf("%d%s", place, suffix)
+		where = Ordinal(place)
 	}
 	if wait <= 0 {
 		return "Your check is " + where + " in line."
 	}
 	return fmt.Sprintf("Your check is %s in line, about %s.", where, waitWords(wait))
+}
+
+// Ordinal is n as a place: 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
+func Ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }
 
 // waitWords is a wait as a person says it: "40 s", "2 min".
