@@ -164,10 +164,15 @@ func TestRun_URL(t *testing.T) {
 	}
 	logReport(t, r)
 	out := r.Table()
-	for _, want := range []string{"readers  ", "ok  ", "busy  ", "errors  ", "p50 ", "p95 ", "max ", "peak RSS ", "peak Postgres connections "} {
+	for _, want := range []string{"readers  ", "ok  ", "busy  ", "errors  ", "p50 ", "p95 ", "max ", "Run to start ", "peak RSS ", "peak Postgres connections "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table has no %q:\n%s", want, out)
 		}
+	}
+	// The start is a real share of the whole: more than nothing, less than
+	// Run to verdict.
+	if st := r.RunToStartMS; st == nil || st.P50 <= 0 || st.Max >= r.RunToVerdictMS.Max {
+		t.Errorf("Run to start %+v, against Run to verdict %+v", st, r.RunToVerdictMS)
 	}
 	if !regexp.MustCompile(`(?m)^ok +2$`).MatchString(out) || r.ServerPID != 0 {
 		t.Errorf("want ok 2 and no server pid (%d):\n%s", r.ServerPID, out)
@@ -334,6 +339,7 @@ func TestSeries_Table(t *testing.T) {
 		r := &Report{URL: "http://127.0.0.1:1", ServerPID: 42, Command: json.RawMessage(`{"ordering":"zombie-first","lease_ms":1000,"pace_ms":900}`),
 			Readers: readers, OK: ok, Errors: readers - ok, TimeoutMS: 120000, PeakRSSBytes: &rss, PeakDBConnections: &db, P50Ratio: ratio}
 		r.RunToVerdictMS.P50, r.RunToVerdictMS.P95, r.RunToVerdictMS.Max = p50, p50+100, p50+200
+		r.RunToStartMS = &Spread{P50: p50 - 6000, P95: p50 - 5900, Max: p50 - 5800}
 		if ok < readers {
 			r.ErrorMessages = []ErrorCount{{Message: "the run failed", Count: readers - ok}}
 		}
@@ -346,14 +352,14 @@ func TestSeries_Table(t *testing.T) {
 	for _, want := range []string{
 		"each reader  presses Run (zombie-first, lease 1s, pace 900ms), all at once",
 		"  the first load (1 reader), p50 6.40s: the column p50 ×1 reader is",
-		"readers  ok  busy  errors  p50    p95    max    p50 ×1 reader  peak RSS  ",
+		"readers  ok  busy  errors  p50    p95    max    p50 ×1 reader  start p50  start p95  peak RSS  ",
 		"errors, 60 readers  1× the run failed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table has no %q:\n%s", want, out)
 		}
 	}
-	for _, row := range []string{`(?m)^1 +1 +0 +0 +6\.40s +6\.50s +6\.60s +1\.00 +50\.0 MiB +30$`, `(?m)^60 +59 +0 +1 +7\.20s +7\.30s +7\.40s +1\.12 +50\.0 MiB +30$`} {
+	for _, row := range []string{`(?m)^1 +1 +0 +0 +6\.40s +6\.50s +6\.60s +1\.00 +0\.40s +0\.50s +50\.0 MiB +30$`, `(?m)^60 +59 +0 +1 +7\.20s +7\.30s +7\.40s +1\.12 +1\.20s +1\.30s +50\.0 MiB +30$`} {
 		if !regexp.MustCompile(row).MatchString(out) {
 			t.Errorf("no row matching %s:\n%s", row, out)
 		}

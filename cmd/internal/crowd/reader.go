@@ -48,6 +48,7 @@ var (
 type outcome struct {
 	ok, busy   bool
 	took       time.Duration // Run to verdict, when one came
+	start      time.Duration // Run to its reply: the run set up, its workers started
 	err        string
 	reconnects int
 }
@@ -105,7 +106,7 @@ func (l *loader) reader(ctx context.Context) outcome {
 		// A reader who leaves closes the tab; this one also ends its session,
 		// so a server under --url is left as it was found.
 		defer l.deleteSession(id, token)
-		out.took, out.reconnects, err = l.watch(ctx, id, token)
+		out.took, out.start, out.reconnects, err = l.watch(ctx, id, token)
 	}
 	var be *busyError
 	switch {
@@ -192,9 +193,10 @@ func unwrapURLError(err error) error {
 
 // follow is one reader's view of its session's socket.
 type follow struct {
-	since      int64     // the last seq seen
-	sent       time.Time // when Run was pressed; zero until then
-	run        string    // the run's id, once the reply names it
+	since      int64         // the last seq seen
+	sent       time.Time     // when Run was pressed; zero until then
+	start      time.Duration // Run to its reply, once it came
+	run        string        // the run's id, once the reply names it
 	reconnects int
 }
 
@@ -202,33 +204,32 @@ type follow struct {
 // until the verdict. Like the page, it reconnects from the last seq it saw
 // when the socket drops (backing off from 250ms to 5s), except when the
 // events are no longer kept (4001) or the session has ended (4002).
-func (l *loader) watch(ctx context.Context, id, token string) (time.Duration, int, error) {
+func (l *loader) watch(ctx context.Context, id, token string) (took, start time.Duration, reconnects int, err error) {
 	f := &follow{}
 	delay := 250 * time.Millisecond
 	for {
 		conn, resp, err := websocket.Dial(ctx, socketURL(l.base, id, token, f.since), &websocket.DialOptions{HTTPClient: l.client})
 		if err == nil {
-			var took time.Duration
 			took, err = l.read(ctx, conn, f)
 			if err == nil {
 				conn.Close(websocket.StatusNormalClosure, "the reader has its verdict")
-				return took, f.reconnects, nil
+				return took, f.start, f.reconnects, nil
 			}
 			conn.CloseNow()
 			var dropped *droppedError
 			if !errors.As(err, &dropped) {
-				return 0, f.reconnects, err
+				return 0, 0, f.reconnects, err
 			}
 		} else if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return 0, f.reconnects, apiError("open the socket", resp)
+			return 0, 0, f.reconnects, apiError("open the socket", resp)
 		} else if ctx.Err() != nil {
-			return 0, f.reconnects, ctx.Err()
+			return 0, 0, f.reconnects, ctx.Err()
 		}
 		// Dropped, or could not connect: again, as the page does.
 		f.reconnects++
 		select {
 		case <-ctx.Done():
-			return 0, f.reconnects, ctx.Err()
+			return 0, 0, f.reconnects, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(5*time.Second, 2*delay)
@@ -281,7 +282,7 @@ func (l *loader) read(ctx context.Context, conn *websocket.Conn, f *follow) (tim
 				Run string `json:"run"`
 			}
 			_ = json.Unmarshal(m.Result, &res)
-			f.run = res.Run
+			f.run, f.start = res.Run, time.Since(f.sent)
 		case wire.FrameError:
 			return 0, fmt.Errorf("the server could not read the command: %s", m.Error)
 		case wire.FrameEvent:

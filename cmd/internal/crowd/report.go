@@ -84,11 +84,14 @@ func (s *Series) Table() string {
 	b.WriteString("\n")
 
 	tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "readers\tok\tbusy\terrors\tp50\tp95\tmax\tp50 %s\tpeak RSS\tpeak Postgres connections\n", baseline)
+	fmt.Fprintf(tw, "readers\tok\tbusy\terrors\tp50\tp95\tmax\tp50 %s\tstart p50\tstart p95\tpeak RSS\tpeak Postgres connections\n", baseline)
 	for _, r := range s.Loads {
-		p50, p95, top, ratio := "-", "-", "-", "-"
+		p50, p95, top, ratio, s50, s95 := "-", "-", "-", "-", "-", "-"
 		if r.OK > 0 {
 			p50, p95, top = secs(r.RunToVerdictMS.P50), secs(r.RunToVerdictMS.P95), secs(r.RunToVerdictMS.Max)
+		}
+		if r.RunToStartMS != nil {
+			s50, s95 = secs(r.RunToStartMS.P50), secs(r.RunToStartMS.P95)
 		}
 		if r.P50Ratio != nil {
 			ratio = fmt.Sprintf("%.2f", *r.P50Ratio)
@@ -100,7 +103,7 @@ func (s *Series) Table() string {
 		if r.PeakDBConnections != nil {
 			db = fmt.Sprint(*r.PeakDBConnections)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Readers, r.OK, r.Busy, r.Errors, p50, p95, top, ratio, rss, db)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Readers, r.OK, r.Busy, r.Errors, p50, p95, top, ratio, s50, s95, rss, db)
 	}
 	tw.Flush()
 
@@ -181,6 +184,11 @@ type Report struct {
 		P95 int64 `json:"p95"`
 		Max int64 `json:"max"`
 	} `json:"run_to_verdict_ms"`
+	// RunToStartMS is from sending Run to its reply, which comes once the
+	// run's schemas are set up and its workers started and connected,
+	// over the readers that were ok: the share of RunToVerdictMS that grows
+	// with a crowd before the run itself plays.
+	RunToStartMS *Spread `json:"run_to_start_ms,omitempty"`
 	// PeakRSSBytes and PeakDBConnections are null when the server has no
 	// /api/stats or never answered it.
 	PeakRSSBytes      *int64 `json:"peak_rss_bytes"`
@@ -211,14 +219,14 @@ func newReport(l *loader, outs []outcome, st *ServerStats, elapsed time.Duration
 	_ = json.Unmarshal(l.command, &cmd)
 	r := &Report{URL: l.base.String(), Command: cmd.Command, Readers: len(outs), RampMS: l.ramp.Milliseconds(),
 		TimeoutMS: l.timeout.Milliseconds(), ErrorMessages: []ErrorCount{}, Stats: st, ElapsedMS: elapsed.Milliseconds(), Interrupted: interrupted}
-	var took []time.Duration
+	var took, start []time.Duration
 	byMsg := map[string]int{}
 	for _, o := range outs {
 		r.Reconnects += o.reconnects
 		switch {
 		case o.ok:
 			r.OK++
-			took = append(took, o.took)
+			took, start = append(took, o.took), append(start, o.start)
 		case o.busy:
 			r.Busy++
 		default:
@@ -239,6 +247,7 @@ func newReport(l *loader, outs []outcome, st *ServerStats, elapsed time.Duration
 		r.RunToVerdictMS.P95 = percentile(took, 95).Milliseconds()
 		r.RunToVerdictMS.Max = took[len(took)-1].Milliseconds()
 	}
+	r.RunToStartMS = spreadOf(start)
 	if st != nil && st.Samples > 0 {
 		r.PeakRSSBytes, r.PeakDBConnections = &st.PeakRSS, &st.PeakDB
 	}
@@ -270,6 +279,9 @@ func (r *Report) Table() string {
 	if r.OK > 0 {
 		ms := func(n int64) string { return fmt.Sprintf("%.2fs", float64(n)/1000) }
 		fmt.Fprintf(tw, "Run to verdict\tp50 %s  p95 %s  max %s\n", ms(r.RunToVerdictMS.P50), ms(r.RunToVerdictMS.P95), ms(r.RunToVerdictMS.Max))
+		if st := r.RunToStartMS; st != nil {
+			fmt.Fprintf(tw, "Run to start\tp50 %s  p95 %s  max %s (the reply: schemas set up, workers started)\n", ms(st.P50), ms(st.P95), ms(st.Max))
+		}
 	} else {
 		fmt.Fprintf(tw, "Run to verdict\t- (no reader was ok)\n")
 	}
