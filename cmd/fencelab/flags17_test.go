@@ -24,6 +24,19 @@ func TestServe_MaxSocketsPerClientIsChecked(t *testing.T) {
 	}
 }
 
+// TestServe_PrestartedWorkersIsChecked: a count of prestarted workers
+// out of bounds, or no number, is one line and exit 2.
+func TestServe_PrestartedWorkersIsChecked(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]string{"-2": "--prestarted-workers -2 must be between 0 and 2000", "2001": "--prestarted-workers 2001 must be between 0 and 2000",
+		"99999999999999999999": "prestarted-workers", "x": "prestarted-workers"} {
+		_, stderr, code := fencelab(t, nil, "serve", "--addr", "127.0.0.1:0", "--prestarted-workers", v)
+		if code != 2 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("--prestarted-workers %s: exit %d, %q", v, code, stderr)
+		}
+	}
+}
+
 // TestOpenDB_AClusterOfItsOwnIsNotLoggedWhere: starting a private cluster
 // logs, at info level, that it is ready, but not its folder, its socket
 // nor its connection string; nor does the serve log's wrapper let them by.

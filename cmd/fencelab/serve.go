@@ -108,6 +108,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&lim.GoneAfter, "gone-after", lim.GoneAfter, "another instance on the same Postgres is gone, and what it left is dropped, once its lock is free and its row unseen this long, on two sweeps this far apart")
 	fs.IntVar(&lim.MaxWorkersPerClient, "max-workers-per-client", lim.MaxWorkersPerClient, "worker processes of one client address's runs together, free play's added ones too (loopback: no cap)")
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
+	fs.IntVar(&lim.PrestartedWorkers, "prestarted-workers", -1, "worker processes kept spawned in advance while the server is quiet, each waiting for a run, so a burst of readers does not wait for hundreds of spawns (0: none; default: two per spare pair; each holds some 2 MB of its own, and no Postgres connection)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
 	maxSockets := fs.Int("max-sockets-per-client", 64, "WebSockets one client address may hold open at once (loopback: no cap); one more is refused with 503")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
@@ -177,6 +178,9 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		lim.SpareRuns = 200
 	}
 	lim.SpareRuns = min(lim.SpareRuns, lim.MaxRuns) // more could never all be used at once
+	if lim.PrestartedWorkers < 0 {
+		lim.PrestartedWorkers = 2 * lim.SpareRuns
+	}
 	// An allowed origin keeps its scheme: the socket's check matches
 	// scheme and host, as the page's check of postMessage does.
 	var commanders, frameAncestors []string
@@ -271,6 +275,8 @@ func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int
 		return bad("--max-workers-per-client %d must be between 2 (one scripted run's) and 100000", l.MaxWorkersPerClient)
 	case l.SpareRuns < -1 || l.SpareRuns > 1000:
 		return bad("--spare-runs %d must be between 0 and 1000", l.SpareRuns)
+	case l.PrestartedWorkers < -1 || l.PrestartedWorkers > 2000:
+		return bad("--prestarted-workers %d must be between 0 and 2000", l.PrestartedWorkers)
 	case l.FreshIdle < 10*time.Second || l.FreshIdle > l.SessionIdle:
 		return bad("--fresh-idle %v must be at least 10s and at most --session-idle", l.FreshIdle)
 	case maxBody < 1024 || maxBody > 64<<20:

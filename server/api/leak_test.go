@@ -15,22 +15,10 @@ import (
 // the test's servers run in it, so their workers are its children.
 func childWorkers(t *testing.T) []int {
 	t.Helper()
-	me := strconv.Itoa(os.Getpid())
 	var out []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		st, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) < 2 || f[1] != me {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+	for _, pid := range childProcs() {
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if strings.Contains(string(cmd), "worker\x00") {
-			pid, _ := strconv.Atoi(filepath.Base(d))
 			out = append(out, pid)
 		}
 	}

@@ -27,6 +27,9 @@ type Stats struct {
 	// load lab; Loads the load labs running.
 	Workers int `json:"workers"`
 	Loads   int `json:"loads"`
+	// Prestarted counts the worker processes spawned ahead, waiting for
+	// a run (--prestarted-workers); Workers does not count them.
+	Prestarted int `json:"prestarted"`
 	// RSSBytes is the server process's resident memory, its workers not
 	// included (each is a process of its own).
 	RSSBytes int64 `json:"rss_bytes"`
@@ -55,7 +58,7 @@ func (s *Server) stats(c echo.Context) error {
 		return fault.Errorf(fault.Unavailable, "the database does not answer")
 	}
 	return c.JSON(http.StatusOK, Stats{
-		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(), Workers: len(s.sup.Procs()), Loads: s.Sessions.LoadsRunning(),
+		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(), Workers: len(s.sup.Procs()), Loads: s.Sessions.LoadsRunning(), Prestarted: s.sup.Prestarted(),
 		RSSBytes: residentBytes(), DBConnections: conns, Goroutines: runtime.NumGoroutine(),
 	})
 }

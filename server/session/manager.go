@@ -71,11 +71,15 @@ type Limits struct {
 	FreshIdle time.Duration `json:"-"`
 	// SpareRuns is how many pairs of a run's schemas are kept made in
 	// advance, while the server is quiet (0: none).
-	SpareRuns int           `json:"spare_runs"`
-	MinLease  time.Duration `json:"-"`                // bounds of a run's lease
-	MaxLease  time.Duration `json:"-"`                //
-	MaxPace   time.Duration `json:"-"`                // slowest auto pace
-	MaxMatrix int           `json:"max_matrix_cells"` // cells of one matrix
+	SpareRuns int `json:"spare_runs"`
+	// PrestartedWorkers is how many worker processes are kept spawned
+	// ahead, while the server is quiet, each waiting for a run to take it
+	// (0: none; see supervisor.Prestart).
+	PrestartedWorkers int           `json:"prestarted_workers"`
+	MinLease          time.Duration `json:"-"`                // bounds of a run's lease
+	MaxLease          time.Duration `json:"-"`                //
+	MaxPace           time.Duration `json:"-"`                // slowest auto pace
+	MaxMatrix         int           `json:"max_matrix_cells"` // cells of one matrix
 	// MaxRunsPerSession is one session's share of MaxRuns: its current run
 	// and the cells of its batch playing at once.
 	MaxRunsPerSession int `json:"max_runs_per_session"`
@@ -244,6 +248,10 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Limits.SpareRuns > 0 {
 		m.spares.wg.Add(1)
 		go m.fillSpares()
+	}
+	if cfg.Limits.PrestartedWorkers > 0 && cfg.Supervisor != nil {
+		m.spares.wg.Add(1)
+		go m.fillPrestarted()
 	}
 	return m, nil
 }

@@ -31,6 +31,48 @@ const (
 	quietLong = 10 * time.Second
 )
 
+// quietIn is how long until the server is quiet enough to make things
+// ahead of runs (spare schemas, prestarted workers): 0 when it is now.
+func (m *Manager) quietIn() time.Duration {
+	since := time.Since(time.Unix(0, m.spares.lastStart.Load()))
+	busy := m.RunsInFlight() > cap(m.runSlots)/4 && since < quietLong
+	if since >= quietFor && !busy {
+		return 0
+	}
+	wait := quietFor - since
+	if busy {
+		wait = quietFor
+	}
+	return max(wait, 50*time.Millisecond)
+}
+
+// fillPrestarted keeps Limits.PrestartedWorkers worker processes spawned
+// ahead of runs, while the server is quiet, until the manager closes; the
+// supervisor kills those nobody took when it closes.
+func (m *Manager) fillPrestarted() {
+	defer m.spares.wg.Done()
+	sup := m.cfg.Supervisor
+	for {
+		wait := m.quietIn()
+		if wait == 0 && sup.Prestarted() >= m.cfg.Limits.PrestartedWorkers {
+			wait = 250 * time.Millisecond
+		}
+		if wait == 0 {
+			if _, err := sup.Prestart(); err == nil {
+				continue
+			} else if m.ctx.Err() == nil {
+				m.cfg.Log.Warn("could not prestart a worker", "err", err)
+			}
+			wait = 5 * time.Second
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
 // take returns a spare pair, if there is one.
 func (m *Manager) takeSpare() (judge.Schemas, bool) {
 	m.spares.lastStart.Store(time.Now().UnixNano())
@@ -58,17 +100,11 @@ func (m *Manager) fillSpares() {
 			}
 			continue
 		}
-		since := time.Since(time.Unix(0, m.spares.lastStart.Load()))
-		busy := m.RunsInFlight() > cap(m.runSlots)/4 && since < quietLong
-		if since < quietFor || busy {
-			wait := quietFor - since
-			if busy {
-				wait = quietFor
-			}
+		if wait := m.quietIn(); wait > 0 {
 			select {
 			case <-m.ctx.Done():
 				return
-			case <-time.After(max(wait, 50*time.Millisecond)):
+			case <-time.After(wait):
 			}
 			continue
 		}

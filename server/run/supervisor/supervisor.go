@@ -20,7 +20,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,12 +51,13 @@ type Config struct {
 // Supervisor starts and tracks worker processes. It is safe for concurrent
 // use. Close kills and reaps every worker it started.
 type Supervisor struct {
-	cfg    Config
-	mu     sync.Mutex
-	procs  map[*Proc]struct{}
-	closed bool
-	wd     *child.Watchdog // nil until a worker needs it (see needWatchdog)
-	wg     sync.WaitGroup  // every process's readers
+	cfg     Config
+	mu      sync.Mutex
+	procs   map[*Proc]struct{}
+	waiting []*Proc // prestarted, not yet assigned, oldest first
+	closed  bool
+	wd      *child.Watchdog // nil until a worker needs it (see needWatchdog)
+	wg      sync.WaitGroup  // every process's readers
 }
 
 // New returns a Supervisor.
@@ -90,26 +93,69 @@ type Spec struct {
 
 // Proc is one worker process.
 type Proc struct {
-	Label string
+	Label string // set before Start returns it, and never again
 	Pid   int
 	sup   *Supervisor
 	proc  *child.Process
 	stdin io.WriteCloser
 	inMu  sync.Mutex
-	emit  func(protocol.Event)
+	// bound is who the worker is and whom its events go to: set when it
+	// starts, or, for a prestarted one, when Start assigns it (until then
+	// nil: it has nothing to say, and what it says is logged).
+	bound atomic.Pointer[binding]
 	done  chan struct{}
 	state *os.ProcessState // set before done is closed
 }
 
-// Start spawns a worker. The worker is running when Start returns; its
-// first event says it is ready.
+type binding struct {
+	label string
+	fn    func(p *Proc, e protocol.Event)
+}
+
+func (p *Proc) emit(e protocol.Event) {
+	b := p.bound.Load()
+	if b == nil {
+		p.sup.cfg.Log.Info("a prestarted worker, not yet assigned", "pid", p.Pid, "kind", e.Kind, "note", e.Note)
+		return
+	}
+	if b.fn != nil {
+		b.fn(p, e)
+	}
+}
+
+// label is the worker's label in its events.
+func (p *Proc) label() string {
+	if b := p.bound.Load(); b != nil {
+		return b.label
+	}
+	return "prestarted"
+}
+
+// Start starts a worker: one of the prestarted (Prestart), told by its
+// assignment to be this one, if there is one waiting, and otherwise a new
+// process. The worker is running when Start returns; its first event
+// says it is ready.
 func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	if err := engine.ValidateOwner(spec.Label); err != nil {
 		return nil, fmt.Errorf("start worker: label: %w", err)
 	}
+	if p := s.assign(spec); p != nil {
+		return p, nil
+	}
 	args := append([]string{"worker", "--label", spec.Label}, spec.Args...)
+	p, err := s.spawn(args, spec.Env, &binding{label: spec.Label, fn: spec.EventFunc}, false)
+	if err != nil {
+		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+	}
+	s.cfg.Log.Info("worker started", "label", spec.Label, "pid", p.Pid)
+	return p, nil
+}
+
+// spawn starts `Exe args...` with env added to the environment, bound to
+// b, or, with b nil, as a prestarted worker that waits for Start.
+func (s *Supervisor) spawn(args, env []string, b *binding, prestarted bool) (*Proc, error) {
 	cmd := exec.Command(s.cfg.Exe, args...)
-	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), spec.Env...)
+	cmd.Env = append(append(os.Environ(), s.cfg.ExtraEnv...), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -122,22 +168,21 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Label: spec.Label, sup: s, stdin: stdin, done: make(chan struct{})}
-	p.emit = func(e protocol.Event) {
-		if spec.EventFunc != nil {
-			spec.EventFunc(p, e)
-		}
+	p := &Proc{sup: s, stdin: stdin, done: make(chan struct{})}
+	if b != nil {
+		p.Label = b.label
+		p.bound.Store(b)
 	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errors.New("start worker: supervisor is closed")
+		return nil, errors.New("supervisor is closed")
 	}
 	if needWatchdog(s.cfg) {
 		if err := s.startWatchdog(); err != nil {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+			return nil, err
 		}
 	}
 	// Its own group, and it dies with us: the parent-death signal where
@@ -145,14 +190,15 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	proc, err := child.Start(cmd, child.Options{NoParentDeath: s.cfg.noPdeathsig, Watchdog: s.wd})
 	if err != nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("start worker %s: %w", spec.Label, err)
+		return nil, err
 	}
 	p.proc, p.Pid = proc, proc.Pid
 	s.procs[p] = struct{}{}
+	if prestarted {
+		s.waiting = append(s.waiting, p)
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-
-	s.cfg.Log.Info("worker started", "label", spec.Label, "pid", p.Pid)
 	go p.run(stdout, stderr)
 	return p, nil
 }
@@ -164,24 +210,26 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	lines := make(chan protocol.Event, 64)
 	wg.Add(2)
 	long := func(stream string, n int) protocol.Event {
-		return protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label,
-			Line: fmt.Sprintf("%s wrote a line of %d bytes on %s, over the %d a line may hold: it was skipped", p.Label, n, stream, MaxLineBytes)}}
+		l := p.label()
+		return protocol.Event{Kind: protocol.KindNote, Actor: l, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: l,
+			Line: fmt.Sprintf("%s wrote a line of %d bytes on %s, over the %d a line may hold: it was skipped", l, n, stream, MaxLineBytes)}}
 	}
 	go func() {
 		defer wg.Done()
 		readLines(stdout, MaxLineBytes, func(b []byte) {
 			var e protocol.Event
 			if err := json.Unmarshal(b, &e); err != nil || e.Kind == "" || e.V != protocol.ProtocolVersion {
-				e = protocol.Event{Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
+				e = protocol.Event{Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteOutput, Worker: p.label(), Line: protocol.Cut(string(b), 300)}}
 			}
-			e.Actor = p.Label // a worker speaks for itself only
+			e.Actor = p.label() // a worker speaks for itself only
 			lines <- e
 		}, func(n int) { lines <- long("stdout", n) })
 	}()
 	go func() {
 		defer wg.Done()
 		readLines(stderr, MaxLineBytes, func(b []byte) {
-			lines <- protocol.Event{Kind: protocol.KindNote, Actor: p.Label, Note: &protocol.NoteEvent{Code: protocol.NoteLog, Worker: p.Label, Line: protocol.Cut(string(b), 300)}}
+			l := p.label()
+			lines <- protocol.Event{Kind: protocol.KindNote, Actor: l, Note: &protocol.NoteEvent{Code: protocol.NoteLog, Worker: l, Line: protocol.Cut(string(b), 300)}}
 		}, func(n int) { lines <- long("stderr", n) })
 	}()
 	go func() {
@@ -197,6 +245,7 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 	p.state = p.proc.Cmd.ProcessState
 	p.sup.mu.Lock()
 	delete(p.sup.procs, p)
+	p.sup.waiting = slices.DeleteFunc(p.sup.waiting, func(q *Proc) bool { return q == p })
 	p.sup.mu.Unlock()
 	close(p.done)
 	_ = p.stdin.Close()
@@ -206,8 +255,8 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 		code := st.ExitCode
 		pe.ExitCode = &code
 	}
-	p.emit(protocol.Event{Kind: protocol.KindProcess, Actor: p.Label, Process: pe})
-	p.sup.cfg.Log.Info("worker reaped", "label", p.Label, "pid", p.Pid, "state", st.String())
+	p.emit(protocol.Event{Kind: protocol.KindProcess, Actor: p.label(), Process: pe})
+	p.sup.cfg.Log.Info("worker reaped", "label", p.label(), "pid", p.Pid, "state", st.String())
 }
 
 // MaxLineBytes is the longest line a worker's output may hold; a longer
@@ -405,13 +454,16 @@ func (p *Proc) Status() State {
 	return State{Code: child.State(p.Pid)}
 }
 
-// Procs returns the workers that are still running.
+// Procs returns the workers that are still running, not counting the
+// prestarted ones that wait for a Start (Prestarted).
 func (s *Supervisor) Procs() []*Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Proc, 0, len(s.procs))
 	for p := range s.procs {
-		out = append(out, p)
+		if !slices.Contains(s.waiting, p) {
+			out = append(out, p)
+		}
 	}
 	return out
 }

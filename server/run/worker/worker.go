@@ -39,6 +39,9 @@ import (
 // Main runs a worker until it is told to stop, runs out of jobs (with
 // UntilEmpty), reaches MaxJobs, its stdin ends, or ctx is done.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == FlagPrestarted {
+		return mainPrestarted(ctx, args, getenv, stdin, stdout, stderr)
+	}
 	cfg, err := ParseFlags(args, getenv, stderr)
 	if err != nil {
 		return err

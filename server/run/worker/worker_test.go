@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/receiver"
 	"github.com/fencelab/fencelab/server/run/worker"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -76,17 +77,27 @@ func FuzzParseCommand(f *testing.F) {
 // TestWorker_StepModeObeysCommandsAndIgnoresBadOnes drives a worker in
 // process through one job: bad commands are reported and change nothing,
 // a command for the wrong checkpoint is refused, proceed moves it on.
-func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// oneJob sets up a lab's two schemas with one job in its queue.
+func oneJob(ctx context.Context, t *testing.T) (*pgxpool.Pool, judge.Schemas, *engine.Queue, int64) {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	s := judge.Schemas{Jobs: pgtest.Schema(t), Receiver: pgtest.Schema(t)}
 	if err := judge.Setup(ctx, pool, s); err != nil {
 		t.Fatal(err)
 	}
 	q, _ := engine.NewQueue(pool, engine.QueueConfig{Schema: s.Jobs})
-	id, _ := q.Insert(ctx, []byte(`{"x":1}`), 0)
+	id, err := q.Insert(ctx, []byte(`{"x":1}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, s, q, id
+}
+
+func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, s, q, id := oneJob(ctx, t)
 	rcv, _ := engine.NewReceiver(pool, engine.ReceiverConfig{Schema: s.Receiver})
 	srv := httptest.NewServer(receiver.Standalone(&receiver.Handler{ReceiverFunc: receiver.Fixed(rcv)}, slog.New(slog.DiscardHandler)))
 	defer srv.Close()
