@@ -26,14 +26,14 @@ func (ts *testServer) stats(tb testing.TB) (map[string]any, string) {
 	return m, string(a.Body)
 }
 
-// TestStats_CountsAndNothingElse: /api/stats has exactly its seven counts,
+// TestStats_CountsAndNothingElse: /api/stats has exactly its eight counts,
 // each a number; memory, connections and goroutines are never zero on a
 // live server; sessions and runs follow what the server holds; and the
 // body names no connection string, socket path, user or database.
 func TestStats_CountsAndNothingElse(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	want := []string{"db_connections", "goroutines", "loads", "rss_bytes", "runs", "sessions", "workers"}
+	want := []string{"db_connections", "goroutines", "loads", "prestarted", "rss_bytes", "runs", "sessions", "workers"}
 
 	m, body := ts.stats(t)
 	var keys []string
