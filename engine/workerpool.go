@@ -104,7 +104,11 @@ type WorkerPoolConfig struct {
 	// pgxpool.Pool can).
 	Handler   Handler
 	HandlerTx TxHandler
-	// Concurrency is how many handlers run at once. Default 100.
+	// Concurrency is how many handlers run at once. Default 100. A job
+	// whose handler has returned gives its place to the next claim at
+	// once, while its result waits to be recorded: so a claim overlaps
+	// the completion before it, and up to Concurrency more jobs may be
+	// held, their leases renewed, until their results are recorded.
 	Concurrency int
 	// BatchSize bounds the jobs of one claim, renewal or completion
 	// statement. Default 500.
@@ -125,6 +129,11 @@ type WorkerPoolConfig struct {
 	// PollInterval is how long the pool waits when it found no job.
 	// Default 100ms.
 	PollInterval time.Duration
+	// Linger is how long a claim, with fewer than a batch of handlers
+	// free, waits for more to free up, and a completion, with fewer than a
+	// batch of results, for more to come: a few full statements cost the
+	// database less than many small ones. Default 1ms; negative: none.
+	Linger time.Duration
 	// StopTimeout is how long Run, once its context ends, lets the
 	// handlers in flight finish before it cancels theirs. Default 10s. Run
 	// then still waits for every handler to return: one that ignores its
@@ -219,6 +228,7 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 	dur(&cfg.Heartbeat, cfg.Lease/3)
 	dur(&cfg.PollInterval, 100*time.Millisecond)
 	dur(&cfg.StopTimeout, 10*time.Second)
+	dur(&cfg.Linger, time.Millisecond)
 	switch {
 	case cfg.Concurrency < 1 || cfg.Concurrency > 100_000:
 		return nil, invalidf("worker pool: concurrency %d must be 1 to 100000", cfg.Concurrency)
@@ -230,6 +240,8 @@ func NewWorkerPool(cfg WorkerPoolConfig) (*WorkerPool, error) {
 		return nil, invalidf("worker pool: the heartbeat %v must be shorter than the lease %v", cfg.Heartbeat, cfg.Lease)
 	case cfg.PollInterval < 0 || cfg.StopTimeout < 0:
 		return nil, invalidf("worker pool: the poll interval and the stop timeout cannot be negative")
+	case cfg.Linger > time.Second:
+		return nil, invalidf("worker pool: linger %v must be at most 1s", cfg.Linger)
 	}
 	if err := ValidateLease(cfg.Lease); err != nil {
 		return nil, fmt.Errorf("worker pool: %w", err)
@@ -276,7 +288,7 @@ func (p *WorkerPool) Run(ctx context.Context) error {
 		completers.Add(1)
 		go func() {
 			defer completers.Done()
-			p.complete(db, done, slots)
+			p.complete(db, done)
 		}()
 	}
 	// The heartbeat goes on while completions are retried: a completion
@@ -309,15 +321,12 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 		case <-ctx.Done():
 			return
 		}
-		n := 1
-		for n < cfg.BatchSize {
-			select {
-			case slots <- struct{}{}:
-				n++
-				continue
-			default:
+		n := 1 + takeFree(slots, min(cfg.BatchSize, cfg.Concurrency)-1, cfg.Linger, ctx.Done())
+		if ctx.Err() != nil { // stopped while it lingered: no more claims
+			for range n {
+				<-slots
 			}
-			break
+			return
 		}
 		claims, err := cfg.Queue.ClaimBatch(db, cfg.Owner, n, cfg.Lease)
 		for range n - len(claims) {
@@ -345,9 +354,44 @@ func (p *WorkerPool) fetch(ctx, db, work context.Context, slots chan struct{}, d
 			go func() {
 				defer handlers.Done()
 				done <- p.call(jctx, c)
+				// The handler is done, and its result is in line to be
+				// recorded: its slot takes the next job, so the next claim
+				// overlaps this completion.
+				<-slots
 			}()
 		}
 	}
+}
+
+// takeFree takes up to n more slots: those free now, then, for up to
+// linger, those that free up meanwhile. It returns how many it took.
+func takeFree(slots chan struct{}, n int, linger time.Duration, stop <-chan struct{}) int {
+	took := 0
+	for took < n {
+		select {
+		case slots <- struct{}{}:
+			took++
+			continue
+		default:
+		}
+		break
+	}
+	if took == n || linger <= 0 {
+		return took
+	}
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	for took < n {
+		select {
+		case slots <- struct{}{}:
+			took++
+		case <-t.C:
+			return took
+		case <-stop:
+			return took
+		}
+	}
+	return took
 }
 
 // call runs the handler, turning a panic into the job's failure.
@@ -378,10 +422,11 @@ func (p *WorkerPool) call(ctx context.Context, c Claim) (f *handled) {
 
 // complete records finished jobs a batch at a time: all that are waiting,
 // up to BatchSize.
-func (p *WorkerPool) complete(db context.Context, done <-chan *handled, slots <-chan struct{}) {
+func (p *WorkerPool) complete(db context.Context, done <-chan *handled) {
 	cfg := p.cfg
 	for f := range done {
 		batch := []*handled{f}
+		var linger <-chan time.Time
 	more:
 		for len(batch) < cfg.BatchSize {
 			select {
@@ -390,7 +435,24 @@ func (p *WorkerPool) complete(db context.Context, done <-chan *handled, slots <-
 					break more
 				}
 				batch = append(batch, g)
+				continue
 			default:
+			}
+			// None waiting: more may come within the linger, while jobs
+			// are in flight.
+			if cfg.Linger <= 0 || p.InFlight() <= len(batch) {
+				break
+			}
+			if linger == nil {
+				linger = time.After(cfg.Linger)
+			}
+			select {
+			case g, ok := <-done:
+				if !ok {
+					break more
+				}
+				batch = append(batch, g)
+			case <-linger:
 				break more
 			}
 		}
@@ -404,9 +466,6 @@ func (p *WorkerPool) complete(db context.Context, done <-chan *handled, slots <-
 			}
 		}
 		p.mu.Unlock()
-		for range batch {
-			<-slots
-		}
 	}
 }
 

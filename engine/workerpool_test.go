@@ -259,6 +259,7 @@ func TestWorkerPool_BadConfigIsRefused(t *testing.T) {
 		"slow heartbeat":   {Queue: q, Owner: "p", Handler: h, Lease: time.Second, Heartbeat: 2 * time.Second},
 		"negative poll":    {Queue: q, Owner: "p", Handler: h, PollInterval: -time.Second},
 		"too many at once": {Queue: q, Owner: "p", Handler: h, Concurrency: 1 << 20},
+		"long linger":      {Queue: q, Owner: "p", Handler: h, Linger: 2 * time.Second},
 	} {
 		if _, err := engine.NewWorkerPool(cfg); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("%s: %v, want ErrInvalidInput", name, err)
