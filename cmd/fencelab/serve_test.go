@@ -134,6 +134,12 @@ func TestServe_SIGKILL(t *testing.T) {
 	t.Run("own cluster", func(t *testing.T) {
 		m := marker(t)
 		s := serve(t, "DATABASE_URL=", m)
+		// Workers spawned ahead and waiting for a run die the same way:
+		// some are there before the kill.
+		eventually(t, 20*time.Second, "prestarted workers", func() (bool, string) {
+			left := marked(t, m)
+			return strings.Contains(strings.Join(left, "\n"), "worker --prestarted"), strings.Join(left, "\n")
+		})
 		busy(t, s)
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)
 		eventually(t, 20*time.Second, "no worker, postgres or watchdog left", func() (bool, string) {
