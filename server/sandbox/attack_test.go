@@ -221,6 +221,30 @@ func TestExec_RuntimeBounds(t *testing.T) {
 // TestRole_PostgresRefusesWhatCheckTurnsAway connects as the role and
 // sends, as its own statements, what Check refuses by their kind: Postgres's
 // rights hold without the checker.
+// TestExec_ACancelIsNotTheStatementsTimeout: a statement its caller
+// cancels (pgx cancels it in Postgres) ends with the caller's own error;
+// the reader is not told their statement ran too long, and the caller
+// gets its own cancel back.
+func TestExec_ACancelIsNotTheStatementsTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	if _, err := r.pool.Exec(context.Background(), "INSERT INTO "+r.schemas.Jobs+".jobs (payload) VALUES ('{}')"); err != nil {
+		t.Fatal(err)
+	}
+	conn := mustConn(t, r)
+	c, err := r.role.Vet(context.Background(), sandbox.Complete, "UPDATE jobs SET error = "+burn+" WHERE id = :id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = sandbox.Exec(ctx, conn, c, map[string]any{"id": int64(1)})
+	var e *sandbox.Error
+	if errors.As(err, &e) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a cancelled statement: %v (a refusal: %v), want the caller's deadline and no refusal", err, e != nil)
+	}
+}
+
 func TestRole_PostgresRefusesWhatCheckTurnsAway(t *testing.T) {
 	t.Parallel()
 	r := newRun(t)
