@@ -115,7 +115,14 @@ type binding struct {
 func (p *Proc) emit(e protocol.Event) {
 	b := p.bound.Load()
 	if b == nil {
-		p.sup.cfg.Log.Info("a prestarted worker, not yet assigned", "pid", p.Pid, "kind", e.Kind, "note", e.Note)
+		// Its exit, when the server ends or the process is killed, is
+		// nothing to tell; what it writes on stderr before its
+		// assignment is.
+		if e.Note != nil && e.Note.Code == protocol.NoteLog {
+			p.sup.cfg.Log.Warn("a prestarted worker, not yet assigned, wrote", "pid", p.Pid, "line", e.Note.Line)
+		} else {
+			p.sup.cfg.Log.Debug("a prestarted worker, not yet assigned", "pid", p.Pid, "kind", e.Kind)
+		}
 		return
 	}
 	if b.fn != nil {
@@ -256,7 +263,11 @@ func (p *Proc) run(stdout, stderr io.Reader) {
 		pe.ExitCode = &code
 	}
 	p.emit(protocol.Event{Kind: protocol.KindProcess, Actor: p.label(), Process: pe})
-	p.sup.cfg.Log.Info("worker reaped", "label", p.label(), "pid", p.Pid, "state", st.String())
+	level := slog.LevelInfo
+	if p.bound.Load() == nil {
+		level = slog.LevelDebug // a prestarted one nobody took: hundreds at a shutdown
+	}
+	p.sup.cfg.Log.Log(context.Background(), level, "worker reaped", "label", p.label(), "pid", p.Pid, "state", st.String())
 }
 
 // MaxLineBytes is the longest line a worker's output may hold; a longer
