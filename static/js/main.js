@@ -205,7 +205,7 @@ function drawExports(run) {
 }
 
 function drawControls(run) {
-  const live = page.live.id && !page.live.ended;
+  const live = !!liveRun();
   const driver = page.role === "driver";
   byTest("role").textContent = driver ? "You drive" : "You are watching";
   byTest("role").dataset.role = page.role;
@@ -532,7 +532,10 @@ function sendRun(cmd) {
   return send(cmd);
 }
 
-function liveRun() { return page.live.id && !page.live.ended ? page.live : null; }
+/** The run still to play: one whose verdict has come has played to its
+ *  end, even before the state that says it ended arrives, so Run then
+ *  starts another rather than pausing one the server has ended. */
+function liveRun() { return page.live.id && !page.live.ended && !page.live.outcome ? page.live : null; }
 
 /** Space: run, or pause and play an auto run. */
 function runOrToggle() {
