@@ -56,9 +56,10 @@ func (s *Supervisor) assign(spec Spec) *Proc {
 		}
 		p := s.waiting[0]
 		s.waiting = slices.Delete(s.waiting, 0, 1)
-		s.mu.Unlock()
+		// Named before anyone can see it: from here Procs lists it.
 		p.Label = spec.Label
 		p.bound.Store(&binding{label: spec.Label, fn: spec.EventFunc})
+		s.mu.Unlock()
 		p.inMu.Lock()
 		_, err := p.stdin.Write(append(line, '\n'))
 		p.inMu.Unlock()
