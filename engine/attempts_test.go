@@ -240,6 +240,24 @@ func TestMigrateQueue_UpDownAndAnOldSchema(t *testing.T) {
 	if v := version(); v != engine.LatestVersion || !column("run_at") {
 		t.Fatalf("after setup: version %d, run_at %v", v, column("run_at"))
 	}
+	// Migration 3 swaps the claim's index of pending and running rows for
+	// one of pending rows alone, and back.
+	index := func(name string) bool {
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_indexes WHERE schemaname = $1 AND indexname = $2)", schema, name).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !index("jobs_pending") || index("jobs_claimable") || !index("jobs_leased") {
+		t.Fatalf("at version 3: jobs_pending %v, jobs_claimable %v, jobs_leased %v", index("jobs_pending"), index("jobs_claimable"), index("jobs_leased"))
+	}
+	if _, err := engine.MigrateQueue(ctx, pool, schema, 2); err != nil || index("jobs_pending") || !index("jobs_claimable") {
+		t.Fatalf("down to 2: %v; jobs_pending %v, jobs_claimable %v", err, index("jobs_pending"), index("jobs_claimable"))
+	}
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil || !index("jobs_pending") || index("jobs_claimable") {
+		t.Fatalf("up to 3 again: %v; jobs_pending %v, jobs_claimable %v", err, index("jobs_pending"), index("jobs_claimable"))
+	}
 	q, err := engine.NewQueue(pool, engine.QueueConfig{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
@@ -247,13 +265,13 @@ func TestMigrateQueue_UpDownAndAnOldSchema(t *testing.T) {
 	if _, err := q.Insert(ctx, []byte(`{"kept":true}`), 0); err != nil {
 		t.Fatal(err)
 	}
-	if from, err := engine.MigrateQueue(ctx, pool, schema, 1); err != nil || from != 2 || version() != 1 || column("run_at") {
+	if from, err := engine.MigrateQueue(ctx, pool, schema, 1); err != nil || from != engine.LatestVersion || version() != 1 || column("run_at") {
 		t.Fatalf("down to 1: from %d, %v; now %d, run_at %v", from, err, version(), column("run_at"))
 	}
 	if _, err := engine.MigrateQueue(ctx, pool, schema, 0); err != nil || version() != 0 || column("id") {
 		t.Fatalf("down to 0: %v; now %d, jobs table %v", err, version(), column("id"))
 	}
-	if err := engine.SetupQueue(ctx, pool, schema); err != nil || version() != 2 {
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil || version() != engine.LatestVersion {
 		t.Fatalf("up again: %v, %d", err, version())
 	}
 
@@ -268,7 +286,7 @@ func TestMigrateQueue_UpDownAndAnOldSchema(t *testing.T) {
 	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "jobs"}.Sanitize()+" (payload) VALUES ('{\"old\":true}')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.SetupQueue(ctx, pool, schema); err != nil || version() != 2 {
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil || version() != engine.LatestVersion {
 		t.Fatalf("taking over an old schema: %v, version %d", err, version())
 	}
 	if c, err := q.Claim(ctx, "w", time.Minute); err != nil || !strings.Contains(string(c.Payload), "old") {

@@ -61,8 +61,8 @@
 //	error         text                   the last failure's reason
 //	created_at, updated_at timestamptz
 //
-// with the partial index jobs_claimable (run_at, id) over pending and
-// running rows only, jobs_leased (lease_until) over running rows, the
+// with the partial indexes jobs_pending (run_at, id) over pending rows
+// and jobs_leased (lease_until) over running rows, the
 // table outbox (id, job_id, epoch, owner, payload, created_at, sent_at),
 // and schema_migrations, the versions applied (MigrateQueue). The
 // receiver's schema (SetupReceiver) holds deliveries, the newest epoch per
@@ -189,8 +189,13 @@
 // Queue and Receiver hold no connection of their own; they are safe for
 // concurrent use whenever the DB they are given is (a pgxpool.Pool is).
 // The claim's FOR UPDATE SKIP LOCKED lets many claimers run at once
-// without waiting on each other, and the partial index jobs_claimable
-// holds only pending and running rows, so a claim costs the same whether
-// ten or ten million jobs have finished. The receiver's upsert serializes
+// without waiting on each other. A claim reads the pending jobs by the
+// partial index jobs_pending and the running ones whose lease ran out by
+// jobs_leased, so it never walks past finished jobs nor past the running
+// ones other claimers hold: it costs the same whether ten or ten million
+// jobs have finished. Each of those two parts locks at most as many rows
+// as the claim takes, so a claim inside a transaction of the caller's
+// (Queue on a pgx.Tx) may hold up to twice as many row locks as it took
+// jobs, until that transaction ends, while leases have run out. The receiver's upsert serializes
 // concurrent deliveries for one job on its row.
 package engine

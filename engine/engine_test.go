@@ -638,13 +638,16 @@ func TestGuards_SkipLockedKeepsClaimersFromBlocking(t *testing.T) {
 }
 
 // TestJobClaim_NeverScansFinishedJobs counts the buffers the claim touches
-// with 1,000 and with 100,000 finished jobs beside one pending job: they
-// must be the same, because the claim reads an index of claimable rows only.
+// with 1,000 and with 100,000 finished jobs beside one pending job, and with
+// 5,000 running jobs whose leases still hold (the jobs other claimers are
+// working, which come before the pending one in run_at order): they must be
+// the same, because the claim reads an index of pending rows and one of
+// running rows by lease end, never walking past either.
 func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	q := e.queue(0)
-	buffers := func(finished int) int {
+	buffers := func(finished, running int) int {
 		t.Helper()
 		tbl := pgx.Identifier{e.schemas.Jobs, "jobs"}.Sanitize()
 		if _, err := e.pool.Exec(e.ctx, "TRUNCATE "+tbl); err != nil {
@@ -652,6 +655,10 @@ func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 		}
 		if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`INSERT INTO %s (payload, status, owner, epoch, attempts, result)
 			SELECT '{}', 'done', 'w', 1, 1, '{}' FROM generate_series(1, %d)`, tbl, finished)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`INSERT INTO %s (payload, status, owner, epoch, attempts, lease_until, run_at)
+			SELECT '{}', 'running', 'other', 1, 1, now() + interval '1 hour', now() - interval '1 minute' FROM generate_series(1, %d)`, tbl, running)); err != nil {
 			t.Fatal(err)
 		}
 		e.insert(q, 1)
@@ -668,8 +675,13 @@ func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 		if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(plan), `"Index Name": "jobs_claimable"`) {
-			t.Fatalf("the claim does not use the claimable-rows index:\n%s", plan)
+		for _, index := range []string{"jobs_pending", "jobs_leased"} {
+			if !strings.Contains(string(plan), `"Index Name": "`+index+`"`) {
+				t.Fatalf("the claim does not use the index %s:\n%s", index, plan)
+			}
+		}
+		if !strings.Contains(string(plan), `"Actual Rows": 1`) {
+			t.Fatalf("the claim took no job:\n%s", plan)
 		}
 		var p []struct {
 			Plan struct {
@@ -682,12 +694,15 @@ func TestJobClaim_NeverScansFinishedJobs(t *testing.T) {
 		}
 		return p[0].Plan.SharedHit + p[0].Plan.SharedRead
 	}
-	small, large := buffers(1000), buffers(100000)
-	t.Logf("buffers touched by a claim: %d with 1,000 finished jobs, %d with 100,000", small, large)
+	small, large, held := buffers(1000, 0), buffers(100000, 0), buffers(1000, 5000)
+	t.Logf("buffers touched by a claim: %d with 1,000 finished jobs, %d with 100,000, %d with 1,000 and 5,000 running", small, large, held)
 	// One more btree level in the primary key is allowed; a scan of the
-	// finished rows would cost hundreds of buffers more.
+	// finished or the running rows would cost hundreds of buffers more.
 	if large > small+3 {
 		t.Fatalf("a claim touches %d buffers with 100,000 finished jobs but %d with 1,000: it scans finished rows", large, small)
+	}
+	if held > small+3 {
+		t.Fatalf("a claim touches %d buffers with 5,000 running jobs ahead of the pending one, but %d with none: it walks the running rows", held, small)
 	}
 }
 
@@ -1070,5 +1085,61 @@ func TestClaimable_CountsALockedRowASkipLockedClaimPassesOver(t *testing.T) {
 	}
 	if n, err := playground.Claimable(e.ctx, q); err != nil || n != 0 {
 		t.Fatalf("Claimable with the job claimed = %d, %v; want 0", n, err)
+	}
+}
+
+// TestClaim_PendingAndLapsedJobsInRunAtOrder: the claim reads pending jobs
+// and jobs whose lease ran out apart, and still takes them together in
+// run_at order; a row one part locked and the claim did not take is
+// claimable by the next claim, and a lapsed job on its last attempt is
+// never taken.
+func TestClaim_PendingAndLapsedJobsInRunAtOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	tbl := pgx.Identifier{e.schemas.Jobs, "jobs"}.Sanitize()
+	// By run_at: lapsed a (4 min ago), pending b (3), lapsed c (2), pending
+	// d (1), a lapsed job on its last attempt (5: spent, never claimed), a
+	// running job whose lease holds (6), and a pending job not due yet.
+	var ids = map[string]int64{}
+	for _, j := range []struct{ name, status, lease, runAt string }{
+		{"a", "running", "now() - interval '1 second'", "now() - interval '4 minutes'"},
+		{"b", "pending", "NULL", "now() - interval '3 minutes'"},
+		{"c", "running", "now() - interval '1 second'", "now() - interval '2 minutes'"},
+		{"d", "pending", "NULL", "now() - interval '1 minute'"},
+		{"spent", "running", "now() - interval '1 second'", "now() - interval '5 minutes'"},
+		{"held", "running", "now() + interval '1 hour'", "now() - interval '6 minutes'"},
+		{"later", "pending", "NULL", "now() + interval '1 hour'"},
+	} {
+		attempts := 1
+		if j.name == "spent" {
+			attempts = 3
+		}
+		var id int64
+		if err := e.pool.QueryRow(e.ctx, fmt.Sprintf(`INSERT INTO %s (payload, status, owner, epoch, attempts, lease_until, run_at)
+			VALUES ('{}', $1::text, CASE WHEN $1::text = 'running' THEN 'gone' END, $2::int, $2::int, %s, %s) RETURNING id`, tbl, j.lease, j.runAt),
+			j.status, attempts).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[j.name] = id
+	}
+	one, err := q.Claim(e.ctx, "w1", time.Minute)
+	if err != nil || one.JobID != ids["a"] {
+		t.Fatalf("one-job claim = %d, %v; want the lapsed job a (%d), the first by run_at", one.JobID, err, ids["a"])
+	}
+	two, err := q.ClaimBatch(e.ctx, "w2", 2, time.Minute)
+	if err != nil || len(two) != 2 || two[0].JobID != ids["b"] || two[1].JobID != ids["c"] {
+		t.Fatalf("batch of 2 = %+v, %v; want b (%d) then c (%d)", two, err, ids["b"], ids["c"])
+	}
+	rest, err := q.ClaimBatch(e.ctx, "w3", 10, time.Minute)
+	if err != nil || len(rest) != 1 || rest[0].JobID != ids["d"] {
+		t.Fatalf("batch of 10 = %+v, %v; want d (%d) alone", rest, err, ids["d"])
+	}
+	if _, err := q.Claim(e.ctx, "w4", time.Minute); !errors.Is(err, engine.ErrNoJob) {
+		t.Fatalf("a fourth claim: %v, want ErrNoJob", err)
+	}
+	j, err := q.Get(e.ctx, ids["spent"])
+	if err != nil || j.Status != engine.StatusFailed {
+		t.Fatalf("the lapsed job on its last attempt: %+v, %v; want failed", j, err)
 	}
 }

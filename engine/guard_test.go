@@ -48,8 +48,14 @@ func TestGuards_EachIsExactlyOneClause(t *testing.T) {
 			// Breaking g takes out exactly one clause: the statement keeps
 			// any other use of the same words (the claim's end of spent jobs
 			// passes over locked rows whatever skip-locked says).
-			if n, m := liveCount(on[i].SQL, clause[g]), liveCount(off[i].SQL, clause[g]); m != n-1 {
-				t.Errorf("%s off: %s has %q %d times, and %d with the guard on; want one fewer:\n%s", g, off[i].Name, clause[g], m, n, off[i].SQL)
+			// The claim locks in two parts (the pending jobs, and those
+			// whose lease ran out): skip-locked takes the words out of both.
+			fewer := 1
+			if g == hook.SkipLocked {
+				fewer = 2
+			}
+			if n, m := liveCount(on[i].SQL, clause[g]), liveCount(off[i].SQL, clause[g]); m != n-fewer {
+				t.Errorf("%s off: %s has %q %d times, and %d with the guard on; want %d fewer:\n%s", g, off[i].Name, clause[g], m, n, fewer, off[i].SQL)
 			}
 			if !strings.Contains(off[i].SQL, "("+g.String()+" off)") {
 				t.Errorf("%s off: %s does not say the guard is off:\n%s", g, off[i].Name, off[i].SQL)

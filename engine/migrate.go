@@ -12,7 +12,7 @@ import (
 
 // LatestVersion is the newest version of the queue's schema this engine
 // knows: the number of its last migration. SetupQueue migrates to it.
-const LatestVersion = 2
+const LatestVersion = 3
 
 // migration is one numbered step of the queue's schema, with the SQL that
 // takes a schema up to it and the SQL that takes it back down.

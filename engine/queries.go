@@ -105,24 +105,37 @@ func claimStatement(name, schema string, gs hook.Guards, owner string, n int, le
 	b.line("       lease_until = %s + %s::interval,%s", clock, leaseArg, clockNote)
 	b.line("       updated_at = now()")
 	// One job is picked as the article writes it, id = (SELECT ...); a
-	// batch into an array.
-	pick, open, shut := "LIMIT 1", "(", ")"
+	// batch into an array. The claimable jobs come from two places, each
+	// read by its own partial index so that a claim never walks past the
+	// jobs other claimers hold: the pending ones (jobs_pending, in run_at
+	// order) and the running ones whose lease ran out (jobs_leased, by lease
+	// end). Each part locks at most as many as the claim takes, and the
+	// claim takes the first of both in run_at order; a row locked and not
+	// taken is let go when the statement's transaction ends.
+	limit, open, shut := "LIMIT 1", "(", ")"
 	if n != 1 {
-		pick, open, shut = "LIMIT "+b.arg(n), "ANY (ARRAY(", "))"
+		limit, open, shut = "LIMIT "+b.arg(n), "ANY (ARRAY(", "))"
+	}
+	lock := "FOR UPDATE SKIP LOCKED"
+	if !gs.On(hook.SkipLocked) {
+		lock = "FOR UPDATE  -- SKIP LOCKED  (" + hook.SkipLocked.String() + " off)"
 	}
 	b.line(" WHERE id = %s", open)
-	b.line("       SELECT id FROM %s", t)
-	b.line("        WHERE run_at <= %s", clock)
-	b.line("          AND (status = 'pending'")
-	b.line("               OR (status = 'running' AND lease_until < %s AND attempts < max_attempts))%s", clock, clockNote)
-	b.line("        ORDER BY run_at, id")
-	b.line("        %s", pick)
-	if gs.On(hook.SkipLocked) {
-		b.line("          FOR UPDATE SKIP LOCKED%s", shut)
-	} else {
-		b.line("          FOR UPDATE  -- SKIP LOCKED  (%s off)", hook.SkipLocked)
-		b.line("       %s", shut)
-	}
+	b.line("       SELECT id FROM (")
+	b.line("              SELECT * FROM (SELECT id, run_at FROM %s", t)
+	b.line("                              WHERE status = 'pending' AND run_at <= %s%s", clock, clockNote)
+	b.line("                              ORDER BY run_at, id %s", limit)
+	b.line("                                %s", lock)
+	b.line("                            ) AS pending")
+	b.line("              UNION ALL")
+	b.line("              SELECT * FROM (SELECT id, run_at FROM %s", t)
+	b.line("                              WHERE status = 'running' AND lease_until < %s AND attempts < max_attempts%s", clock, clockNote)
+	b.line("                                AND run_at <= %s", clock)
+	b.line("                              ORDER BY run_at, id %s", limit)
+	b.line("                                %s", lock)
+	b.line("                            ) AS lease_ran_out")
+	b.line("       ) AS claimable")
+	b.line("        ORDER BY run_at, id %s%s", limit, shut)
 	b.line("RETURNING id, owner, epoch, lease_until, attempts, payload, now()")
 	return b.build()
 }
