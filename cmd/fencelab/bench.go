@@ -131,6 +131,10 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		return err
 	}
 	const oneJobWorkers = 8
+	// The simplest batched fenced cycle: 4 pgbench clients, at a batch of
+	// 50 and of 500, the better one counted.
+	const batchedClients = 4
+	batchedSizes := []int{50, 500}
 	oneJobs := max(oneJobWorkers, jobs/oneJobWorkers*oneJobWorkers)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dsn, pool, closeDB, err := openDBSized(ctx, getenv, log, 0, 20)
@@ -144,6 +148,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 	}
 	defer func() { _ = engine.DropQueue(context.WithoutCancel(ctx), pool, schema) }()
 	var fastRs, oneRs, pgRs []bench.Result
+	batchedRs := map[int][]bench.Result{}
 	for range rounds {
 		if err := bench.Fill(ctx, pool, schema, jobs); err != nil {
 			return err
@@ -166,21 +171,47 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		if err != nil {
 			return err
 		}
+		for _, b := range batchedSizes {
+			per := max(1, jobs/(batchedClients*b))
+			if err := bench.Fill(ctx, pool, schema, batchedClients*b*per); err != nil {
+				return err
+			}
+			r, err := bench.Batched(ctx, pgbench, dsn, schema, batchedClients, b, per)
+			if err != nil {
+				return err
+			}
+			batchedRs[b] = append(batchedRs[b], r)
+		}
 		fastRs, oneRs, pgRs = append(fastRs, f), append(oneRs, o), append(pgRs, p)
 	}
 	f, o, p := median(fastRs), median(oneRs), median(pgRs)
+	// The simplest batched fenced cycle at its better batch size.
+	var bb bench.Result
+	bestBatch := 0
+	for _, b := range batchedSizes {
+		if m := median(batchedRs[b]); m.PerSecond() > bb.PerSecond() {
+			bb, bestBatch = m, b
+		}
+	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{
 			"workers": workers, "batch": batch, "jobs": jobs, "rounds": rounds,
 			"fast_jobs_per_s": f.PerSecond(), "one_job_jobs_per_s": o.PerSecond(), "pgbench_jobs_per_s": p.PerSecond(),
 			"fast_over_one_job": f.PerSecond() / o.PerSecond(), "fast_over_pgbench": f.PerSecond() / p.PerSecond(),
+			"batched_jobs_per_s": bb.PerSecond(), "batched_batch": bestBatch,
+			"fast_over_batched": f.PerSecond() / bb.PerSecond(),
 		})
 	}
 	fmt.Fprintln(stdout, f)
 	fmt.Fprintln(stdout, o)
 	fmt.Fprintln(stdout, p)
+	for _, b := range batchedSizes {
+		fmt.Fprintln(stdout, median(batchedRs[b]))
+	}
 	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.1f× the one-job cycle and %.1f× pgbench's one job per transaction (median of %d rounds; no history trigger)\n",
 		f.PerSecond()/o.PerSecond(), f.PerSecond()/p.PerSecond(), rounds)
+	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.2f× pgbench's simplest batched fenced cycle at its better batch (%d, %d clients)\n",
+		f.PerSecond()/bb.PerSecond(), bestBatch, bb.Workers)
 	fmt.Fprintln(stdout, "River at its own tuning, in the same kind of run: cd cmd/internal/bench/river && go run .")
 	return nil
 }

@@ -414,7 +414,8 @@ func TestCLI_BadInput(t *testing.T) {
 }
 
 // TestBench_FastWorksEveryJob: bench --fast prints the pool's figure beside
-// the one-job cycle and pgbench from the same run, each over every job.
+// the one-job cycle, pgbench with the one-job statements and pgbench with
+// the simplest batched fenced cycle, from the same run.
 func TestBench_FastWorksEveryJob(t *testing.T) {
 	t.Parallel()
 	stdout, stderr, code := fencelab(t, []string{"DATABASE_URL=" + pgtest.DSN(t)},
@@ -426,13 +427,16 @@ func TestBench_FastWorksEveryJob(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout)
 	}
-	for _, k := range []string{"fast_jobs_per_s", "one_job_jobs_per_s", "pgbench_jobs_per_s"} {
+	for _, k := range []string{"fast_jobs_per_s", "one_job_jobs_per_s", "pgbench_jobs_per_s", "batched_jobs_per_s", "fast_over_batched"} {
 		if got[k] <= 0 {
 			t.Errorf("%s = %v, want > 0 (%s)", k, got[k], stdout)
 		}
 	}
 	if got["jobs"] != 2000 || got["workers"] != 200 || got["batch"] != 50 {
 		t.Errorf("settings echoed wrong: %s", stdout)
+	}
+	if b := got["batched_batch"]; b != 50 && b != 500 {
+		t.Errorf("batched_batch = %v, want 50 or 500: %s", b, stdout)
 	}
 }
 

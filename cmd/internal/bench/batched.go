@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fencelab/fencelab/engine"
+	"github.com/jackc/pgx/v5"
+)
+
+// The simplest batched fenced cycle, written by hand rather than taken
+// from the engine: in one transaction, claim up to a batch of pending jobs
+// with FOR UPDATE SKIP LOCKED (each claim bumps the job's epoch and starts
+// a lease on the database clock), then complete each of them by a
+// compare-and-set on its own owner and epoch, all in one UPDATE. It does
+// not reclaim jobs whose lease ran out, nor end spent ones: nothing in a
+// benchmark run stalls, so it does no less work than the engine for that,
+// and it is the floor a correct batched queue is measured against.
+//
+// :client_id is pgbench's; :batch, :ids and :epochs are filled in by
+// BatchedScript and by \gset.
+const (
+	batchedClaim = `WITH claimed AS (
+  UPDATE {{jobs}}
+     SET status = 'running', owner = 'pgbench-' || :client_id, epoch = epoch + 1,
+         attempts = attempts + 1, lease_until = now() + interval '1 minute', updated_at = now()
+   WHERE id = ANY (ARRAY(SELECT id FROM {{jobs}} WHERE status = 'pending' AND run_at <= now()
+                          ORDER BY run_at, id LIMIT {{batch}} FOR UPDATE SKIP LOCKED))
+  RETURNING id, epoch)
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(epoch), '{}') AS epochs FROM claimed`
+	batchedComplete = `UPDATE {{jobs}} AS j
+   SET status = 'done', result = '{}', lease_until = NULL, updated_at = now()
+  FROM unnest(:ids::bigint[], :epochs::bigint[]) AS held(id, epoch)
+ WHERE j.id = held.id AND j.status = 'running'
+   AND j.owner = 'pgbench-' || :client_id AND j.epoch = held.epoch`
+)
+
+// batchedSQL returns the claim and the completion of the simplest batched
+// fenced cycle on schema's jobs, each on one line, as pgbench wants them.
+func batchedSQL(schema string, batch int) (claim, complete string, err error) {
+	if err := engine.ValidateSchemaName(schema); err != nil {
+		return "", "", err
+	}
+	if batch < 1 {
+		return "", "", fmt.Errorf("batch %d: want at least 1", batch)
+	}
+	r := strings.NewReplacer("{{jobs}}", pgx.Identifier{schema, "jobs"}.Sanitize(), "{{batch}}", fmt.Sprint(batch), "\n", " ")
+	return r.Replace(batchedClaim), r.Replace(batchedComplete), nil
+}
+
+// BatchedScript returns a pgbench script of the simplest batched fenced
+// cycle: one transaction of a claim of up to batch jobs and their fenced
+// completion.
+func BatchedScript(schema string, batch int) (string, error) {
+	claim, complete, err := batchedSQL(schema, batch)
+	if err != nil {
+		return "", err
+	}
+	return "BEGIN;\n" + claim + " \\gset\n" + complete + ";\nCOMMIT;\n", nil
+}
+
+// Batched runs the simplest batched fenced cycle through pgbench: clients
+// connections, perClient transactions each of up to batch jobs. The jobs
+// must be in place (Fill) and number clients × perClient × batch.
+func Batched(ctx context.Context, pgbench, dsn, schema string, clients, batch, perClient int) (Result, error) {
+	text, err := BatchedScript(schema, batch)
+	if err != nil {
+		return Result{}, err
+	}
+	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Name: fmt.Sprintf("pgbench, batched (batch %d)", batch), Workers: clients, Jobs: clients * perClient * batch, Elapsed: elapsed}, nil
+}
