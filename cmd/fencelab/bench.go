@@ -23,7 +23,9 @@ With --fast it measures the production path instead: engine.WorkerPool,
 --workers handlers at once (default 2000), claims, renewals and completions
 a batch of --batch at a time, every completion fenced, on a queue without
 the lab's history trigger; beside it, in the same run on the same schema,
-the one-job cycle and pgbench with 8 workers.`
+the one-job cycle, pgbench with its statements and pgbench with the
+simplest one-job fenced cycle (8 workers each), and pgbench with the
+simplest batched fenced cycle (4 clients, batches of 50 and 500).`
 
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", benchSummary, stderr)
@@ -120,8 +122,10 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // benchFast measures the worker pool, and beside it in the same run the
-// one-job cycle and pgbench with 8 workers, all on one queue schema with no
-// history trigger.
+// one-job cycle, pgbench with its statements and pgbench with the simplest
+// one-job fenced cycle (8 workers each), and pgbench with the simplest
+// batched fenced cycle (4 clients, batches of 50 and 500), all on one
+// queue schema with no history trigger.
 func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer, schema string, workers, batch, jobs, rounds int, asJSON bool) error {
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return usagef("fencelab bench: --schema: %v", err)
@@ -147,7 +151,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		return err
 	}
 	defer func() { _ = engine.DropQueue(context.WithoutCancel(ctx), pool, schema) }()
-	var fastRs, oneRs, pgRs []bench.Result
+	var fastRs, oneRs, pgRs, simplestRs []bench.Result
 	batchedRs := map[int][]bench.Result{}
 	for range rounds {
 		if err := bench.Fill(ctx, pool, schema, jobs); err != nil {
@@ -171,6 +175,14 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		if err != nil {
 			return err
 		}
+		if err := bench.Fill(ctx, pool, schema, oneJobs); err != nil {
+			return err
+		}
+		sp, err := bench.Simplest(ctx, pgbench, dsn, schema, oneJobWorkers, oneJobs/oneJobWorkers)
+		if err != nil {
+			return err
+		}
+		simplestRs = append(simplestRs, sp)
 		for _, b := range batchedSizes {
 			per := max(1, jobs/(batchedClients*b))
 			if err := bench.Fill(ctx, pool, schema, batchedClients*b*per); err != nil {
@@ -184,7 +196,7 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 		}
 		fastRs, oneRs, pgRs = append(fastRs, f), append(oneRs, o), append(pgRs, p)
 	}
-	f, o, p := median(fastRs), median(oneRs), median(pgRs)
+	f, o, p, sp := median(fastRs), median(oneRs), median(pgRs), median(simplestRs)
 	// The simplest batched fenced cycle at its better batch size.
 	var bb bench.Result
 	bestBatch := 0
@@ -199,17 +211,21 @@ func benchFast(ctx context.Context, getenv func(string) string, stdout, stderr i
 			"fast_jobs_per_s": f.PerSecond(), "one_job_jobs_per_s": o.PerSecond(), "pgbench_jobs_per_s": p.PerSecond(),
 			"fast_over_one_job": f.PerSecond() / o.PerSecond(), "fast_over_pgbench": f.PerSecond() / p.PerSecond(),
 			"batched_jobs_per_s": bb.PerSecond(), "batched_batch": bestBatch,
-			"fast_over_batched": f.PerSecond() / bb.PerSecond(),
+			"fast_over_batched":   f.PerSecond() / bb.PerSecond(),
+			"simplest_jobs_per_s": sp.PerSecond(), "one_job_over_simplest": o.PerSecond() / sp.PerSecond(),
 		})
 	}
 	fmt.Fprintln(stdout, f)
 	fmt.Fprintln(stdout, o)
 	fmt.Fprintln(stdout, p)
+	fmt.Fprintln(stdout, sp)
 	for _, b := range batchedSizes {
 		fmt.Fprintln(stdout, median(batchedRs[b]))
 	}
 	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.1f× the one-job cycle and %.1f× pgbench's one job per transaction (median of %d rounds; no history trigger)\n",
 		f.PerSecond()/o.PerSecond(), f.PerSecond()/p.PerSecond(), rounds)
+	fmt.Fprintf(stdout, "ratio: the one-job cycle runs at %.2f× pgbench with its own statements, and at %.2f× pgbench's simplest one-job fenced cycle\n",
+		o.PerSecond()/p.PerSecond(), o.PerSecond()/sp.PerSecond())
 	fmt.Fprintf(stdout, "ratio: the worker pool runs at %.2f× pgbench's simplest batched fenced cycle at its better batch (%d, %d clients)\n",
 		f.PerSecond()/bb.PerSecond(), bestBatch, bb.Workers)
 	fmt.Fprintln(stdout, "River at its own tuning, in the same kind of run: cd cmd/internal/bench/river && go run .")

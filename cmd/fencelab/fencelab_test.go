@@ -414,8 +414,8 @@ func TestCLI_BadInput(t *testing.T) {
 }
 
 // TestBench_FastWorksEveryJob: bench --fast prints the pool's figure beside
-// the one-job cycle, pgbench with the one-job statements and pgbench with
-// the simplest batched fenced cycle, from the same run.
+// the one-job cycle, pgbench with the one-job statements, and pgbench with
+// the simplest one-job and batched fenced cycles, from the same run.
 func TestBench_FastWorksEveryJob(t *testing.T) {
 	t.Parallel()
 	stdout, stderr, code := fencelab(t, []string{"DATABASE_URL=" + pgtest.DSN(t)},
@@ -427,7 +427,7 @@ func TestBench_FastWorksEveryJob(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout)
 	}
-	for _, k := range []string{"fast_jobs_per_s", "one_job_jobs_per_s", "pgbench_jobs_per_s", "batched_jobs_per_s", "fast_over_batched"} {
+	for _, k := range []string{"fast_jobs_per_s", "one_job_jobs_per_s", "pgbench_jobs_per_s", "batched_jobs_per_s", "fast_over_batched", "simplest_jobs_per_s", "one_job_over_simplest"} {
 		if got[k] <= 0 {
 			t.Errorf("%s = %v, want > 0 (%s)", k, got[k], stdout)
 		}

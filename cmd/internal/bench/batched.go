@@ -36,9 +36,57 @@ SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(epoch), '{}') AS
    AND j.owner = 'pgbench-' || :client_id AND j.epoch = held.epoch`
 )
 
+// The simplest one-job fenced cycle, the same by one job in two
+// statements, each its own transaction, as the engine's one-job cycle runs:
+// a claim of the first pending job with FOR UPDATE SKIP LOCKED, and its
+// completion by compare-and-set on owner and epoch. :id and :epoch come
+// from the claim's \gset.
+const (
+	oneClaim = `UPDATE {{jobs}}
+   SET status = 'running', owner = 'pgbench-' || :client_id, epoch = epoch + 1,
+       attempts = attempts + 1, lease_until = now() + interval '1 minute', updated_at = now()
+ WHERE id = (SELECT id FROM {{jobs}} WHERE status = 'pending' AND run_at <= now()
+              ORDER BY run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id, epoch`
+	oneComplete = `UPDATE {{jobs}}
+   SET status = 'done', result = '{}', lease_until = NULL, updated_at = now()
+ WHERE id = :id AND status = 'running' AND owner = 'pgbench-' || :client_id AND epoch = :epoch`
+)
+
+// SimplestScript returns a pgbench script of the simplest one-job fenced
+// cycle on schema's jobs.
+func SimplestScript(schema string) (string, error) {
+	claim, complete, err := simplestSQL(schema, 1, oneClaim, oneComplete)
+	if err != nil {
+		return "", err
+	}
+	return claim + " \\gset\n" + complete + ";\n", nil
+}
+
+// Simplest runs the simplest one-job fenced cycle through pgbench: clients
+// connections, perClient jobs each. The jobs must be in place (Fill) and
+// number clients × perClient.
+func Simplest(ctx context.Context, pgbench, dsn, schema string, clients, perClient int) (Result, error) {
+	text, err := SimplestScript(schema)
+	if err != nil {
+		return Result{}, err
+	}
+	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Name: "pgbench, simplest one-job", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+}
+
 // batchedSQL returns the claim and the completion of the simplest batched
 // fenced cycle on schema's jobs, each on one line, as pgbench wants them.
 func batchedSQL(schema string, batch int) (claim, complete string, err error) {
+	return simplestSQL(schema, batch, batchedClaim, batchedComplete)
+}
+
+// simplestSQL fills a hand-written claim and completion in for schema's
+// jobs and a batch size, each on one line, as pgbench wants them.
+func simplestSQL(schema string, batch int, claimText, completeText string) (claim, complete string, err error) {
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return "", "", err
 	}
@@ -46,7 +94,7 @@ func batchedSQL(schema string, batch int) (claim, complete string, err error) {
 		return "", "", fmt.Errorf("batch %d: want at least 1", batch)
 	}
 	r := strings.NewReplacer("{{jobs}}", pgx.Identifier{schema, "jobs"}.Sanitize(), "{{batch}}", fmt.Sprint(batch), "\n", " ")
-	return r.Replace(batchedClaim), r.Replace(batchedComplete), nil
+	return r.Replace(claimText), r.Replace(completeText), nil
 }
 
 // BatchedScript returns a pgbench script of the simplest batched fenced

@@ -110,3 +110,83 @@ func TestBatched_TheSimplestFencedCycleIsFencedAndComplete(t *testing.T) {
 		t.Fatal("batch 0 was taken")
 	}
 }
+
+// TestSimplest_TheOneJobCycleIsFencedAndComplete: the hand-written one-job
+// cycle pgbench runs claims with SKIP LOCKED, bumps the epoch, and its
+// completion lands nothing once the epoch was overtaken; pgbench's run
+// ends every job done at epoch 1.
+func TestSimplest_TheOneJobCycleIsFencedAndComplete(t *testing.T) {
+	pgbench, err := bench.FindPGBench()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	if err := engine.SetupQueue(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	script, err := bench.SimplestScript(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(script), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], `\gset`) {
+		t.Fatalf("the script is not a claim and a completion:\n%s", script)
+	}
+	claimSQL := strings.NewReplacer(" \\gset", "", ":client_id", "'7'").Replace(lines[0])
+	completeSQL := strings.NewReplacer(":id", "$1", ":epoch", "$2", ":client_id", "'7'", ";", "").Replace(lines[1])
+	if err := bench.Fill(ctx, pool, schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var id, epoch int64
+	if err := tx.QueryRow(ctx, claimSQL).Scan(&id, &epoch); err != nil || epoch != 1 {
+		t.Fatalf("claim: job %d at epoch %d, %v; want epoch 1", id, epoch, err)
+	}
+	// A second claim beside the first, which holds its row, takes another.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET lock_timeout = '2s'"); err != nil {
+		t.Fatal(err)
+	}
+	var other int64
+	err = conn.QueryRow(ctx, claimSQL).Scan(&other, new(int64))
+	_, _ = conn.Exec(ctx, "RESET lock_timeout")
+	conn.Release()
+	if err != nil || other == id {
+		t.Fatalf("a second claim beside the held job %d: job %d, %v; want another job at once", id, other, err)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s SET epoch = epoch + 1 WHERE id = $1", pgx.Identifier{schema, "jobs"}.Sanitize()), id); err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := tx.Exec(ctx, completeSQL, id, epoch); err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("a completion at an overtaken epoch: %v, %v rows; want none", err, tag.RowsAffected())
+	}
+	if tag, err := tx.Exec(ctx, completeSQL, id, epoch+1); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("a completion at the current epoch: %v, %v rows; want one", err, tag.RowsAffected())
+	}
+	_ = tx.Rollback(ctx)
+
+	if err := bench.Fill(ctx, pool, schema, 4*5); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bench.Simplest(ctx, pgbench, pgtest.DSN(t), schema, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done, atOne int
+	if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE epoch = 1 AND owner LIKE 'pgbench-%%') FROM %s",
+		pgx.Identifier{schema, "jobs"}.Sanitize())).Scan(&done, &atOne); err != nil {
+		t.Fatal(err)
+	}
+	if r.Jobs != 20 || done != 20 || atOne != 20 {
+		t.Fatalf("pgbench's one-job run: %d jobs; %d done and %d at epoch 1, want 20 of each", r.Jobs, done, atOne)
+	}
+}
