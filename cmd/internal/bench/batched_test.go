@@ -10,7 +10,23 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// simplestSetup finds pgbench and makes a queue of the engine's schema, as
+// bench --fast runs the hand-written cycles on.
+func simplestSetup(t *testing.T) (pgbench string, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	pgbench, err := bench.FindPGBench()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, schema = pgtest.Pool(t), pgtest.Schema(t)
+	if err := engine.SetupQueue(context.Background(), pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	return pgbench, pool, schema
+}
 
 // TestBatched_TheSimplestFencedCycleIsFencedAndComplete: the hand-written
 // batched cycle pgbench runs is a real fenced queue, not a shortcut: two
@@ -18,16 +34,8 @@ import (
 // epoch was overtaken lands nothing, and pgbench's run ends every job done
 // at epoch 1.
 func TestBatched_TheSimplestFencedCycleIsFencedAndComplete(t *testing.T) {
-	pgbench, err := bench.FindPGBench()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	if err := engine.SetupQueue(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
+	pgbench, pool, schema := simplestSetup(t)
 	script, err := bench.BatchedScript(schema, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -116,16 +124,8 @@ func TestBatched_TheSimplestFencedCycleIsFencedAndComplete(t *testing.T) {
 // completion lands nothing once the epoch was overtaken; pgbench's run
 // ends every job done at epoch 1.
 func TestSimplest_TheOneJobCycleIsFencedAndComplete(t *testing.T) {
-	pgbench, err := bench.FindPGBench()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	if err := engine.SetupQueue(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
+	pgbench, pool, schema := simplestSetup(t)
 	script, err := bench.SimplestScript(schema)
 	if err != nil {
 		t.Fatal(err)
