@@ -218,9 +218,6 @@ func TestExec_RuntimeBounds(t *testing.T) {
 	}
 }
 
-// TestRole_PostgresRefusesWhatCheckTurnsAway connects as the role and
-// sends, as its own statements, what Check refuses by their kind: Postgres's
-// rights hold without the checker.
 // TestExec_ACancelIsNotTheStatementsTimeout: a statement its caller
 // cancels (pgx cancels it in Postgres) ends with the caller's own error;
 // the reader is not told their statement ran too long, and the caller
@@ -245,6 +242,9 @@ func TestExec_ACancelIsNotTheStatementsTimeout(t *testing.T) {
 	}
 }
 
+// TestRole_PostgresRefusesWhatCheckTurnsAway connects as the role and
+// sends, as its own statements, what Check refuses by their kind: Postgres's
+// rights hold without the checker.
 func TestRole_PostgresRefusesWhatCheckTurnsAway(t *testing.T) {
 	t.Parallel()
 	r := newRun(t)
