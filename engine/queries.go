@@ -120,22 +120,27 @@ func claimStatement(name, schema string, gs hook.Guards, owner string, n int, le
 	if !gs.On(hook.SkipLocked) {
 		lock = "FOR UPDATE  -- SKIP LOCKED  (" + hook.SkipLocked.String() + " off)"
 	}
+	// part is one of the two: its rows in run_at order, as many as the
+	// claim takes, locked. Its closing parenthesis has a line of its own,
+	// so the comment standing for SKIP LOCKED never hides it.
+	part := func(alias string, where ...string) {
+		b.line("         SELECT * FROM (")
+		b.line("           SELECT id, run_at FROM %s", t)
+		keyword := "WHERE"
+		for _, w := range where {
+			b.line("            %s %s", keyword, w)
+			keyword = "  AND"
+		}
+		b.line("            ORDER BY run_at, id %s", limit)
+		b.line("              %s", lock)
+		b.line("         ) AS %s", alias)
+	}
 	b.line(" WHERE id = %s", open)
 	b.line("       SELECT id FROM (")
-	b.line("         SELECT * FROM (")
-	b.line("           SELECT id, run_at FROM %s", t)
-	b.line("            WHERE status = 'pending' AND run_at <= %s%s", clock, clockNote)
-	b.line("            ORDER BY run_at, id %s", limit)
-	b.line("              %s", lock)
-	b.line("         ) AS pending")
+	part("pending", "status = 'pending' AND run_at <= "+clock+clockNote)
 	b.line("         UNION ALL")
-	b.line("         SELECT * FROM (")
-	b.line("           SELECT id, run_at FROM %s", t)
-	b.line("            WHERE status = 'running' AND lease_until < %s AND attempts < max_attempts%s", clock, clockNote)
-	b.line("              AND run_at <= %s", clock)
-	b.line("            ORDER BY run_at, id %s", limit)
-	b.line("              %s", lock)
-	b.line("         ) AS lease_ran_out")
+	part("lease_ran_out", "status = 'running' AND lease_until < "+clock+" AND attempts < max_attempts"+clockNote,
+		"run_at <= "+clock)
 	b.line("       ) AS claimable")
 	b.line("        ORDER BY run_at, id %s%s", limit, shut)
 	b.line("RETURNING id, owner, epoch, lease_until, attempts, payload, now()")
