@@ -18,8 +18,8 @@ import (
 // benchmark run stalls, so it does no less work than the engine for that,
 // and it is the floor a correct batched queue is measured against.
 //
-// :client_id is pgbench's; :batch, :ids and :epochs are filled in by
-// BatchedScript and by \gset.
+// :client_id is pgbench's, :ids and :epochs come from the claim's \gset;
+// {{jobs}} and {{batch}} are filled in by fillIn.
 const (
 	batchedClaim = `WITH claimed AS (
   UPDATE {{jobs}}
@@ -56,7 +56,7 @@ RETURNING id, epoch`
 // SimplestScript returns a pgbench script of the simplest one-job fenced
 // cycle on schema's jobs.
 func SimplestScript(schema string) (string, error) {
-	claim, complete, err := simplestSQL(schema, 1, oneClaim, oneComplete)
+	claim, complete, err := fillIn(schema, 1, oneClaim, oneComplete)
 	if err != nil {
 		return "", err
 	}
@@ -71,22 +71,12 @@ func Simplest(ctx context.Context, pgbench, dsn, schema string, clients, perClie
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Name: "pgbench, simplest one-job", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+	return runResult(ctx, "pgbench, simplest one-job", pgbench, dsn, text, clients, perClient, clients*perClient)
 }
 
-// batchedSQL returns the claim and the completion of the simplest batched
-// fenced cycle on schema's jobs, each on one line, as pgbench wants them.
-func batchedSQL(schema string, batch int) (claim, complete string, err error) {
-	return simplestSQL(schema, batch, batchedClaim, batchedComplete)
-}
-
-// simplestSQL fills a hand-written claim and completion in for schema's
-// jobs and a batch size, each on one line, as pgbench wants them.
-func simplestSQL(schema string, batch int, claimText, completeText string) (claim, complete string, err error) {
+// fillIn fills a hand-written claim and completion in for schema's jobs
+// and a batch size, each on one line, as pgbench wants them.
+func fillIn(schema string, batch int, claimText, completeText string) (claim, complete string, err error) {
 	if err := engine.ValidateSchemaName(schema); err != nil {
 		return "", "", err
 	}
@@ -101,7 +91,7 @@ func simplestSQL(schema string, batch int, claimText, completeText string) (clai
 // cycle: one transaction of a claim of up to batch jobs and their fenced
 // completion.
 func BatchedScript(schema string, batch int) (string, error) {
-	claim, complete, err := batchedSQL(schema, batch)
+	claim, complete, err := fillIn(schema, batch, batchedClaim, batchedComplete)
 	if err != nil {
 		return "", err
 	}
@@ -116,9 +106,5 @@ func Batched(ctx context.Context, pgbench, dsn, schema string, clients, batch, p
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Name: fmt.Sprintf("pgbench, batched (batch %d)", batch), Workers: clients, Jobs: clients * perClient * batch, Elapsed: elapsed}, nil
+	return runResult(ctx, fmt.Sprintf("pgbench, batched (batch %d)", batch), pgbench, dsn, text, clients, perClient, clients*perClient*batch)
 }

@@ -312,11 +312,17 @@ func PGBench(ctx context.Context, pool *pgxpool.Pool, pgbench, dsn, schema strin
 	if err != nil {
 		return Result{}, err
 	}
+	return runResult(ctx, "pgbench, same statements", pgbench, dsn, text, clients, perClient, clients*perClient)
+}
+
+// runResult runs a pgbench script (RunScript) and names its figure: jobs
+// done by clients connections of perClient transactions each.
+func runResult(ctx context.Context, name, pgbench, dsn, text string, clients, perClient, jobs int) (Result, error) {
 	elapsed, err := RunScript(ctx, pgbench, dsn, text, clients, perClient, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Name: "pgbench, same statements", Workers: clients, Jobs: clients * perClient, Elapsed: elapsed}, nil
+	return Result{Name: name, Workers: clients, Jobs: jobs, Elapsed: elapsed}, nil
 }
 
 // RunScript runs a pgbench script (its text) with clients connections and
