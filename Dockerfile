@@ -36,4 +36,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 CMD ["fencelab", "probe"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["fencelab"]
-CMD ["serve"]
+CMD ["serve", "--addr", ":8080"]

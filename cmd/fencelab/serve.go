@@ -70,11 +70,13 @@ func (l *prefixList) Set(s string) error {
 
 func serveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", serveSummary, stderr)
-	defAddr := ":8080"
+	// Loopback unless told otherwise: the server runs visitors' SQL, so a
+	// laptop at a conference must not offer it to the room by accident.
+	defAddr := "127.0.0.1:8080"
 	if p := getenv("PORT"); p != "" {
-		defAddr = ":" + p
+		defAddr = "127.0.0.1:" + p
 	}
-	addr := fs.String("addr", defAddr, "address to listen on ($PORT sets the default port)")
+	addr := fs.String("addr", defAddr, "address to listen on; the default is loopback only; :8080 opens it to every interface ($PORT sets the default port)")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "an origin whose pages may drive an embedded playground by postMessage and open its WebSocket, e.g. https://blog.example.com or https://*.example.com (repeatable)")
 	var ancestors listFlag
@@ -208,6 +210,9 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { errc <- srv.Serve() }()
 	log.Info("ready", "url", srv.URL(), "in", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "fencelab: playground at %s\n", srv.URL())
+	if everywhere(ln.Addr()) {
+		fmt.Fprintf(stdout, "fencelab: listening on every interface (%s): other machines reach it at this machine's address\n", ln.Addr())
+	}
 	if profLn != nil {
 		prof := profileServer()
 		go func() { _ = prof.Serve(profLn) }()
@@ -230,6 +235,13 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info("stopped: runs ended, workers reaped, schemas dropped")
 	return nil
+}
+
+// everywhere reports whether a listener takes connections on every
+// interface (":8080", "0.0.0.0:8080", "[::]:8080") rather than one address.
+func everywhere(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && (t.IP == nil || t.IP.IsUnspecified())
 }
 
 func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int64, rate float64, receiverURL string, origins []string) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -231,4 +232,68 @@ func TestServe_ProfilesOnLoopbackAlone(t *testing.T) {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	<-s.done
+}
+
+// TestServe_LoopbackByDefault: with no --addr the server takes connections
+// on loopback alone, and says the address it listens on; --addr :PORT opens
+// it to every interface and says so. A server that runs visitors' SQL is
+// never offered to the room by accident.
+func TestServe_LoopbackByDefault(t *testing.T) {
+	outside := machineAddr(t)
+	dsn := "DATABASE_URL=" + pgtest.DSN(t)
+	reach := func(host, port string) error {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+
+	// PORT=0 keeps the default host and lets the kernel pick the port.
+	p := start(t, []string{dsn, "PORT=0"}, "serve", "--log-level", "warn", "--spare-runs", "0")
+	line := p.waitLine(t, "playground at http://", 60*time.Second)
+	m := regexp.MustCompile(`http://127\.0\.0\.1:([0-9]+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("the default listener's address is not loopback: %q", line)
+	}
+	if err := reach("127.0.0.1", m[1]); err != nil {
+		t.Fatalf("the printed address does not answer: %v", err)
+	}
+	if err := reach(outside, m[1]); err == nil {
+		t.Errorf("with no --addr the server answers on %s:%s, an address other machines reach", outside, m[1])
+	}
+	p.mu.Lock()
+	for _, l := range p.lines {
+		if strings.Contains(l, "every interface") {
+			t.Errorf("a loopback server says it listens everywhere: %q", l)
+		}
+	}
+	p.mu.Unlock()
+
+	open := start(t, []string{dsn}, "serve", "--addr", ":0", "--log-level", "warn", "--spare-runs", "0")
+	line = open.waitLine(t, "listening on every interface", 60*time.Second)
+	m = regexp.MustCompile(`:([0-9]+)\)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no port in %q", line)
+	}
+	if err := reach(outside, m[1]); err != nil {
+		t.Errorf("--addr :0 does not answer on %s: %v", outside, err)
+	}
+}
+
+// machineAddr is an address of this machine's that is not loopback: what
+// another machine on its network would connect to.
+func machineAddr(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("this machine has no address but loopback: nothing to tell loopback from every interface by")
+	return ""
 }
