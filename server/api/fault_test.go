@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
@@ -77,6 +78,26 @@ func schemasOn(t *testing.T, c *pgcluster.Cluster, ts *testServer) int {
 	return count(t, c, "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)", "fl_"+ts.Sessions.Instance()+"_")
 }
 
+// holdLock takes an advisory lock on a connection of the test's own, if
+// nobody holds it, and returns what lets it go; nil when another session
+// holds it.
+func holdLock(t *testing.T, c *pgcluster.Cluster, key int64) (release func()) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bool
+	if err := conn.QueryRow(context.Background(), "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
+		conn.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	return func() { conn.Close(context.Background()) }
+}
+
 // instanceLocks counts the instance locks held on the cluster.
 func instanceLocks(t *testing.T, c *pgcluster.Cluster) int {
 	t.Helper()
@@ -106,9 +127,23 @@ func TestFault_ALiveInstanceOutlivesARestart(t *testing.T) {
 	if err := c.Restart(context.Background(), 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	// While X holds no lock, its /readyz says so.
-	if h := x.Sessions.Instances().Healthy(); h != nil {
+	// While X holds no lock, its /readyz says so. The test takes X's lock
+	// itself as soon as the database is back (X looks for its lock once a
+	// second), so X stays without it until the test lets go: judged on a
+	// state, not on a race with X's next try.
+	if release := holdLock(t, c, instances.Key(x.Sessions.Instance())); release != nil {
+		waitFor(t, 15*time.Second, "X to see its lock gone", func() bool { return x.Sessions.Instances().Healthy() != nil })
 		if a := x.do("GET", "/readyz", "", "", ""); a.Status != http.StatusServiceUnavailable || !strings.Contains(string(a.Body), "lock") {
+			t.Errorf("X's /readyz without its lock: %d %s", a.Status, a.Body)
+		}
+		release()
+	} else {
+		// X was back first: only a /readyz read between two reads that
+		// both find X without its lock says anything.
+		t.Log("X took its lock back before the test could hold it")
+		before := x.Sessions.Instances().Healthy()
+		a := x.do("GET", "/readyz", "", "", "")
+		if before != nil && x.Sessions.Instances().Healthy() != nil && a.Status != http.StatusServiceUnavailable {
 			t.Errorf("X's /readyz without its lock: %d %s", a.Status, a.Body)
 		}
 	}
