@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -321,4 +323,35 @@ func TestCheck_WhatOneVisitorCouldReadOrWriteIsRefused(t *testing.T) {
 		t.Errorf("the refused checks wrote %d MB of WAL", wal>>20)
 	}
 	t.Logf("WAL written by nine refused checks: %d kB", wal>>10)
+}
+
+// The page's check plays again, as a run of its own, a case whose run
+// Postgres's statement timeout ended (as the CLI's does: check's
+// TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain): here a claim
+// that is slow for worker B alone, so it is slow in both plays and says so.
+func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
+	ts := startServer(t, nil)
+	s := ts.newSession()
+	ten := "(VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9))"
+	var from []string
+	for i := range 10 {
+		from = append(from, fmt.Sprintf("%s v%d(x)", ten, i))
+	}
+	sol := sandbox.Ours()
+	sol.Claim = strings.Replace(sol.Claim, "ORDER BY", "AND (:owner <> 'worker-b' OR (SELECT count(*) FROM "+strings.Join(from, ", ")+") > 0)\n        ORDER BY", 1)
+	res := s.cmd(checkCmd(t, sol))
+	rep := s.checkReport(3 * time.Minute)
+	again := 0
+	for _, c := range rep.Cases {
+		if c.Error == nil {
+			continue
+		}
+		if !c.Error.TimedOut() || slices.Contains(res.Runs, c.Run) || !slices.Contains(c.Notes, check.NoteTimedOutTwice) {
+			t.Errorf("%s: run %q (the batch's: %v), error %+v, notes %q; want a second run of its own, the timeout, and the note", c.Case, c.Run, res.Runs, c.Error, c.Notes)
+		}
+		again++
+	}
+	if again == 0 || rep.Pass {
+		t.Fatalf("no case ran past the statement timeout (pass %v)", rep.Pass)
+	}
 }

@@ -199,13 +199,30 @@ type checkPlan struct {
 // batch was stopped. It fills each cell's outcome or failure, for the
 // batch's finished event.
 func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outcomes []*protocol.Outcome, failures []*protocol.Failure, parallel int) *protocol.CheckReport {
+	var mu sync.Mutex
+	played := make([]int, len(specs))
 	cell := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 		i := slices.Index(chk.cases, c)
 		if i < 0 || i >= len(specs) {
 			return judge.CheckInput{Case: c}, fmt.Errorf("the check's batch has no cell for the %s case", c)
 		}
-		outcomes[i], failures[i] = s.playCell(b, specs[i])
-		return judge.CheckInput{Case: c, Run: specs[i].ID, Outcome: outcomes[i], Err: failures[i]}, ctx.Err()
+		mu.Lock()
+		played[i]++
+		again := played[i] > 1
+		mu.Unlock()
+		spec := specs[i]
+		if again { // played again (a statement timeout ended its first play): a run of its own
+			id, schemas, err := s.nextRun()
+			if err != nil {
+				return judge.CheckInput{Case: c}, err
+			}
+			spec.ID, spec.Schemas = id, schemas
+		}
+		o, f := s.playCell(b, spec)
+		mu.Lock()
+		outcomes[i], failures[i] = o, f
+		mu.Unlock()
+		return judge.CheckInput{Case: c, Run: spec.ID, Outcome: o, Err: f}, ctx.Err()
 	})
 	rep, err := check.Play(b.ctx, check.Plan{Cases: chk.cases, Player: cell, Probes: chk.probes, Parallel: parallel})
 	if err != nil {

@@ -60,6 +60,17 @@ const (
 	ErrReceiverRule     ErrorCode = "receiver"           // the receiver's rule failed on a delivery
 )
 
+// SQLStateTimeout is the SQLSTATE of a statement Postgres cancelled
+// (query_canceled): a reader's statement that ran past the sandbox's
+// statement_timeout.
+const SQLStateTimeout = "57014"
+
+// TimedOut says whether Postgres's statement timeout ended what failed: a
+// statement refused with SQLStateTimeout, or a run one such statement
+// ended. On a busy machine that is as likely the machine's doing as the
+// statement's, so a check plays such a case again alone.
+func (f *Failure) TimedOut() bool { return f != nil && f.SQLState == SQLStateTimeout }
+
 // FailureOf is err as an event says it: a refusal of Postgres's as ErrSQL
 // with its SQLSTATE and its message; anything else by its fault code, with
 // the message fault lets a person read (an internal error's detail is for

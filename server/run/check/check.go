@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
@@ -186,6 +188,9 @@ type Statements struct {
 	Lease    time.Duration        // default DefaultLease
 	Prefix   string               // each case's run is c<n>, its schemas prefix_<n>_j and _r, n its place in experiments.CheckCases()
 	EmitFunc func(protocol.Event) // every event of every case's run, if set
+
+	mu     sync.Mutex
+	played map[experiments.CheckCase]int // how many plays of each case began
 }
 
 // Play plays one case's run to its verdict.
@@ -193,8 +198,17 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 	if _, err := experiments.ParseCheckCase(string(c)); err != nil {
 		return judge.CheckInput{Case: c}, err
 	}
+	// A case played again (Play's second play of a timed-out case) is a
+	// run and schemas of its own: c3, then c3b.
+	p.mu.Lock()
+	if p.played == nil {
+		p.played = map[experiments.CheckCase]int{}
+	}
+	p.played[c]++
+	again := strings.Repeat("b", p.played[c]-1)
+	p.mu.Unlock()
 	n := slices.Index(experiments.CheckCases(), c) + 1
-	in := judge.CheckInput{Case: c, Run: fmt.Sprintf("c%d", n)}
+	in := judge.CheckInput{Case: c, Run: fmt.Sprintf("c%d%s", n, again)}
 	lease := p.Lease
 	if lease == 0 {
 		lease = DefaultLease
@@ -210,7 +224,7 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 		emit = func(protocol.Event) {}
 	}
 	spec := runner.Spec{ID: in.Run, Config: rc, Mode: protocol.ModeAuto, Solution: &sol,
-		Schemas: SchemasOf(fmt.Sprintf("%s_%d", p.Prefix, n)), EmitFunc: emit}
+		Schemas: SchemasOf(fmt.Sprintf("%s_%d%s", p.Prefix, n, again)), EmitFunc: emit}
 	// A run's Done is closed before it has given back its schemas and
 	// role; its OnEndFunc, once it has.
 	cleaned := make(chan struct{})

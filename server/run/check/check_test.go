@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,45 @@ func TestCheck_AClaimWithoutSkipLockedIsNamed(t *testing.T) {
 		if found == nil || found.Case != experiments.CaseClaimers || !strings.Contains(found.Words, "SKIP LOCKED") {
 			t.Errorf("%s: broken %+v does not name %s", tc.name, rep.Broken, experiments.ReqSkipLocked)
 		}
+	}
+}
+
+// A claim that runs past the statement timeout for worker B alone (so
+// that its trial run, as another owner, passes): every case where B
+// claims ends on the timeout, the fact travels from the worker's refused
+// statement through the run's failure (its SQLSTATE, not its words), and
+// each such case is played again as a run of its own, and says so.
+func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
+	w := world(t)
+	sol := sandbox.Ours()
+	// Ten lists of ten values, joined: 10^10 rows counted, nothing held
+	// (no temp file), so only the time limit can end it.
+	ten := "(VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9))"
+	var from []string
+	for i := range 10 {
+		from = append(from, fmt.Sprintf("%s v%d(x)", ten, i))
+	}
+	slow := "AND (:owner <> 'worker-b' OR (SELECT count(*) FROM " + strings.Join(from, ", ") + ") > 0)\n        ORDER BY"
+	sol.Claim = strings.Replace(sol.Claim, "ORDER BY", slow, 1)
+	if sol.Claim == sandbox.Ours().Claim {
+		t.Fatal("ours's claim has no ORDER BY to put the slow clause before")
+	}
+	rep := run(t, w, sol)
+	again := 0
+	for _, c := range rep.Cases {
+		if c.Error == nil {
+			continue
+		}
+		if !c.Error.TimedOut() {
+			t.Errorf("%s ended with %+v: want the statement timeout's SQLSTATE on its failure", c.Case, c.Error)
+			continue
+		}
+		again++
+		if !strings.HasSuffix(c.Run, "b") || !slices.Contains(c.Notes, check.NoteTimedOutTwice) {
+			t.Errorf("%s: run %q, notes %q; want its second play (…b) and the note", c.Case, c.Run, c.Notes)
+		}
+	}
+	if again == 0 || rep.Pass {
+		t.Fatalf("no case ran past the timeout (pass %v): %+v", rep.Pass, rep.Cases)
 	}
 }

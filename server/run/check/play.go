@@ -19,7 +19,9 @@ import (
 // runner, for `fencelab check`), the harness's Player (a reader's worker
 // program, for `fencelab check --worker`) and the session's batch (the
 // page's check, each case a cell the page draws). Play may be called from
-// several goroutines at once, one case each.
+// several goroutines at once, one case each, and may be asked to play a
+// case again (a statement timeout ended its first play): each play is a
+// run of its own.
 type Player interface {
 	Play(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error)
 }
@@ -31,6 +33,12 @@ type PlayerFunc func(ctx context.Context, c experiments.CheckCase) (judge.CheckI
 func (f PlayerFunc) Play(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
 	return f(ctx, c)
 }
+
+// The notes a case played again carries.
+const (
+	NotePlayedAgain   = "Its first play ended when a statement ran past the statement timeout, on a machine busy with other work; this is its second play, with no other case of the check beside it."
+	NoteTimedOutTwice = "A statement ran past the statement timeout in both of its plays, the second with no other case of the check beside it."
+)
 
 // Plan is one check for Play.
 type Plan struct {
@@ -55,6 +63,13 @@ type Plan struct {
 // case's name is an error, not a result. Play returns an error, and no
 // report, when a Player does, or ctx ends; the cases playing then are
 // ended first.
+//
+// A case whose run a statement timeout ended (Failure.TimedOut) is played
+// once more when every other case has ended, alone: on a machine busy
+// with other work a claim can run past the sandbox's time limit through
+// no fault of its own, and a slow machine is not the reader's mistake.
+// The second play's result is the case's, with a note that says so; a
+// statement slow for real runs past the limit again.
 func Play(ctx context.Context, p Plan) (protocol.CheckReport, error) {
 	if p.Player == nil {
 		return protocol.CheckReport{}, errors.New("check: the plan has no Player")
@@ -105,6 +120,27 @@ func Play(ctx context.Context, p Plan) (protocol.CheckReport, error) {
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
 		return protocol.CheckReport{}, err
+	}
+	for i, c := range cases {
+		if inputs[i].Outcome != nil || !inputs[i].Err.TimedOut() {
+			continue
+		}
+		in, err := p.Player.Play(ctx, c)
+		if err == nil && in.Case != c {
+			err = fmt.Errorf("check: asked to play %s again, the player answered for %q", c, in.Case)
+		}
+		if err != nil {
+			return protocol.CheckReport{}, err
+		}
+		note := NotePlayedAgain
+		if in.Outcome == nil && in.Err.TimedOut() {
+			note = NoteTimedOutTwice
+		}
+		in.Notes = append(in.Notes, note)
+		inputs[i] = in
+		if onCase != nil {
+			onCase(in)
+		}
 	}
 	rep := judge.JudgeCheck(inputs)
 	rep.WithProbes(p.Probes)

@@ -3,7 +3,10 @@ package check_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,5 +87,55 @@ func TestPlay_APlayersErrorStopsTheCheck(t *testing.T) {
 	}
 	if _, err := check.Play(t.Context(), check.Plan{}); err == nil {
 		t.Fatal("a plan with no player played")
+	}
+}
+
+// A case whose run a statement timeout ended is played once more, after
+// every other case has ended; its second play's result is the case's,
+// with a note saying so. A case that times out twice is not played a
+// third time, and its note says both plays ran out of time.
+func TestPlay_ACaseATimeoutEndedIsPlayedAgainAlone(t *testing.T) {
+	cases := experiments.CheckCases()
+	var mu sync.Mutex
+	plays := map[experiments.CheckCase]int{}
+	var order []experiments.CheckCase
+	timedOut := &protocol.Failure{Code: protocol.ErrStepFailed, SQLState: protocol.SQLStateTimeout, Message: "step 4 (claim B): …"}
+	player := check.PlayerFunc(func(ctx context.Context, c experiments.CheckCase) (judge.CheckInput, error) {
+		mu.Lock()
+		plays[c]++
+		n := plays[c]
+		order = append(order, c)
+		mu.Unlock()
+		switch {
+		case c == experiments.CaseZombieFirst && n == 1, c == experiments.CaseCrash:
+			return judge.CheckInput{Case: c, Run: "first", Err: timedOut}, nil
+		}
+		return judge.CheckInput{Case: c, Run: fmt.Sprintf("play-%d", n), Err: &protocol.Failure{Code: protocol.ErrEvaluate, Message: "played"}}, nil
+	})
+	rep, err := check.Play(t.Context(), check.Plan{Cases: cases, Player: player, Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plays[experiments.CaseZombieFirst] != 2 || plays[experiments.CaseCrash] != 2 || plays[experiments.CaseNewOwnerFirst] != 1 {
+		t.Fatalf("plays: %v; want the two timed-out cases twice, every other once", plays)
+	}
+	if last := order[len(cases):]; len(last) != 2 {
+		t.Fatalf("the plays in order: %v; want the two replays after every case's first play", order)
+	}
+	for _, cr := range rep.Cases {
+		switch cr.Case {
+		case experiments.CaseZombieFirst:
+			if cr.Run != "play-2" || cr.Error.TimedOut() || !slices.Contains(cr.Notes, check.NotePlayedAgain) {
+				t.Errorf("zombie-first: run %q, error %+v, notes %q; want its second play and the note", cr.Run, cr.Error, cr.Notes)
+			}
+		case experiments.CaseCrash:
+			if !cr.Error.TimedOut() || !slices.Contains(cr.Notes, check.NoteTimedOutTwice) {
+				t.Errorf("crash: error %+v, notes %q; want the timeout and the note of two", cr.Error, cr.Notes)
+			}
+		default:
+			if len(cr.Notes) != 0 {
+				t.Errorf("%s: notes %q on a case played once", cr.Case, cr.Notes)
+			}
+		}
 	}
 }

@@ -173,6 +173,9 @@ type Run struct {
 	outcome    *protocol.Outcome
 	report     *protocol.Report
 	failure    *protocol.Failure
+	// timedOut: a worker's statement ran past Postgres's statement
+	// timeout; a failure the run ends with carries its SQLSTATE.
+	timedOut   bool
 	changed    chan struct{} // closed and replaced on every change of a worker
 	workers    map[string]*workerState
 	order      []string        // labels in the order they were spawned
@@ -605,6 +608,9 @@ func (r *Run) end(phase protocol.RunPhase, reason protocol.StopReason, f *protoc
 			say()
 		}
 		r.mu.Lock()
+		if f != nil && f.SQLState == "" && r.timedOut {
+			f.SQLState = protocol.SQLStateTimeout
+		}
 		r.phase, r.ended, r.failure = phase, time.Now(), f
 		if phase != protocol.PhaseFinished {
 			r.stopReason = reason

@@ -176,6 +176,11 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e protocol.Event) {
 	if s := e.SQL; s != nil && s.Op == protocol.OpClaim && s.Result == protocol.ResultOK && s.Epoch != nil {
 		r.takeover(s.JobID, *s.Epoch, p.Label, e.At)
 	}
+	if s := e.SQL; s != nil && s.Error.TimedOut() {
+		r.mu.Lock()
+		r.timedOut = true
+		r.mu.Unlock()
+	}
 	lost := false
 	if pe := e.Process; pe != nil && pe.Change == protocol.ProcExited {
 		r.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/receiver"
+	"github.com/fencelab/fencelab/server/sandbox"
 )
 
 // This file turns what a worker does into events: every statement it runs
@@ -100,6 +101,12 @@ func failure(err error) *protocol.Failure {
 	}
 	f := protocol.FailureOf(err)
 	f.Message = err.Error()
+	// A reader's statement refused by Postgres keeps its SQLSTATE: the run
+	// reads a statement timeout from it, never from the words.
+	var refused *sandbox.Error
+	if errors.As(err, &refused) && f.SQLState == "" {
+		f.SQLState = refused.SQLState
+	}
 	return f
 }
 
