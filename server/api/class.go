@@ -223,8 +223,21 @@ func (s *Server) joinClass(c echo.Context) error {
 	if err := wire.Decode(c, 4096, &req); err != nil {
 		return err
 	}
+	// Counted by the address itself, loopback too: a proxy on this machine
+	// not named by --trust-proxy makes every visitor one address, and a
+	// guess is throttled all the same.
+	addr := session.ClientKey(c.RealIP()) // an IPv6 address by its /64, as the caps count
+	if addr == "" {
+		addr = c.RealIP()
+	}
+	if err := s.guesses.wait(addr); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	st, token, err := s.classes.Join(ctx, req.Code, req.Name, req.Token)
+	if fault.CodeOf(err) == fault.NotFound { // a well-formed code no open class has: a guess
+		s.guesses.wrong(addr)
+	}
 	if err != nil {
 		return err
 	}

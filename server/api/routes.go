@@ -41,6 +41,7 @@ import (
 func (s *Server) routes(e *echo.Echo) {
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
+	e.Use(s.refuseCrossSite) // the API's writes from another site's page
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

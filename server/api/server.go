@@ -140,6 +140,7 @@ type Server struct {
 	http      *http.Server
 	Sessions  *session.Manager
 	classes   *class.Store
+	guesses   *guesses           // wrong class codes, by address
 	line      *class.Line        // the classes' checks, in line in Postgres
 	lineStop  context.CancelFunc // stops this instance's share of the line
 	lineDone  chan struct{}
@@ -191,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		_ = sup.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
+	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, guesses: newGuesses(), sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
 	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: s.playQueued,
 		Concurrency: cfg.Limits.MaxChecks, Log: cfg.Log}); err != nil {

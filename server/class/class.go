@@ -40,6 +40,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Config sets a Store up.
@@ -249,10 +252,10 @@ func (s *Store) join(ctx context.Context, st *Student, tokenHash []byte) error {
 	} else if err != nil {
 		return dbError("join the class", err)
 	}
-	err = tx.QueryRow(ctx, joinSQL, st.ID, st.Class, st.Name, tokenHash, s.cfg.MaxStudents).Scan(&st.Joined)
+	err = tx.QueryRow(ctx, joinSQL, st.ID, st.Class, st.Name, tokenHash, s.cfg.MaxStudents, NameKey(st.Name)).Scan(&st.Joined)
 	switch {
 	case isUnique(err):
-		return fault.Errorf(fault.Conflict, "the name %q is taken in this class: choose another", st.Name)
+		return fault.Errorf(fault.Conflict, "the name %q is taken in this class, or one that reads the same: choose another", st.Name)
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Errorf(fault.Limit, "the class is full: it has %d students, its limit", s.cfg.MaxStudents)
 	case err != nil:
@@ -421,6 +424,17 @@ func ParseName(name string) (string, error) {
 		}
 	}
 	return name, nil
+}
+
+// NameKey is what two names must differ in to be two students: the name
+// as a person reads it. Compatibility forms are folded (NFKC: "Ａｄａ" is
+// "Ada"), then case, then every character to its Unicode confusable
+// skeleton (UTS #39: a Cyrillic "А" is a Latin "A", "0" is "O"), and case
+// again, since a skeleton may be upper case. A name taken under one
+// spelling is taken under every spelling that looks the same on the board.
+func NameKey(name string) string {
+	fold := cases.Fold()
+	return fold.String(confusables.Skeleton(fold.String(norm.NFKC.String(name))))
 }
 
 // The code's alphabet: no 0, O, 1 or I, which a projector's reader mixes

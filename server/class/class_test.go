@@ -83,6 +83,15 @@ func TestClass_OpenJoinReturn(t *testing.T) {
 	wantCode(t, "a wrong student token", err, fault.Forbidden)
 	_, _, err = s.Join(ctx, c.Code, "ADA LOVELACE", "")
 	wantCode(t, "a name taken, in another case", err, fault.Conflict)
+	// The same name to the eye: Cyrillic А and а, full-width letters, a
+	// digit for a letter. Each is refused; a name that differs is not.
+	for _, look := range []string{"\u0410da Lovelace", "Ada Lovel\u0430ce", "\uff21\uff44\uff41 Lovelace", "Ada L0velace"} {
+		_, _, err = s.Join(ctx, c.Code, look, "")
+		wantCode(t, "a name that reads as one taken ("+strconvQuote(look)+")", err, fault.Conflict)
+	}
+	if _, _, err := s.Join(ctx, c.Code, "Ada Byron", ""); err != nil {
+		t.Errorf("a name that only starts the same: %v", err)
+	}
 	if _, _, err := s.Join(ctx, c.Code, "Grace", "not a token of anyone's"); err != nil {
 		t.Errorf("a join with a stale token and a free name: %v", err)
 	}

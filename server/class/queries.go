@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS fencelab_classes.students (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS students_name ON fencelab_classes.students (class, lower(name));
 CREATE INDEX IF NOT EXISTS students_session ON fencelab_classes.students (session);
+-- Names are unique by what a person reads (NameKey: "Аda" in Cyrillic is "Ada").
+-- Added after the table, so a database set up by an older server gets it too.
+ALTER TABLE fencelab_classes.students ADD COLUMN IF NOT EXISTS name_key text;
+CREATE UNIQUE INDEX IF NOT EXISTS students_name_key ON fencelab_classes.students (class, name_key);
 CREATE TABLE IF NOT EXISTS fencelab_classes.checks (
     id       bigserial   PRIMARY KEY,
     student  text        NOT NULL REFERENCES fencelab_classes.students (id) ON DELETE CASCADE,
@@ -49,8 +53,8 @@ RETURNING created, used`
 	// lockOpenSQL holds an open class's row while a student joins it, so
 	// that joins at once count each other.
 	lockOpenSQL = `SELECT 1 FROM fencelab_classes.classes WHERE id = $1 AND ended IS NULL FOR UPDATE`
-	joinSQL     = `INSERT INTO fencelab_classes.students (id, class, name, token)
-SELECT $1, $2, $3, $4 WHERE (SELECT count(*) FROM fencelab_classes.students WHERE class = $2) < $5
+	joinSQL     = `INSERT INTO fencelab_classes.students (id, class, name, token, name_key)
+SELECT $1, $2, $3, $4, $6 WHERE (SELECT count(*) FROM fencelab_classes.students WHERE class = $2) < $5
 RETURNING joined`
 	studentSQL = `SELECT s.id, s.class, s.name, s.joined, s.session
   FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,6 +36,7 @@ const (
 	TooLarge    Code = "too_large"   // the body or message is larger than allowed
 	Unsupported Code = "unsupported" // the wrong content type
 	Upgrade     Code = "upgrade"     // a WebSocket endpoint asked without a WebSocket
+	TooMany     Code = "too_many"    // too many tries from one address (wrong class codes): wait Error.RetryAfter
 	Internal    Code = "internal"    // a bug or a fault of ours: the log has the details
 )
 
@@ -42,6 +44,9 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// RetryAfter, if set, is how long the caller should wait before it
+	// tries again (TooMany): an answer's Retry-After.
+	RetryAfter time.Duration
 }
 
 // Error returns the message.
@@ -50,6 +55,16 @@ func (e *Error) Error() string { return e.Message }
 // Errorf returns an *Error with a formatted message.
 func Errorf(code Code, format string, a ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// RetryAfter returns how long err says to wait before trying again: the
+// RetryAfter of the first *Error in its chain, or 0.
+func RetryAfter(err error) time.Duration {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.RetryAfter
+	}
+	return 0
 }
 
 // CodeOf returns the code of err: that of the first *Error in its chain,

@@ -29,10 +29,11 @@ func TestCode_SpellingsAreStableAndDistinct(t *testing.T) {
 		fault.TooLarge:    "too_large",
 		fault.Unsupported: "unsupported",
 		fault.Upgrade:     "upgrade",
+		fault.TooMany:     "too_many",
 		fault.Internal:    "internal",
 	}
-	if len(want) != 12 {
-		t.Fatalf("two codes share a spelling: %d distinct of 12", len(want))
+	if len(want) != 13 {
+		t.Fatalf("two codes share a spelling: %d distinct of 13", len(want))
 	}
 	for c, s := range want {
 		if string(c) != s {
@@ -177,7 +178,7 @@ func TestMessageOf_AnInternalErrorKeepsItsDetailForTheLog(t *testing.T) {
 	}
 	// Every other code is told as it is.
 	for _, c := range []fault.Code{fault.Invalid, fault.NotFound, fault.Conflict, fault.Forbidden, fault.Busy, fault.Limit,
-		fault.Unavailable, fault.Gone, fault.TooLarge, fault.Unsupported, fault.Upgrade} {
+		fault.Unavailable, fault.Gone, fault.TooLarge, fault.Unsupported, fault.Upgrade, fault.TooMany} {
 		if got := fault.MessageOf(fault.Errorf(c, "said for %s", c)); got != "said for "+string(c) {
 			t.Errorf("MessageOf(%s) = %q", c, got)
 		}

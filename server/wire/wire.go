@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/labstack/echo/v4"
@@ -57,6 +59,7 @@ var statuses = map[fault.Code]int{
 	fault.TooLarge:    http.StatusRequestEntityTooLarge,
 	fault.Unsupported: http.StatusUnsupportedMediaType,
 	fault.Upgrade:     http.StatusUpgradeRequired,
+	fault.TooMany:     http.StatusTooManyRequests,
 	fault.Internal:    http.StatusInternalServerError,
 }
 
@@ -172,7 +175,9 @@ func Handler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.Info("refused: unavailable or at capacity", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
 		body := Body{Error: Message(err), Code: codeOf(err, status), Status: status, Detail: DetailOf(err)}
-		if status == http.StatusServiceUnavailable {
+		if after := fault.RetryAfter(err); after > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int((after+time.Second-1)/time.Second)))
+		} else if status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", "30")
 		}
 		if c.Request().Method == http.MethodHead {

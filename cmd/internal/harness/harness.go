@@ -7,12 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -222,6 +227,59 @@ type caseRun struct {
 	roleURL string // DatabaseURL as the role, with no password
 	recv    *engine.Receiver
 	log     *slog.Logger
+
+	// tmp is the workers' temp folder (TMPDIR, TMP, TEMP): the case's own,
+	// watched against MaxTempBytes while it plays, removed when it ends.
+	tmp     string
+	tmpMu   sync.Mutex
+	groups  []int // the workers' process groups, for the watch to end
+	tmpFull atomic.Bool
+}
+
+// MaxTempBytes is what a case's workers may write in their temp folder
+// together. Past it their process groups are killed, the case fails, and
+// its notes say why.
+const MaxTempBytes = 64 << 20
+
+// tempEvery is how often the temp folder is measured.
+const tempEvery = 100 * time.Millisecond
+
+// watchTemp measures the case's temp folder until ctx ends, and kills the
+// workers when it holds more than MaxTempBytes.
+func (c *caseRun) watchTemp(ctx context.Context) {
+	t := time.NewTicker(tempEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n := dirBytes(c.tmp); n > MaxTempBytes {
+			c.tmpFull.Store(true)
+			c.log.Warn("the workers' temp folder is over its cap: their processes are killed", "bytes", n)
+			c.tmpMu.Lock()
+			for _, g := range c.groups {
+				_ = syscall.Kill(-g, syscall.SIGKILL)
+			}
+			c.tmpMu.Unlock()
+			return
+		}
+	}
+}
+
+// dirBytes is what the files under dir hold, as far as they can be read.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // openCase makes what a case is played in: two fresh schemas of a random
@@ -306,6 +364,16 @@ func openCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, rc exp
 		<-served
 	})
 
+	// The temp folder goes after the workers (undo runs last first).
+	if c.tmp, err = os.MkdirTemp("", "fencelab-worker-"); err != nil {
+		return nil, nil, fmt.Errorf("make the workers' temp folder: %w", err)
+	}
+	undo = append(undo, func(context.Context) {
+		if err := os.RemoveAll(c.tmp); err != nil {
+			c.log.Warn("remove the workers' temp folder", "err", err)
+		}
+	})
+	go c.watchTemp(gctx)
 	undo = append(undo, func(context.Context) {
 		for _, p := range c.workers {
 			p.kill()
@@ -334,6 +402,11 @@ func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (in jud
 		return in, err
 	}
 	defer closeCase()
+	defer func() {
+		if c.tmpFull.Load() { // whatever the case came to, this is why its workers died
+			in.Notes = append(in.Notes, fmt.Sprintf("The workers wrote more than %d MiB to their temp folder: they were killed.", MaxTempBytes>>20))
+		}
+	}()
 	log, recv := c.log, c.recv
 	if c.jobID, err = c.q.Insert(ctx, []byte(`{"task":"check","case":"`+string(cs)+`"}`), 0); err != nil {
 		return in, err
@@ -392,6 +465,9 @@ func (c *caseRun) env(label string) []string {
 		"FENCELAB_LEASE_MS":      strconv.FormatInt(c.rc.Lease.Milliseconds(), 10),
 		"FENCELAB_RECEIVER_URL":  c.gate.url(c.addr, label),
 		"FENCELAB_CLOCK_SKEW_MS": strconv.FormatInt(c.rc.WorkerSkew(label).Milliseconds(), 10),
+		"TMPDIR":                 c.tmp,
+		"TMP":                    c.tmp,
+		"TEMP":                   c.tmp,
 	}
 	var env []string
 	for _, kv := range os.Environ() {
@@ -401,7 +477,7 @@ func (c *caseRun) env(label string) []string {
 		}
 	}
 	for _, k := range []string{"DATABASE_URL", "PGUSER", "PGPASSWORD", "PGOPTIONS", "PGAPPNAME", "FENCELAB_SCHEMA", "FENCELAB_OWNER", "FENCELAB_WORKER",
-		"FENCELAB_LEASE_MS", "FENCELAB_RECEIVER_URL", "FENCELAB_CLOCK_SKEW_MS"} {
+		"FENCELAB_LEASE_MS", "FENCELAB_RECEIVER_URL", "FENCELAB_CLOCK_SKEW_MS", "TMPDIR", "TMP", "TEMP"} {
 		env = append(env, k+"="+ours[k])
 	}
 	return env
@@ -415,6 +491,9 @@ func (c *caseRun) start(label string) (*proc, error) {
 		return nil, &caseError{code: protocol.ErrWorkerStart, msg: fmt.Sprintf("worker %s could not be started: %v", label, errors.Unwrap(err))}
 	}
 	c.workers[label] = p
+	c.tmpMu.Lock()
+	c.groups = append(c.groups, p.pid)
+	c.tmpMu.Unlock()
 	c.cfg.Log.Debug("worker started", "case", c.cs, "label", label, "pid", p.pid)
 	return p, nil
 }

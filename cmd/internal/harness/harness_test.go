@@ -620,3 +620,47 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 		})
 	}
 }
+
+// A worker program gets a temp folder of its own (TMPDIR, TMP, TEMP),
+// which is gone when its case ends; one that writes more than
+// MaxTempBytes there is killed, and the case's notes say why.
+func TestCheck_AWorkersTempFolderIsItsOwnCappedAndRemoved(t *testing.T) {
+	t.Parallel()
+	seen := filepath.Join(t.TempDir(), "tmpdirs")
+	// Writes 4 MiB chunks into $TMPDIR until something stops it, noting the
+	// folder first.
+	cfg := config(t, `echo "$TMPDIR" >> `+shellQuote(seen)+`; i=0; while [ $i -lt 40 ]; do head -c 4194304 /dev/zero > "$TMPDIR/f$i"; i=$((i+1)); done; sleep 30`)
+	cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst}
+	cfg.Timeout = 20 * time.Second
+	start := time.Now()
+	ins, err := play(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the case took %v: a worker over its temp cap is killed at once", took)
+	}
+	var full bool
+	for _, n := range ins[0].Notes {
+		full = full || strings.Contains(n, "temp folder")
+	}
+	if ins[0].Outcome != nil || !full {
+		t.Errorf("outcome %v, err %+v, notes %q: want the case failed and the temp folder named", ins[0].Outcome, ins[0].Err, ins[0].Notes)
+	}
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := strings.Fields(string(b))
+	if len(dirs) == 0 {
+		t.Fatal("the worker saw no TMPDIR")
+	}
+	for _, d := range dirs {
+		if !strings.HasPrefix(filepath.Base(d), "fencelab-worker-") {
+			t.Errorf("TMPDIR %q is not the case's own", d)
+		}
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the temp folder %s is still there after the case: %v", d, err)
+		}
+	}
+}

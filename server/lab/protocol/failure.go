@@ -43,6 +43,7 @@ const (
 	ErrTooLarge    ErrorCode = "too_large"
 	ErrUnsupported ErrorCode = "unsupported"
 	ErrUpgrade     ErrorCode = "upgrade"
+	ErrTooMany     ErrorCode = "too_many"
 	ErrInternal    ErrorCode = "internal"
 )
 

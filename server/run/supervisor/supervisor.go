@@ -278,31 +278,45 @@ const MaxLineBytes = 1 << 20
 // readLines calls line for each line of r (without its end), and long,
 // with its length, for each line over max bytes, which it skips: it never
 // stops reading before r ends, so a worker is never left blocked on a
-// pipe nobody reads.
+// pipe nobody reads. Its memory grows with the longest line read so far
+// (up to max), not with max: a worker's two pipes hold 4 KiB each while
+// its lines are short, as they are, and the server holds hundreds of
+// workers at once, prestarted ones included. The slice line is given is
+// good until it returns.
 func readLines(r io.Reader, max int, line func([]byte), long func(n int)) {
-	br := bufio.NewReaderSize(r, max)
+	br := bufio.NewReaderSize(r, lineChunk)
+	var acc []byte // a line longer than br's buffer, so far
+	n := 0         // the line's length so far, counted past max too
 	for {
 		b, err := br.ReadSlice('\n')
+		n += len(b)
 		if errors.Is(err, bufio.ErrBufferFull) {
-			n := len(b)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				b, err = br.ReadSlice('\n')
-				n += len(b)
-			}
-			long(n - 1)
-			if err != nil {
-				return
+			if n <= max {
+				acc = append(acc, b...)
 			}
 			continue
 		}
-		if len(b) > 0 {
+		switch {
+		case n > max:
+			long(n - 1)
+		case len(acc) > 0:
+			acc = append(acc, b...)
+			line(bytes.TrimRight(acc, "\r\n"))
+		case len(b) > 0:
 			line(bytes.TrimRight(b, "\r\n"))
+		}
+		n, acc = 0, acc[:0]
+		if cap(acc) > 16*lineChunk {
+			acc = nil // one long line does not keep its memory for the worker's life
 		}
 		if err != nil {
 			return
 		}
 	}
 }
+
+// lineChunk is what readLines reads a pipe by.
+const lineChunk = 4 << 10
 
 func signalName(sig syscall.Signal) string {
 	switch sig {
