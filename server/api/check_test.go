@@ -330,6 +330,7 @@ func TestCheck_WhatOneVisitorCouldReadOrWriteIsRefused(t *testing.T) {
 // TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain): here a claim
 // that is slow for worker B alone, so it is slow in both plays and says so.
 func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	s := ts.newSession()
 	ten := "(VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9))"
