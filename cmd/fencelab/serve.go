@@ -175,6 +175,12 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log.Info(note)
+	if getenv("DATABASE_URL") != "" && !*noCustomSQL {
+		// The private cluster is started under these; someone else's Postgres is not.
+		log.Warn("readers' statements run on a Postgres fencelab did not start: it cannot cap each backend's memory nor keep its WAL small there. " +
+			"Run that Postgres with a memory limit per process (ulimit -d 524288, or systemd's LimitDATA=512M), a small max_wal_size, " +
+			"and grant this server's role pg_signal_backend so that it can end a statement that outlives its timeout (REFERENCE.md: A public demo)")
+	}
 	lim = fit
 	if lim.SpareRuns < 0 {
 		lim.SpareRuns = 200

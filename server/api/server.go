@@ -135,19 +135,22 @@ func (c *Config) Validate() error {
 // Server is the running playground. Serve runs it; Shutdown stops it and
 // everything it started.
 type Server struct {
-	cfg       Config
-	echo      *echo.Echo
-	http      *http.Server
-	Sessions  *session.Manager
-	classes   *class.Store
-	guesses   *guesses           // wrong class codes, by address
-	line      *class.Line        // the classes' checks, in line in Postgres
-	lineStop  context.CancelFunc // stops this instance's share of the line
-	lineDone  chan struct{}
-	sup       *supervisor.Supervisor
-	notify    *notify.Notifier
-	receivers *receiver.Registry
-	started   time.Time
+	cfg      Config
+	echo     *echo.Echo
+	http     *http.Server
+	Sessions *session.Manager
+	classes  *class.Store
+	guesses  *guesses // wrong class codes, by address
+	// stopOverruns ends the watch for readers' statements that outlive
+	// their timeout (sandbox.WatchOverruns); nil without custom SQL.
+	stopOverruns func()
+	line         *class.Line        // the classes' checks, in line in Postgres
+	lineStop     context.CancelFunc // stops this instance's share of the line
+	lineDone     chan struct{}
+	sup          *supervisor.Supervisor
+	notify       *notify.Notifier
+	receivers    *receiver.Registry
+	started      time.Time
 
 	mu      sync.Mutex
 	sockets map[*websocket.Conn]struct{}
@@ -220,6 +223,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.http = &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
 	go s.sweeper()
+	if customSQL {
+		s.stopOverruns = sandbox.WatchOverruns(cfg.Pool, cfg.Log)
+	}
 	return s, nil
 }
 
@@ -304,6 +310,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.sweep)
 	<-s.swept
+	if s.stopOverruns != nil {
+		s.stopOverruns()
+	}
 	s.lineStop() // the checks this instance plays go back in line, for the next instance to take
 	<-s.lineDone
 

@@ -182,6 +182,21 @@ type refusedName struct {
 	pos   int // the byte offset in the SQL sent, or -1
 }
 
+// MaxQueries and MaxNodes bound a statement's shape: the queries in it
+// (itself, its sub-selects and CTEs together) and the nodes of its query
+// tree. The article's statements use at most 2 queries and some 200
+// nodes. A statement that nests a sub-select doubling a text 20 times
+// has 22 queries: Postgres folds such constants while it plans (BIND),
+// where the statement timeout is slow to reach it, so the shape is
+// refused before it runs. Nested 10 times, all the bound lets through,
+// it builds 16 KiB; a (VALUES …) in FROM is a query too, so the bound
+// leaves room for cross joins of a few of them. The backend's memory cap
+// is the floor under what any shape builds at run time.
+const (
+	MaxQueries = 12
+	MaxNodes   = 3000
+)
+
 // checkTree holds the parsed trees to the allow-list and returns the
 // tables they write, or the first thing they use that it lacks.
 func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
@@ -193,8 +208,13 @@ func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
 			bad = &r
 		}
 	}
+	queries, nodes := 0, 0
 	walk = func(n *tnode) {
 		if n == nil || bad != nil {
+			return
+		}
+		if nodes++; nodes > MaxNodes {
+			refuse(refusedName{words: fmt.Sprintf("more than %d parts (its query tree's nodes): a statement of the article's is a tenth of that", MaxNodes), pos: -1})
 			return
 		}
 		if n.tag == "" { // a list
@@ -217,6 +237,10 @@ func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
 		}
 		switch n.tag {
 		case "QUERY":
+			if queries++; queries > MaxQueries {
+				refuse(refusedName{words: fmt.Sprintf("more than %d queries (itself, its sub-selects and CTEs together)", MaxQueries), pos: -1})
+				return
+			}
 			rtable := n.field("rtable").list()
 			switch ct := n.int("commandType", 0); ct {
 			case 1: // SELECT

@@ -476,3 +476,95 @@ UPDATE jobs SET attempts = (SELECT s FROM d WHERE n = 20)::int WHERE id = :id`)
 		t.Fatalf("a 1 MiB value quoted: %d bytes of message (%v), want it cut to %d", len(e.Message), err != nil, sandbox.MaxMessageBytes)
 	}
 }
+
+// TestVet_AStatementsShapeIsBounded: a sub-select that doubles a text,
+// nested 20 and 24 times (the 952-byte statement that once grew a backend
+// to 8.7 GB while Postgres planned it), and a chain of CTEs that does the
+// same, are refused by Vet before anything runs, naming the bound; ours,
+// and a statement at the bound, are not.
+func TestVet_AStatementsShapeIsBounded(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	nested := func(n int) string {
+		inner := "(SELECT 'xxxxxxxxxxxxxxxx'::text AS t)"
+		for range n {
+			inner = "(SELECT s.t || s.t AS t FROM " + inner + " s)"
+		}
+		return "UPDATE jobs SET error = " + inner + " WHERE id = :id"
+	}
+	chain := func(n int) string {
+		ctes := []string{"c0 AS (SELECT 'xxxxxxxxxxxxxxxx'::text AS t)"}
+		for i := 1; i < n; i++ {
+			ctes = append(ctes, "c"+strconv.Itoa(i)+" AS (SELECT t || t AS t FROM c"+strconv.Itoa(i-1)+")")
+		}
+		return "WITH " + strings.Join(ctes, ", ") + " UPDATE jobs SET error = (SELECT t FROM c" + strconv.Itoa(n-1) + ") WHERE id = :id"
+	}
+	for _, sql := range []string{nested(20), nested(24), nested(sandbox.MaxQueries - 1), chain(sandbox.MaxQueries - 1)} {
+		start := time.Now()
+		_, err := r.role.Vet(ctx, sandbox.Complete, sql)
+		var se *sandbox.Error
+		if !errors.As(err, &se) || se.Code != sandbox.CodeForbiddenCall || !strings.Contains(se.Message, "queries") {
+			t.Errorf("%.60s… (%d bytes): %v; want it refused for its queries", sql, len(sql), err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("refusing it took %v", took)
+		}
+	}
+	for _, sql := range []string{nested(sandbox.MaxQueries - 2), chain(sandbox.MaxQueries - 2), sandbox.Ours().Complete} {
+		if _, err := r.role.Vet(ctx, sandbox.Complete, sql); err != nil {
+			t.Errorf("%.60s…: %v; want it passed", sql, err)
+		}
+	}
+}
+
+// TestEndOverruns_AStatementPastItsTimeIsEnded: a reader's session that
+// has lifted its own statement timeout (a statement may change its
+// session's settings) and runs on is ended by EndOverruns, once it has
+// run the timeout and the grace; the server's own session goes on.
+func TestEndOverruns_AStatementPastItsTimeIsEnded(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	conn, err := r.role.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(60)")
+		done <- err
+	}()
+	var ended []sandbox.Overrun
+	for time.Since(start) < 20*time.Second && len(ended) == 0 {
+		time.Sleep(200 * time.Millisecond)
+		o, err := sandbox.EndOverruns(ctx, r.pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(o) > 0 && time.Since(start) < 3*time.Second {
+			t.Fatalf("ended after %v, before the timeout and the grace: %+v", time.Since(start), o)
+		}
+		ended = o
+	}
+	if len(ended) != 1 || ended[0].Role != r.role.Name() || !ended[0].Stopped {
+		t.Fatalf("ended %+v; want the reader's one backend", ended)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the statement ran to its end")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the statement still runs after its backend was ended")
+	}
+	var one int
+	if err := r.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the server's own session after it: %v", err)
+	}
+}

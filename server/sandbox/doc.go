@@ -121,8 +121,13 @@
 //
 // # What it does not do
 //
-//   - Memory: Postgres has no per-statement memory cap; a statement can
-//     build values up to 1 GB (repeat('x', 1e9)) until statement_timeout.
+//   - Memory: Postgres has no per-statement memory cap. Vet bounds a
+//     statement's shape (MaxQueries, MaxNodes), and the private cluster
+//     caps each backend's own memory (pgcluster's BackendMemory); a
+//     Postgres of DATABASE_URL's has whatever cap its operator set.
+//   - Time past the timeout: Postgres cancels a statement only where it
+//     checks for interrupts; WatchOverruns ends the backend of one that
+//     runs OverrunGrace past statement_timeout.
 //   - Cheating in one's own run: the role may write any column of its own
 //     jobs rows and its receiver's deliveries. The history records each
 //     write's backend_pid: attribute writes to workers by it, not by

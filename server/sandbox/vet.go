@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -280,4 +281,11 @@ func settingValue(name string) string {
 		}
 	}
 	return ""
+}
+
+// settingDuration is a duration setting of Settings (statement_timeout's
+// "2s"), or 0.
+func settingDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(settingValue(name))
+	return d
 }

@@ -44,6 +44,13 @@ const (
 	DefaultMaxConnections = 300
 	DefaultSharedBuffers  = "128MB"
 	DefaultStartTimeout   = 60 * time.Second
+	// DefaultBackendMemory is the private memory one Postgres process may
+	// allocate (RLIMIT_DATA): shared_buffers is shared memory and not in
+	// it. A statement that needs more gets Postgres's own "out of memory"
+	// error in its backend alone; nothing else restarts. Our statements
+	// use a few MiB; a stranger's 952-byte statement that doubles a text
+	// 24 times once grew a backend to 8.7 GB.
+	DefaultBackendMemory = 512 << 20
 )
 
 // shutdownGrace is how long Stop waits after a fast shutdown (SIGINT) and
@@ -74,6 +81,11 @@ type Options struct {
 	// Settings are extra server settings passed as -c name=value; they
 	// override the defaults of the same name.
 	Settings map[string]string
+	// BackendMemory caps, in bytes, the private memory of each Postgres
+	// process (RLIMIT_DATA, set on the postmaster and so inherited by
+	// every backend it forks); 0 means DefaultBackendMemory, -1 none. Where
+	// the system cannot set it (not Linux), Start says so through Logf.
+	BackendMemory int64
 }
 
 // Cluster is a running private PostgreSQL cluster. Its methods are safe for
@@ -255,6 +267,16 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 	c.wd = wd
 	sockDir := filepath.Join(c.dir, "sock")
 	cmd := exec.Command(c.bin.Postgres, postgresArgs(c.dir, sockDir, c.opts)...)
+	if mem := c.opts.BackendMemory; mem >= 0 {
+		if mem == 0 {
+			mem = DefaultBackendMemory
+		}
+		// The shell lowers its own limit (no privilege needed), then becomes
+		// postgres (exec: the same pid); every backend the postmaster forks
+		// inherits the limit.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `ulimit -d "$1" 2>/dev/null; shift; exec "$0" "$@"`,
+			c.bin.Postgres, strconv.FormatInt(mem>>10, 10)}, postgresArgs(c.dir, sockDir, c.opts)...)...)
+	}
 	cmd.Dir = c.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -265,6 +287,7 @@ func (c *Cluster) launch(ctx context.Context, logFile *os.File) error {
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
+
 	exited := make(chan struct{})
 	c.cmd, c.exited = cmd, exited
 	go func() {
@@ -480,6 +503,10 @@ func postgresArgs(dir, sockDir string, opts Options) []string {
 		"jit": "off",
 		// Keep the log to what explains a failure.
 		"log_min_messages": "warning",
+		// Little WAL kept between checkpoints: nothing here is recovered,
+		// and a burst of writes must not grow the folder for long.
+		"max_wal_size": "96MB",
+		"min_wal_size": "32MB",
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v

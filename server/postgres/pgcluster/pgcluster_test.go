@@ -454,3 +454,42 @@ func withoutPassword(dsn string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestBackendMemoryIsCapped: a statement that needs more private memory
+// than a backend may have (here a 700 MB text) gets Postgres's own "out of
+// memory" error in its backend alone; another session goes on, and the
+// postmaster is the same one (nothing restarted).
+func TestBackendMemoryIsCapped(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the cap is set with prlimit, which only Linux has") // Linux is where CI runs
+	}
+	c := startCluster(t)
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	var started time.Time
+	if err := other.QueryRow(ctx, "SELECT pg_postmaster_start_time()").Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, "SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 700)").Scan(&n)
+	var pe interface{ SQLState() string }
+	if !errors.As(err, &pe) || pe.SQLState() != "53200" {
+		t.Fatalf("a 700 MB text: %d, %v; want Postgres's out of memory (53200)", n, err)
+	}
+	var again time.Time
+	if err := other.QueryRow(ctx, "SELECT pg_postmaster_start_time()").Scan(&again); err != nil || !again.Equal(started) {
+		t.Fatalf("the other session after it: %v, %v (started %v): want it untouched", again, err, started)
+	}
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+		t.Fatalf("the refused session's next statement: %v", err)
+	}
+}

@@ -310,6 +310,7 @@ func OpenWorld(ctx context.Context, pool *pgxpool.Pool, dsn, exe string, log *sl
 	w.closers = append(w.closers, func() { _ = sup.Close() })
 	nt := notify.New(notify.Connector(dsn, "fencelab check listener"), log)
 	w.closers = append(w.closers, nt.Close)
+	w.closers = append(w.closers, sandbox.WatchOverruns(pool, log))
 	w.Env = runner.Env{Pool: pool, DatabaseURL: dsn, Supervisor: sup, Notify: nt, Receivers: receivers, Log: log, Clock: &runner.DBClock{Pool: pool}}
 	return w, nil
 }

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OverrunGrace is how long a reader's statement may run past the
+// statement timeout before its backend is ended. Postgres cancels a
+// statement at its timeout only where the statement checks for
+// interrupts: one that folds a huge constant while it is planned can run
+// on for minutes, holding its memory, and ignore SIGTERM's cancel alike.
+const OverrunGrace = time.Second
+
+// overrunEvery is how often WatchOverruns looks.
+const overrunEvery = 500 * time.Millisecond
+
+// overrunSQL ends every backend of a sandbox role (RoleSuffix) whose
+// statement has run longer than $1, and says which.
+const overrunSQL = `SELECT pid, usename::text, extract(epoch FROM clock_timestamp() - query_start)::float8, pg_terminate_backend(pid)
+  FROM pg_stat_activity
+ WHERE state = 'active' AND usename LIKE '%\` + RoleSuffix + `' AND query_start < clock_timestamp() - $1::interval`
+
+// Overrun is a reader's statement EndOverruns ended.
+type Overrun struct {
+	Pid     int
+	Role    string
+	Ran     time.Duration
+	Stopped bool // pg_terminate_backend said it signalled the backend
+}
+
+// EndOverruns ends, with pg_terminate_backend, every backend of a sandbox
+// role whose statement has run longer than the statement timeout and
+// OverrunGrace, and returns them. Only that backend's session ends;
+// Postgres restarts nothing.
+func EndOverruns(ctx context.Context, db *pgxpool.Pool) ([]Overrun, error) {
+	limit := settingDuration("statement_timeout") + OverrunGrace
+	rows, err := db.Query(ctx, overrunSQL, limit.String())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Overrun
+	for rows.Next() {
+		var o Overrun
+		var secs float64
+		if err := rows.Scan(&o.Pid, &o.Role, &secs, &o.Stopped); err != nil {
+			return nil, err
+		}
+		o.Ran = time.Duration(secs * float64(time.Second))
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// WatchOverruns calls EndOverruns twice a second until stop is called,
+// and logs each statement it ends (a warning: a reader's statement that
+// outlived its timeout is a stranger's attempt or a bug of ours), and a
+// failure once (the server's role may lack the right to end another
+// role's backend: pg_signal_backend). stop waits for the watch to end.
+func WatchOverruns(db *pgxpool.Pool, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(overrunEvery)
+		defer t.Stop()
+		failed := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+			ended, err := EndOverruns(qctx, db)
+			qcancel()
+			if err != nil && ctx.Err() == nil && !failed {
+				failed = true
+				log.Warn("readers' statements that outlive their timeout cannot be ended: grant the server's role pg_signal_backend", "err", err)
+			}
+			for _, o := range ended {
+				log.Warn("a reader's statement outlived its timeout: its backend was ended", "role", o.Role, "pid", o.Pid, "ran", o.Ran.Round(time.Millisecond), "ended", o.Stopped)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
