@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -566,5 +567,71 @@ func TestEndOverruns_AStatementPastItsTimeIsEnded(t *testing.T) {
 	var one int
 	if err := r.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		t.Fatalf("the server's own session after it: %v", err)
+	}
+}
+
+// TestExec_AStatementsWritesAreBounded: a run's tables are UNLOGGED (no
+// WAL for a stranger's rows), and a reader's statement that writes more
+// than 1,000 rows, or more than 1 MiB, of a run's table is refused whole
+// (too-big), leaving nothing written; one at the bound is not, and the
+// server's own statements are not counted.
+func TestExec_AStatementsWritesAreBounded(t *testing.T) {
+	t.Parallel()
+	r := newRun(t)
+	ctx := context.Background()
+	var logged []string
+	rows, err := r.pool.Query(ctx, `SELECT c.oid::regclass::text FROM pg_class c
+ WHERE c.relnamespace IN ($1::regnamespace, $2::regnamespace) AND c.relkind IN ('r', 'i') AND c.relpersistence <> 'u'`, r.schemas.Jobs, r.schemas.Receiver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		logged = append(logged, n)
+	}
+	if rows.Close(); len(logged) > 0 {
+		t.Errorf("a run's relations that still write WAL: %v", logged)
+	}
+	conn := mustConn(t, r)
+	deliveries := func(n int, pad int) string {
+		return fmt.Sprintf(`INSERT INTO deliveries AS held (job_id, epoch, owner, payload)
+SELECT g, :epoch, :owner, jsonb_build_object('pad', '%s') FROM (SELECT (a.x - 1) * 100 + (b.x - 1) * 10 + (c.x - 1) + (d.x - 1) * 1000 AS g FROM %s) s WHERE g < %d
+ON CONFLICT (job_id) DO NOTHING`, strings.Repeat("x", pad), tens("a", "b", "c", "d"), n)
+	}
+	count := func() int {
+		var n int
+		if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM "+r.schemas.Receiver+".deliveries").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, a := range []struct {
+		name string
+		sql  string
+		want string // in the refusal; "" for none
+	}{
+		{"1,001 rows", deliveries(1001, 1), "at most 1000 rows"},
+		{"900 rows of 2 KiB", deliveries(900, 2048), "at most 1 MiB"},
+		{"1,000 rows", deliveries(1000, 1), ""},
+	} {
+		before := count()
+		c, err := r.role.Vet(ctx, sandbox.Receiver, a.sql)
+		if err != nil {
+			t.Fatalf("%s: Vet: %v", a.name, err)
+		}
+		_, err = sandbox.Exec(ctx, conn, c, map[string]any{"epoch": 1, "owner": "A"})
+		var se *sandbox.Error
+		switch {
+		case a.want == "" && err != nil:
+			t.Errorf("%s: %v; want it written", a.name, err)
+		case a.want != "" && (!errors.As(err, &se) || se.Code != sandbox.CodeTooBig || !strings.Contains(se.Message, a.want)):
+			t.Errorf("%s: %v; want too-big naming %q", a.name, err, a.want)
+		case a.want != "" && count() != before:
+			t.Errorf("%s: refused, but %d rows stayed written", a.name, count()-before)
+		}
+	}
+	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) SELECT '{}' FROM generate_series(1, 5000)"); err != nil {
+		t.Fatalf("the server's own 5,000 jobs: %v", err)
 	}
 }

@@ -20,6 +20,15 @@ import (
 //go:embed sql/history.sql
 var historySQL string
 
+//go:embed sql/bounds.sql
+var boundsSQL string
+
+// boundsOf is sql/bounds.sql for one of a run's schemas and the table a
+// reader's statement writes there.
+func boundsOf(schema, table string) string {
+	return strings.NewReplacer("{{schema}}", ident(schema), "{{table}}", ident(table)).Replace(boundsSQL)
+}
+
 // Default schema names, used by the CLI and the tests.
 const (
 	DefaultJobsSchema     = "fencing_demo"
@@ -77,7 +86,15 @@ func Setup(ctx context.Context, db engine.TxDB, s Schemas) error {
 		if _, err := tx.Exec(ctx, historyOf(s)); err != nil {
 			return dbErr("setup schema "+s.Jobs, err)
 		}
-		return engine.SetupReceiver(ctx, tx, s.Receiver)
+		if err := engine.SetupReceiver(ctx, tx, s.Receiver); err != nil {
+			return err
+		}
+		for _, b := range []struct{ schema, table string }{{s.Jobs, "jobs"}, {s.Receiver, "deliveries"}} {
+			if _, err := tx.Exec(ctx, boundsOf(b.schema, b.table)); err != nil {
+				return dbErr("bound the writes of schema "+b.schema, err)
+			}
+		}
+		return nil
 	})
 }
 
