@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -110,7 +112,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&lim.GoneAfter, "gone-after", lim.GoneAfter, "another instance on the same Postgres is gone, and what it left is dropped, once its lock is free and its row unseen this long, on two sweeps this far apart")
 	fs.IntVar(&lim.MaxWorkersPerClient, "max-workers-per-client", lim.MaxWorkersPerClient, "worker processes of one client address's runs together, free play's added ones too (loopback: no cap)")
 	fs.IntVar(&lim.SpareRuns, "spare-runs", -1, "pairs of a run's schemas kept made in advance while the server is quiet, so a burst of readers starts at once (0: none; default: --max-runs, up to 200; never more than --max-runs)")
-	fs.IntVar(&lim.PrestartedWorkers, "prestarted-workers", -1, "worker processes kept spawned in advance while the server is quiet, each waiting for a run, so a burst of readers does not wait for hundreds of spawns (0: none; default: two per spare pair; each holds some 2 MB of its own, and no Postgres connection)")
+	fs.IntVar(&lim.PrestartedWorkers, "prestarted-workers", -1, "worker processes kept spawned in advance while the server is quiet, each waiting for a run, so a burst of readers does not wait for hundreds of spawns (0: none; default: two per spare pair, at most as many as an eighth of the machine's available memory holds at 16 MiB each; none holds a Postgres connection)")
 	fs.DurationVar(&lim.FreshIdle, "fresh-idle", lim.FreshIdle, "a session nobody has used (no command, no socket) lives this long")
 	maxSockets := fs.Int("max-sockets-per-client", 64, "WebSockets one client address may hold open at once (loopback: no cap); one more is refused with 503")
 	maxBody := fs.Int64("max-body", 128<<10, "largest request body, in bytes")
@@ -188,6 +190,12 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	lim.SpareRuns = min(lim.SpareRuns, lim.MaxRuns) // more could never all be used at once
 	if lim.PrestartedWorkers < 0 {
 		lim.PrestartedWorkers = 2 * lim.SpareRuns
+		if avail, ok := memAvailable(); ok {
+			if fit := int(avail / 8 / prestartedFootprint); fit < lim.PrestartedWorkers {
+				lim.PrestartedWorkers = fit
+				log.Info("prestarted workers sized to the machine: an eighth of its available memory", "workers", fit, "available_mib", avail>>20)
+			}
+		}
 	}
 	// An allowed origin keeps its scheme: the socket's check matches
 	// scheme and host, as the page's check of postMessage does.
@@ -241,6 +249,35 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info("stopped: runs ended, workers reaped, schemas dropped")
 	return nil
+}
+
+// prestartedFootprint is what one prestarted worker holds of the
+// machine's memory: its RSS, measured (13 MiB), rounded up.
+const prestartedFootprint = 16 << 20
+
+// memAvailable is the memory the machine has for new work (Linux's
+// MemAvailable), when it says.
+func memAvailable() (uint64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	return parseMemAvailable(string(b))
+}
+
+// parseMemAvailable reads MemAvailable from /proc/meminfo's text.
+func parseMemAvailable(meminfo string) (uint64, bool) {
+	for _, line := range strings.Split(meminfo, "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, false
+			}
+			kb, err := strconv.ParseUint(f[0], 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }
 
 // everywhere reports whether a listener takes connections on every

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -296,4 +297,21 @@ func machineAddr(t *testing.T) string {
 	}
 	t.Fatal("this machine has no address but loopback: nothing to tell loopback from every interface by")
 	return ""
+}
+
+// TestParseMemAvailable reads /proc/meminfo's MemAvailable, and nothing
+// else, the way prestarted workers are sized to the machine.
+func TestParseMemAvailable(t *testing.T) {
+	const meminfo = "MemTotal:       24598432 kB\nMemFree:        1000 kB\nMemAvailable:   23812344 kB\nBuffers:          2000 kB\n"
+	if got, ok := parseMemAvailable(meminfo); !ok || got != 23812344<<10 {
+		t.Errorf("got %d, %v", got, ok)
+	}
+	for _, bad := range []string{"", "MemFree: 1 kB\n", "MemAvailable: x kB\n", "MemAvailable: 12 MB\n"} {
+		if got, ok := parseMemAvailable(bad); ok {
+			t.Errorf("%q: %d, want not read", bad, got)
+		}
+	}
+	if avail, ok := memAvailable(); runtime.GOOS == "linux" && (!ok || avail == 0) {
+		t.Errorf("this Linux machine's MemAvailable: %d, %v", avail, ok)
+	}
 }
