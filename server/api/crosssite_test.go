@@ -1,32 +1,12 @@
 package api_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/fencelab/fencelab/server/api"
 )
-
-// send makes one request with the headers a browser (or not) would send.
-func (ts *testServer) send(method, path string, header map[string]string, body string) answer {
-	ts.t.Helper()
-	req, err := http.NewRequest(method, ts.base+path, strings.NewReader(body))
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{Status: resp.StatusCode, Body: b, Header: resp.Header}
-}
 
 // Any page a teacher or reader visits can send a POST to the server: a
 // form, a text/plain fetch, with its own Origin. Every write from another

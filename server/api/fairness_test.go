@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -22,24 +21,14 @@ import (
 // from makes a request as the client addr behind a proxy on loopback.
 func (ts *testServer) from(addr, method, path, token, body string) answer {
 	ts.t.Helper()
-	req, err := http.NewRequest(method, ts.base+path, strings.NewReader(body))
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	req.Header.Set("X-Forwarded-For", addr)
+	h := map[string]string{"X-Forwarded-For": addr}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h["Authorization"] = "Bearer " + token
 	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		h["Content-Type"] = "application/json"
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{Status: resp.StatusCode, Body: b, Header: resp.Header}
+	return ts.send(method, path, h, body)
 }
 
 // sessionFrom makes a session as a client behind the proxy.

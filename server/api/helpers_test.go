@@ -109,15 +109,25 @@ func (a answer) errText() string {
 
 func (ts *testServer) do(method, path, token, ctype, body string) answer {
 	ts.t.Helper()
+	h := map[string]string{}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	if ctype != "" {
+		h["Content-Type"] = ctype
+	}
+	return ts.send(method, path, h, body)
+}
+
+// send makes one request with the headers a browser (or not) would send.
+func (ts *testServer) send(method, path string, header map[string]string, body string) answer {
+	ts.t.Helper()
 	req, err := http.NewRequest(method, ts.base+path, strings.NewReader(body))
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
