@@ -512,6 +512,11 @@ func TestVet_AStatementsShapeIsBounded(t *testing.T) {
 			t.Errorf("refusing it took %v", took)
 		}
 	}
+	flat := "UPDATE jobs SET attempts = GREATEST(" + strings.Repeat("1,", 3000) + "1) WHERE id = :id" // under 8 KiB of text
+	var se *sandbox.Error
+	if _, err := r.role.Vet(ctx, sandbox.Complete, flat); !errors.As(err, &se) || !strings.Contains(se.Message, "parts (its query tree's nodes)") {
+		t.Errorf("GREATEST of 3,001 numbers: %v; want it refused for its nodes", err)
+	}
 	for _, sql := range []string{nested(sandbox.MaxQueries - 2), chain(sandbox.MaxQueries - 2), sandbox.Ours().Complete} {
 		if _, err := r.role.Vet(ctx, sandbox.Complete, sql); err != nil {
 			t.Errorf("%.60s…: %v; want it passed", sql, err)

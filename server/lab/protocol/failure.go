@@ -61,16 +61,22 @@ const (
 	ErrReceiverRule     ErrorCode = "receiver"           // the receiver's rule failed on a delivery
 )
 
-// SQLStateTimeout is the SQLSTATE of a statement Postgres cancelled
-// (query_canceled): a reader's statement that ran past the sandbox's
-// statement_timeout.
-const SQLStateTimeout = "57014"
+// The SQLSTATEs of a statement that ran out of time: one Postgres
+// cancelled at the sandbox's statement_timeout (query_canceled), and one
+// whose backend was ended for running on past it (admin_shutdown: the
+// sandbox's WatchOverruns; a restart of Postgres says the same).
+const (
+	SQLStateTimeout = "57014"
+	SQLStateEnded   = "57P01"
+)
 
-// TimedOut says whether Postgres's statement timeout ended what failed: a
-// statement refused with SQLStateTimeout, or a run one such statement
-// ended. On a busy machine that is as likely the machine's doing as the
+// TimedOut says whether time ended what failed: a statement refused with
+// SQLStateTimeout or SQLStateEnded, or a run one such statement ended. On
+// a busy machine that is as likely the machine's doing as the
 // statement's, so a check plays such a case again alone.
-func (f *Failure) TimedOut() bool { return f != nil && f.SQLState == SQLStateTimeout }
+func (f *Failure) TimedOut() bool {
+	return f != nil && (f.SQLState == SQLStateTimeout || f.SQLState == SQLStateEnded)
+}
 
 // FailureOf is err as an event says it: a refusal of Postgres's as ErrSQL
 // with its SQLSTATE and its message; anything else by its fault code, with

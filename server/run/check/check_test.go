@@ -231,12 +231,16 @@ func TestCheck_AClaimWithoutSkipLockedIsNamed(t *testing.T) {
 func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
 	w := world(t)
 	sol := sandbox.Ours()
-	// Ten lists of ten values, joined: 10^10 rows counted, nothing held
-	// (no temp file), so only the time limit can end it.
-	ten := "(VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9))"
+	// Five lists of a hundred values, joined: 10^10 rows counted in 8
+	// queries (sandbox.MaxQueries is 12), nothing held (no temp file), so
+	// only the time limit can end it.
+	var hundred []string
+	for i := range 100 {
+		hundred = append(hundred, fmt.Sprintf("(%d)", i))
+	}
 	var from []string
-	for i := range 10 {
-		from = append(from, fmt.Sprintf("%s v%d(x)", ten, i))
+	for i := range 5 {
+		from = append(from, fmt.Sprintf("(VALUES %s) v%d(x)", strings.Join(hundred, ","), i))
 	}
 	slow := "AND (:owner <> 'worker-b' OR (SELECT count(*) FROM " + strings.Join(from, ", ") + ") > 0)\n        ORDER BY"
 	sol.Claim = strings.Replace(sol.Claim, "ORDER BY", slow, 1)

@@ -173,9 +173,10 @@ type Run struct {
 	outcome    *protocol.Outcome
 	report     *protocol.Report
 	failure    *protocol.Failure
-	// timedOut: a worker's statement ran past Postgres's statement
-	// timeout; a failure the run ends with carries its SQLSTATE.
-	timedOut   bool
+	// timedOut is the SQLSTATE of a worker's statement that ran out of
+	// time (Failure.TimedOut), if one did; a failure the run ends with
+	// carries it.
+	timedOut   string
 	changed    chan struct{} // closed and replaced on every change of a worker
 	workers    map[string]*workerState
 	order      []string        // labels in the order they were spawned
@@ -608,8 +609,8 @@ func (r *Run) end(phase protocol.RunPhase, reason protocol.StopReason, f *protoc
 			say()
 		}
 		r.mu.Lock()
-		if f != nil && f.SQLState == "" && r.timedOut {
-			f.SQLState = protocol.SQLStateTimeout
+		if f != nil && f.SQLState == "" && r.timedOut != "" {
+			f.SQLState = r.timedOut
 		}
 		r.phase, r.ended, r.failure = phase, time.Now(), f
 		if phase != protocol.PhaseFinished {

@@ -178,7 +178,7 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e protocol.Event) {
 	}
 	if s := e.SQL; s != nil && s.Error.TimedOut() {
 		r.mu.Lock()
-		r.timedOut = true
+		r.timedOut = s.Error.SQLState
 		r.mu.Unlock()
 	}
 	lost := false
