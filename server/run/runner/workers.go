@@ -550,12 +550,19 @@ func ownerFor(label string, same bool) string {
 // a server's pool growing by one.
 const marginOfConns = 5
 
+// roomWait bounds RoomFor's question to Postgres.
+const roomWait = 10 * time.Second
+
 // RoomFor reads how many connections Postgres has free now, whoever holds
 // the others (every fencelab instance on it among them), and refuses as
 // busy, naming what for, when fewer than need would be left above a
 // margin: several servers on one Postgres share what it has, as it is.
+// The question may wait for one of the pool's connections and for a
+// machine busy with other work: it has roomWait to be answered. (At 2 s,
+// a reader's Run on a busy machine was refused as "could not ask Postgres
+// for room", a 503 for no lack of room.)
 func RoomFor(ctx context.Context, pool *pgxpool.Pool, need int, what string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, roomWait)
 	defer cancel()
 	var free int
 	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
