@@ -230,13 +230,13 @@ func (s *Server) joinClass(c echo.Context) error {
 	if addr == "" {
 		addr = c.RealIP()
 	}
-	if err := s.guesses.wait(addr); err != nil {
+	if err := s.guesses.try(addr); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	st, token, err := s.classes.Join(ctx, req.Code, req.Name, req.Token)
-	if fault.CodeOf(err) == fault.NotFound { // a well-formed code no open class has: a guess
-		s.guesses.wrong(addr)
+	if fault.CodeOf(err) != fault.NotFound { // only a well-formed code no open class has is a guess
+		s.guesses.unguess(addr)
 	}
 	if err != nil {
 		return err

@@ -45,24 +45,12 @@ const (
 
 func newGuesses() *guesses { return &guesses{by: map[string]*guessed{}, now: time.Now} }
 
-// wait returns a TooMany error while addr is backing off, else nil.
-func (g *guesses) wait(addr string) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e := g.by[addr]
-	if e == nil {
-		return nil
-	}
-	if left := e.until.Sub(g.now()); left > 0 {
-		return &fault.Error{Code: fault.TooMany, RetryAfter: left,
-			Message: "too many wrong class codes from your address: wait " + left.Round(time.Second).String() + ", then check the code with your teacher"}
-	}
-	return nil
-}
-
-// wrong counts a wrong code from addr, and starts its back-off when it is
-// one over the minute's budget.
-func (g *guesses) wrong(addr string) {
+// try takes one guess of addr's minute budget before its code is looked
+// up, so that guesses sent at once count each other: a TooMany error
+// while addr backs off, or when the budget is spent (which starts the
+// back-off). A join whose code was no guess (the right one, or one that
+// cannot be a code) gives it back with unguess.
+func (g *guesses) try(addr string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -81,20 +69,39 @@ func (g *guesses) wrong(addr string) {
 		e = &guessed{window: now}
 		g.by[addr] = e
 	}
+	if e.until.After(now) {
+		return tooMany(e.until.Sub(now))
+	}
 	if now.Sub(e.window) >= time.Minute {
 		e.window, e.wrong = now, 0
 	}
+	if e.wrong >= wrongPerMinute {
+		if now.Sub(e.last) > forgetStrikes {
+			e.strikes = 0
+		}
+		back := min(maxBackoff, firstBackoff<<min(e.strikes, 10))
+		e.until, e.last = now.Add(back), now
+		e.strikes++
+		e.window, e.wrong = now, 0
+		return tooMany(back)
+	}
 	e.wrong++
-	if e.wrong < wrongPerMinute {
-		return
+	return nil
+}
+
+// unguess gives back a guess try took, for a join whose code was right
+// or could not be a code.
+func (g *guesses) unguess(addr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.by[addr]; e != nil && e.wrong > 0 {
+		e.wrong--
 	}
-	if now.Sub(e.last) > forgetStrikes {
-		e.strikes = 0
-	}
-	e.until = now.Add(min(maxBackoff, firstBackoff<<min(e.strikes, 10)))
-	e.strikes++
-	e.last = now
-	e.window, e.wrong = now, 0
+}
+
+func tooMany(wait time.Duration) error {
+	return &fault.Error{Code: fault.TooMany, RetryAfter: wait,
+		Message: "too many wrong class codes from your address: wait " + wait.Round(time.Second).String() + ", then check the code with your teacher"}
 }
 
 // forget drops the addresses with nothing to remember: no back-off
