@@ -110,7 +110,12 @@ func TestWorkerPool_ClaimsAndCompletionsComeInFullBatches(t *testing.T) {
 	if cl > 2*jobs/batch || co > 2*jobs/batch {
 		t.Errorf("with a linger: %d claims and %d completions for %d jobs in batches of %d: want at most %d each", cl, co, jobs, batch, 2*jobs/batch)
 	}
-	if ncl < 2*cl || nco < 2*co {
+	// The control: with no linger the same jobs take clearly more
+	// statements, or the bound above shows nothing. Measured on one machine:
+	// 40 against 143 to 155 quiet, 48 against 90 beside two busy loops and
+	// the rest of the suite (a busy machine batches a little on its own, as
+	// completions wait their turn: a control of 2x each failed there).
+	if 2*(ncl+nco) < 3*(cl+co) {
 		t.Errorf("with no linger: %d claims and %d completions, against %d and %d with one: the test shows nothing", ncl, nco, cl, co)
 	}
 }
