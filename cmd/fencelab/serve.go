@@ -106,7 +106,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.MaxEventsTotalMB, "max-events-total-mb", lim.MaxEventsTotalMB, "MiB the events of all sessions together may hold; a session over its share drops its oldest first")
 	fs.IntVar(&lim.MaxSessionsPerClient, "max-sessions-per-client", lim.MaxSessionsPerClient, "sessions of one client address (loopback: no cap); its oldest unwatched one makes way")
 	fs.IntVar(&lim.MaxRunsPerClient, "max-runs-per-client", lim.MaxRunsPerClient, "runs at once of one client address (loopback: no cap)")
-	fs.IntVar(&lim.MaxChecks, "max-checks", lim.MaxChecks, "checks (Build it, check it) playing at once, server-wide; the others wait in one fair line, one at a time per client address")
+	fs.IntVar(&lim.MaxChecks, "max-checks", lim.MaxChecks, "checks (Build it, check it) starting at once, server-wide: a check holds its slot for its first 2 s, and at most three times this many play at once; the others wait in one fair line, one at a time per client address")
 	fs.IntVar(&lim.MaxLoads, "max-loads", lim.MaxLoads, "load labs at once, server-wide (each keeps the cores busy for about half a minute)")
 	fs.IntVar(&lim.MaxBatchesPerClient, "max-batches-per-client", lim.MaxBatchesPerClient, "batches (the guard matrix, Step 5) at once of one client address (loopback: no cap)")
 	fs.DurationVar(&lim.GoneAfter, "gone-after", lim.GoneAfter, "another instance on the same Postgres is gone, and what it left is dropped, once its lock is free and its row unseen this long, on two sweeps this far apart")

@@ -17,6 +17,7 @@ import (
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
 )
 
 // checkCmd is the check command for a solution.
@@ -333,19 +334,7 @@ func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
 	s := ts.newSession()
-	// Five lists of a hundred values, joined: 10^10 rows counted in 8
-	// queries (sandbox.MaxQueries is 12), nothing held (no temp file), so
-	// only the time limit can end it.
-	var hundred []string
-	for i := range 100 {
-		hundred = append(hundred, fmt.Sprintf("(%d)", i))
-	}
-	var from []string
-	for i := range 5 {
-		from = append(from, fmt.Sprintf("(VALUES %s) v%d(x)", strings.Join(hundred, ","), i))
-	}
-	sol := sandbox.Ours()
-	sol.Claim = strings.Replace(sol.Claim, "ORDER BY", "AND (:owner <> 'worker-b' OR (SELECT count(*) FROM "+strings.Join(from, ", ")+") > 0)\n        ORDER BY", 1)
+	sol := sandboxtest.SlowClaimFor("worker-b") // slow by CPU for B alone: only the time limit ends it
 	res := s.cmd(checkCmd(t, sol))
 	rep := s.checkReport(3 * time.Minute)
 	again := 0

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
 )
 
 // from makes a request as the client addr behind a proxy on loopback.
@@ -354,4 +356,70 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestFairness_SlowChecksElsewhereDoNotSlowAReader: six addresses each
+// send a check whose claim burns a core until the statement timeout in
+// every case where worker B claims (a check that holds its turn for half
+// a minute); a reader at a seventh address who checks while they play
+// gets their report within twice their time alone: the line starts the
+// reader's check once the slow ones have played long enough to leave the
+// slots of the checks that start (session's youngFor), not when they end.
+// Figures: BENCHMARKS.md.
+func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
+	// Not parallel: the figure is a ratio of two times in this test, and
+	// the package's other tests would load one more than the other.
+	ts := startServer(t, func(c *api.Config) {
+		c.TrustProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		// As fencelab serve starts it: schemas made and workers spawned in
+		// advance while the server is quiet.
+		c.Limits.SpareRuns, c.Limits.PrestartedWorkers = 120, 240
+	})
+	const reader = "198.51.100.9"
+	path := func(s *sess) string { return "/api/sessions/" + s.ID + "/commands" }
+	ours := `{"action":"check","solution":` + mustJSON(t, sandbox.Ours()) + `}`
+	slow := `{"action":"check","solution":` + mustJSON(t, sandboxtest.SlowClaimFor("worker-b")) + `}`
+	timeCheck := func() time.Duration {
+		s, a := ts.sessionFrom(reader)
+		if s == nil {
+			t.Fatalf("a session: %d %s", a.Status, a.Body)
+		}
+		start := time.Now()
+		if a := ts.from(reader, "POST", path(s), s.Token, ours); a.Status != http.StatusOK {
+			t.Fatalf("the reader's check: %d %s", a.Status, a.Body)
+		}
+		if rep := s.checkReport(5 * time.Minute); !rep.Pass {
+			t.Fatalf("the fenced build fails: %+v", rep)
+		}
+		return time.Since(start)
+	}
+	timeCheck() // the first check of a server warms what every later one uses
+	alone := timeCheck()
+
+	var flood []*sess
+	var wg sync.WaitGroup
+	for a := range 6 {
+		addr := fmt.Sprintf("203.0.113.%d", a+1)
+		s, ans := ts.sessionFrom(addr)
+		if s == nil {
+			t.Fatalf("a flood session: %d %s", ans.Status, ans.Body)
+		}
+		flood = append(flood, s)
+		wg.Go(func() { ts.from(addr, "POST", path(s), s.Token, slow) }) // answers when its turn comes
+	}
+	time.Sleep(3 * time.Second) // each has its turn, or a place in line
+	during := timeCheck()
+	t.Logf("a reader's check alone: %v; while six addresses play slow checks: %v (%.2f×)", alone.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))
+	for i, s := range flood {
+		for _, e := range s.events(0, "") {
+			if e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchFinished {
+				t.Errorf("slow check %d had ended before the reader's did: the test measured less than it says", i)
+			}
+		}
+		ts.from(fmt.Sprintf("203.0.113.%d", i+1), "DELETE", "/api/sessions/"+s.ID, s.Token, "")
+	}
+	wg.Wait()
+	if during > 2*alone {
+		t.Errorf("while six addresses play slow checks the reader waited %v, against %v alone: more than twice", during, alone)
+	}
 }

@@ -26,9 +26,11 @@ func (c *checkTimes) add(d time.Duration) {
 }
 
 // wait estimates how long a check at place (1: next) waits for its turn
-// when at most at once play together: a whole round of them for each
-// round ahead of it, rounded up to the second; 0 when no check has played
-// here yet, so nothing is known.
+// when at most at once start together: a check holds its slot until it
+// ends or has played youngFor (checkLine), so each round of them ahead of
+// it is the shorter of the two, rounded up to the second; 0 when no check
+// has played here yet, so nothing is known. Past 3×atOnce checks playing
+// the wait is longer: an estimate, not a promise.
 func (c *checkTimes) wait(place, atOnce int) time.Duration {
 	c.mu.Lock()
 	mean := c.mean
@@ -37,7 +39,7 @@ func (c *checkTimes) wait(place, atOnce int) time.Duration {
 		return 0
 	}
 	rounds := (place + max(atOnce, 1) - 1) / max(atOnce, 1)
-	return (time.Duration(rounds) * mean).Round(time.Second)
+	return (time.Duration(rounds) * min(mean, youngFor)).Round(time.Second)
 }
 
 // inLine is the note that tells a session its check's place in a line,

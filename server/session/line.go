@@ -20,11 +20,20 @@ import (
 // behind itself, and a reader at another address waits for at most one
 // check of each address ahead of it.
 //
+// A check that has played for youngFor leaves its slot to the next in
+// line and plays on: max checks start together, and at most 3×max play at
+// once. A check that takes half a minute (a stranger's statements that
+// each run to their timeout) so holds a slot for youngFor, not for its
+// half minute, and a reader behind six of them starts within youngFor.
+// Past 3×max such checks, a reader waits for one to end.
+//
 // A loopback client has no address caps; each of its sessions is an
 // address of its own in the line.
 type checkLine struct {
 	mu      sync.Mutex
-	max     int
+	max     int            // checks that may be young (in their first youngFor) at once
+	most    int            // checks that may play at once
+	young   int            // checks playing and young
 	running map[string]int // by key: checks playing
 	playing int
 	waiting []*ticket
@@ -42,10 +51,17 @@ type ticket struct {
 	left  chan struct{} // closed when it is replaced, or taken out (leave)
 	place int           // 1 for the next to start; 0 once its turn has come
 	moved func(place int)
+	young *time.Timer // from its turn until it is done or has played youngFor; nil then
 }
 
+// youngFor is how long a check holds one of the line's max slots: about
+// half of what a check of ours takes alone on an idle 2-core machine
+// (3.5 s), so a reader waits for checks ahead of it at most this long
+// while fewer than 3×max play.
+const youngFor = 2 * time.Second
+
 func newCheckLine(max int) *checkLine {
-	return &checkLine{max: max, running: map[string]int{}, last: map[string]int64{}}
+	return &checkLine{max: max, most: 3 * max, running: map[string]int{}, last: map[string]int64{}}
 }
 
 // join puts a check in line for key, keeping the place of old (the same
@@ -141,9 +157,24 @@ func (l *checkLine) leave(t *ticket) {
 	})
 }
 
+// grown ends t's youth: its slot goes to the next in line.
+func (l *checkLine) grown(t *ticket) {
+	l.change(func() { l.ageLocked(t) })
+}
+
+// ageLocked takes t out of the young checks, if it is one; l.mu must be held.
+func (l *checkLine) ageLocked(t *ticket) {
+	if t.young != nil {
+		t.young.Stop()
+		t.young = nil
+		l.young--
+	}
+}
+
 // done ends t's turn and lets the line move.
 func (l *checkLine) done(t *ticket) {
 	l.change(func() {
+		l.ageLocked(t)
 		if l.running[t.key] > 0 {
 			l.running[t.key]--
 			if l.running[t.key] == 0 {
@@ -179,7 +210,7 @@ func (l *checkLine) forget(key string) {
 // dispatch starts what may start and renumbers the rest; it returns what
 // to tell them, to be called once l.mu is let go. l.mu must be held.
 func (l *checkLine) dispatch() func() {
-	for l.playing < l.max {
+	for l.young < l.max && l.playing < l.most {
 		o := l.order()
 		i := slices.IndexFunc(o, func(t *ticket) bool { return l.running[t.key] == 0 })
 		if i < 0 {
@@ -189,6 +220,8 @@ func (l *checkLine) dispatch() func() {
 		l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
 		l.running[t.key]++
 		l.playing++
+		l.young++
+		t.young = time.AfterFunc(youngFor, func() { l.grown(t) })
 		l.round = max(l.round, t.round)
 		t.place = 0
 		close(t.ready)

@@ -135,3 +135,47 @@ func TestLine_AnAddressPlaysOneAtATimeWithRoomToSpare(t *testing.T) {
 	l.done(a2)
 	l.done(b)
 }
+
+// TestLine_ACheckPastItsYouthLeavesItsSlot: with room for one check, the
+// next address's check starts once the first has played youngFor, not
+// when the first ends; and no more than three times the room play at once.
+func TestLine_ACheckPastItsYouthLeavesItsSlot(t *testing.T) {
+	l := newCheckLine(1)
+	start := time.Now()
+	a := l.join("203.0.113.1", nil, nil)
+	b := l.join("203.0.113.2", nil, nil)
+	if !turnCame(a) || turnCame(b) {
+		t.Fatal("the first check should play, and the second wait")
+	}
+	select {
+	case <-b.ready:
+		if waited := time.Since(start); waited < youngFor-50*time.Millisecond {
+			t.Fatalf("the second check started after %v, before the first had played %v", waited, youngFor)
+		}
+	case <-time.After(youngFor + 10*time.Second):
+		t.Fatalf("the second check did not start when the first had played %v", youngFor)
+	}
+	c := l.join("203.0.113.3", nil, nil)
+	if turnCame(c) {
+		t.Fatal("a third check started while the second was young: one slot is one young check")
+	}
+	l.grown(b)
+	if !turnCame(c) {
+		t.Fatal("the third check did not start when the second grew")
+	}
+	d := l.join("203.0.113.4", nil, nil)
+	l.grown(c)
+	if turnCame(d) {
+		t.Fatal("a fourth check played beside three: at most three times the room play at once")
+	}
+	l.done(a)
+	if !turnCame(d) {
+		t.Fatal("the fourth check did not start when the first was done")
+	}
+	for _, x := range []*ticket{b, c, d} {
+		l.done(x)
+	}
+	if l.young != 0 || l.playing != 0 {
+		t.Fatalf("all done, the line counts %d young and %d playing", l.young, l.playing)
+	}
+}

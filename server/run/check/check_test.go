@@ -15,6 +15,7 @@ import (
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
 	"github.com/fencelab/fencelab/server/servertest"
 )
 
@@ -230,23 +231,7 @@ func TestCheck_AClaimWithoutSkipLockedIsNamed(t *testing.T) {
 // each such case is played again as a run of its own, and says so.
 func TestCheck_ACaseEndedByTheStatementTimeoutIsPlayedAgain(t *testing.T) {
 	w := world(t)
-	sol := sandbox.Ours()
-	// Five lists of a hundred values, joined: 10^10 rows counted in 8
-	// queries (sandbox.MaxQueries is 12), nothing held (no temp file), so
-	// only the time limit can end it.
-	var hundred []string
-	for i := range 100 {
-		hundred = append(hundred, fmt.Sprintf("(%d)", i))
-	}
-	var from []string
-	for i := range 5 {
-		from = append(from, fmt.Sprintf("(VALUES %s) v%d(x)", strings.Join(hundred, ","), i))
-	}
-	slow := "AND (:owner <> 'worker-b' OR (SELECT count(*) FROM " + strings.Join(from, ", ") + ") > 0)\n        ORDER BY"
-	sol.Claim = strings.Replace(sol.Claim, "ORDER BY", slow, 1)
-	if sol.Claim == sandbox.Ours().Claim {
-		t.Fatal("ours's claim has no ORDER BY to put the slow clause before")
-	}
+	sol := sandboxtest.SlowClaimFor("worker-b")
 	rep := run(t, w, sol)
 	again := 0
 	for _, c := range rep.Cases {
