@@ -773,29 +773,40 @@ func TestBuild_TheChallengeToItsEnd(t *testing.T) {
 	check("the fail unfenced", string(experiments.ReqFailFence))
 }
 
-// TestBuild_ACheckWaitsInLineAndSaysWhere: on a server that plays one
-// check at a time, a reader whose check must wait is told where it
-// stands ("Your check is next in line."), and the page moves on to the
-// check's progress and report when its turn comes.
+// TestBuild_ACheckWaitsInLineAndSaysWhere: on a server that starts one
+// check at a time (--max-checks 1: a check holds the slot for its first
+// 2 s, and at most three play at once), with three other readers' long
+// checks playing, a reader whose check must wait is told where it stands
+// ("Your check is next in line."), and the page moves on to the check's
+// progress and report when its turn comes.
 func TestBuild_ACheckWaitsInLineAndSaysWhere(t *testing.T) {
 	t.Parallel()
 	srv := e2etest.StartServer(t, "--max-checks", "1")
-	id, token := srv.NewSession()
 	sol, err := json.Marshal(sandbox.Ours())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds := "/api/sessions/" + id + "/commands"
-	if st, b := srv.Request("POST", cmds, token, `{"action":"check","lease_ms":5000,"solution":`+string(sol)+`}`); st != 200 {
-		t.Fatalf("another reader's check: %d %s", st, b)
+	type other struct{ cmds, token string }
+	var others []other
+	for range 3 {
+		id, token := srv.NewSession()
+		o := other{"/api/sessions/" + id + "/commands", token}
+		// Its command is answered when its turn comes: the second and
+		// third about 2 s after the one before.
+		if st, b := srv.Request("POST", o.cmds, o.token, `{"action":"check","lease_ms":5000,"solution":`+string(sol)+`}`); st != 200 {
+			t.Fatalf("another reader's check: %d %s", st, b)
+		}
+		others = append(others, o)
 	}
 	tab := e2etest.NewTab(t, 375, 900)
 	openBuild(tab, srv.URL+"/")
 	tab.Click("build-check")
 	tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.toLowerCase() === "your check is next in line."`, 30*time.Second) // the narration is the server's: the shout suite upper-cases it
 	buildShot(tab, "build-progress", "build-in-line-375")
-	if st, b := srv.Request("POST", cmds, token, `{"action":"reset"}`); st != 200 {
-		t.Fatalf("the other reader's reset: %d %s", st, b)
+	for _, o := range others {
+		if st, b := srv.Request("POST", o.cmds, o.token, `{"action":"reset"}`); st != 200 {
+			t.Fatalf("another reader's reset: %d %s", st, b)
+		}
 	}
 	checkShown(t, tab) // the start is leases alone: its report names what is broken
 }
