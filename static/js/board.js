@@ -65,7 +65,8 @@ async function poll() {
     again = false;
     return poll();
   }
-  state.status = res ? res.status : 0;
+  // The state says what the page shows: its status is set with what is
+  // drawn, not before the refusal's words are read.
   if (res && res.ok) {
     const board = await res.json();
     state.board = board;
@@ -78,6 +79,7 @@ async function poll() {
     state.error = await refusal(res);
     showError(state.error);
   }
+  state.status = res ? res.status : 0;
   // A wrong token (403) or a class that is gone (404) does not mend by
   // asking again; an ended class does not change. Anything else might.
   const final = state.status === 403 || state.status === 404 || state.ended;
