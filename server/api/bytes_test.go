@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -13,17 +12,8 @@ import (
 
 	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
 )
-
-// bigOwner is the start's claim with the owner it returns made 2^n
-// characters longer by a recursive CTE that doubles a text: the byte
-// attack, with repeat off the allow-list.
-func bigOwner(n int) string {
-	sol := sandbox.Start()
-	return fmt.Sprintf(`WITH RECURSIVE d(s, n) AS (SELECT 'x'::text, 0 UNION ALL SELECT s || s, n + 1 FROM d WHERE n < %d),
-big AS (SELECT s FROM d WHERE n = %d)
-`, n, n) + strings.Replace(sol.Claim, "RETURNING id, owner, epoch", "RETURNING id, owner || (SELECT s FROM big) AS owner, epoch", 1)
-}
 
 // heapInUse is the server's heap after a collection (the server runs in
 // this process).
@@ -73,7 +63,7 @@ func TestBytes_BigResultsCannotFillTheServer(t *testing.T) {
 			defer wg.Done()
 			s := ts.newSession()
 			sol := sandbox.Start()
-			sol.Claim = bigOwner(21)
+			sol.Claim = sandboxtest.BigOwnerClaim(21)
 			a := s.try(checkCmd(t, sol))
 			if a.Status != http.StatusBadRequest || !strings.Contains(a.errText(), "may hold at most") {
 				t.Errorf("check %d of a 2 MiB owner: %d %.200s, want a 400 saying the value is over its cap", i, a.Status, a.Body)
@@ -89,7 +79,7 @@ func TestBytes_BigResultsCannotFillTheServer(t *testing.T) {
 	for range 3 {
 		s := ts.newSession()
 		sol := sandbox.Start()
-		sol.Claim = bigOwner(12) // 4 KiB and a little: under the value cap
+		sol.Claim = sandboxtest.BigOwnerClaim(12) // 4 KiB and a little: under the value cap
 		s.cmd(checkCmd(t, sol))
 		sessions = append(sessions, s)
 	}

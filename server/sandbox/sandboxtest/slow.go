@@ -1,5 +1,5 @@
 // Package sandboxtest holds readers' solutions the tests of several
-// packages send: ours, changed in one way a stranger might.
+// packages send: ours or the start, changed in one way a stranger might.
 package sandboxtest
 
 import (
@@ -31,4 +31,18 @@ func SlowClaimFor(owner string) sandbox.Solution {
 	}
 	sol.Claim = claim
 	return sol
+}
+
+// BigOwnerClaim returns the start's claim (sandbox.Start) with an owner
+// 2^n bytes longer in what it returns: a text doubled n times in a CTE.
+// At n = 12 (4 KiB) it is under the value cap; at 21 (2 MiB) over it.
+func BigOwnerClaim(n int) string {
+	claim := sandbox.Start().Claim
+	big := strings.Replace(claim, "RETURNING id, owner, epoch", "RETURNING id, owner || (SELECT s FROM big) AS owner, epoch", 1)
+	if big == claim {
+		panic("sandboxtest: the start's claim returns no id, owner, epoch")
+	}
+	return fmt.Sprintf(`WITH RECURSIVE d(s, n) AS (SELECT 'x'::text, 0 UNION ALL SELECT s || s, n + 1 FROM d WHERE n < %d),
+big AS (SELECT s FROM d WHERE n = %d)
+`, n, n) + big
 }
