@@ -362,13 +362,19 @@ func mustJSON(t *testing.T, v any) string {
 // send a check whose claim burns a core until the statement timeout in
 // every case where worker B claims (a check that holds its turn for half
 // a minute); a reader at a seventh address who checks while they play
-// gets their report within twice their time alone: the line starts the
-// reader's check once the slow ones have played long enough to leave the
-// slots of the checks that start (session's youngFor), not when they end.
-// Figures: BENCHMARKS.md.
+// has their check started as soon as alone, give or take the 2 s a
+// check holds its slot (session's youngFor), not when a slow one ends.
+//
+// What the reader's whole check then takes is a share of the machine:
+// 1.7–1.8× its time alone on an idle 2-core machine (BENCHMARKS.md), but
+// 2–3.5× with two busy loops beside it, as in CI's loaded step, where the
+// flood's runs and the loops leave the reader less CPU than alone. So the
+// test holds the line's promise exactly, and the whole check only to 5×:
+// before the 2 s rule the reader waited for a slow check to end (6.4×
+// on an idle machine).
 func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
-	// Not parallel: the figure is a ratio of two times in this test, and
-	// the package's other tests would load one more than the other.
+	// Not parallel: the figures are two times in this test, and the
+	// package's other tests would load one more than the other.
 	ts := startServer(t, func(c *api.Config) {
 		c.TrustProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		// As fencelab serve starts it: schemas made and workers spawned in
@@ -379,7 +385,10 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 	path := func(s *sess) string { return "/api/sessions/" + s.ID + "/commands" }
 	ours := `{"action":"check","solution":` + mustJSON(t, sandbox.Ours()) + `}`
 	slow := `{"action":"check","solution":` + mustJSON(t, sandboxtest.SlowClaimFor("worker-b")) + `}`
-	timeCheck := func() time.Duration {
+	// timeCheck times a reader's check: until the command is answered
+	// (its turn came, and its statements passed their trial run), and
+	// until its report.
+	timeCheck := func() (started, reported time.Duration) {
 		s, a := ts.sessionFrom(reader)
 		if s == nil {
 			t.Fatalf("a session: %d %s", a.Status, a.Body)
@@ -388,13 +397,14 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		if a := ts.from(reader, "POST", path(s), s.Token, ours); a.Status != http.StatusOK {
 			t.Fatalf("the reader's check: %d %s", a.Status, a.Body)
 		}
+		started = time.Since(start)
 		if rep := s.checkReport(5 * time.Minute); !rep.Pass {
 			t.Fatalf("the fenced build fails: %+v", rep)
 		}
-		return time.Since(start)
+		return started, time.Since(start)
 	}
 	timeCheck() // the first check of a server warms what every later one uses
-	alone := timeCheck()
+	startedAlone, alone := timeCheck()
 
 	var flood []*sess
 	var wg sync.WaitGroup
@@ -408,8 +418,9 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		wg.Go(func() { ts.from(addr, "POST", path(s), s.Token, slow) }) // answers when its turn comes
 	}
 	time.Sleep(3 * time.Second) // each has its turn, or a place in line
-	during := timeCheck()
-	t.Logf("a reader's check alone: %v; while six addresses play slow checks: %v (%.2f×)", alone.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))
+	startedDuring, during := timeCheck()
+	t.Logf("a reader's check alone: started in %v, reported in %v; while six addresses play slow checks: started in %v, reported in %v (%.2f×)",
+		startedAlone.Round(time.Millisecond), alone.Round(time.Millisecond), startedDuring.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))
 	for i, s := range flood {
 		for _, e := range s.events(0, "") {
 			if e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchFinished {
@@ -419,7 +430,10 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		ts.from(fmt.Sprintf("203.0.113.%d", i+1), "DELETE", "/api/sessions/"+s.ID, s.Token, "")
 	}
 	wg.Wait()
-	if during > 2*alone {
-		t.Errorf("while six addresses play slow checks the reader waited %v, against %v alone: more than twice", during, alone)
+	if late := startedDuring - startedAlone; late > 2*time.Second+2*time.Second {
+		t.Errorf("while six addresses play slow checks the reader's check started %v later than alone: it waited for a slow check, not for 2 s at most", late.Round(time.Millisecond))
+	}
+	if during > 5*alone {
+		t.Errorf("while six addresses play slow checks the reader's check took %v, against %v alone: over 5×", during, alone)
 	}
 }
