@@ -367,11 +367,12 @@ func mustJSON(t *testing.T, v any) string {
 //
 // What the reader's whole check then takes is a share of the machine:
 // 1.7–1.8× its time alone on an idle 2-core machine (BENCHMARKS.md), but
-// 2–3.5× with two busy loops beside it, as in CI's loaded step, where the
-// flood's runs and the loops leave the reader less CPU than alone. So the
-// test holds the line's promise (the start), and the whole check only to 5×:
-// before the 2 s rule the reader waited for a slow check to end (6.4×
-// on an idle machine).
+// 2–3.5× with two busy loops beside it, as in CI's loaded step, and 4.4×
+// under -race beside CI's race step, where the flood's runs leave the
+// reader less CPU than alone. So the test holds the line's promise (the
+// start), which tells the old line from this one (the reader waited for a
+// slow check to end: 14.6 s), and the whole check only against starving
+// (8×).
 func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 	// Not parallel: the figures are two times in this test, and the
 	// package's other tests would load one more than the other.
@@ -437,7 +438,7 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 	if late := startedDuring - startedAlone; late > 2*time.Second+6*time.Second {
 		t.Errorf("while six addresses play slow checks the reader's check started %v later than alone: it waited for a slow check, not for 2 s at most", late.Round(time.Millisecond))
 	}
-	if during > 5*alone {
-		t.Errorf("while six addresses play slow checks the reader's check took %v, against %v alone: over 5×", during, alone)
+	if during > 8*alone {
+		t.Errorf("while six addresses play slow checks the reader's check took %v, against %v alone: over 8×, starved", during, alone)
 	}
 }
