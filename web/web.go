@@ -34,6 +34,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/session"
+	"github.com/fencelab/fencelab/server/wire"
 	"github.com/fencelab/fencelab/static"
 	"github.com/fencelab/fencelab/templates"
 	"github.com/labstack/echo/v4"
@@ -208,7 +209,7 @@ func (h *handler) index(c echo.Context) error {
 func (h *handler) fresh(c echo.Context, status int, notice string) error {
 	sess, err := h.s.Sessions.CreateFor(session.ClientKey(c.RealIP()))
 	if fault.CodeOf(err) == fault.Busy {
-		return h.render(c, http.StatusServiceUnavailable, nil, "", busyNotice)
+		return h.render(c, wire.Status(err), nil, "", busyNotice)
 	}
 	if err != nil {
 		return err

@@ -117,14 +117,22 @@ func (s *Server) leading(c echo.Context) (class.Class, error) {
 	return cl, nil
 }
 
-// studentSession is the session a student drives on this instance, or
-// why there is none here.
-func (s *Server) studentSession(st class.Student) (*session.Session, string) {
-	sess, err := s.Sessions.Get(st.Session)
-	if st.Session == "" || err != nil {
-		return nil, "their session is not on this server: they join again to get one here"
+// studentSessions is a row for each student, to say what a command sent
+// to the class came to, and the session each drives on this instance:
+// nil, and the row's Error saying why, for those it does not hold.
+func (s *Server) studentSessions(sts []class.Student) ([]studentTo, []*session.Session) {
+	rows := make([]studentTo, len(sts))
+	sessions := make([]*session.Session, len(sts))
+	for i, st := range sts {
+		rows[i] = studentTo{ID: st.ID, Name: st.Name}
+		sess, err := s.Sessions.Get(st.Session)
+		if st.Session == "" || err != nil {
+			rows[i].Error = "their session is not on this server: they join again to get one here"
+			continue
+		}
+		sessions[i] = sess
 	}
-	return sess, ""
+	return rows, sessions
 }
 
 // sentRun is what a run sent to a class came to, student by student.
@@ -152,11 +160,7 @@ func (s *Server) runForClass(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := wire.ReadBody(c, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	cmd, err := control.Parse(body, s.limits())
+	cmd, err := s.readCommand(c)
 	if err != nil {
 		return err
 	}
@@ -168,14 +172,13 @@ func (s *Server) runForClass(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := sentRun{Students: make([]studentTo, len(sts))}
+	var out sentRun
+	var sessions []*session.Session
+	out.Students, sessions = s.studentSessions(sts)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4) // a few at a time: each starts two worker processes
-	for i, st := range sts {
-		out.Students[i] = studentTo{ID: st.ID, Name: st.Name}
-		sess, gone := s.studentSession(st)
-		if gone != "" {
-			out.Students[i].Error = gone
+	for i, sess := range sessions {
+		if sess == nil {
 			continue
 		}
 		wg.Go(func() {
@@ -349,12 +352,11 @@ func (s *Server) chapterForClass(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := sentChapter{Students: make([]studentTo, len(sts))}
-	for i, st := range sts {
-		out.Students[i] = studentTo{ID: st.ID, Name: st.Name}
-		sess, gone := s.studentSession(st)
-		if gone != "" {
-			out.Students[i].Error = gone
+	var out sentChapter
+	var sessions []*session.Session
+	out.Students, sessions = s.studentSessions(sts)
+	for i, sess := range sessions {
+		if sess == nil {
 			continue
 		}
 		if err := sess.OpenChapter(chapter); err != nil {

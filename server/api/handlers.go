@@ -215,13 +215,19 @@ func (s *Server) limits() control.Limits {
 	return control.Limits{MinLease: l.MinLease, MaxLease: l.MaxLease, MaxPace: l.MaxPace}
 }
 
-func (s *Server) command(c echo.Context) error {
-	sess := c.Get("session").(*session.Session)
+// readCommand reads a request's body as one command, strictly
+// (control.Parse) and within the body's cap.
+func (s *Server) readCommand(c echo.Context) (control.Command, error) {
 	body, err := wire.ReadBody(c, s.cfg.MaxBody)
 	if err != nil {
-		return err
+		return control.Command{}, err
 	}
-	cmd, err := control.Parse(body, s.limits())
+	return control.Parse(body, s.limits())
+}
+
+func (s *Server) command(c echo.Context) error {
+	sess := c.Get("session").(*session.Session)
+	cmd, err := s.readCommand(c)
 	if err != nil {
 		return err
 	}

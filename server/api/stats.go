@@ -40,10 +40,8 @@ type Stats struct {
 	Goroutines    int `json:"goroutines"`
 }
 
-// dbConnectionsSQL counts the connections to the database the pool is on.
-// It is the server's one statement outside engine/queries.go: it reads
-// Postgres's own view, not a schema of the engine's. (engine.ConnectionCount
-// would be its place if the engine ever needs it.)
+// dbConnectionsSQL counts the connections to the database the pool is on,
+// from Postgres's own view.
 const dbConnectionsSQL = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`
 
 // stats answers GET /api/stats. It is read-only and cheap: one query

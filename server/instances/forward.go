@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/server/fault"
+	"github.com/fencelab/fencelab/server/tick"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
 )
@@ -288,22 +289,16 @@ func relaySocket(reader, owner *websocket.Conn) {
 	go func() { defer wg.Done(); pipe(owner, reader, true) }()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(forwardPing)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				pctx, pcancel := context.WithTimeout(ctx, forwardPingWait)
-				err := owner.Ping(pctx)
-				pcancel()
-				if err != nil && ctx.Err() == nil {
-					ends <- end{true, errNoAnswer}
-					return
-				}
+		tick.Every(ctx, forwardPing, func() bool {
+			pctx, pcancel := context.WithTimeout(ctx, forwardPingWait)
+			err := owner.Ping(pctx)
+			pcancel()
+			if err != nil && ctx.Err() == nil {
+				ends <- end{true, errNoAnswer}
+				return false
 			}
-		}
+			return true
+		})
 	}()
 	e := <-ends
 	var ce websocket.CloseError

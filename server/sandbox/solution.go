@@ -22,15 +22,21 @@ type Solution struct {
 
 // field returns the place of the statement of kind k, nil for no kind.
 func (s *Solution) field(k Kind) *string {
+	return kindField(k, &s.Claim, &s.Complete, &s.Fail, &s.Receiver)
+}
+
+// kindField returns the one of four places, in the kinds' order, that
+// holds kind k's; nil for no kind.
+func kindField[T any](k Kind, claim, complete, fail, receiver *T) *T {
 	switch k {
 	case Claim:
-		return &s.Claim
+		return claim
 	case Complete:
-		return &s.Complete
+		return complete
 	case Fail:
-		return &s.Fail
+		return fail
 	case Receiver:
-		return &s.Receiver
+		return receiver
 	}
 	return nil
 }
@@ -131,17 +137,7 @@ type Statements struct {
 // field returns the place of the checked statement of kind k, nil for
 // no kind.
 func (s *Statements) field(k Kind) **Vetted {
-	switch k {
-	case Claim:
-		return &s.Claim
-	case Complete:
-		return &s.Complete
-	case Fail:
-		return &s.Fail
-	case Receiver:
-		return &s.Receiver
-	}
-	return nil
+	return kindField(k, &s.Claim, &s.Complete, &s.Fail, &s.Receiver)
 }
 
 // Of returns the checked statement of one kind.

@@ -186,7 +186,7 @@ func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (experimen
 type checkPlan struct {
 	cases  []experiments.CheckCase
 	probes experiments.Probes
-	taken  bool // the address's batch count is taken already (startCheck)
+	taken  bool // the address's batch count is taken already (playCheck)
 	// release gives the check's turn in the line back (idempotent).
 	release func()
 	// finished, if set, is told the report when the batch ends (nil:

@@ -10,7 +10,7 @@ export const LANE_ROW = "postgres";
 export const LANE_RECEIVER = "receiver";
 export const LANE_RUNNER = "runner";
 
-/** Whether a run phase is one a run never leaves: Go lists them (lab.RunPhase.Ended). */
+/** Whether a run phase is one a run never leaves: Go lists them (protocol.RunPhase.Ended). */
 export const ended = (phase) => (W.ended || []).includes(phase);
 
 /** A new, empty model of a run, from its summary (a RunInfo), if known. */

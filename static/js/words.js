@@ -1,5 +1,5 @@
 // words.js — the words of every code, as the server hands them over with
-// the page's first state (lab.Words in Go). The page looks words up here
+// the page's first state (protocol.Words in Go). The page looks words up here
 // and never writes its own for an outcome, a verdict or a badge; which
 // badge or mark a thing gets is a field Go sends with it (an event's
 // badge, an outcome's mark), never a rule of the page's.

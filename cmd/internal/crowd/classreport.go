@@ -307,17 +307,7 @@ func (r *ClassReport) Table() string {
 		fmt.Fprintf(tw, ", %d polls unanswered", r.BoardPollsFailed)
 	}
 	fmt.Fprintf(tw, ")\n")
-	if r.Reconnects > 0 {
-		fmt.Fprintf(tw, "reconnects\t%d\n", r.Reconnects)
-	}
-	writeServerStats(tw, r.Stats)
-	fmt.Fprintf(tw, "took\t%.1fs\n", float64(r.ElapsedMS)/1000)
-	if r.Interrupted {
-		fmt.Fprintf(tw, "\tinterrupted: these are the students so far\n")
-	}
-	if r.ServerExit != "" {
-		fmt.Fprintf(tw, "server exit\tthe server %s\n", r.ServerExit)
-	}
+	writeEnd(tw, r.Reconnects, r.Stats, r.ElapsedMS, r.Interrupted, "students", r.ServerExit)
 	tw.Flush()
 	return b.String()
 }

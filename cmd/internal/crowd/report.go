@@ -285,19 +285,27 @@ func (r *Report) Table() string {
 	} else {
 		fmt.Fprintf(tw, "Run to verdict\t- (no reader was ok)\n")
 	}
-	if r.Reconnects > 0 {
-		fmt.Fprintf(tw, "reconnects\t%d\n", r.Reconnects)
-	}
-	writeServerStats(tw, r.Stats)
-	fmt.Fprintf(tw, "took\t%.1fs\n", float64(r.ElapsedMS)/1000)
-	if r.Interrupted {
-		fmt.Fprintf(tw, "\tinterrupted: these are the readers so far\n")
-	}
-	if r.ServerExit != "" {
-		fmt.Fprintf(tw, "server exit\tthe server %s\n", r.ServerExit)
-	}
+	writeEnd(tw, r.Reconnects, r.Stats, r.ElapsedMS, r.Interrupted, "readers", r.ServerExit)
 	tw.Flush()
 	return b.String()
+}
+
+// writeEnd writes the rows every crowd's table ends with: the sockets
+// opened again, the server's peaks, how long it took, whether it was
+// interrupted (who: the readers, the students), and how the server it
+// started exited.
+func writeEnd(tw io.Writer, reconnects int, stats *ServerStats, elapsedMS int64, interrupted bool, who, serverExit string) {
+	if reconnects > 0 {
+		fmt.Fprintf(tw, "reconnects\t%d\n", reconnects)
+	}
+	writeServerStats(tw, stats)
+	fmt.Fprintf(tw, "took\t%.1fs\n", float64(elapsedMS)/1000)
+	if interrupted {
+		fmt.Fprintf(tw, "\tinterrupted: these are the %s so far\n", who)
+	}
+	if serverExit != "" {
+		fmt.Fprintf(tw, "server exit\tthe server %s\n", serverExit)
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -28,6 +28,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/tick"
 )
 
 // Defaults and bounds of a Config.
@@ -247,25 +248,20 @@ const tempEvery = 100 * time.Millisecond
 // watchTemp measures the case's temp folder until ctx ends, and kills the
 // workers when it holds more than MaxTempBytes.
 func (c *caseRun) watchTemp(ctx context.Context) {
-	t := time.NewTicker(tempEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	tick.Every(ctx, tempEvery, func() bool {
+		n := dirBytes(c.tmp)
+		if n <= MaxTempBytes {
+			return true
 		}
-		if n := dirBytes(c.tmp); n > MaxTempBytes {
-			c.tmpFull.Store(true)
-			c.log.Warn("the workers' temp folder is over its cap: their processes are killed", "bytes", n)
-			c.tmpMu.Lock()
-			for _, g := range c.groups {
-				_ = syscall.Kill(-g, syscall.SIGKILL)
-			}
-			c.tmpMu.Unlock()
-			return
+		c.tmpFull.Store(true)
+		c.log.Warn("the workers' temp folder is over its cap: their processes are killed", "bytes", n)
+		c.tmpMu.Lock()
+		for _, g := range c.groups {
+			_ = syscall.Kill(-g, syscall.SIGKILL)
 		}
-	}
+		c.tmpMu.Unlock()
+		return false
+	})
 }
 
 // dirBytes is what the files under dir hold, as far as they can be read.

@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // Validate checks a solution's four statements on throwaway schemas and
-// a throwaway role (sandbox's Check), then runs each once on a job of its
+// a throwaway role (sandbox's Role.VetSolution), then runs each once on a job of its
 // own and rolls it back (Try), and leaves nothing behind: the first refusal is a
 // *sandbox.Error (bad input), any other error is the database's. It is
 // what lets a caller refuse a solution before it starts a single run.

@@ -11,6 +11,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/receiver"
+	"github.com/fencelab/fencelab/server/tick"
 )
 
 // The relay of the outbox mode: it sends each delivery the outbox holds to
@@ -27,16 +28,10 @@ func (r *Run) relay(ctx context.Context, url string) {
 	r.mu.Lock()
 	r.relayClient, r.relayURL = hc, url
 	r.mu.Unlock()
-	t := time.NewTicker(relayEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, relayEvery, func() bool {
 		r.relayOnce(ctx)
-	}
+		return true
+	})
 }
 
 // relayOnce sends what the outbox holds now and returns how many are left

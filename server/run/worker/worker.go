@@ -33,6 +33,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/run/receiver"
+	"github.com/fencelab/fencelab/server/tick"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -363,25 +364,16 @@ func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (w *Worker) heartbeat(ctx context.Context, c engine.Claim) {
-	t := time.NewTicker(w.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, w.cfg.Heartbeat, func() bool {
 		rc := &call{op: protocol.OpRenew, held: &c}
 		err := w.run(rc, func(q *engine.Queue) (err error) {
 			rc.lease, err = q.Renew(ctx, c, w.cfg.Lease)
 			return err
 		})
-		if err != nil {
-			// A lost lease is reported (the statement event says fenced) and
-			// renewal stops; the work carries on, as a zombie's would.
-			return
-		}
-	}
+		// A lost lease is reported (the statement event says fenced) and
+		// renewal stops; the work carries on, as a zombie's would.
+		return err == nil
+	})
 }
 
 // checkpoint waits, in step mode, for a command to go on.
