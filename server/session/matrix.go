@@ -32,7 +32,7 @@ type batch struct {
 // time: a new one stops the one before. The caller holds s.life.
 func (s *Session) startBatch(name experiments.BatchName, lease time.Duration) (Result, error) {
 	if lease == 0 {
-		lease = 300 * time.Millisecond
+		lease = experiments.DefaultBatchLease
 	}
 	rcs, err := experiments.BatchRuns(name, lease)
 	if err != nil {

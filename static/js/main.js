@@ -641,12 +641,12 @@ byTest("judge-now").addEventListener("click", () => send({ action: "verdict" }))
 byTest("finish").addEventListener("click", () => send({ action: "finish" }));
 byTest("matrix-run").addEventListener("click", () => {
   batches.starting("matrix");
-  send({ action: "matrix", lease_ms: 300 });
+  send({ action: "matrix" }); // the server's batch lease (experiments.DefaultBatchLease)
 });
 for (const b of document.querySelectorAll("[data-batch]")) {
   b.addEventListener("click", () => {
     batches.starting(b.dataset.batch);
-    send({ action: "batch", name: b.dataset.batch, lease_ms: 300 });
+    send({ action: "batch", name: b.dataset.batch });
   });
 }
 for (const b of document.querySelectorAll("[data-run]")) {

@@ -263,6 +263,11 @@ func ParseDelivery(s string) (Delivery, error) {
 // to see, short enough not to wait for.
 const DefaultRunLease = time.Second
 
+// DefaultBatchLease is the lease of a batch's runs (the article's Step 5,
+// the guard matrix) unless its command says otherwise: they play in the
+// background, and only their verdicts are shown.
+const DefaultBatchLease = 300 * time.Millisecond
+
 // Validate checks the config and fills its defaults.
 func (c *RunConfig) Validate() error {
 	if c.Ordering == "" {
