@@ -300,7 +300,7 @@ func (q studentQueue) Place(ctx context.Context, job int64) (int, bool, error) {
 // playQueued plays a class's check whose turn has come in its student's
 // session, if that is on this instance (class.PlayFunc).
 func (s *Server) playQueued(ctx context.Context, t class.Turn) (class.Played, error) {
-	id, err := s.classes.SessionOf(ctx, t.Student)
+	id, err := s.classes.StudentSession(ctx, t.Student)
 	if err != nil {
 		return class.Played{}, err
 	}

@@ -11,9 +11,9 @@ import (
 // request for another instance's session on to it: what a session's
 // address looks like, and the server's socket accounting.
 
-// SessionOf is the session a request's path names, when it has a session
+// SessionInPath is the session a request's path names, when it has a session
 // id's form; "".
-func (s *Server) SessionOf(r *http.Request) string {
+func (s *Server) SessionInPath(r *http.Request) string {
 	if id := sessionOf(r.URL.Path); sessionIDForm(id) {
 		return id
 	}

@@ -327,8 +327,8 @@ func (s *Store) SetSession(ctx context.Context, studentID, sessionID string) err
 	return nil
 }
 
-// SessionOf is the session a student drives now ("" for none).
-func (s *Store) SessionOf(ctx context.Context, studentID string) (string, error) {
+// StudentSession is the session a student drives now ("" for none).
+func (s *Store) StudentSession(ctx context.Context, studentID string) (string, error) {
 	var id string
 	if err := s.pool.QueryRow(ctx, sessionOfSQL, studentID).Scan(&id); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -26,9 +26,9 @@ import (
 
 // Host is what a Forwarder needs of the server it stands in front of.
 type Host interface {
-	// SessionOf is the session a request names, "" for a request that
+	// SessionInPath is the session a request names, "" for a request that
 	// names none (or nothing of a session id's form).
-	SessionOf(r *http.Request) string
+	SessionInPath(r *http.Request) string
 	// Has reports whether a session lives on this instance.
 	Has(session string) bool
 	// HoldSocket counts one more socket for a client, or refuses it.
@@ -123,7 +123,7 @@ func (f *Forwarder) markQuiet(owner string) {
 func (f *Forwarder) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		id := f.host.SessionOf(req)
+		id := f.host.SessionInPath(req)
 		if id == "" || req.Header.Get(forwardedBy) != "" || f.host.Has(id) {
 			return next(c) // what cannot be a session id is never looked up: this instance answers 404
 		}

@@ -114,9 +114,9 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 		l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), l.MaxPace.Milliseconds()})
 }
 
-// CheckLease refuses a run's lease outside this server's bounds, in the
+// ValidateLease refuses a run's lease outside this server's bounds, in the
 // one sentence of experiments.Bounds.
-func (l Limits) CheckLease(d time.Duration) error {
+func (l Limits) ValidateLease(d time.Duration) error {
 	if err := (experiments.Bounds{Min: l.MinLease, Max: l.MaxLease}).Validate("lease", d); err != nil {
 		return fault.Errorf(fault.Invalid, "%v on this server", err)
 	}

@@ -42,7 +42,7 @@ func (s *Session) startBatch(name experiments.BatchName, lease time.Duration) (R
 	if len(rcs) > lim.MaxMatrix {
 		return Result{}, fault.Errorf(fault.Busy, "the batch has %d runs, more than this server's limit of %d", len(rcs), lim.MaxMatrix)
 	}
-	if err := lim.CheckLease(lease); err != nil {
+	if err := lim.ValidateLease(lease); err != nil {
 		return Result{}, err
 	}
 	return s.playBatch(name, rcs, lease, nil, nil)

@@ -238,7 +238,7 @@ func (s *Session) startRun(ctx context.Context, c control.Command) (Result, erro
 		return Result{}, err
 	}
 	lim := s.m.cfg.Limits
-	if err := lim.CheckLease(rc.Lease); err != nil {
+	if err := lim.ValidateLease(rc.Lease); err != nil {
 		return Result{}, err
 	}
 	if old := s.currentRun(); old != nil {
