@@ -125,7 +125,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, append(append([]string{}, origins...), ancestors...)); err != nil {
+	if err := validateServeFlags(fs, lim, *maxBody, *maxMessage, *rate, *receiverURL, append(append([]string{}, origins...), ancestors...)); err != nil {
 		return err
 	}
 	if *maxSockets < 1 || *maxSockets > 100_000 {
@@ -287,7 +287,7 @@ func everywhere(a net.Addr) bool {
 	return ok && (t.IP == nil || t.IP.IsUnspecified())
 }
 
-func checkServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int64, rate float64, receiverURL string, origins []string) error {
+func validateServeFlags(fs *flag.FlagSet, l session.Limits, maxBody, maxMessage int64, rate float64, receiverURL string, origins []string) error {
 	bad := func(format string, a ...any) error { return usagef("fencelab serve: "+format, a...) }
 	switch {
 	case l.MaxSessions < 1 || l.MaxSessions > 100_000:

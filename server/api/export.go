@@ -33,7 +33,7 @@ func (s *Server) runEvents(c echo.Context) (*session.Session, protocol.RunInfo, 
 		return nil, protocol.RunInfo{}, nil, 0, err
 	}
 	id := c.Param("run")
-	if err := checkRunID("", id); err != nil {
+	if err := validateRunID("", id); err != nil {
 		return nil, protocol.RunInfo{}, nil, 0, err
 	}
 	info, err := sess.Run(id)

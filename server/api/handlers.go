@@ -272,9 +272,9 @@ func seqParam(c echo.Context, name string, def int64) (int64, error) {
 // number in base 36.
 var runIDRE = regexp.MustCompile(`^[rl][0-9a-z]{1,12}$`)
 
-// checkRunID refuses what cannot be a run id, before it is looked up or
+// validateRunID refuses what cannot be a run id, before it is looked up or
 // put anywhere (a file name in a header, a message).
-func checkRunID(what, id string) error {
+func validateRunID(what, id string) error {
 	if !runIDRE.MatchString(id) {
 		return fault.Errorf(fault.Invalid, "%s%s is not a run id (they are r1, r2, …; l1, l2, … for load labs)", what, strconv.QuoteToASCII(shorten(id)))
 	}
@@ -289,7 +289,7 @@ func runParam(c echo.Context, sess *session.Session) (string, error) {
 	if r == "" {
 		return "", nil
 	}
-	if err := checkRunID("run=", r); err != nil {
+	if err := validateRunID("run=", r); err != nil {
 		return "", err
 	}
 	if _, err := sess.Run(r); err == nil {
@@ -435,7 +435,7 @@ func (s *Server) run(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRunID("", c.Param("run")); err != nil {
+	if err := validateRunID("", c.Param("run")); err != nil {
 		return err
 	}
 	rs, err := sess.Run(c.Param("run"))

@@ -197,9 +197,9 @@ const (
 	MaxNodes   = 10000
 )
 
-// checkTree holds the parsed trees to the allow-list and returns the
+// vetTree holds the parsed trees to the allow-list and returns the
 // tables they write, or the first thing they use that it lacks.
-func (al *allowList) checkTree(trees []*tnode) ([]write, *refusedName) {
+func (al *allowList) vetTree(trees []*tnode) ([]write, *refusedName) {
 	var ws []write
 	var bad *refusedName
 	var walk func(n *tnode)
@@ -356,7 +356,7 @@ func (c *Vetted) allowCheck(ctx context.Context, conn *pgx.Conn, r *Role, notice
 	if err != nil {
 		return nil, err
 	}
-	ws, bad := al.checkTree(trees)
+	ws, bad := al.vetTree(trees)
 	if bad == nil {
 		return ws, nil
 	}

@@ -24,13 +24,13 @@ func TestCheckTree_TheSecondLinesHold(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		_, bad := al.checkTree([]*tnode{tree})
+		_, bad := al.vetTree([]*tnode{tree})
 		if bad == nil || !strings.Contains(bad.words+bad.what, c.refused) {
 			t.Errorf("%s: %+v, want refused for %q", c.name, bad, c.refused)
 		}
 	}
 	ok, _ := parseTree(`{QUERY :commandType 2 :utilityStmt <> ` + jobs + ` :resultRelation 1 :sortClause ({SORTGROUPCLAUSE :eqop 410 :sortop 410})}`)
-	if ws, bad := al.checkTree([]*tnode{ok}); bad != nil || len(ws) != 1 || ws[0].Table != "jobs" || ws[0].Op != "Update" {
+	if ws, bad := al.vetTree([]*tnode{ok}); bad != nil || len(ws) != 1 || ws[0].Table != "jobs" || ws[0].Op != "Update" {
 		t.Errorf("an update of jobs: %v %+v", ws, bad)
 	}
 }

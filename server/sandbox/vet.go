@@ -112,10 +112,10 @@ func (r *Role) Vet(ctx context.Context, kind Kind, text string) (_ *Vetted, err 
 	for _, f := range desc.Fields {
 		c.Columns = append(c.Columns, f.Name)
 	}
-	if err := c.checkColumns(spec, desc.Fields); err != nil {
+	if err := c.validateColumns(spec, desc.Fields); err != nil {
 		return nil, err
 	}
-	if err := c.checkWrites(spec, r.schemas, writes); err != nil {
+	if err := c.validateWrites(spec, r.schemas, writes); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -146,8 +146,8 @@ func quoteWord(w string) string {
 	return "“" + w + "”"
 }
 
-// checkColumns holds the statement to the columns the kind's reader reads.
-func (c *Vetted) checkColumns(spec Spec, fields []pgconn.FieldDescription) error {
+// validateColumns holds the statement to the columns the kind's reader reads.
+func (c *Vetted) validateColumns(spec Spec, fields []pgconn.FieldDescription) error {
 	var missing []string
 	for _, want := range spec.Columns {
 		i := slices.IndexFunc(fields, func(f pgconn.FieldDescription) bool { return f.Name == want.Name })
@@ -174,9 +174,9 @@ func (c *Vetted) checkColumns(spec Spec, fields []pgconn.FieldDescription) error
 // write is one table a plan writes.
 type write struct{ Op, Schema, Table string }
 
-// checkWrites holds the plan to the kind's one table: it must write it,
+// validateWrites holds the plan to the kind's one table: it must write it,
 // and nothing else.
-func (c *Vetted) checkWrites(spec Spec, s judge.Schemas, ws []write) error {
+func (c *Vetted) validateWrites(spec Spec, s judge.Schemas, ws []write) error {
 	schema := s.Jobs
 	if c.Kind == Receiver {
 		schema = s.Receiver

@@ -304,7 +304,7 @@ func ParseReaders(s string) ([]int, error) {
 		}
 		counts = append(counts, n)
 	}
-	if err := checkSeries(counts); err != nil {
+	if err := validateSeries(counts); err != nil {
 		return nil, invalidf("--readers %q %v", s, err)
 	}
 	return counts, nil
@@ -325,9 +325,9 @@ func parseCount(s string) (int, error) {
 	return n, nil
 }
 
-// checkSeries checks a series' size: at least one load, at most MaxLoads,
+// validateSeries checks a series' size: at least one load, at most MaxLoads,
 // and at most MaxSeriesReaders readers in all.
-func checkSeries(readers []int) error {
+func validateSeries(readers []int) error {
 	total := 0
 	for _, n := range readers {
 		total += n

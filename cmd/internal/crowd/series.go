@@ -22,7 +22,7 @@ import (
 // stopped early (ErrInterrupted for Ctrl-C) or how the server it started
 // did not stop cleanly.
 func RunSeries(ctx context.Context, cfg Config, readers []int) (*Series, error) {
-	if err := checkSeries(readers); err != nil {
+	if err := validateSeries(readers); err != nil {
 		return nil, fmt.Errorf("crowd: the series %w", err)
 	}
 	for _, n := range readers {

@@ -229,7 +229,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(fmt.Errorf("password file: %w", err))
 	}
 	if cred != nil {
-		if err := checkReachable(dir, account, cred); err != nil {
+		if err := validateReachable(dir, account, cred); err != nil {
 			return fail(err)
 		}
 		if err := chownTree(dir, int(cred.Uid), int(cred.Gid)); err != nil {
@@ -543,10 +543,10 @@ func unprivilegedUser() (*syscall.Credential, string, error) {
 	return nil, "", errors.New("running as root, which postgres refuses, and found no user postgres or nobody to run it as")
 }
 
-// checkReachable verifies that account can walk down to dir, which initdb
+// validateReachable verifies that account can walk down to dir, which initdb
 // and postgres need; it turns a cryptic "permission denied" from initdb into
 // advice.
-func checkReachable(dir, account string, cred *syscall.Credential) error {
+func validateReachable(dir, account string, cred *syscall.Credential) error {
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
 		if err != nil {

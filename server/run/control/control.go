@@ -151,7 +151,7 @@ func Parse(b []byte, lim Limits) (Command, error) {
 	}
 	for _, k := range msFields {
 		if v, ok := raw[k]; ok {
-			if err := lim.checkMS(action, k, v); err != nil {
+			if err := lim.validateMS(action, k, v); err != nil {
 				return Command{}, err
 			}
 		}
@@ -222,13 +222,13 @@ func (lim Limits) msRange(a Action, field string) (least, most int64) {
 	return 0, 0
 }
 
-// checkMS checks a millisecond field as it was sent, before it is decoded:
+// validateMS checks a millisecond field as it was sent, before it is decoded:
 // a whole number within the field's range. It is read as text and
 // compared as milliseconds, so a number too big for an int64, or one that
 // would overflow a time.Duration once multiplied, is refused for what it
 // is and never wraps around into a small or negative duration. A lease of
 // 0 means the default.
-func (lim Limits) checkMS(a Action, field string, raw json.RawMessage) error {
+func (lim Limits) validateMS(a Action, field string, raw json.RawMessage) error {
 	v := strings.TrimSpace(string(raw))
 	switch {
 	case v == "null":
@@ -264,7 +264,7 @@ func shorten(s string) string {
 }
 
 func (c *Command) validate(lim Limits) error {
-	// Every millisecond field is within its range already (checkMS).
+	// Every millisecond field is within its range already (validateMS).
 	switch c.Action {
 	case Run:
 		if c.Ordering == "" {
