@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -29,8 +30,10 @@ import (
 // reader: REFERENCE's "A public demo" states it.
 const rssBudget = 400 << 20
 
-// hostileFor is how long the hostile reader of TestBudget plays.
-const hostileFor = 60 * time.Second
+// hostileFor is how long the hostile reader of TestBudget plays: a
+// minute in the suite; an hour by hand,
+// go test ./cmd/internal/crowd -run TestBudget -v -hostile-for 1h -timeout 90m.
+var hostileFor = flag.Duration("hostile-for", time.Minute, "how long TestBudget's hostile reader plays")
 
 // TestBudget_TheServersMemoryThroughACrowdAClassAndAHostileReader: a
 // fencelab serve as it starts with no flags but its address (its own
@@ -86,8 +89,8 @@ func TestBudget_TheServersMemoryThroughACrowdAClassAndAHostileReader(t *testing.
 	t.Logf("after the class of 30 (%d ok, %d wrong, %d missing, %d busy, %d errors): %s", crep.OK, crep.WrongVerdicts, crep.Missing, crep.Busy, crep.Errors, memOf(t, c.pid))
 
 	h := &hostile{t: t, base: base, client: &http.Client{Timeout: 30 * time.Second}}
-	h.play(ctx, hostileFor)
-	t.Logf("after %v of a hostile reader (%s): %s", hostileFor, h.tally(), memOf(t, c.pid))
+	h.play(ctx, *hostileFor)
+	t.Logf("after %v of a hostile reader (%s): %s", *hostileFor, h.tally(), memOf(t, c.pid))
 
 	if peak := hwm(t, c.pid); peak > rssBudget {
 		t.Errorf("the server's peak resident set was %d MiB, over its %d MiB budget\n%s", peak>>20, rssBudget>>20, logs.String())
