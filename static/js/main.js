@@ -379,11 +379,16 @@ function maybeScroll(force) {
   stick = true;
 }
 
-/** The timeline at its newest event; a newest verdict card shows its start (an embed's box grows to it: --verdict-h). */
+/**
+ * The timeline at its newest event; the run's verdict card, once there is
+ * one, shows its start (an embed's box grows to it: --verdict-h), also
+ * when a worker's exit lands after it: a busy machine reports the exit
+ * last, and scrolled to the bottom a small box cut the verdict's headline.
+ */
 function scrollTimeline(tl) {
   tl.scrollTop = tl.scrollHeight;
-  const v = tl.lastElementChild;
-  const verdict = v && v.classList.contains("k-verdict") ? v : null;
+  const verdicts = tl.querySelectorAll(":scope > .k-verdict");
+  const verdict = verdicts.length ? verdicts[verdicts.length - 1] : null;
   if (boot.embed) tl.style.setProperty("--verdict-h", verdict ? `${verdict.offsetHeight + 4}px` : "0px");
   if (verdict) {
     const over = tl.getBoundingClientRect().top - verdict.getBoundingClientRect().top;
