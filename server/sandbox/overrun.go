@@ -63,16 +63,19 @@ func EndOverruns(ctx context.Context, db *pgxpool.Pool) ([]Overrun, error) {
 
 // WatchOverruns calls EndOverruns twice a second until stop is called,
 // and logs each statement it ends (a warning: a reader's statement that
-// outlived its timeout is a stranger's attempt or a bug of ours), and a
-// failure once (the server's role may lack the right to end another
-// role's backend: pg_signal_backend). stop waits for the watch to end.
+// outlived its timeout is a stranger's attempt or a bug of ours); once,
+// that a backend could not be ended (the server's role lacks
+// pg_signal_backend); and once an outage, that it cannot look while the
+// database does not answer. It never logs the driver's error itself: a
+// failed connection's names the user and the database. stop waits for
+// the watch to end.
 func WatchOverruns(db *pgxpool.Pool, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(overrunEvery)
 		defer t.Stop()
-		failed := false
+		down, unsignalled := false, false
 		for {
 			select {
 			case <-ctx.Done():
@@ -82,12 +85,19 @@ func WatchOverruns(db *pgxpool.Pool, log *slog.Logger) (stop func()) {
 			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 			ended, err := EndOverruns(qctx, db)
 			qcancel()
-			if err != nil && ctx.Err() == nil && !failed {
-				failed = true
-				log.Warn("readers' statements that outlive their timeout cannot be ended: grant the server's role pg_signal_backend", "err", err)
+			switch {
+			case err != nil && ctx.Err() == nil && !down:
+				down = true
+				log.Warn("readers' statements that outlive their timeout cannot be looked for: the database does not answer; the watch goes on")
+			case err == nil:
+				down = false
 			}
 			for _, o := range ended {
 				log.Warn("a reader's statement outlived its timeout: its backend was ended", "role", o.Role, "pid", o.Pid, "ran", o.Ran.Round(time.Millisecond), "ended", o.Stopped)
+				if !o.Stopped && !unsignalled {
+					unsignalled = true
+					log.Warn("a reader's statement that outlived its timeout could not be ended: grant the server's role pg_signal_backend")
+				}
 			}
 		}
 	})
