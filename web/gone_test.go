@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/web"
 )
 
@@ -26,7 +27,7 @@ func TestIndex_AReaderWhoLeavesMidPageIsLoggedWithTheStatusItGot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs servertest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := startWith(t, &cutListener{Listener: ln, after: 8 << 10}, log, web.Options{})
 
@@ -100,23 +101,4 @@ func (c *cutConn) Write(b []byte) (int, error) {
 	c.left = 0
 	_ = c.Conn.Close()
 	return n, &net.OpError{Op: "write", Net: "tcp", Addr: c.RemoteAddr(), Err: syscall.ECONNRESET}
-}
-
-// lockedBuffer is a log's destination that the server's goroutines and
-// the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -418,7 +418,13 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		flood = append(flood, s)
 		wg.Go(func() { ts.from(addr, "POST", path(s), s.Token, slow) }) // answers when its turn comes
 	}
-	time.Sleep(3 * time.Second) // each has its turn, or a place in line
+	// Each slow check has its turn or a place in line before the reader
+	// checks: its batch started, or its place told.
+	for i, s := range flood {
+		s.waitEvent(2*time.Minute, fmt.Sprintf("slow check %d playing or in line", i), func(e protocol.Event) bool {
+			return (e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck) || (e.Note != nil && e.Note.Code == protocol.NoteInLine)
+		})
+	}
 	startedDuring, during := timeCheck()
 	t.Logf("a reader's check alone: started in %v, reported in %v; while six addresses play slow checks: started in %v, reported in %v (%.2f×)",
 		startedAlone.Round(time.Millisecond), alone.Round(time.Millisecond), startedDuring.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))

@@ -16,6 +16,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -332,7 +333,7 @@ func TestFault_AWorkerTheDatabaseDropsSaysSo(t *testing.T) {
 // of the server's: the log says nothing at ERROR ("a run failed … context
 // canceled" at every such reset, before).
 func TestFault_AResetDuringSetupLogsNoError(t *testing.T) {
-	var logged lockedBuffer
+	var logged servertest.LogBuffer
 	ts := startServer(t, func(c *api.Config) {
 		c.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
@@ -352,7 +353,7 @@ func TestFault_AResetDuringSetupLogsNoError(t *testing.T) {
 // away, not "internal error".
 func TestFault_ALoadLabCutByARestartSaysWhy(t *testing.T) {
 	c := privateCluster(t)
-	var logged lockedBuffer
+	var logged servertest.LogBuffer
 	x := instanceOn(t, c, func(cfg *api.Config) {
 		cfg.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencelab/fencelab/server/api"
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/web"
 )
 
@@ -17,7 +18,7 @@ import (
 // one warning is logged, however many are sent.
 func TestIDs_AMalformedSessionIDIsA404AndNoLogLine(t *testing.T) {
 	t.Parallel()
-	var logged lockedBuffer
+	var logged servertest.LogBuffer
 	ts := startServer(t, func(c *api.Config) {
 		c.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.PagesFunc = web.Register(web.Options{})

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/run/receiver"
 	"github.com/fencelab/fencelab/server/run/worker"
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/fencelab/fencelab/web"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -506,24 +506,6 @@ func TestInputs_SinceAheadOfTheLogIsBadInput(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log the server writes from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestInputs_DatabaseDownSaysNoMore: with its database stopped, /readyz is
 // 503 {"status":"unavailable"} and nothing else, a run command is 503
 // unavailable, and neither an answer nor the server's log carries the
@@ -548,7 +530,7 @@ func TestInputs_DatabaseDownSaysNoMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	logs := &lockedBuffer{}
+	logs := &servertest.LogBuffer{}
 	ts := startServer(t, func(c *api.Config) {
 		c.Pool, c.DatabaseURL = pool, cl.DSN()
 		c.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

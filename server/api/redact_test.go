@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
+	"github.com/fencelab/fencelab/server/servertest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -31,7 +32,7 @@ func TestLog_NoLineSaysWhereTheDatabaseIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var logged lockedBuffer
+	var logged servertest.LogBuffer
 	ts := startServer(t, func(c *api.Config) {
 		c.Pool, c.DatabaseURL = pool, cl.DSN()
 		c.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))

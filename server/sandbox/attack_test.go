@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 // peersSetup makes the server's own table, as server/session does.
@@ -638,5 +642,38 @@ ON CONFLICT (job_id) DO NOTHING`, strings.Repeat("x", pad), tens("a", "b", "c", 
 	}
 	if _, err := r.pool.Exec(ctx, "INSERT INTO "+r.schemas.Jobs+".jobs (payload) SELECT '{}' FROM generate_series(1, 5000)"); err != nil {
 		t.Fatalf("the server's own 5,000 jobs: %v", err)
+	}
+}
+
+// TestWatchOverruns_ADatabaseThatDoesNotAnswerIsSaidInWords: with the
+// database unreachable the watch says so once, in its own words: never
+// the driver's error (a failed connection's names the user and the
+// database) and never a grant of pg_signal_backend, which has nothing to
+// do with it.
+func TestWatchOverruns_ADatabaseThatDoesNotAnswerIsSaidInWords(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "host="+t.TempDir()+" user=fl_watch_probe dbname=fl_watch_db connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	logs := &servertest.LogBuffer{}
+	stop := sandbox.WatchOverruns(pool, slog.New(slog.NewTextHandler(logs, nil)))
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "level=WARN") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	got := logs.String()
+	if !strings.Contains(got, "the database does not answer") {
+		t.Fatalf("the watch did not say the database does not answer:\n%s", got)
+	}
+	for _, leak := range []string{"user=", "fl_watch_probe", "fl_watch_db", "pg_signal_backend"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("the watch's log carries %q:\n%s", leak, got)
+		}
+	}
+	if n := strings.Count(got, "does not answer"); n != 1 {
+		t.Errorf("an outage said %d times, want once:\n%s", n, got)
 	}
 }

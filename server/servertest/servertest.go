@@ -1,6 +1,7 @@
 // Package servertest builds the fencelab binary once per test binary, for
 // the tests that run it whole: the CLI's black-box tests, the server tests
-// (whose workers are its processes) and the browser tests.
+// (whose workers are its processes) and the browser tests; and holds the
+// log buffer those tests read while a server writes it (LogBuffer).
 package servertest
 
 import (

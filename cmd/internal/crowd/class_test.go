@@ -21,7 +21,7 @@ import (
 func TestRunClass_FourStudents(t *testing.T) {
 	t.Parallel()
 	m := marker(t)
-	logs := &syncBuffer{}
+	logs := &servertest.LogBuffer{}
 	cfg := ClassConfig{Students: 4, Executable: servertest.Binary(t), Env: []string{"DATABASE_URL=" + pgtest.DSN(t), m},
 		ServeFlags: []string{"--spare-runs=2", "--log-level=warn"}, Log: log.New(logs, "", 0)}
 	r, err := RunClass(context.Background(), cfg)

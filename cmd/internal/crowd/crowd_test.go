@@ -1,7 +1,6 @@
 package crowd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +26,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a log's output, read while the crowd writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // marker is an environment variable unique to one test: every process the
 // crowd starts inherits it, which is how gone finds what is left.
 func marker(t *testing.T) string {
@@ -55,8 +35,8 @@ func marker(t *testing.T) string {
 // config is a crowd against a server of its own, under marker m, on the
 // test cluster, with few spare schemas: the tests share one Postgres, and
 // a child server would otherwise make a hundred pairs in advance.
-func config(t *testing.T, m string, readers int, serveFlags ...string) (Config, *syncBuffer) {
-	logs := &syncBuffer{}
+func config(t *testing.T, m string, readers int, serveFlags ...string) (Config, *servertest.LogBuffer) {
+	logs := &servertest.LogBuffer{}
 	return Config{Readers: readers, Pace: DefaultPace, Settle: DefaultSettle, Executable: servertest.Binary(t),
 		Env: []string{"DATABASE_URL=" + pgtest.DSN(t), m}, ServeFlags: append([]string{"--spare-runs=2"}, serveFlags...),
 		Log: log.New(logs, "", 0)}, logs
@@ -152,7 +132,7 @@ func TestRun_BusyIsCounted(t *testing.T) {
 func TestRun_URL(t *testing.T) {
 	t.Parallel()
 	m := marker(t)
-	logs := &syncBuffer{}
+	logs := &servertest.LogBuffer{}
 	srv, err := startServe(context.Background(), servertest.Binary(t), []string{"DATABASE_URL=" + pgtest.DSN(t), m}, []string{"--spare-runs=2"}, log.New(logs, "", 0))
 	if err != nil {
 		t.Fatal(err)
