@@ -201,20 +201,29 @@ func takeLock(ctx context.Context, pool *pgxpool.Pool, id string, wait bool) (*p
 // join makes the peers' tables if need be and records this instance
 // (where the others reach it, when it says; seen now). Every instance
 // joins, advertised or not: its row's seen is half of how the others
-// tell it is alive.
+// tell it is alive. The tables are made once a database: where they are
+// in place the join only writes its row, for the statements that make
+// them lock the tables (an ALTER TABLE, a CREATE INDEX, even when there
+// is nothing to do) against the writes of the instances already running,
+// and deadlocked with them.
 func (in *Instance) join(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
-		if err := playground.LockSchemas(ctx, tx, peersSchema); err != nil {
+	var ready bool
+	err := in.cfg.Pool.QueryRow(ctx, peersReadySQL).Scan(&ready)
+	if err == nil && !ready {
+		err = pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
+			if err := playground.LockSchemas(ctx, tx, peersSchema); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, peersSetupSQL)
 			return err
-		}
-		if _, err := tx.Exec(ctx, peersSetupSQL); err != nil {
-			return err
-		}
+		})
+	}
+	if err == nil {
 		var made bool
-		return tx.QueryRow(ctx, peerSeenSQL, in.cfg.ID, in.cfg.URL).Scan(&made)
-	})
+		err = in.cfg.Pool.QueryRow(ctx, peerSeenSQL, in.cfg.ID, in.cfg.URL).Scan(&made)
+	}
 	if err != nil {
-		return fmt.Errorf("join the other instances: %w", engine.ErrUnavailable)
+		return fmt.Errorf("join the other instances (%s): %w", dbErr(err), engine.ErrUnavailable)
 	}
 	return nil
 }

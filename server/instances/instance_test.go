@@ -3,7 +3,9 @@ package instances
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +189,93 @@ func TestJoin_RefusesNoSweepTimes(t *testing.T) {
 	_, err := Join(context.Background(), Config{Pool: pgtest.Pool(t), ID: "nosweep"})
 	if !errors.Is(err, engine.ErrInvalidInput) {
 		t.Errorf("Join without GoneAfter: %v, want ErrInvalidInput", err)
+	}
+}
+
+// TestJoin_TheFirstInstancesOfADatabaseJoinTogether: instances that
+// start at once on a database no instance has used all join. Each pool's
+// connections have looked for the peers' schema first, as a server's do
+// before it joins, so each remembers it absent: the first join made it
+// while the others waited for its lock.
+func TestJoin_TheFirstInstancesOfADatabaseJoinTogether(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := pgtest.Pool(t)
+	db := "join_" + strings.ToLower(strings.TrimPrefix(pgtest.Schema(t), "t_"))
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = db
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	const n = 6
+	pools := make([]*pgxpool.Pool, n)
+	for i := range pools {
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		if _, err := p.Exec(ctx, "SELECT to_regnamespace('fencelab_peers'), to_regclass('fencelab_peers.instances')"); err != nil {
+			t.Fatal(err)
+		}
+		pools[i] = p
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, p := range pools {
+		wg.Go(func() {
+			in, err := Join(ctx, Config{Pool: p, ID: fmt.Sprintf("first%d", i), URL: "http://x", GoneAfter: time.Minute, SweepEvery: time.Minute})
+			if err == nil {
+				in.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("instance %d: %v", i, err)
+		}
+	}
+}
+
+// TestJoin_BesideABusyInstance: an instance joins while another records
+// and forgets sessions as fast as it can, as a server's readers come and
+// go: the join takes no lock the other's writes wait on (a join that
+// altered the peers' tables each time deadlocked with them: 40P01, and a
+// serve starting beside a busy one exited).
+func TestJoin_BesideABusyInstance(t *testing.T) {
+	pool := pgtest.Pool(t)
+	busy := join(t, pool, "busyone", "http://busy", nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("busy-%d-%d", w, i)
+				busy.Add(id)
+				busy.Remove(id)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 40 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		in, err := Join(ctx, Config{Pool: pool, ID: fmt.Sprintf("besidebusy%d", i), URL: "http://x", GoneAfter: time.Minute, SweepEvery: time.Minute})
+		cancel()
+		if err != nil {
+			t.Fatalf("join %d beside a busy instance: %v", i, err)
+		}
+		in.Close()
 	}
 }

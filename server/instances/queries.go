@@ -23,6 +23,14 @@ CREATE TABLE IF NOT EXISTS fencelab_peers.sessions (
     instance text NOT NULL REFERENCES fencelab_peers.instances (id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS sessions_instance ON fencelab_peers.sessions (instance);`
+	// peersReadySQL says whether peersSetupSQL has nothing to do: the
+	// last thing it makes is there, and the column it adds. It reads the
+	// catalog as tables, with the statement's snapshot.
+	peersReadySQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+    JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'fencelab_peers' AND c.relname = 'instances' AND a.attname = 'seen' AND NOT a.attisdropped)
+  AND EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'fencelab_peers' AND c.relname = 'sessions_instance')`
 	peerSeenSQL = `INSERT INTO fencelab_peers.instances (id, url) VALUES ($1, $2)
 ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, seen = now()
 RETURNING xmax = 0`
