@@ -88,7 +88,7 @@ func TestBudget_TheServersMemoryThroughACrowdAClassAndAHostileReader(t *testing.
 	}
 	t.Logf("after the class of 30 (%d ok, %d wrong, %d missing, %d busy, %d errors): %s", crep.OK, crep.WrongVerdicts, crep.Missing, crep.Busy, crep.Errors, memOf(t, c.pid))
 
-	h := &hostile{t: t, base: base, client: &http.Client{Timeout: 30 * time.Second}}
+	h := &hostile{t: t, base: base, pid: c.pid, client: &http.Client{Timeout: 30 * time.Second}}
 	h.play(ctx, *hostileFor)
 	t.Logf("after %v of a hostile reader: %s", *hostileFor, memOf(t, c.pid))
 	h.leave()
@@ -135,6 +135,7 @@ func statusKB(t *testing.T, pid int, field string) int64 {
 type hostile struct {
 	t      *testing.T
 	base   string
+	pid    int // the server's, whose memory it reports as it plays
 	client *http.Client
 	counts sync.Map // what → *atomic.Int64, by answer
 
@@ -227,7 +228,28 @@ func (h *hostile) play(ctx context.Context, d time.Duration) {
 	}
 	wg.Go(func() { h.junk(ctx) })
 	wg.Go(func() { h.churn(ctx) })
+	wg.Go(func() { h.report(ctx, d) })
 	wg.Wait()
+}
+
+// report logs the server's memory six times as the hostile reader plays,
+// so that a long play shows whether it grows or stays.
+func (h *hostile) report(ctx context.Context, d time.Duration) {
+	start := time.Now()
+	t := time.NewTicker(d / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d/status", h.pid)); err != nil { // no Fatal from this goroutine
+				h.t.Errorf("the server is gone while the hostile reader plays: %v", err)
+				return
+			}
+			h.t.Logf("%v into the hostile reader: %s; answers so far: %s", time.Since(start).Round(time.Second), memOf(h.t, h.pid), h.tally())
+		}
+	}
 }
 
 // loop calls f until ctx ends.
