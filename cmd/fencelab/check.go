@@ -101,7 +101,7 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case *writeStart != "":
 		return writeSolution(*writeStart, sandbox.Start(), stdout)
 	}
-	if err := experiments.CheckLease.Validate("--lease", *lease); err != nil {
+	if _, err := solcheck.Lease("--lease", *lease); err != nil {
 		return usagef("fencelab check: %v", err)
 	}
 	var sol sandbox.Solution

@@ -206,6 +206,8 @@ func TestCheck_BadCommands(t *testing.T) {
 		`{"action":"check","solution":{"claim":"x","complete":"x","fail":"x","receiver":"x","extra":"x"}}`,
 		`{"action":"check","solution":"UPDATE jobs"}`,
 		`{"action":"check","solution":` + string(ours) + `,"lease_ms":99999999999999999999}`,
+		// Inside a run's bounds, past a check's: every case would wait a minute.
+		`{"action":"check","solution":` + string(ours) + `,"lease_ms":60000}`,
 		`{"action":"check","solution":` + string(ours) + `,"ordering":"zombie-first"}`,
 	} {
 		ans := s.try(body)

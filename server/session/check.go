@@ -63,8 +63,9 @@ func (s *Session) joinCheck(o *order, lease time.Duration) (Result, error) {
 	if !s.m.cfg.CustomSQL {
 		return Result{}, fault.Errorf(fault.Forbidden, "this server does not run readers' own SQL (it was started with --no-custom-sql)")
 	}
-	if lease == 0 {
-		lease = check.DefaultLease
+	lease, err := check.Lease("lease", lease)
+	if err != nil {
+		return Result{}, err
 	}
 	lim := s.m.cfg.Limits
 	if lease < lim.MinLease || lease > lim.MaxLease {

@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/wire"
 )
@@ -60,7 +61,7 @@ const (
 type ClassConfig struct {
 	// Students is how many students join, 1 to MaxStudents.
 	Students int
-	// Lease is the lease of the check's runs (experiments.CheckLease);
+	// Lease is the lease of the check's runs (check.Lease's rule);
 	// zero: the server's default.
 	Lease time.Duration
 	// Timeout is how long one student waits, from pressing Check to the
@@ -91,8 +92,9 @@ func (c *ClassConfig) Validate() error {
 		return invalidf("--class %d must be between 1 and %d students (a class's size)", c.Students, MaxStudents)
 	case c.Timeout < 0 || c.Timeout > MaxTimeout:
 		return invalidf("--timeout %v must be above 0 and at most %v", c.Timeout, MaxTimeout)
-	case c.Lease != 0 && !experiments.CheckLease.Holds(c.Lease):
-		return invalidf("%v", experiments.CheckLease.Validate("--lease", c.Lease))
+	}
+	if _, err := check.Lease("--lease", c.Lease); err != nil {
+		return invalidf("%v", err)
 	}
 	sc := c.server()
 	return sc.Validate()

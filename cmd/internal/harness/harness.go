@@ -27,6 +27,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/tick"
 )
@@ -75,7 +76,7 @@ type Config struct {
 	// relayed output. The database must be hardened (sandbox.Harden).
 	DatabaseURL string
 	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
-	// default experiments.DefaultRunLease. The clock-ahead case uses at least
+	// check.Lease decides it (default check.DefaultLease). The clock-ahead case uses at least
 	// MinClockAheadLease.
 	Lease time.Duration
 	// Cases are the cases to play, in order; default every one of
@@ -107,10 +108,8 @@ func (c *Config) Validate() error {
 	case c.DatabaseURL == "":
 		return playground.Invalidf("the check needs the database URL to give the workers")
 	}
-	if c.Lease == 0 {
-		c.Lease = experiments.DefaultRunLease
-	}
-	if err := experiments.CheckLease.Validate("lease", c.Lease); err != nil {
+	var err error
+	if c.Lease, err = check.Lease("lease", c.Lease); err != nil {
 		return err
 	}
 	if len(c.Cases) == 0 {

@@ -44,6 +44,17 @@ import (
 // for an expiry.
 const DefaultLease = time.Second
 
+// Lease is the one rule for a check's lease, whoever sends the check (the
+// CLI, a page, a class, a worker program's check): none is DefaultLease,
+// and one outside experiments.CheckLease is refused, with what the field
+// is called where it came from (what).
+func Lease(what string, d time.Duration) (time.Duration, error) {
+	if d == 0 {
+		return DefaultLease, nil
+	}
+	return d, experiments.CheckLease.Validate(what, d)
+}
+
 // Config is one check.
 type Config struct {
 	Env      *runner.Env
@@ -155,10 +166,8 @@ func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if cfg.Env == nil || cfg.Env.Pool == nil {
 		return protocol.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
 	}
-	if cfg.Lease == 0 {
-		cfg.Lease = DefaultLease
-	}
-	if err := experiments.CheckLease.Validate("lease", cfg.Lease); err != nil {
+	var err error
+	if cfg.Lease, err = Lease("lease", cfg.Lease); err != nil {
 		return protocol.CheckReport{}, err
 	}
 	if cfg.Prefix == "" {
@@ -209,9 +218,10 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 	p.mu.Unlock()
 	n := slices.Index(experiments.CheckCases(), c) + 1
 	in := judge.CheckInput{Case: c, Run: fmt.Sprintf("c%d%s", n, again)}
-	lease := p.Lease
-	if lease == 0 {
-		lease = DefaultLease
+	lease, err := Lease("lease", p.Lease)
+	if err != nil {
+		in.Err = protocol.FailureOf(err)
+		return in, nil
 	}
 	rc := c.Config(lease)
 	if err := rc.Validate(); err != nil {
