@@ -104,7 +104,7 @@ func TestPredict_TheRevealComesFromARealLeasesAloneRun(t *testing.T) {
 }
 
 // TestStepFive_WhichOrderingFailsAndWhy runs the article's two experiments,
-// and the same-name one between them, from the page; each runs both
+// and the same-identity one between them, from the page; each runs both
 // orderings for real and ends in a sentence.
 func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 	t.Parallel()
@@ -114,7 +114,7 @@ func TestStepFive_WhichOrderingFailsAndWhy(t *testing.T) {
 		says  []string
 	}{
 		{"epoch-check", []string{"Neither ordering failed.", "owner check", "hid the missing epoch check", "one name"}},
-		{"epoch-check-same-name", []string{"New-owner-first failed", "Zombie-first failed", "only the token could have refused"}},
+		{"epoch-check-same-identity", []string{"New-owner-first failed", "Zombie-first failed", "only the token could have refused"}},
 		{"receiver-check", []string{"New-owner-first failed", "Zombie-first was safe", "nothing there compared it"}},
 	} {
 		t.Run(tc.batch, func(t *testing.T) {

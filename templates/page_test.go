@@ -48,10 +48,10 @@ func TestPage_CarriesEveryControlTheTestsRead(t *testing.T) {
 	}
 	want = append(want, "ordering", "mode", "run", "step", "back", "reset", "lease", "pace", "skew", "same-identity", "timeline",
 		"lanes", "verdict", "predict", "predict-rejected", "predict-succeeds", "predict-blocks", "predict-run", "question", "reveal", "violations",
-		"compare", "compare-run", "effects", "exp-epoch-check-run", "exp-epoch-check-same-name-run", "exp-receiver-check-run", "exp-epoch-check-answer",
+		"compare", "compare-run", "effects", "exp-epoch-check-run", "exp-epoch-check-same-identity-run", "exp-receiver-check-run", "exp-epoch-check-answer",
 		"limit-receiver-ignores", "limit-receiver-keyed", "limit-heard-effects", "limit-heard-outbox", "limit-clock-skew", "delivery-outbox",
 		"matrix-run", "matrix-answer", "connection", "help", "scrub", "live-feed", "share", "share-qr", "join", "permalink",
-		"exp-epoch-check-runs", "exp-epoch-check-same-name-runs", "exp-receiver-check-runs")
+		"exp-epoch-check-runs", "exp-epoch-check-same-identity-runs", "exp-receiver-check-runs")
 	for _, id := range want {
 		if !strings.Contains(html, `data-testid="`+id+`"`) {
 			t.Errorf("the page lacks data-testid=%q", id)

@@ -71,7 +71,7 @@ func PageView(s Setup) templates.View {
 		w := experiments.OrderingWords(o)
 		v.Matrix.Orderings = append(v.Matrix.Orderings, templates.MatrixOrdering{Name: string(o), Title: w.Title, Short: w.Short})
 	}
-	for _, b := range []experiments.BatchName{experiments.BatchEpochCheck, experiments.BatchEpochCheckSameName, experiments.BatchReceiverCheck} {
+	for _, b := range []experiments.BatchName{experiments.BatchEpochCheck, experiments.BatchEpochCheckSameIdentity, experiments.BatchReceiverCheck} {
 		w := protocol.BatchWords(b)
 		v.Experiments = append(v.Experiments, templates.Experiment{Name: string(b), Title: w.Title, Ask: w.Ask})
 	}

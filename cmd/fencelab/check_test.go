@@ -125,7 +125,7 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 // --worker: a reader's own worker program, here the Python reference
 // workers, played as A and B from outside; the correct one passes (exit
 // 0), the one without the epoch in its compare-and-set fails the
-// same-name and zombie-fails cases (exit 1); --worker with a worker statement is exit 2.
+// same-identity and zombie-fails cases (exit 1); --worker with a worker statement is exit 2.
 func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	py := servertest.Python(t)
 	dir, err := filepath.Abs(filepath.Join("..", "internal", "harness", "examples", "python"))
@@ -149,7 +149,7 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	}
 	// One name for both lets the zombie's commit, and its fail, match.
 	for _, c := range rep.Cases {
-		if c.OK != (c.Case != string(experiments.CaseSameName) && c.Case != string(experiments.CaseZombieFails)) {
+		if c.OK != (c.Case != string(experiments.CaseSameIdentity) && c.Case != string(experiments.CaseZombieFails)) {
 			t.Errorf("no_epoch_cas.py: case %s ok=%v", c.Case, c.OK)
 		}
 	}
@@ -158,8 +158,8 @@ func TestCheckCmd_AWorkerProgram(t *testing.T) {
 	// failed, the rest passed.
 	ju := readJUnit(t, xmlPath)
 	if want := len(experiments.CheckCases()) + len(experiments.ProbeCases()) - 1; ju.Tests != want || ju.Failures != 2 || ju.Errors != 0 ||
-		ju.failed(string(experiments.CaseSameName)) == "" || ju.failed(string(experiments.CaseZombieFails)) == "" {
-		t.Errorf("no_epoch_cas.py's JUnit: %d tests, %d failures, %d errors: %+v; want %d tests, same-name and zombie-fails failed", ju.Tests, ju.Failures, ju.Errors, ju.Cases, want)
+		ju.failed(string(experiments.CaseSameIdentity)) == "" || ju.failed(string(experiments.CaseZombieFails)) == "" {
+		t.Errorf("no_epoch_cas.py's JUnit: %d tests, %d failures, %d errors: %+v; want %d tests, same-identity and zombie-fails failed", ju.Tests, ju.Failures, ju.Errors, ju.Cases, want)
 	}
 	if _, stderr, code := fencelab(t, nil, "check", "--worker", "true", "--claim", "x.sql"); code != 2 || !strings.Contains(stderr, "--claim does not apply") {
 		t.Fatalf("--worker with --claim: exit %d %s", code, stderr)

@@ -188,12 +188,12 @@ func TestLesson_BreakAGuardShowsItsRuns(t *testing.T) {
 	tab.Press("PageDown")
 	tab.PollState(`s.lesson.index === 1 && s.lesson.ready && s.lesson.note !== ""`, 60*time.Second)
 	var unsafe []string
-	tab.Eval(`window.fencelab.state().batches["epoch-check-same-name"].unsafe`, &unsafe)
+	tab.Eval(`window.fencelab.state().batches["epoch-check-same-identity"].unsafe`, &unsafe)
 	if len(unsafe) == 0 {
 		t.Fatal("with one name and no epoch check, no run was unsafe")
 	}
 	tab.PollState(fmt.Sprintf(`s.view.replay === true && s.view.run === %s`, e2etest.JSString(unsafe[0])), 30*time.Second)
-	tab.Screenshot("lesson-1920-break-a-guard-same-name")
+	tab.Screenshot("lesson-1920-break-a-guard-same-identity")
 }
 
 // TestOrder_PredictComesFirst: on a laptop and on a phone the reader meets

@@ -52,8 +52,8 @@ export function chapters(aloneBroken, limitRun) {
       steps: [
         { say: () => "Remove AND epoch = :epoch from the compare-and-set, and run both orderings.", cmd: { action: "batch", name: "epoch-check" },
           wait: batchDone("epoch-check"), waiting: "Running both orderings…" },
-        { say: () => "Now give both workers one name, as a restarted pod keeps its hostname, and run them again.", cmd: { action: "batch", name: "epoch-check-same-name" },
-          wait: batchDone("epoch-check-same-name"), waiting: "Running both orderings…" },
+        { say: () => "Now give both workers one name, as a restarted pod keeps its hostname, and run them again.", cmd: { action: "batch", name: "epoch-check-same-identity" },
+          wait: batchDone("epoch-check-same-identity"), waiting: "Running both orderings…" },
         { say: () => "Put the epoch check back, and remove it from the receiver instead.", cmd: { action: "batch", name: "receiver-check" },
           wait: batchDone("receiver-check"), waiting: "Running both orderings…" },
       ],

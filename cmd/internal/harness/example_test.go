@@ -53,8 +53,8 @@ func ExamplePlayer() {
 	// new-owner-first true
 	// zombie-first true
 	// crash-before-commit true
-	// clock-ahead true
-	// same-name true
+	// clock-skew true
+	// same-identity true
 	// zombie-fails true
 	// Your solution passes: all 6 cases end as the article's table says.
 }

@@ -31,7 +31,7 @@ const maxBody = engine.MaxPayloadBytes + 4<<10
 // script's, whatever the workers do.
 //
 // Each worker has a URL of its own, with a secret path: with one owner
-// name for both (same-name), the URL is what tells A's call from B's.
+// name for both (same-identity), the URL is what tells A's call from B's.
 // Once the script has done with a worker, its gate is opened and its
 // later calls (a retry) go straight through.
 type gate struct {

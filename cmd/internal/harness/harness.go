@@ -40,18 +40,18 @@ const (
 	DefaultTimeout = 15 * time.Second
 	// DefaultSchemaPrefix starts the names of each case's two schemas.
 	DefaultSchemaPrefix = "fencelab_check"
-	// MinClockAheadLease is the shortest lease the clock-ahead case runs
+	// MinClockSkewLease is the shortest lease the clock-skew case runs
 	// with: B must be able to start and poll several times inside A's
 	// live lease, or a B that does not claim proves nothing.
-	MinClockAheadLease = 6 * time.Second
+	MinClockSkewLease = 6 * time.Second
 	// clockAheadWindow is how long B, once started, is given to claim in
-	// the clock-ahead case: its start-up on a loaded machine, then many
+	// the clock-skew case: its start-up on a loaded machine, then many
 	// polls at the contract's 100 ms. A correct B never claims, so the
 	// case always waits this long. At 2.5 s (a 4 s lease), a Python B
 	// under CI's full load once started too late to claim, and a worker
 	// judging leases by its own clock passed the check.
 	clockAheadWindow = 4 * time.Second
-	// leaseMargin ends the clock-ahead window this long before A's lease
+	// leaseMargin ends the clock-skew window this long before A's lease
 	// runs out on the database clock.
 	leaseMargin  = 500 * time.Millisecond
 	maxPrefixLen = 30
@@ -76,8 +76,8 @@ type Config struct {
 	// relayed output. The database must be hardened (sandbox.Harden).
 	DatabaseURL string
 	// Lease is the lease the workers claim with (FENCELAB_LEASE_MS);
-	// check.Lease decides it (default check.DefaultLease). The clock-ahead case uses at least
-	// MinClockAheadLease.
+	// check.Lease decides it (default check.DefaultLease). The clock-skew case uses at least
+	// MinClockSkewLease.
 	Lease time.Duration
 	// Cases are the cases to play, in order; default every one of
 	// experiments.CheckCases() that ForWorkerPrograms.
@@ -385,8 +385,8 @@ func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (in jud
 		}
 	}()
 	lease := cfg.Lease
-	if cs == experiments.CaseClockAhead {
-		lease = max(lease, MinClockAheadLease)
+	if cs == experiments.CaseClockSkew {
+		lease = max(lease, MinClockSkewLease)
 	}
 	rc := cs.Config(lease)
 	if err := rc.Validate(); err != nil {

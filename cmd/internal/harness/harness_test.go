@@ -180,7 +180,7 @@ func TestCheck_LeasesAloneFailsBothOrderings(t *testing.T) {
 	t.Parallel()
 	w := allOK()
 	fence := want{broken: []experiments.Requirement{experiments.ReqCompleteFence}}
-	w[experiments.CaseNewOwnerFirst], w[experiments.CaseZombieFirst], w[experiments.CaseSameName] = fence, fence, fence
+	w[experiments.CaseNewOwnerFirst], w[experiments.CaseZombieFirst], w[experiments.CaseSameIdentity] = fence, fence, fence
 	w[experiments.CaseZombieFails] = want{broken: []experiments.Requirement{experiments.ReqFailFence}}
 	checkTable(t, "leases_alone.py", w)
 }
@@ -204,7 +204,7 @@ func TestCheck_AWorkerThatRaisesWhenFencedPassesEveryCase(t *testing.T) {
 		t.Fatalf("the check fails it: %s", rep.Words)
 	}
 	for _, cr := range rep.Cases {
-		if cr.Case != experiments.CaseZombieFirst && cr.Case != experiments.CaseNewOwnerFirst && cr.Case != experiments.CaseSameName {
+		if cr.Case != experiments.CaseZombieFirst && cr.Case != experiments.CaseNewOwnerFirst && cr.Case != experiments.CaseSameIdentity {
 			continue
 		}
 		if got := strings.Join(cr.Notes, "; "); !strings.Contains(got, "worker A exited with status 1 after the receiver answered it") {
@@ -242,18 +242,18 @@ func TestCheck_AWorkerThatGivesUpOnARefusalIsJudgedFromTheDatabase(t *testing.T)
 func TestCheck_NoEpochCASFailsSameName(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	w[experiments.CaseSameName] = want{broken: []experiments.Requirement{experiments.ReqCompleteFence}}
+	w[experiments.CaseSameIdentity] = want{broken: []experiments.Requirement{experiments.ReqCompleteFence}}
 	w[experiments.CaseZombieFails] = want{broken: []experiments.Requirement{experiments.ReqFailFence}}
 	checkTable(t, "no_epoch_cas.py", w)
 }
 
 // A worker that judges leases by its own clock takes the job while A's
-// lease is live, when its clock runs ahead: the clock-ahead case gives it
+// lease is live, when its clock runs ahead: the clock-skew case gives it
 // the chance to.
 func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
 	t.Parallel()
 	w := allOK()
-	w[experiments.CaseClockAhead] = want{broken: []experiments.Requirement{experiments.ReqDBClock}}
+	w[experiments.CaseClockSkew] = want{broken: []experiments.Requirement{experiments.ReqDBClock}}
 	checkTable(t, "own_clock.py", w)
 }
 
@@ -263,7 +263,7 @@ func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {
 	t.Parallel()
 	w := allOK()
 	older := want{broken: []experiments.Requirement{experiments.ReqReceiverOlder}}
-	w[experiments.CaseNewOwnerFirst], w[experiments.CaseSameName], w[experiments.CaseZombieFails] = older, older, older
+	w[experiments.CaseNewOwnerFirst], w[experiments.CaseSameIdentity], w[experiments.CaseZombieFails] = older, older, older
 	made := 0
 	checkTable(t, "correct.py", w, func(c *harness.Config) {
 		c.NewReceiverFunc = func(_ context.Context, s judge.Schemas) (*engine.Receiver, func(), error) {
@@ -304,7 +304,7 @@ func TestCheck_AFailingReceiverEndsItsCase(t *testing.T) {
 func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, "sleep 60")
-	cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst, experiments.CaseClockAhead}
+	cfg.Cases = []experiments.CheckCase{experiments.CaseNewOwnerFirst, experiments.CaseClockSkew}
 	cfg.Timeout = 2 * time.Second
 	start := time.Now()
 	ins, err := play(t.Context(), cfg)
@@ -566,9 +566,9 @@ func TestCheck_LeavesNothingBehind(t *testing.T) {
 		cases  []experiments.CheckCase
 		cancel string // cancel the check when a worker's output says this
 	}{
-		// The crash kills A; clock-ahead stops a B that found nothing.
+		// The crash kills A; clock-skew stops a B that found nothing.
 		{name: "played", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),
-			cases: []experiments.CheckCase{experiments.CaseCrash, experiments.CaseClockAhead}},
+			cases: []experiments.CheckCase{experiments.CaseCrash, experiments.CaseClockSkew}},
 		{name: "stuck", script: "exec sleep 60", cases: []experiments.CheckCase{experiments.CaseZombieFirst}},
 		// Cancelled once A has claimed: while A is frozen, its lease runs out.
 		{name: "cancelled", script: "exec " + shellQuote(py) + " " + shellQuote(example(t, "correct.py")),

@@ -19,9 +19,9 @@ const (
 	// BatchEpochCheck: the article's first experiment — "remove AND epoch =
 	// :epoch from the compare-and-set" — in both of its orderings.
 	BatchEpochCheck BatchName = "epoch-check"
-	// BatchEpochCheckSameName: the same, with one name for both workers (a
+	// BatchEpochCheckSameIdentity: the same, with one name for both workers (a
 	// restarted pod keeps its hostname).
-	BatchEpochCheckSameName BatchName = "epoch-check-same-name"
+	BatchEpochCheckSameIdentity BatchName = "epoch-check-same-identity"
 	// BatchReceiverCheck: the second experiment — "remove the epoch check
 	// from the receiver" — in both orderings.
 	BatchReceiverCheck BatchName = "receiver-check"
@@ -32,10 +32,13 @@ const (
 
 // BatchNames lists the batches.
 func BatchNames() []BatchName {
-	return []BatchName{BatchMatrix, BatchEpochCheck, BatchEpochCheckSameName, BatchReceiverCheck, BatchCheck}
+	return []BatchName{BatchMatrix, BatchEpochCheck, BatchEpochCheckSameIdentity, BatchReceiverCheck, BatchCheck}
 }
 
-// ParseBatch parses a batch name.
+// batchAliases are the batches' older names, still understood.
+var batchAliases = map[string]BatchName{"epoch-check-same-name": BatchEpochCheckSameIdentity}
+
+// ParseBatch parses a batch name, or an older one (batchAliases).
 func ParseBatch(s string) (BatchName, error) {
 	if s == string(BatchCheck) {
 		return "", playground.Invalidf("the batch %q is started by the check command, with a solution: {\"action\":\"check\",\"solution\":{…}}", s)
@@ -45,7 +48,10 @@ func ParseBatch(s string) (BatchName, error) {
 			return b, nil
 		}
 	}
-	return "", playground.Invalidf("unknown batch %q (want matrix, epoch-check, epoch-check-same-name or receiver-check)", s)
+	if b, ok := batchAliases[s]; ok {
+		return b, nil
+	}
+	return "", playground.Invalidf("unknown batch %q (want matrix, epoch-check, epoch-check-same-identity or receiver-check)", s)
 }
 
 // MinSkewLease is the shortest lease the matrix gives its clock-skew
@@ -87,7 +93,7 @@ func BatchRuns(name BatchName, lease time.Duration) ([]RunConfig, error) {
 		}
 	case BatchEpochCheck:
 		rcs = one(playground.EpochCheck, false)
-	case BatchEpochCheckSameName:
+	case BatchEpochCheckSameIdentity:
 		rcs = one(playground.EpochCheck, true)
 	case BatchReceiverCheck:
 		rcs = one(playground.ReceiverCheck, false)

@@ -20,8 +20,8 @@ const (
 	CaseNewOwnerFirst CheckCase = "new-owner-first"     // the article's table, first row
 	CaseZombieFirst   CheckCase = "zombie-first"        // the article's table, second row
 	CaseCrash         CheckCase = "crash-before-commit" // a hint: a crash before the commit
-	CaseClockAhead    CheckCase = "clock-ahead"         // a hint: a worker whose clock runs ahead
-	CaseSameName      CheckCase = "same-name"           // a hint: one name for both workers
+	CaseClockSkew    CheckCase = "clock-skew"         // a hint: a worker whose clock runs ahead
+	CaseSameIdentity      CheckCase = "same-identity"           // a hint: one name for both workers
 	// CaseZombieFails is new-owner-first whose zombie's handler errors
 	// after it wakes: it runs its fail, which must be fenced as its
 	// complete is (the article's requirement 3, "complete and fail").
@@ -71,9 +71,9 @@ var caseDefs = []caseDef{
 	{c: CaseNewOwnerFirst, title: "new owner first", run: true, config: func(rc *RunConfig) { rc.Ordering = NewOwnerFirst }},
 	{c: CaseZombieFirst, title: "zombie first", run: true, config: func(rc *RunConfig) { rc.Ordering = ZombieFirst }},
 	{c: CaseCrash, title: "a crash before the commit", run: true, config: func(rc *RunConfig) { rc.Ordering = CrashBeforeCommit }},
-	{c: CaseClockAhead, title: "a worker whose clock runs ahead", run: true, config: func(rc *RunConfig) { rc.Ordering = ClockSkew }},
-	{c: CaseSameName, title: "one name for both workers", run: true, config: func(rc *RunConfig) { rc.Ordering, rc.SameIdentity = NewOwnerFirst, true }},
-	// One name for both, as the same-name case: a fail fenced by the
+	{c: CaseClockSkew, title: "a worker whose clock runs ahead", run: true, config: func(rc *RunConfig) { rc.Ordering = ClockSkew }},
+	{c: CaseSameIdentity, title: "one name for both workers", run: true, config: func(rc *RunConfig) { rc.Ordering, rc.SameIdentity = NewOwnerFirst, true }},
+	// One name for both, as the same-identity case: a fail fenced by the
 	// owner alone is caught too, not only one with no fence at all.
 	{c: CaseZombieFails, title: "the zombie fails instead of completing", run: true,
 		config: func(rc *RunConfig) { rc.Ordering, rc.ZombieFails, rc.SameIdentity = NewOwnerFirst, true, true }},
@@ -128,12 +128,20 @@ func (c CheckCase) ForWorkerPrograms() (ok bool, why string) {
 	return true, ""
 }
 
-// ParseCheckCase parses the name of a case that is a run.
+// caseAliases are the cases' older names, still understood: a case is
+// named as the ordering or the run's field it plays.
+var caseAliases = map[string]CheckCase{"clock-ahead": CaseClockSkew, "same-name": CaseSameIdentity}
+
+// ParseCheckCase parses the name of a case that is a run, or its older
+// name (caseAliases).
 func ParseCheckCase(s string) (CheckCase, error) {
 	for _, c := range CheckCases() {
 		if string(c) == s {
 			return c, nil
 		}
+	}
+	if c, ok := caseAliases[s]; ok {
+		return c, nil
 	}
 	return "", playground.Invalidf("unknown check case %q", s)
 }

@@ -111,3 +111,31 @@ func TestBounds_OneSentenceForEveryLease(t *testing.T) {
 		t.Error("bounds whose min is over their max are within themselves")
 	}
 }
+
+// TestParse_NamesAndTheirOlderSpellings: a case is named as the ordering
+// or the run's field it plays (clock-skew, same-identity), and a batch
+// as its case; the older names still parse, to today's; anything else is
+// refused as bad input.
+func TestParse_NamesAndTheirOlderSpellings(t *testing.T) {
+	for in, want := range map[string]experiments.CheckCase{"clock-skew": experiments.CaseClockSkew, "clock-ahead": experiments.CaseClockSkew,
+		"same-identity": experiments.CaseSameIdentity, "same-name": experiments.CaseSameIdentity, "zombie-fails": experiments.CaseZombieFails} {
+		if got, err := experiments.ParseCheckCase(in); got != want || err != nil {
+			t.Errorf("experiments.ParseCheckCase(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if experiments.CaseClockSkew.Config(time.Second).Ordering != experiments.ClockSkew || !experiments.CaseSameIdentity.Config(time.Second).SameIdentity {
+		t.Errorf("the cases' names are not the runs they play")
+	}
+	for in, want := range map[string]experiments.BatchName{"epoch-check-same-identity": experiments.BatchEpochCheckSameIdentity, "epoch-check-same-name": experiments.BatchEpochCheckSameIdentity, "matrix": experiments.BatchMatrix} {
+		if got, err := experiments.ParseBatch(in); got != want || err != nil {
+			t.Errorf("experiments.ParseBatch(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "Clock-Skew", "clock_skew", "same-name ", "check", "epoch-check-same"} {
+		_, err1 := experiments.ParseCheckCase(in)
+		_, err2 := experiments.ParseBatch(in)
+		if !errors.Is(err1, engine.ErrInvalidInput) || !errors.Is(err2, engine.ErrInvalidInput) {
+			t.Errorf("%q: experiments.ParseCheckCase %v, experiments.ParseBatch %v; want both refused", in, err1, err2)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func BatchAnswer(name experiments.BatchName, cells []protocol.MatrixCell, outcom
 			parts = append(parts, "With distinct names the owner check still told A from B (the job was owned by worker-b), so it hid the missing epoch check. Give both workers one name — a restarted pod keeps its hostname — and run it again.")
 		}
 	}
-	if name == experiments.BatchEpochCheckSameName && len(failed) > 0 {
+	if name == experiments.BatchEpochCheckSameIdentity && len(failed) > 0 {
 		parts = append(parts, "With one name the owner check cannot tell A from B, and nothing compared the epoch: only the token could have refused A's late commit.")
 	}
 	if name == experiments.BatchReceiverCheck && len(failed) > 0 {

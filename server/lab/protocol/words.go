@@ -282,7 +282,7 @@ func BatchWords(b experiments.BatchName) BatchText {
 		return BatchText{"The guard matrix", "Every guard off, in every ordering, with two names and with one."}
 	case experiments.BatchEpochCheck:
 		return BatchText{"Remove AND epoch = :epoch from the compare-and-set", "Which ordering fails, and why?"}
-	case experiments.BatchEpochCheckSameName:
+	case experiments.BatchEpochCheckSameIdentity:
 		return BatchText{"The same, with one name for both workers", "A restarted pod keeps its hostname: which ordering fails now?"}
 	case experiments.BatchReceiverCheck:
 		return BatchText{"Put it back; remove the epoch check from the receiver", "Which ordering fails, and why?"}

@@ -317,9 +317,11 @@ func (c *Command) validate(lim Limits) error {
 			return err
 		}
 	case Batch:
-		if _, err := experiments.ParseBatch(string(c.Name)); err != nil {
+		name, err := experiments.ParseBatch(string(c.Name))
+		if err != nil {
 			return bad("%v", err)
 		}
+		c.Name = name // an older spelling becomes today's
 	case Check:
 		if c.Solution == nil {
 			return bad("check needs a solution: {\"claim\": …, \"complete\": …, \"fail\": …, \"receiver\": …}")

@@ -36,10 +36,13 @@ func TestParse_Good(t *testing.T) {
 			lc := c.LoadConfig()
 			return lc.Workers == 4 && lc.Jobs == 200 && lc.LeaseMS == 250 && lc.Styles[0] == "token"
 		},
-		`{"action":"add_job"}`:                                                        func(c control.Command) bool { return json.Valid(c.Payload) },
-		`{"action":"add_job","payload":{"n":1}}`:                                      func(c control.Command) bool { return string(c.Payload) == `{"n":1}` },
-		`{"action":"add_worker","skew_ms":-2000,"work_ms":0}`:                         func(c control.Command) bool { return c.SkewMS == -2000 },
-		`{"action":"matrix","lease_ms":200}`:                                          func(c control.Command) bool { return c.LeaseMS == 200 },
+		`{"action":"add_job"}`:                                func(c control.Command) bool { return json.Valid(c.Payload) },
+		`{"action":"add_job","payload":{"n":1}}`:              func(c control.Command) bool { return string(c.Payload) == `{"n":1}` },
+		`{"action":"add_worker","skew_ms":-2000,"work_ms":0}`: func(c control.Command) bool { return c.SkewMS == -2000 },
+		`{"action":"matrix","lease_ms":200}`:                  func(c control.Command) bool { return c.LeaseMS == 200 },
+		`{"action":"batch","name":"epoch-check-same-name"}`: func(c control.Command) bool {
+			return c.Name == experiments.BatchEpochCheckSameIdentity // an older spelling, today's name
+		},
 		`{"action":"run","ordering":"zombie-first","lease_ms":60000,"pace_ms":10000}`: func(c control.Command) bool { return c.LeaseMS == 60000 && *c.PaceMS == 10000 },
 		`{"action":"run","ordering":"zombie-first","lease_ms":0,"pace_ms":null}`:      func(c control.Command) bool { return c.LeaseMS == 0 && c.PaceMS == nil },
 		`{"action":"add_worker","skew_ms":-3600000,"work_ms":60000}`:                  func(c control.Command) bool { return c.SkewMS == -3600000 && c.WorkMS == 60000 },

@@ -11,7 +11,7 @@ So a zombie, a worker whose lease ran out while it was frozen and whose job
 another worker took over, still commits when it wakes up: in both of the
 article's orderings its stale result lands on the row, and in zombie-fails
 its stale failure does. `fencelab check` shows it failing new-owner-first,
-zombie-first and same-name (complete-fence) and zombie-fails (fail-fence).
+zombie-first and same-identity (complete-fence) and zombie-fails (fail-fence).
 """
 import sys
 

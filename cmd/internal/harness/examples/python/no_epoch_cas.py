@@ -10,7 +10,7 @@ status and owner, but not on the epoch:
 With two distinct owner names that hides the missing epoch check: the
 zombie's owner no longer matches the row. When the new owner has the
 zombie's own name (a restarted pod with the same hostname), the zombie's
-commit matches and lands: `fencelab check` shows it failing same-name
+commit matches and lands: `fencelab check` shows it failing same-identity
 (complete-fence) and zombie-fails (fail-fence), and passing the rest.
 """
 import sys

@@ -7,7 +7,7 @@ compares lease_until with the time on THIS machine's clock (plus
 FENCELAB_CLOCK_SKEW_MS, how far fencelab says this clock runs ahead), not
 with the database's now(). A worker whose clock runs ahead sees a live lease
 as expired and takes the job while its owner is still working: two workers
-hold it at once. `fencelab check` shows it failing clock-ahead (db-clock)
+hold it at once. `fencelab check` shows it failing clock-skew (db-clock)
 and passing the rest.
 """
 import sys
