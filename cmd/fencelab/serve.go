@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -197,6 +198,11 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 			}
 		}
 	}
+	if getenv("GOMEMLIMIT") == "" {
+		limit := memoryLimit(lim)
+		debug.SetMemoryLimit(limit)
+		log.Info("the server's memory: Go collects harder as its heap nears this (GOMEMLIMIT sets another)", "limit_mib", limit>>20)
+	}
 	// An allowed origin keeps its scheme: the socket's check matches
 	// scheme and host, as the page's check of postMessage does.
 	var commanders, frameAncestors []string
@@ -254,6 +260,17 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 // prestartedFootprint is what one prestarted worker holds of the
 // machine's memory: its RSS, measured (13 MiB), rounded up.
 const prestartedFootprint = 16 << 20
+
+// memoryLimit is the soft limit of the server's Go heap: room for the
+// events every session keeps together (--max-events-total-mb) twice
+// over, and 64 MiB for the rest. Without it the collector lets the heap
+// grow to twice what is live before it runs, so the events of sessions
+// whose sockets nobody reads, filling their budget over an hour, held
+// 560 MiB of resident set under a 256 MiB budget; with it, and the
+// budget's default of 128 MiB, the heap stays within 320 MiB.
+func memoryLimit(lim session.Limits) int64 {
+	return int64(2*lim.MaxEventsTotalMB+64) << 20
+}
 
 // memAvailable is the memory the machine has for new work (Linux's
 // MemAvailable), when it says.

@@ -146,7 +146,7 @@ func (l *Limits) Fill() {
 	def(&l.MaxEvents, 20_000)
 	def(&l.MaxEventsTotal, 300_000)
 	def(&l.MaxSessionMB, 16)
-	def(&l.MaxEventsTotalMB, 256)
+	def(&l.MaxEventsTotalMB, 128)
 	def(&l.MaxSessionsPerClient, 50)
 	def(&l.MaxRunsPerClient, 8)
 	def(&l.MaxBatchesPerClient, 2)
