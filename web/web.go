@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -351,16 +352,39 @@ func (h *handler) static(c echo.Context) error {
 }
 
 // bundle inlines the replay's modules into one script for a file that must
-// work alone, offline: words.js, model.js, view.js and replay.js, in that
-// order, with their import lines dropped and their exports made plain
-// declarations.
+// work alone, offline: replay.js and every module it imports, each after
+// the modules it imports (read from their import lines, so a module
+// added to any of them comes along), with their import lines dropped and
+// their exports made plain declarations.
 func bundle() (string, error) {
-	var b strings.Builder
-	for _, f := range []string{"js/words.js", "js/model.js", "js/view.js", "js/replay.js"} {
+	var order []string
+	seen := map[string]bool{}
+	var visit func(f string) error
+	visit = func(f string) error {
+		if seen[f] {
+			return nil
+		}
+		seen[f] = true
 		src, err := fs.ReadFile(static.FS, f)
 		if err != nil {
-			return "", err
+			return err
 		}
+		for _, line := range strings.Split(string(src), "\n") {
+			if m := importFrom.FindStringSubmatch(line); m != nil {
+				if err := visit(path.Join(path.Dir(f), m[1])); err != nil {
+					return err
+				}
+			}
+		}
+		order = append(order, f)
+		return nil
+	}
+	if err := visit("js/replay.js"); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, f := range order {
+		src, _ := fs.ReadFile(static.FS, f)
 		for _, line := range strings.Split(string(src), "\n") {
 			if strings.HasPrefix(line, "import ") {
 				continue
@@ -372,6 +396,9 @@ func bundle() (string, error) {
 	}
 	return strings.ReplaceAll(b.String(), "</script", `<\/script`), nil
 }
+
+// importFrom is a module's import line, with the module it names.
+var importFrom = regexp.MustCompile(`^import .* from "(\./[a-z]+\.js)";`)
 
 // replayData is the JSON a replay file starts from.
 type replayData struct {

@@ -5,7 +5,7 @@
 // each of its runs, which its answer offers to open. Marks and words are
 // the server's (W.marks): a cell's state is a mark code.
 
-import { byTest } from "./view.js";
+import { byTest } from "./dom.js";
 import { W, markOf } from "./words.js";
 
 const idOf = (same) => (same ? "same" : "distinct");

@@ -11,11 +11,10 @@
 
 import { W, setWords, markOf } from "./words.js";
 import { chapters } from "./lesson.js";
+import { byTest, esc } from "./dom.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-class-state").textContent);
 setWords(boot.words);
-const byTest = (id) => document.querySelector(`[data-testid="${id}"]`);
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 const classId = boot.class_id;
 const api = `/api/classes/${encodeURIComponent(classId)}`;

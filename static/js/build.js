@@ -10,7 +10,7 @@
 // The page loads this module, its stylesheet and the section's body (GET
 // /build) only when the reader opens Build it.
 
-import { byTest, esc } from "./view.js";
+import { byTest, esc } from "./dom.js";
 import { markOf } from "./words.js";
 
 const CHECK = "check"; // the batch's name in its events

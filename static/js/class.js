@@ -4,9 +4,9 @@
 // window.fencelab exposes the page's state to tests.
 
 import { driveTokenKey } from "./api.js";
+import { byTest } from "./dom.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-class-state").textContent);
-const byTest = (id) => document.querySelector(`[data-testid="${id}"]`);
 
 // What the student keeps between visits: the code they joined and their
 // student token, which makes a later join the same student (and the same

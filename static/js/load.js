@@ -6,7 +6,7 @@
 // each live count has beside it the invariant checker's count that must
 // equal it; and the verdict in the server's words.
 
-import { byTest, esc } from "./view.js";
+import { byTest, esc } from "./dom.js";
 import { W } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";

@@ -4,7 +4,8 @@
 
 import { Api, Stream, driveTokenKey } from "./api.js";
 import { apply, fold, newRun, isHeartbeat, verdictWords } from "./model.js";
-import { byTest, esc, Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
+import { byTest, esc } from "./dom.js";
+import { Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
 import { W, setWords } from "./words.js";
 import { bindKeys } from "./keys.js";
 import { Player } from "./replay.js";

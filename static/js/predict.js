@@ -2,7 +2,7 @@
 // run with leases alone: what happened to A's commit is read from the
 // database's own history, then set beside the same run with fencing on.
 
-import { byTest, esc } from "./view.js";
+import { byTest, esc } from "./dom.js";
 import { W, markOf } from "./words.js";
 
 const KEY = "fencelab.predict";

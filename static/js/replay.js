@@ -3,7 +3,8 @@
 // when the live demo is busy. The same fold and the same drawing as live.
 
 import { fold, apply, newRun, verdictWords } from "./model.js";
-import { byTest, Timeline, renderLanes, renderOutcome, clearOutcome, lanes } from "./view.js";
+import { byTest } from "./dom.js";
+import { Timeline, renderLanes, renderOutcome, clearOutcome, lanes } from "./view.js";
 import { setWords } from "./words.js";
 
 /**

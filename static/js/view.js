@@ -4,10 +4,7 @@
 import { LANE_ROW, LANE_RECEIVER, LANE_RUNNER, laneOf, isHeartbeat, isShown, epochOf } from "./model.js";
 import { W, badgeOf, markOf, msWords } from "./words.js";
 
-export const byTest = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
-
-const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
-export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+import { byTest, esc } from "./dom.js";
 
 /** The lanes of a run: its workers in order, then the row and the receiver. */
 export function lanes(run) {
