@@ -1,10 +1,8 @@
 // Package engine is a job queue on PostgreSQL whose every write is fenced:
 // claim, lease renewal, complete and fail by compare-and-set, and the
 // external receiver's rule. It is small enough to read in one sitting, and
-// each of its guards can be broken on purpose to show what it protects
-// (fencelab's playground does, through engine/playground, a package no
-// library user needs; its scenarios, events and verdicts live in
-// server/lab). Any Go program can import it: ExampleWorkerPool
+// every guard is always on: nothing in its API turns one off. Any Go
+// program can import it: ExampleWorkerPool
 // (engine/example_workerpool_test.go, and on pkg.go.dev) is the program to
 // copy.
 //
@@ -106,7 +104,7 @@
 //   - A finished job holds its last owner's result, in the row and at the
 //     receiver.
 //
-// server/lab records every change of a job row with the database time and
+// fencelab's own tests record every change of a job row with the database time and
 // the writer (a history trigger) and the receiver's every decision, and
 // tests each invariant against those records, never against what workers
 // believe.
@@ -161,9 +159,7 @@
 // # Guards
 //
 // Each guard is one clause of one statement (or of the three
-// compare-and-sets, which share theirs), on by default, and broken only
-// through engine/playground. A broken guard's clause is replaced by an SQL comment that
-// names it, so the statement a person reads is the one that ran:
+// compare-and-sets, which share theirs), always on:
 //
 //   - status-check: AND status = 'running' on renew, complete and fail.
 //   - owner-check: AND owner = $n on renew, complete and fail.

@@ -277,12 +277,11 @@ func (q *Queue) insertMany(ctx context.Context, db DB, jobs []NewJob) ([]int64, 
 
 // Claim takes one claimable job for owner under a lease of the given length,
 // in one statement (rule 1). The lease is judged on the database clock
-// (rule 2) unless the db-clock guard is off. Every claim bumps the epoch
-// unless the epoch-increment guard is off. When nothing is claimable it
+// (rule 2), and every claim bumps the epoch. When nothing is claimable it
 // returns ErrNoJob. The same statement first ends, as failed, every job
 // whose lease ran out on its last attempt (see the package doc's state
 // model): until some claim runs, such a job stays running with its lease
-// run out (the playground's Expired lists it; its Claimable does not count it).
+// run out, and no claim takes it.
 func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (Claim, error) {
 	if err := ValidateOwner(owner); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
