@@ -363,7 +363,7 @@ func mustJSON(t *testing.T, v any) string {
 // every case where worker B claims (a check that holds its turn for half
 // a minute); a reader at a seventh address who checks while they play
 // has their check started as soon as alone, give or take the 2 s a
-// check holds its slot (session's youngFor), not when a slow one ends.
+// check holds its slot (line.YoungFor), not when a slow one ends.
 //
 // What the reader's whole check then takes is a share of the machine:
 // 1.7–1.8× its time alone on an idle 2-core machine (BENCHMARKS.md), but

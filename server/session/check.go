@@ -16,6 +16,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/session/line"
 )
 
 // check checks a reader's own four statements, in two orders to the
@@ -48,7 +49,7 @@ func (s *Session) check(ctx context.Context, c control.Command) (Result, error) 
 // never plays. Whichever of the session's playCheck and the check's caller
 // owns it first gives it back.
 type turn struct {
-	*ticket
+	*line.Ticket
 	owned   atomic.Bool
 	release func()
 }
@@ -93,12 +94,12 @@ func (s *Session) joinLine() *turn {
 	}
 	s.mu.Lock() // the session's place, read and replaced at once
 	defer s.mu.Unlock()
-	t := s.m.line.join(key, s.inLine, func(place int) {
+	t := s.m.line.Join(key, s.inLine, func(place int) {
 		s.emit(s.m.inLine(place))
 	})
 	s.inLine = t
 	var once sync.Once
-	return &turn{ticket: t, release: func() { once.Do(func() { s.m.line.done(t) }) }}
+	return &turn{Ticket: t, release: func() { once.Do(func() { s.m.line.Done(t) }) }}
 }
 
 // lineWait is how long a check waits in line before it gives up.
@@ -110,9 +111,9 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	err := s.m.line.wait(wctx, t.ticket, lineWait)
+	err := s.m.line.Wait(wctx, t.Ticket, lineWait)
 	s.mu.Lock()
-	if s.inLine == t.ticket {
+	if s.inLine == t.Ticket {
 		s.inLine = nil
 	}
 	s.mu.Unlock()
@@ -166,7 +167,7 @@ func (s *Session) leaveLine() {
 	t := s.inLine
 	s.mu.Unlock()
 	if t != nil {
-		s.m.line.leave(t)
+		s.m.line.Leave(t)
 	}
 }
 
@@ -233,4 +234,12 @@ func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outco
 		return nil
 	}
 	return &rep
+}
+
+// inLine is the note that tells a session its check's place in a line,
+// with the estimate of its wait.
+func (m *Manager) inLine(place int) protocol.Event {
+	wait := m.checks.Wait(place, m.cfg.Limits.MaxChecks)
+	return protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorRunner,
+		Note: &protocol.NoteEvent{Code: protocol.NoteInLine, Place: place, WaitS: int(wait / time.Second)}}
 }

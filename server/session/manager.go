@@ -32,6 +32,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/session/eventlog"
+	"github.com/fencelab/fencelab/server/session/line"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -61,7 +62,7 @@ type Limits struct {
 	MaxRunsPerClient     int `json:"max_runs_per_client"`
 	MaxBatchesPerClient  int `json:"max_batches_per_client"`
 	// MaxChecks is how many checks play at once, server-wide; the others
-	// wait in one fair line, one at a time per address (checkLine).
+	// wait in one fair line, one at a time per address (package line).
 	MaxChecks int `json:"max_checks"`
 	// MaxWorkersPerClient bounds the worker processes of one client's
 	// runs together, free play's added workers too.
@@ -204,8 +205,8 @@ type Manager struct {
 	loads    chan struct{}       // one token per load lab running
 	inst     *instances.Instance // this server among those sharing its Postgres
 	events   *eventlog.Budget    // the events every session keeps, together
-	line     *checkLine          // the checks waiting for their turn
-	checks   checkTimes          // how long checks take to play here
+	line     *line.Line          // the checks waiting for their turn
+	checks   line.Times          // how long checks take to play here
 	spares   spares
 
 	mu       sync.Mutex
@@ -229,7 +230,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns), line: newCheckLine(cfg.Limits.MaxChecks),
+	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns), line: line.New(cfg.Limits.MaxChecks),
 		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
 		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &eventlog.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,

@@ -143,7 +143,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 			return // stopped: stopBatch says so
 		}
 		if rep != nil {
-			s.m.checks.add(time.Since(started)) // for the estimates of the checks in line
+			s.m.checks.Add(time.Since(started)) // for the estimates of the checks in line
 		}
 		done := judge.FinishBatch(name, ev.LeaseMS, ev.Cells, outcomes)
 		if rep != nil {

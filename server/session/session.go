@@ -17,6 +17,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/inbox"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/session/eventlog"
+	"github.com/fencelab/fencelab/server/session/line"
 )
 
 // Session is one visitor's playground: its runs and their event log. The
@@ -54,7 +55,7 @@ type Session struct {
 	lastActive time.Time
 	current    *runner.Run
 	batch      *batch                      // the batch playing, if any
-	inLine     *ticket                     // the session's check waiting in the server's line, if any
+	inLine     *line.Ticket                // the session's check waiting in the server's line, if any
 	queue      Queue                       // where its checks wait instead, a class student's
 	awaiting   map[int64]chan played       // by job: the callers waiting for their queued check to play
 	load       *runner.Load                // the load lab, if one ran; it may have ended

@@ -1,4 +1,9 @@
-package session
+// Package line is the server's one line of checks in memory: fair by
+// rounds across client addresses, a few starting at once, each holding
+// its slot for its first YoungFor only; and the estimate of a check's
+// wait told with its place (Times). A class's checks wait instead in the
+// class's line in Postgres (server/class).
+package line
 
 import (
 	"context"
@@ -9,7 +14,7 @@ import (
 	"github.com/fencelab/fencelab/server/fault"
 )
 
-// checkLine is the server's one line of checks. A check is a whole
+// Line is the server's one line of checks. A check is a whole
 // pipeline (schemas, a role, a trial run, six cases of two workers each),
 // so the server plays few at once (max), and a client address plays one
 // at a time: its next waits in line. The line is fair by rounds (start-time
@@ -20,30 +25,30 @@ import (
 // behind itself, and a reader at another address waits for at most one
 // check of each address ahead of it.
 //
-// A check that has played for youngFor leaves its slot to the next in
+// A check that has played for YoungFor leaves its slot to the next in
 // line and plays on: max checks start together, and at most 3×max play at
 // once. A check that takes half a minute (a stranger's statements that
-// each run to their timeout) so holds a slot for youngFor, not for its
-// half minute, and a reader behind six of them starts within youngFor.
+// each run to their timeout) so holds a slot for YoungFor, not for its
+// half minute, and a reader behind six of them starts within YoungFor.
 // Past 3×max such checks, a reader waits for one to end.
 //
 // A loopback client has no address caps; each of its sessions is an
 // address of its own in the line.
-type checkLine struct {
+type Line struct {
 	mu      sync.Mutex
-	max     int            // checks that may be young (in their first youngFor) at once
+	max     int            // checks that may be young (in their first YoungFor) at once
 	most    int            // checks that may play at once
 	young   int            // checks playing and young
 	running map[string]int // by key: checks playing
 	playing int
-	waiting []*ticket
+	waiting []*Ticket
 	seq     int64
 	round   int64            // the round of the last check to start
 	last    map[string]int64 // by key: the round of its last check in line or playing
 }
 
-// ticket is one check's place in the line.
-type ticket struct {
+// Ticket is one check's place in the line.
+type Ticket struct {
 	key   string
 	seq   int64
 	round int64
@@ -51,25 +56,26 @@ type ticket struct {
 	left  chan struct{} // closed when it is replaced, or taken out (leave)
 	place int           // 1 for the next to start; 0 once its turn has come
 	moved func(place int)
-	young *time.Timer // from its turn until it is done or has played youngFor; nil then
+	young *time.Timer // from its turn until it is done or has played YoungFor; nil then
 }
 
-// youngFor is how long a check holds one of the line's max slots: about
+// YoungFor is how long a check holds one of the line's max slots: about
 // half of what a check of ours takes alone on an idle 2-core machine
 // (3.5 s), so a reader waits for checks ahead of it at most this long
 // while fewer than 3×max play.
-const youngFor = 2 * time.Second
+const YoungFor = 2 * time.Second
 
-func newCheckLine(max int) *checkLine {
-	return &checkLine{max: max, most: 3 * max, running: map[string]int{}, last: map[string]int64{}}
+// New returns a line where max checks start together (and 3×max play).
+func New(max int) *Line {
+	return &Line{max: max, most: 3 * max, running: map[string]int{}, last: map[string]int64{}}
 }
 
-// join puts a check in line for key, keeping the place of old (the same
+// Join puts a check in line for key, keeping the place of old (the same
 // session's check that waited before it and is replaced) if there is one.
 // moved is told the ticket's place each time it changes, outside the
 // line's lock, never after its turn has come.
-func (l *checkLine) join(key string, old *ticket, moved func(place int)) *ticket {
-	t := &ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved}
+func (l *Line) Join(key string, old *Ticket, moved func(place int)) *Ticket {
+	t := &Ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved}
 	l.change(func() {
 		if i := slices.Index(l.waiting, old); old != nil && i >= 0 {
 			t.seq, t.round = old.seq, old.round
@@ -91,7 +97,7 @@ func (l *checkLine) join(key string, old *ticket, moved func(place int)) *ticket
 
 // change makes a change to the line under its lock, starts what may
 // start, and then, the lock let go, tells the checks that moved.
-func (l *checkLine) change(f func()) {
+func (l *Line) change(f func()) {
 	l.mu.Lock()
 	f()
 	tell := l.dispatch()
@@ -99,9 +105,9 @@ func (l *checkLine) change(f func()) {
 	tell()
 }
 
-// wait waits for t's turn, at most for wait, or until ctx ends; on an
+// Wait waits for t's turn, at most for wait, or until ctx ends; on an
 // error t has left the line.
-func (l *checkLine) wait(ctx context.Context, t *ticket, wait time.Duration) error {
+func (l *Line) Wait(ctx context.Context, t *Ticket, wait time.Duration) error {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -119,7 +125,7 @@ func (l *checkLine) wait(ctx context.Context, t *ticket, wait time.Duration) err
 		}
 	})
 	if turned { // its turn came as it gave up: give the turn back
-		l.done(t)
+		l.Done(t)
 	}
 	switch {
 	case replaced:
@@ -140,16 +146,16 @@ func isClosed(c chan struct{}) bool {
 }
 
 // leaveLocked takes t out of the line; l.mu must be held.
-func (l *checkLine) leaveLocked(t *ticket) {
+func (l *Line) leaveLocked(t *Ticket) {
 	if !isClosed(t.left) {
 		close(t.left)
 	}
-	l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
+	l.waiting = slices.DeleteFunc(l.waiting, func(w *Ticket) bool { return w == t })
 	l.forget(t.key)
 }
 
-// leave takes t out of the line, if it still waits there: its wait ends.
-func (l *checkLine) leave(t *ticket) {
+// Leave takes t out of the line, if it still waits there: its wait ends.
+func (l *Line) Leave(t *Ticket) {
 	l.change(func() {
 		if slices.Contains(l.waiting, t) {
 			l.leaveLocked(t)
@@ -158,12 +164,12 @@ func (l *checkLine) leave(t *ticket) {
 }
 
 // grown ends t's youth: its slot goes to the next in line.
-func (l *checkLine) grown(t *ticket) {
+func (l *Line) grown(t *Ticket) {
 	l.change(func() { l.ageLocked(t) })
 }
 
 // ageLocked takes t out of the young checks, if it is one; l.mu must be held.
-func (l *checkLine) ageLocked(t *ticket) {
+func (l *Line) ageLocked(t *Ticket) {
 	if t.young != nil {
 		t.young.Stop()
 		t.young = nil
@@ -171,8 +177,8 @@ func (l *checkLine) ageLocked(t *ticket) {
 	}
 }
 
-// done ends t's turn and lets the line move.
-func (l *checkLine) done(t *ticket) {
+// Done ends t's turn and lets the line move.
+func (l *Line) Done(t *Ticket) {
 	l.change(func() {
 		l.ageLocked(t)
 		if l.running[t.key] > 0 {
@@ -188,9 +194,9 @@ func (l *checkLine) done(t *ticket) {
 
 // order is the line in the order its checks will start: by round, then
 // by arrival. l.mu must be held.
-func (l *checkLine) order() []*ticket {
+func (l *Line) order() []*Ticket {
 	o := slices.Clone(l.waiting)
-	slices.SortFunc(o, func(a, b *ticket) int {
+	slices.SortFunc(o, func(a, b *Ticket) int {
 		if a.round != b.round {
 			return int(a.round - b.round)
 		}
@@ -201,32 +207,32 @@ func (l *checkLine) order() []*ticket {
 
 // forget drops the round of a key with nothing in line or playing: its
 // next check starts in the round being served. l.mu must be held.
-func (l *checkLine) forget(key string) {
-	if l.running[key] == 0 && !slices.ContainsFunc(l.waiting, func(t *ticket) bool { return t.key == key }) {
+func (l *Line) forget(key string) {
+	if l.running[key] == 0 && !slices.ContainsFunc(l.waiting, func(t *Ticket) bool { return t.key == key }) {
 		delete(l.last, key)
 	}
 }
 
 // dispatch starts what may start and renumbers the rest; it returns what
 // to tell them, to be called once l.mu is let go. l.mu must be held.
-func (l *checkLine) dispatch() func() {
+func (l *Line) dispatch() func() {
 	for l.young < l.max && l.playing < l.most {
 		o := l.order()
-		i := slices.IndexFunc(o, func(t *ticket) bool { return l.running[t.key] == 0 })
+		i := slices.IndexFunc(o, func(t *Ticket) bool { return l.running[t.key] == 0 })
 		if i < 0 {
 			break
 		}
 		t := o[i]
-		l.waiting = slices.DeleteFunc(l.waiting, func(w *ticket) bool { return w == t })
+		l.waiting = slices.DeleteFunc(l.waiting, func(w *Ticket) bool { return w == t })
 		l.running[t.key]++
 		l.playing++
 		l.young++
-		t.young = time.AfterFunc(youngFor, func() { l.grown(t) })
+		t.young = time.AfterFunc(YoungFor, func() { l.grown(t) })
 		l.round = max(l.round, t.round)
 		t.place = 0
 		close(t.ready)
 	}
-	var moves []*ticket
+	var moves []*Ticket
 	for i, t := range l.order() {
 		if t.place != i+1 {
 			t.place = i + 1
@@ -248,8 +254,8 @@ func (l *checkLine) dispatch() func() {
 	}
 }
 
-// len returns how many checks wait in line.
-func (l *checkLine) len() int {
+// Len returns how many checks wait in line.
+func (l *Line) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.waiting)
