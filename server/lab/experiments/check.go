@@ -20,8 +20,8 @@ const (
 	CaseNewOwnerFirst CheckCase = "new-owner-first"     // the article's table, first row
 	CaseZombieFirst   CheckCase = "zombie-first"        // the article's table, second row
 	CaseCrash         CheckCase = "crash-before-commit" // a hint: a crash before the commit
-	CaseClockSkew    CheckCase = "clock-skew"         // a hint: a worker whose clock runs ahead
-	CaseSameIdentity      CheckCase = "same-identity"           // a hint: one name for both workers
+	CaseClockSkew     CheckCase = "clock-skew"          // a hint: a worker whose clock runs ahead
+	CaseSameIdentity  CheckCase = "same-identity"       // a hint: one name for both workers
 	// CaseZombieFails is new-owner-first whose zombie's handler errors
 	// after it wakes: it runs its fail, which must be fenced as its
 	// complete is (the article's requirement 3, "complete and fail").
