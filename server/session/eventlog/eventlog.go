@@ -195,6 +195,11 @@ func (l *Log) Kept() int {
 	return len(l.entries)
 }
 
+// eventOverhead is what an event holds beyond twice its frame: its
+// structs, pointers and slice headers (about 320 bytes for the events of
+// real runs, measured), with room to spare.
+const eventOverhead = 512
+
 // Append numbers e, keeps it and hands it to every subscriber. A
 // subscriber whose buffer is full is dropped with ErrSlow. It returns the
 // numbered event.
@@ -215,9 +220,11 @@ func (l *Log) Append(e protocol.Event) protocol.Event {
 	frame = append(frame, `{"type":"event","event":`...)
 	frame = append(frame, ev...)
 	frame = append(frame, '}')
-	// An event's strings are held twice, in the frame and in the event:
-	// twice the frame is a fair measure of both.
-	en := &Entry{Event: e, Frame: frame, cost: 2 * int64(len(frame))}
+	// An event's strings are held twice, in the frame and in the event,
+	// and the event's structs and pointers besides: twice the frame and
+	// eventOverhead, at least the heap it holds
+	// (TestCost_TheBytesALogCountsAreTheHeapItHolds).
+	en := &Entry{Event: e, Frame: frame, cost: 2*int64(len(frame)) + eventOverhead}
 	l.entries = append(l.entries, en)
 	l.bytes += en.cost
 	keep, keepBytes := l.max, l.maxB
