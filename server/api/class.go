@@ -256,7 +256,7 @@ func (s *Server) joinClass(c echo.Context) error {
 			return err
 		}
 	}
-	sess.SetQueue(studentQueue{line: s.line, class: st.Class, student: st.ID})
+	sess.SetClassLine(studentLine{line: s.line, class: st.Class, student: st.ID})
 	snap, err := sess.Snapshot(ctx, true)
 	if err != nil {
 		return err
@@ -282,24 +282,24 @@ func flagParam(c echo.Context, name string) (bool, error) {
 	}
 }
 
-// studentQueue is a student's place to put checks: the classes' line in
-// Postgres (session.Queue).
-type studentQueue struct {
+// studentLine is a student's place to put checks: the classes' line in
+// Postgres (session.ClassLine).
+type studentLine struct {
 	line           *class.Line
 	class, student string
 }
 
-func (q studentQueue) Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (int64, error) {
+func (q studentLine) Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (int64, error) {
 	return q.line.Submit(ctx, q.class, q.student, sol, lease)
 }
 
-func (q studentQueue) Place(ctx context.Context, job int64) (int, bool, error) {
+func (q studentLine) Place(ctx context.Context, job int64) (int, bool, error) {
 	return q.line.Place(ctx, job)
 }
 
-// playQueued plays a class's check whose turn has come in its student's
+// playClassCheck plays a class's check whose turn has come in its student's
 // session, if that is on this instance (class.PlayFunc).
-func (s *Server) playQueued(ctx context.Context, t class.Turn) (class.Played, error) {
+func (s *Server) playClassCheck(ctx context.Context, t class.Turn) (class.Played, error) {
 	id, err := s.classes.StudentSession(ctx, t.Student)
 	if err != nil {
 		return class.Played{}, err
@@ -308,7 +308,7 @@ func (s *Server) playQueued(ctx context.Context, t class.Turn) (class.Played, er
 	if id == "" || err != nil {
 		return class.Played{}, class.ErrElsewhere
 	}
-	rep, refused, err := sess.PlayQueued(ctx, t.Job, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
+	rep, refused, err := sess.PlayClassCheck(ctx, t.Job, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
 	if err != nil {
 		return class.Played{}, err
 	}

@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, guesses: newGuesses(), sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
-	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: s.playQueued,
+	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: s.playClassCheck,
 		Concurrency: cfg.Limits.MaxChecks, Log: cfg.Log}); err != nil {
 		mgr.Close()
 		nt.Close()

@@ -56,8 +56,8 @@ type Session struct {
 	current    *runner.Run
 	batch      *batch                      // the batch playing, if any
 	inLine     *line.Ticket                // the session's check waiting in the server's line, if any
-	queue      Queue                       // where its checks wait instead, a class student's
-	awaiting   map[int64]chan played       // by job: the callers waiting for their queued check to play
+	classLine  ClassLine                   // where its checks wait instead, a class student's
+	awaiting   map[int64]chan played       // by job: the callers waiting for their class check to play
 	load       *runner.Load                // the load lab, if one ran; it may have ended
 	runs       []*runner.Run               // newest last; bounded
 	pending    map[string]protocol.RunInfo // batch cells waiting for a run slot
@@ -149,8 +149,8 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		s.leaveLine() // at once, even while the session carries out another order
 		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
 	case control.Check:
-		if q := s.queueOf(); q != nil {
-			return s.queuedCheck(ctx, q, c)
+		if q := s.classLineOf(); q != nil {
+			return s.classCheck(ctx, q, c)
 		}
 		return s.check(ctx, c)
 	}
@@ -170,7 +170,7 @@ type order struct {
 	// once its turn has come.
 	turn *turn
 	// finished, if set, is told a check's report when its batch ends (nil:
-	// stopped): a queued check's (PlayQueued).
+	// stopped): a class check's (PlayClassCheck).
 	finished func(*protocol.CheckReport)
 }
 

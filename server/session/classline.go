@@ -11,12 +11,12 @@ import (
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
-// A Queue is where a session's checks wait when they are a class
+// A ClassLine is where a session's checks wait when they are a class
 // student's: a line in Postgres that every instance serves (class.Line),
 // so that a check in line outlives a server restart, instead of the
 // server's own line in memory. Its server plays a check whose turn has
-// come in the student's session, wherever that is now (PlayQueued).
-type Queue interface {
+// come in the student's session, wherever that is now (PlayClassCheck).
+type ClassLine interface {
 	// Submit puts the check in line and returns its job.
 	Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (job int64, err error)
 	// Place is the job's place in line (1: next), 0 once it plays; done
@@ -24,33 +24,33 @@ type Queue interface {
 	Place(ctx context.Context, job int64) (place int, done bool, err error)
 }
 
-// SetQueue makes the session's checks wait in q from now on.
-func (s *Session) SetQueue(q Queue) {
+// SetClassLine makes the session's checks wait in q from now on.
+func (s *Session) SetClassLine(q ClassLine) {
 	s.mu.Lock()
-	s.queue = q
+	s.classLine = q
 	s.mu.Unlock()
 }
 
-func (s *Session) queueOf() Queue {
+func (s *Session) classLineOf() ClassLine {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.queue
+	return s.classLine
 }
 
-// played is what a queued check's first moments came to, for the caller
+// played is what a class check's first moments came to, for the caller
 // of Execute that waits for it: the batch's start, or the refusal.
 type played struct {
 	res Result
 	err error
 }
 
-// queuedCheck is check for a session with a Queue: joinCheck, then the
+// classCheck is check for a session with a ClassLine: joinCheck, then the
 // check in the queue; the caller waits, told its place each time it
-// moves, until the check plays here (PlayQueued) and is answered as a
+// moves, until the check plays here (PlayClassCheck) and is answered as a
 // check in the server's own line is: the batch's runs, or the refusal of
 // its statements. A caller that gives up leaves the check in line: it
 // plays when its turn comes, and its report comes on the page.
-func (s *Session) queuedCheck(ctx context.Context, q Queue, c control.Command) (Result, error) {
+func (s *Session) classCheck(ctx context.Context, q ClassLine, c control.Command) (Result, error) {
 	o := &order{cmd: c}
 	if _, err := s.in.Do(ctx, string(c.Action), o); err != nil {
 		return Result{}, err
@@ -98,21 +98,21 @@ func (s *Session) queuedCheck(ctx context.Context, q Queue, c control.Command) (
 	}
 }
 
-// ErrStopped is PlayQueued's error when the check's batch was stopped
+// ErrStopped is PlayClassCheck's error when the check's batch was stopped
 // because the session or the server is ending: the check is played again
 // once the student is back.
 var ErrStopped = errors.New("the check was stopped as its session ended")
 
-// PlayQueued plays a queued check whose turn has come (job, sol and its
+// PlayClassCheck plays a class check whose turn has come (job, sol and its
 // lease from the queue) as a check of the session's, and waits for its
 // report. The caller of Execute that waits for the check, if any, is
 // answered as soon as it starts or is refused. A refusal of the
 // statements is the check's end, with the refusal's sentence; a batch
 // stopped by the reader (a reset, a newer check) ends it with neither; a
 // batch stopped because the session ends is ErrStopped; any other error
-// (the server busy) means try again later. ctx ending (the queue lost the
+// (the server busy) means try again later. ctx ending (the line lost the
 // check's lease) stops waiting.
-func (s *Session) PlayQueued(ctx context.Context, job int64, sol sandbox.Solution, lease time.Duration) (report *protocol.CheckReport, refused string, err error) {
+func (s *Session) PlayClassCheck(ctx context.Context, job int64, sol sandbox.Solution, lease time.Duration) (report *protocol.CheckReport, refused string, err error) {
 	finished := make(chan *protocol.CheckReport, 1)
 	o := &order{cmd: control.Command{Action: control.Check, Solution: &sol, LeaseMS: lease.Milliseconds()},
 		turn: &turn{release: func() {}}, finished: func(rep *protocol.CheckReport) { finished <- rep }}
