@@ -36,7 +36,7 @@ var (
 // chromiumNotFound is the skip message when there is no browser.
 const chromiumNotFound = "Chromium not found: apt-get install chromium chromium-driver (CI installs it)"
 
-// findChromium returns the path of Chromium, or "".
+// FindChromium returns the path of Chromium, or "".
 func FindChromium() string {
 	if fi, err := os.Stat("/usr/bin/chromium"); err == nil && !fi.IsDir() {
 		return "/usr/bin/chromium"
@@ -49,7 +49,7 @@ func FindChromium() string {
 	return ""
 }
 
-// requireBrowser returns the context of the test binary's browser,
+// RequireBrowser returns the context of the test binary's browser,
 // starting it on first use. Without Chromium the test is skipped, or fails
 // when CI=true.
 func RequireBrowser(t *testing.T) context.Context {
@@ -113,7 +113,7 @@ func startBrowser(path string) error {
 		chromedp.Env(env...),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, _ := chromedp.NewContext(allocCtx) // cancelled through cancelAlloc, closed by stopBrowser
+	ctx, _ := chromedp.NewContext(allocCtx) // cancelled through cancelAlloc, closed by StopBrowser
 	browserCtx, allocCancel = ctx, cancelAlloc
 	// The first Run starts the browser and binds it to ctx: no timeout here.
 	errc := make(chan error, 1)
@@ -132,7 +132,7 @@ func startBrowser(path string) error {
 	return err
 }
 
-// stopBrowser closes the browser (gracefully, ≤10s, then by force), waits
+// StopBrowser closes the browser (gracefully, ≤10s, then by force), waits
 // for chromedp to reap it, checks that no Chromium process is left 10s
 // later (killing any), and removes its profile.
 func StopBrowser() error {

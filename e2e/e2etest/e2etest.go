@@ -132,7 +132,7 @@ func endOf(t *testing.T) *testEnd {
 	return e.(*testEnd)
 }
 
-// atTestEnd registers fn to run when the test's function has returned,
+// AtTestEnd registers fn to run when the test's function has returned,
 // before any harness cleanup stops anything.
 func AtTestEnd(t *testing.T, fn func()) {
 	e := endOf(t)
@@ -182,7 +182,7 @@ func closeTabs(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Processes marked by an environment entry.
 
-// waitMarkedGone waits up to timeout for every live process whose
+// WaitMarkedGone waits up to timeout for every live process whose
 // environment holds mark ("NAME=value") to exit, and returns those left.
 func WaitMarkedGone(mark string, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
@@ -195,7 +195,7 @@ func WaitMarkedGone(mark string, timeout time.Duration) []string {
 	}
 }
 
-// killMarked SIGKILLs every live process whose environment holds mark.
+// KillMarked SIGKILLs every live process whose environment holds mark.
 func KillMarked(mark string) {
 	for _, p := range pgtest.Marked(mark) {
 		var pid int

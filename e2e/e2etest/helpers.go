@@ -33,7 +33,7 @@ func cssEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\a `).Replace(s)
 }
 
-// jsString is s as a JavaScript string literal.
+// JSString is s as a JavaScript string literal.
 func JSString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -247,7 +247,7 @@ func (tab *Tab) WaitVisible(testid string) {
 	}
 }
 
-// visibleJS is an expression: the element exists, has a box and is not
+// VisibleJS is an expression: the element exists, has a box and is not
 // hidden by display, visibility, content-visibility or opacity.
 func VisibleJS(testid string) string {
 	return `(() => {

@@ -20,7 +20,7 @@ import (
 //go:embed axe/axe.min.js
 var axeSource string
 
-// openLive opens a page of the playground and waits until its socket is live.
+// OpenLive opens a page of the playground and waits until its socket is live.
 func OpenLive(tab *Tab, url string) {
 	tab.t.Helper()
 	tab.Navigate(url)
@@ -28,7 +28,7 @@ func OpenLive(tab *Tab, url string) {
 	tab.PollState(`s.connection === "live"`, 30*time.Second)
 }
 
-// runFromPage opens the playground with a permalink, runs it from the page
+// RunFromPage opens the playground with a permalink, runs it from the page
 // and waits for the outcome.
 func RunFromPage(t *testing.T, srv *Server, tab *Tab, query string) map[string]any {
 	t.Helper()
@@ -88,7 +88,7 @@ func ReportAxe(t *testing.T, where string, vs []AxeViolation) {
 	}
 }
 
-// rectOf is an element's box in page coordinates (scroll included).
+// RectOf is an element's box in page coordinates (scroll included).
 func RectOf(tab *Tab, testid string) (top, bottom float64) {
 	tab.t.Helper()
 	var r []float64
@@ -96,7 +96,7 @@ func RectOf(tab *Tab, testid string) (top, bottom float64) {
 	return r[0], r[1]
 }
 
-// viewShot saves what the screen shows — the viewport alone, as a room or
+// ViewShot saves what the screen shows — the viewport alone, as a room or
 // a reader sees it without scrolling — as e2e/artifacts/<name>.png.
 func ViewShot(tab *Tab, name string) {
 	tab.t.Helper()
@@ -114,7 +114,7 @@ func ViewShot(tab *Tab, name string) {
 	tab.t.Logf("e2e: the screen: %s", path)
 }
 
-// secretKey is the first key of v, at any depth, that names a secret
+// SecretKey is the first key of v, at any depth, that names a secret
 // (token, key, secret, password, authorization), or "".
 func SecretKey(v any) string {
 	switch v := v.(type) {

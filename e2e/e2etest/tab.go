@@ -71,7 +71,7 @@ type tabConfig struct {
 	shareWith *Tab
 }
 
-// TabOption configures newTab.
+// TabOption configures NewTab.
 type TabOption func(*tabConfig)
 
 // AllowErrors makes JavaScript errors whose text contains any of substrings
@@ -94,7 +94,7 @@ func SameProfileAs(other *Tab) TabOption {
 	return func(c *tabConfig) { c.shareWith = other }
 }
 
-// newTab opens a tab of the test binary's browser, in a window and a fresh
+// NewTab opens a tab of the test binary's browser, in a window and a fresh
 // profile of its own (see SameProfileAs), with a width×height CSS-pixel
 // viewport. Until the test ends it records every uncaught exception,
 // console.error (and failed console.assert) and error entry of the browser

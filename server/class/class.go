@@ -109,7 +109,7 @@ type Class struct {
 	Created time.Time  `json:"created"`
 	Used    time.Time  `json:"used"`
 	Ended   *time.Time `json:"ended,omitempty"`
-	// IdleAfter is how long the class may go unused before it ends.
+	// IdleAfterS is how long, in seconds, the class may go unused before it ends.
 	IdleAfterS int64 `json:"idle_after_s"`
 }
 

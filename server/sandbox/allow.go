@@ -58,7 +58,7 @@ var AllowedTypes = []string{
 	"anyelement", "anynonarray", "anyarray", "anycompatible", "anycompatiblearray", "anycompatiblenonarray",
 }
 
-// allowedSQLValue are the SQL-standard value functions (CURRENT_TIMESTAMP,
+// maxSQLValueClock bounds the SQL-standard value functions (CURRENT_TIMESTAMP,
 // LOCALTIME…) allowed: the clock's, by their number in Postgres's
 // SQLValueFunctionOp (0–8); CURRENT_USER, SESSION_USER, CURRENT_SCHEMA
 // and the rest are not.

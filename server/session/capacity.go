@@ -35,7 +35,7 @@ func ConnectionsFor(l Limits) int {
 // clients hold now, and narrows l so that its runs' workers fit in the
 // rest: a server never plans for more workers than Postgres has
 // connections. What it finds is a view at its start; what is free when a
-// run or a worker starts is read again then (roomFor), so that several
+// run or a worker starts is read again then (roomForRun), so that several
 // servers on one Postgres share its connections as they are, whoever
 // started first. It returns the limits and a sentence saying what it
 // found.

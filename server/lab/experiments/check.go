@@ -182,7 +182,7 @@ const (
 	ReqLands         Requirement = "lands"          // the owner's own complete lands
 )
 
-// requirementOrder is the article's order of the requirements, Step 2's
+// RequirementOrder is the article's order of the requirements, Step 2's
 // 1 to 4: the claim (it runs, takes a job, skips a locked one, takes an
 // expired one, judges the lease on the database clock), the epoch it
 // raises, the compare-and-set of complete and fail (and that they keep to

@@ -9,7 +9,7 @@ import (
 )
 
 // SortBroken puts the report's broken requirements in the article's
-// order (requirementOrder), keeping the cases' order among equals.
+// order (experiments.RequirementOrder), keeping the cases' order among equals.
 func (r *CheckReport) SortBroken() {
 	rank := func(q experiments.Requirement) int {
 		if i := slices.Index(experiments.RequirementOrder, q); i >= 0 {

@@ -83,7 +83,7 @@ func also(vs []Violation) string {
 	return b.String()
 }
 
-// reportVerdict says a free-play run's report in words: its headline and
+// ReportVerdict says a free-play run's report in words: its headline and
 // every further violation.
 func ReportVerdict(rep Report) string {
 	if rep.Safe || len(rep.Violations) == 0 {
@@ -92,7 +92,7 @@ func ReportVerdict(rep Report) string {
 	return ReportHeadline(rep) + also(rep.Violations[1:])
 }
 
-// reportHeadline says a free-play run's report in one sentence.
+// ReportHeadline says a free-play run's report in one sentence.
 func ReportHeadline(rep Report) string {
 	switch {
 	case len(rep.Jobs) == 0:

@@ -50,6 +50,6 @@ func WriteText(w io.Writer, rep protocol.CheckReport) error {
 // mark is a case's or a cell's sign, as the protocol's words give it.
 func mark(ok bool) string { return protocol.MarkWords(protocol.CaseMark(ok)).Sign }
 
-// FileNames are the files a solution is written to and read from, by
-// kind: claim.sql, complete.sql, fail.sql, receiver.sql.
+// FileName is the file a solution's statement of kind k is written to and
+// read from: claim.sql, complete.sql, fail.sql, receiver.sql.
 func FileName(k sandbox.Kind) string { return k.String() + ".sql" }
