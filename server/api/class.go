@@ -4,13 +4,12 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/fencelab/fencelab/server/class"
+	"github.com/fencelab/fencelab/server/classcheck"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/run/control"
-	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
 	"github.com/fencelab/fencelab/server/wire"
 	"github.com/labstack/echo/v4"
@@ -256,7 +255,7 @@ func (s *Server) joinClass(c echo.Context) error {
 			return err
 		}
 	}
-	sess.SetClassLine(studentLine{line: s.line, class: st.Class, student: st.ID})
+	sess.SetClassLine(classcheck.StudentLine(s.line, st.Class, st.ID))
 	snap, err := sess.Snapshot(ctx, true)
 	if err != nil {
 		return err
@@ -280,39 +279,6 @@ func flagParam(c echo.Context, name string) (bool, error) {
 	default:
 		return false, fault.Errorf(fault.Invalid, "%s must be 1 or 0, not %q", name, v)
 	}
-}
-
-// studentLine is a student's place to put checks: the classes' line in
-// Postgres (session.ClassLine).
-type studentLine struct {
-	line           *class.Line
-	class, student string
-}
-
-func (q studentLine) Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (int64, error) {
-	return q.line.Submit(ctx, q.class, q.student, sol, lease)
-}
-
-func (q studentLine) Place(ctx context.Context, job int64) (int, bool, error) {
-	return q.line.Place(ctx, job)
-}
-
-// playClassCheck plays a class's check whose turn has come in its student's
-// session, if that is on this instance (class.PlayFunc).
-func (s *Server) playClassCheck(ctx context.Context, t class.Turn) (class.Played, error) {
-	id, err := s.classes.StudentSession(ctx, t.Student)
-	if err != nil {
-		return class.Played{}, err
-	}
-	sess, err := s.Sessions.Get(id)
-	if id == "" || err != nil {
-		return class.Played{}, class.ErrElsewhere
-	}
-	rep, refused, err := sess.PlayClassCheck(ctx, t.Job, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
-	if err != nil {
-		return class.Played{}, err
-	}
-	return class.Played{Report: rep, Refused: refused}, nil
 }
 
 // chapterRequest is a chapter sent to a class: the id of one of the

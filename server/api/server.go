@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/class"
+	"github.com/fencelab/fencelab/server/classcheck"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/recording"
@@ -197,7 +198,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, Sessions: mgr, classes: classes, guesses: newGuesses(), sup: sup, notify: nt, receivers: receivers, started: time.Now(), sockets: map[*websocket.Conn]struct{}{}, perAddr: map[string]int{},
 		sweep: make(chan struct{}), swept: make(chan struct{})}
-	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: s.playClassCheck,
+	if s.line, err = classes.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("fencelab-line"), Play: classcheck.Play(classes, mgr),
 		Concurrency: cfg.Limits.MaxChecks, Log: cfg.Log}); err != nil {
 		mgr.Close()
 		nt.Close()
