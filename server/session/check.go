@@ -33,7 +33,7 @@ func (s *Session) check(ctx context.Context, c control.Command) (Result, error) 
 	if _, err := s.in.Do(ctx, string(c.Action), o); err != nil {
 		return Result{}, err
 	}
-	o.turn = s.joinLine()
+	o.turn, o.play = s.joinLine(), true
 	if err := s.waitTurn(ctx, o.turn); err != nil {
 		return Result{}, err
 	}
@@ -125,23 +125,21 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 // is about to be replaced), then a run slot, the server's and the
 // address's, held while the statements are checked on schemas and a role
 // of their own. A flood from one address is refused here, before a schema,
-// a role or a trial run is made. The caller holds s.life.
-func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
-	if !t.own() {
-		return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
-	}
+// a role or a trial run is made. release gives the check's turn back
+// (once), when the check ends or never plays. The caller holds s.life.
+func (s *Session) playCheck(ctx context.Context, release func(), sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
 	if err := s.m.takeBatchReplacing(s.client, replacing); err != nil {
-		t.release()
+		release()
 		return Result{}, err
 	}
 	taken := true
 	defer func() {
 		if taken {
 			s.m.releaseBatch(s.client)
-			t.release()
+			release()
 		}
 	}()
 	if err := s.m.acquireRun(ctx, s.client, 20*time.Second); err != nil {
@@ -158,7 +156,7 @@ func (s *Session) playCheck(ctx context.Context, t *turn, sol sandbox.Solution, 
 		rcs[i] = c.Config(lease)
 	}
 	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: t.release, finished: finished})
+	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release, finished: finished})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.

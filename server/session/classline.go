@@ -115,7 +115,7 @@ var ErrStopped = errors.New("the check was stopped as its session ended")
 func (s *Session) PlayClassCheck(ctx context.Context, job int64, sol sandbox.Solution, lease time.Duration) (report *protocol.CheckReport, refused string, err error) {
 	finished := make(chan *protocol.CheckReport, 1)
 	o := &order{cmd: control.Command{Action: control.Check, Solution: &sol, LeaseMS: lease.Milliseconds()},
-		turn: &turn{release: func() {}}, finished: func(rep *protocol.CheckReport) { finished <- rep }}
+		play: true, finished: func(rep *protocol.CheckReport) { finished <- rep }}
 	res, err := s.in.Do(ctx, string(control.Check), o)
 	s.mu.Lock()
 	ch := s.awaiting[job]

@@ -165,9 +165,13 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 // order is a command to the session, as its inbox carries it out.
 type order struct {
 	cmd control.Command
-	// turn is a check's place in the server's line: put there by the
-	// check's first order (joinCheck), played by its second (playCheck)
-	// once its turn has come.
+	// play marks a check's second order, once its turn has come
+	// (playCheck); its first (joinCheck) only checks what can be checked
+	// at once.
+	play bool
+	// turn is a check's place in the server's line, given back when the
+	// check ends; nil for a class check, whose place is its job in the
+	// class's line, which the line ends with the report.
 	turn *turn
 	// finished, if set, is told a check's report when its batch ends (nil:
 	// stopped): a class check's (PlayClassCheck).
@@ -194,10 +198,17 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 	case control.Load:
 		return s.startLoad(c.LoadConfig())
 	case control.Check:
-		if o.turn == nil {
+		if !o.play {
 			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
 		}
-		return s.playCheck(ctx, o.turn, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
+		release := func() {}
+		if o.turn != nil {
+			if !o.turn.own() {
+				return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
+			}
+			release = o.turn.release
+		}
+		return s.playCheck(ctx, release, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {
