@@ -30,6 +30,9 @@ type Stats struct {
 	// Prestarted counts the worker processes spawned ahead, waiting for
 	// a run (--prestarted-workers); Workers does not count them.
 	Prestarted int `json:"prestarted"`
+	// SpareRuns counts the pairs of schemas made ahead, waiting for a run
+	// (--spare-runs).
+	SpareRuns int `json:"spare_runs"`
 	// RSSBytes is the server process's resident memory, its workers not
 	// included (each is a process of its own).
 	RSSBytes int64 `json:"rss_bytes"`
@@ -56,7 +59,7 @@ func (s *Server) stats(c echo.Context) error {
 		return fault.Errorf(fault.Unavailable, "the database does not answer")
 	}
 	return c.JSON(http.StatusOK, Stats{
-		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(), Workers: len(s.sup.Procs()), Loads: s.Sessions.LoadsRunning(), Prestarted: s.sup.Prestarted(),
+		Sessions: s.Sessions.Count(), Runs: s.Sessions.RunsInFlight(), Workers: len(s.sup.Procs()), Loads: s.Sessions.LoadsRunning(), Prestarted: s.sup.Prestarted(), SpareRuns: s.Sessions.Spares(),
 		RSSBytes: residentBytes(), DBConnections: conns, Goroutines: runtime.NumGoroutine(),
 	})
 }

@@ -33,7 +33,7 @@ func (ts *testServer) stats(tb testing.TB) (map[string]any, string) {
 func TestStats_CountsAndNothingElse(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	want := []string{"db_connections", "goroutines", "loads", "prestarted", "rss_bytes", "runs", "sessions", "workers"}
+	want := []string{"db_connections", "goroutines", "loads", "prestarted", "rss_bytes", "runs", "sessions", "spare_runs", "workers"}
 
 	m, body := ts.stats(t)
 	var keys []string

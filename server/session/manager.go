@@ -201,6 +201,8 @@ type Manager struct {
 	instance string
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
+	fill     context.Context // ends as Close begins: no spare or prestarted worker is made after
+	stopFill context.CancelFunc
 	runSlots chan struct{}
 	loads    chan struct{}       // one token per load lab running
 	inst     *instances.Instance // this server among those sharing its Postgres
@@ -238,6 +240,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.fill, m.stopFill = context.WithCancel(context.Background())
 	m.spares.ch = make(chan judge.Schemas, cfg.Limits.SpareRuns)
 	m.spares.taken = make(chan struct{}, 1)
 	inst, err := instances.Join(ctx, instances.Config{Pool: cfg.Pool, ID: m.instance, URL: cfg.AdvertiseURL,
@@ -660,17 +663,14 @@ func (m *Manager) Close() {
 	}
 	m.sessions = map[string]*Session{}
 	m.mu.Unlock()
+	m.stopFill()
+	m.spares.wg.Wait() // a spare being made is finished, and dropped below
 	var wg sync.WaitGroup
+	wg.Go(m.dropSpares) // beside the sessions' own ends
 	for _, s := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.close(protocol.SessionShutdown)
-		}()
+		wg.Go(func() { s.close(protocol.SessionShutdown) })
 	}
 	wg.Wait()
 	m.cancel()
-	m.spares.wg.Wait()
-	m.dropSpares()
 	m.inst.Close()
 }

@@ -2,11 +2,13 @@ package session
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
@@ -60,18 +62,21 @@ func (m *Manager) fillPrestarted() {
 		if wait == 0 {
 			if _, err := sup.Prestart(); err == nil {
 				continue
-			} else if m.ctx.Err() == nil {
+			} else if m.fill.Err() == nil {
 				m.cfg.Log.Warn("could not prestart a worker", "err", err)
 			}
 			wait = 5 * time.Second
 		}
 		select {
-		case <-m.ctx.Done():
+		case <-m.fill.Done():
 			return
 		case <-time.After(wait):
 		}
 	}
 }
+
+// Spares is how many spare pairs wait for a run.
+func (m *Manager) Spares() int { return len(m.spares.ch) }
 
 // take returns a spare pair, if there is one.
 func (m *Manager) takeSpare() (judge.Schemas, bool) {
@@ -91,10 +96,10 @@ func (m *Manager) takeSpare() (judge.Schemas, bool) {
 // fillSpares keeps the spare pairs topped up until the manager closes.
 func (m *Manager) fillSpares() {
 	defer m.spares.wg.Done()
-	for {
+	for m.fill.Err() == nil {
 		if len(m.spares.ch) == cap(m.spares.ch) {
 			select {
-			case <-m.ctx.Done():
+			case <-m.fill.Done():
 				return
 			case <-m.spares.taken:
 			}
@@ -102,7 +107,7 @@ func (m *Manager) fillSpares() {
 		}
 		if wait := m.quietIn(); wait > 0 {
 			select {
-			case <-m.ctx.Done():
+			case <-m.fill.Done():
 				return
 			case <-time.After(wait):
 			}
@@ -121,7 +126,7 @@ func (m *Manager) fillSpares() {
 			m.cfg.Log.Warn("could not make a spare pair of schemas", "err", err)
 			m.dropSchemas(s) // whatever of it was made
 			select {
-			case <-m.ctx.Done():
+			case <-m.fill.Done():
 				return
 			case <-time.After(5 * time.Second):
 			}
@@ -140,18 +145,37 @@ func (m *Manager) dropSchemas(s judge.Schemas) {
 	}
 }
 
-// dropSpares drops the spare pairs nobody took.
+// dropSpares drops the spare pairs nobody took: dropChunk pairs a
+// transaction, dropAtOnce transactions at once. Dropped one pair a
+// transaction, as a run's are, a hundred spares took over ten seconds on a
+// busy 2-core machine, and a server's stop ran out of time and left them.
 func (m *Manager) dropSpares() {
-	for {
+	var names []string
+	for more := true; more; {
 		select {
 		case s := <-m.spares.ch:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := judge.Drop(ctx, m.cfg.Pool, s); err != nil {
-				m.cfg.Log.Warn("could not drop a spare pair of schemas", "err", err)
-			}
-			cancel()
+			names = append(names, s.Jobs, s.Receiver)
 		default:
-			return
+			more = false
 		}
 	}
+	sem := make(chan struct{}, dropAtOnce)
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(names, 2*dropChunk) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := playground.DropSchemas(ctx, m.cfg.Pool, chunk...); err != nil {
+				m.cfg.Log.Warn("could not drop spare schemas", "pairs", len(chunk)/2, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
+
+const (
+	dropChunk  = 16
+	dropAtOnce = 4
+)
