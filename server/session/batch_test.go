@@ -62,9 +62,11 @@ func TestBatch_ResetStopsItMidWayAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, session.Limits{})
 	s := w.session()
-	// A lease long enough that a cell seen playing is still playing when
-	// the reset comes (at 300 ms one sometimes finished first).
-	res := must(t, s, `{"action":"matrix","lease_ms":2000}`)
+	// A lease long enough that no cell can finish before the reset comes:
+	// each waits for its lease to run out, and the reset follows the first
+	// cell seen playing by a second or two. (At 300 ms one sometimes
+	// finished first; at 2 s too, on a loaded machine.)
+	res := must(t, s, `{"action":"matrix","lease_ms":20000}`)
 	if len(res.Runs) < 10 {
 		t.Fatalf("the matrix has %d runs", len(res.Runs))
 	}
