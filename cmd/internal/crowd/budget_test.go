@@ -23,6 +23,7 @@ import (
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
 	"github.com/fencelab/fencelab/server/servertest"
+	"github.com/fencelab/fencelab/server/tick"
 )
 
 // rssBudget is the most memory a fencelab serve may hold at its peak
@@ -236,20 +237,14 @@ func (h *hostile) play(ctx context.Context, d time.Duration) {
 // so that a long play shows whether it grows or stays.
 func (h *hostile) report(ctx context.Context, d time.Duration) {
 	start := time.Now()
-	t := time.NewTicker(d / 6)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d/status", h.pid)); err != nil { // no Fatal from this goroutine
-				h.t.Errorf("the server is gone while the hostile reader plays: %v", err)
-				return
-			}
-			h.t.Logf("%v into the hostile reader: %s; answers so far: %s", time.Since(start).Round(time.Second), memOf(h.t, h.pid), h.tally())
+	tick.Every(ctx, d/6, func() bool {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/status", h.pid)); err != nil { // no Fatal from this goroutine
+			h.t.Errorf("the server is gone while the hostile reader plays: %v", err)
+			return false
 		}
-	}
+		h.t.Logf("%v into the hostile reader: %s; answers so far: %s", time.Since(start).Round(time.Second), memOf(h.t, h.pid), h.tally())
+		return true
+	})
 }
 
 // loop calls f until ctx ends.
