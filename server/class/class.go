@@ -84,22 +84,33 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxOpenPerClient <= 0 {
 		cfg.MaxOpenPerClient = 3
 	}
-	// Two instances starting at once make the tables once.
-	tx, err := cfg.Pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("class: set up the tables: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
-	if _, err := tx.Exec(ctx, setupLockSQL); err != nil {
-		return nil, fmt.Errorf("class: set up the tables: %w", err)
-	}
-	if _, err := tx.Exec(ctx, setupSQL); err != nil {
-		return nil, fmt.Errorf("class: set up the tables: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := setup(ctx, cfg.Pool); err != nil {
 		return nil, fmt.Errorf("class: set up the tables: %w", err)
 	}
 	return &Store{pool: cfg.Pool, cfg: cfg}, nil
+}
+
+// setup makes the tables, once: an instance that finds them made (read
+// from the catalog) runs no DDL, whose table locks, taken even by
+// CREATE ... IF NOT EXISTS with nothing to make, would deadlock with a
+// running instance's checks. Two instances starting at once on a new
+// database make them in turn: the second reads the catalog again once it
+// holds the lock, and finds them made.
+func setup(ctx context.Context, pool *pgxpool.Pool) error {
+	var ready bool
+	if err := pool.QueryRow(ctx, readySQL).Scan(&ready); err != nil || ready {
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, setupLockSQL); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, readySQL).Scan(&ready); err != nil || ready {
+			return err
+		}
+		_, err := tx.Exec(ctx, setupSQL)
+		return err
+	})
 }
 
 // Class is one class as its teacher sees it.

@@ -399,3 +399,69 @@ func TestCodePatternIsParseCode(t *testing.T) {
 		}
 	}
 }
+
+// An instance that starts beside a busy class: stores opened while
+// students' checks are kept and students join, as a second instance
+// starting on the same database would, neither fail nor make a check
+// fail. (Open ran its CREATE ... IF NOT EXISTS and ALTER TABLE every
+// time: their table locks, taken even when there was nothing to make,
+// deadlocked with a check being kept, 40P01.)
+func TestClass_OpensBesideABusyClass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, class.Config{})
+	c, _, err := s.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var students []class.Student
+	for _, name := range []string{"Ada", "Bea", "Cy", "Dee"} {
+		st, _, err := s.Join(ctx, c.Code, name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		students = append(students, st)
+	}
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for i, st := range students {
+		busy.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Record(ctx, st.ID, sandbox.Ours(), report(n%2 == 0)); err != nil {
+					fail(err)
+				}
+				if _, _, err := s.Join(ctx, c.Code, "Late "+string(rune('a'+i))+strings.Repeat("x", n%30), ""); err != nil && fault.CodeOf(err) != fault.Conflict && fault.CodeOf(err) != fault.Limit {
+					fail(err)
+				}
+			}
+		})
+	}
+	var opens sync.WaitGroup
+	for range 8 {
+		opens.Go(func() {
+			for range 5 {
+				if _, err := class.Open(ctx, class.Config{Pool: pgtest.Pool(t)}); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	opens.Wait()
+	close(stop)
+	busy.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+}

@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS fencelab_classes.checks (
 );
 CREATE INDEX IF NOT EXISTS checks_student ON fencelab_classes.checks (student, id DESC);`
 
+	// readySQL says whether setupSQL has nothing to do: the last thing it
+	// makes on each table is there (students_name_key needs the name_key
+	// column it adds). It reads the catalog and takes no table's lock.
+	readySQL = `SELECT to_regclass('fencelab_classes.students_name_key') IS NOT NULL
+   AND to_regclass('fencelab_classes.checks_student') IS NOT NULL`
+
 	// clientLockSQL makes one client's classes open one at a time, so
 	// that opens at once count each other.
 	clientLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_classes client ' || $1))`
