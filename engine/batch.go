@@ -60,7 +60,7 @@ func (q *Queue) ClaimBatch(ctx context.Context, owner string, n int, lease time.
 	if n < 1 || n > MaxBatch {
 		return nil, fmt.Errorf("claim a batch: %w", invalidf("a batch of %d jobs: want 1 to %d", n, MaxBatch))
 	}
-	st := jobClaimBatch(q.cfg.Schema, q.hooks.Broken, owner, n, lease, q.now())
+	st := jobClaimBatch(q.cfg.Schema, q.hooks().Broken, owner, n, lease, q.now())
 	start := time.Now()
 	rows, err := q.db.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
@@ -141,7 +141,7 @@ func (q *Queue) CompleteBatch(ctx context.Context, cs []Completion) ([]BatchResu
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", claims, jobCompleteBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, results), nil)
+	return q.casBatch(ctx, "complete", claims, jobCompleteBatch(q.cfg.Schema, q.hooks().Broken, ids, owners, epochs, results), nil)
 }
 
 // FailBatch records many failures in one statement, each by compare-and-set
@@ -170,7 +170,7 @@ func (q *Queue) FailBatch(ctx context.Context, fs []Failure) ([]BatchResult, err
 	for i, f := range fs {
 		delays[i] = q.delay(f.Claim.Attempt)
 	}
-	return q.casBatch(ctx, "fail", claims, jobFailBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "fail", claims, jobFailBatch(q.cfg.Schema, q.hooks().Broken, ids, owners, epochs, reasons, delays), func(r *BatchResult, v any) {
 		r.Status = Status(v.(string))
 	})
 }
@@ -186,7 +186,7 @@ func (q *Queue) RenewBatch(ctx context.Context, cs []Claim, lease time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "renew", cs, leaseRenewBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs, lease, q.now()), func(r *BatchResult, v any) {
+	return q.casBatch(ctx, "renew", cs, leaseRenewBatch(q.cfg.Schema, q.hooks().Broken, ids, owners, epochs, lease, q.now()), func(r *BatchResult, v any) {
 		r.LeaseUntil = v.(time.Time)
 	})
 }
@@ -202,7 +202,7 @@ func (q *Queue) lockBatch(ctx context.Context, cs []Claim) ([]BatchResult, error
 	if err != nil {
 		return nil, err
 	}
-	return q.casBatch(ctx, "complete", cs, jobLockBatch(q.cfg.Schema, q.hooks.Broken, ids, owners, epochs), nil)
+	return q.casBatch(ctx, "complete", cs, jobLockBatch(q.cfg.Schema, q.hooks().Broken, ids, owners, epochs), nil)
 }
 
 // on returns a copy of q that runs its statements on db, such as a
@@ -246,7 +246,7 @@ func (q *Queue) casBatch(ctx context.Context, op string, cs []Claim, st hook.Sta
 		case returned == nil:
 			fe := &FencedError{Op: op, JobID: r.JobID, HeldOwner: cs[i].Owner, HeldEpoch: cs[i].Epoch,
 				RowStatus: Status(*rowStatus), RowOwner: derefString(rowOwner), RowEpoch: *rowEpoch}
-			fe.Reasons = fenceReasons(q.hooks.Broken, fe)
+			fe.Reasons = fenceReasons(q.hooks().Broken, fe)
 			r.Err = q.notWritten(fe)
 		default:
 			written++

@@ -167,6 +167,13 @@ func (e *dbError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 // closed already (after the server ended it).
 func isConnClosed(err error) bool { return err != nil && strings.Contains(err.Error(), "conn closed") }
 
+// TranslateError reads an error of a statement the caller ran beside the
+// engine's (in the same transaction, say) as the engine reads its own:
+// ErrInvalidInput for values the database refused, ErrUnavailable for a
+// database out of reach for now, and otherwise err wrapped with op. Its
+// message never carries the connection string.
+func TranslateError(op string, err error) error { return translate(op, err) }
+
 func translate(op string, err error) error {
 	if err == nil {
 		return nil

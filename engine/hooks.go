@@ -1,22 +1,16 @@
 package engine
 
-import (
-	"context"
+import "github.com/fencelab/fencelab/engine/internal/hook"
 
-	"github.com/fencelab/fencelab/engine/internal/hook"
+// The hooks' places in a Queue and a Receiver (engine/internal/hook), under
+// names no other package can use: package engine/playground reaches them
+// through hook.Of, and a library user never does. A queue made by NewQueue
+// keeps every guard.
+type (
+	queueSlot    = hook.Slot[hook.Queue[Job]]
+	receiverSlot = hook.Slot[hook.Receiver[Delivery]]
 )
 
-// The bridges package engine/playground reaches a Queue's and a
-// Receiver's hooks through (engine/internal/hook). A library user never
-// sets them: a queue made by NewQueue keeps every guard.
-func init() {
-	hook.QueueOf = func(q any) *hook.Queue { return &q.(*Queue).hooks }
-	hook.ReceiverOf = func(r any) *hook.Receiver { return &r.(*Receiver).hooks }
-	hook.Expired = func(ctx context.Context, q any) (any, error) { return q.(*Queue).expired(ctx) }
-	hook.Claimable = func(ctx context.Context, q any) (int, error) { return q.(*Queue).claimable(ctx) }
-	hook.SchemaLock = schemaLock
-	hook.Translate = translate
-	hook.DropSchemas = func(ctx context.Context, db any, schemas ...string) error {
-		return dropSchemas(ctx, db.(TxDB), schemas...)
-	}
-}
+func (q *Queue) hooks() *hook.Queue[Job] { return hook.In(&q.queueSlot) }
+
+func (r *Receiver) hooks() *hook.Receiver[Delivery] { return hook.In(&r.receiverSlot) }

@@ -100,9 +100,9 @@ const MaxRetryDelay = 30 * 24 * time.Hour
 // its own: every method uses the DB it was made with, so a Queue is safe for
 // concurrent use exactly when that DB is (a pool is; a single conn is not).
 type Queue struct {
-	db    DB
-	cfg   QueueConfig
-	hooks hook.Queue // the playground's (engine/playground); zero here
+	db  DB
+	cfg QueueConfig
+	queueSlot
 }
 
 // NewQueue validates cfg and returns a Queue over db.
@@ -116,21 +116,24 @@ func NewQueue(db DB, cfg QueueConfig) (*Queue, error) {
 	if cfg.RetryDelayFunc == nil {
 		cfg.RetryDelayFunc = retryDelay
 	}
-	return &Queue{db: db, cfg: cfg}, nil
+	q := &Queue{db: db, cfg: cfg}
+	h := q.hooks()
+	h.Claimable, h.Expired = q.claimable, q.expired
+	return q, nil
 }
 
 // now is the worker's own clock, which a statement reads only while the
 // db-clock guard is broken.
 func (q *Queue) now() time.Time {
-	if q.hooks.Now != nil {
-		return q.hooks.Now()
+	if q.hooks().Now != nil {
+		return q.hooks().Now()
 	}
 	return time.Now()
 }
 
 func (q *Queue) trace(st hook.Statement, rows int64, dbTime time.Time, err error, start time.Time) {
-	if q.hooks.Trace != nil {
-		q.hooks.Trace(hook.Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})
+	if q.hooks().Trace != nil {
+		q.hooks().Trace(hook.Trace{Statement: st, Rows: rows, DBTime: dbTime, Err: err, Elapsed: time.Since(start)})
 	}
 }
 
@@ -289,7 +292,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 	if err := ValidateLease(lease); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	st := jobClaim(q.cfg.Schema, q.hooks.Broken, owner, lease, q.now())
+	st := jobClaim(q.cfg.Schema, q.hooks().Broken, owner, lease, q.now())
 	start := time.Now()
 	var c Claim
 	var payload []byte
@@ -310,7 +313,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration) (C
 // row that another session held locked for a moment (SKIP LOCKED): trying
 // again shortly may take it.
 func (q *Queue) claimable(ctx context.Context) (int, error) {
-	st := jobCountClaimable(q.cfg.Schema, q.hooks.Broken, q.now())
+	st := jobCountClaimable(q.cfg.Schema, q.hooks().Broken, q.now())
 	var n int
 	if err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
 		return 0, translate("count claimable jobs", err)
@@ -330,7 +333,7 @@ func (q *Queue) Renew(ctx context.Context, c Claim, lease time.Duration) (time.T
 		return time.Time{}, fmt.Errorf("renew job %d: %w", c.JobID, err)
 	}
 	var until *time.Time
-	if _, err := q.cas(ctx, "renew", c, leaseRenew(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, lease, q.now()), &until); err != nil {
+	if _, err := q.cas(ctx, "renew", c, leaseRenew(q.cfg.Schema, q.hooks().Broken, c.JobID, c.Owner, c.Epoch, lease, q.now()), &until); err != nil {
 		return time.Time{}, err
 	}
 	return *until, nil
@@ -348,7 +351,7 @@ func (q *Queue) Complete(ctx context.Context, c Claim, result []byte) (time.Time
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, err)
 	}
 	var epoch *int64
-	return q.cas(ctx, "complete", c, jobComplete(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, result), &epoch)
+	return q.cas(ctx, "complete", c, jobComplete(q.cfg.Schema, q.hooks().Broken, c.JobID, c.Owner, c.Epoch, result), &epoch)
 }
 
 // Fail records a failure by compare-and-set on owner and epoch. The job
@@ -366,7 +369,7 @@ func (q *Queue) Fail(ctx context.Context, c Claim, reason string) (Status, error
 		return "", fmt.Errorf("fail job %d: %w", c.JobID, invalidf("reason is longer than %d bytes", MaxReasonLen))
 	}
 	var status *Status
-	if _, err := q.cas(ctx, "fail", c, jobFail(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
+	if _, err := q.cas(ctx, "fail", c, jobFail(q.cfg.Schema, q.hooks().Broken, c.JobID, c.Owner, c.Epoch, reason, q.delay(c.Attempt)), &status); err != nil {
 		return "", err
 	}
 	return *status, nil
@@ -402,7 +405,7 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st hook.Statement, 
 	if rowOwner != nil {
 		fe.RowOwner = *rowOwner
 	}
-	fe.Reasons = fenceReasons(q.hooks.Broken, fe)
+	fe.Reasons = fenceReasons(q.hooks().Broken, fe)
 	return at, q.notWritten(fe)
 }
 
@@ -416,7 +419,7 @@ func (q *Queue) cas(ctx context.Context, op string, c Claim, st hook.Statement, 
 // claim's write can leave that same owner and epoch behind, nothing tells
 // the two apart, and it is a fence.
 func (q *Queue) notWritten(fe *FencedError) error {
-	if q.hooks.Broken.On(hook.EpochIncrement) && q.hooks.Broken.On(hook.EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
+	if q.hooks().Broken.On(hook.EpochIncrement) && q.hooks().Broken.On(hook.EpochCheck) && fe.RowStatus != StatusRunning && fe.RowOwner == fe.HeldOwner && fe.RowEpoch == fe.HeldEpoch {
 		return &FinishedError{Op: fe.Op, JobID: fe.JobID, Epoch: fe.RowEpoch, Status: fe.RowStatus}
 	}
 	return fe

@@ -159,13 +159,15 @@ func SetupQueue(ctx context.Context, db TxDB, schema string) error {
 
 // DropQueue removes a queue's schema and everything in it.
 func DropQueue(ctx context.Context, db TxDB, schema string) error {
-	return dropSchemas(ctx, db, schema)
+	return DropSchemas(ctx, db, schema)
 }
 
-// dropSchemas drops each named schema and everything in it, in one
-// transaction, under the schemas' locks: the one way a schema is dropped,
-// for DropQueue and for engine/playground's DropSchemas alike.
-func dropSchemas(ctx context.Context, db TxDB, schemas ...string) error {
+// DropSchemas drops each named schema (a queue's, a receiver's, or one of
+// the caller's own) and everything in it, in one transaction, under the
+// locks LockSchemas takes: a setup or migration of one of them waits, and
+// never meets the drop halfway. A name that is not a valid schema name is
+// refused (ErrInvalidInput) and nothing is dropped.
+func DropSchemas(ctx context.Context, db TxDB, schemas ...string) error {
 	for _, s := range schemas {
 		if err := ValidateSchemaName(s); err != nil {
 			return err
@@ -214,4 +216,16 @@ func ResetReceiver(ctx context.Context, db TxDB, schema string) error {
 		return translate("drop schema "+schema, err)
 	}
 	return SetupReceiver(ctx, db, schema)
+}
+
+// LockSchemas takes, until db's transaction ends, the advisory lock that
+// SetupQueue, MigrateQueue, DropSchemas and SetupReceiver take on each
+// named schema: code of the caller's own that creates or drops things in
+// such a schema (a trigger, grants) waits its turn with them. The keys are
+// taken in one order, so two callers that share a schema cannot deadlock;
+// other schemas are not held up. db must be in a transaction, or the lock
+// is gone as soon as it is taken. A name is only hashed into a key, so it
+// may also name a set-up of the caller's own that is no schema at all.
+func LockSchemas(ctx context.Context, db DB, schemas ...string) error {
+	return translate("lock schemas", execStatement(ctx, db, schemaLock(schemas...)))
 }

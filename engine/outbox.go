@@ -38,7 +38,7 @@ func (q *Queue) CompleteOutbox(ctx context.Context, c Claim, result []byte, d De
 		return time.Time{}, fmt.Errorf("complete job %d: %w", c.JobID, invalidf("the outbox delivery is for job %d at epoch %d, not the claim's", d.JobID, d.Epoch))
 	}
 	var epoch *int64
-	return q.cas(ctx, "complete", c, jobCompleteOutbox(q.cfg.Schema, q.hooks.Broken, c.JobID, c.Owner, c.Epoch, result, d), &epoch)
+	return q.cas(ctx, "complete", c, jobCompleteOutbox(q.cfg.Schema, q.hooks().Broken, c.JobID, c.Owner, c.Epoch, result, d), &epoch)
 }
 
 // OutboxPending reads up to limit deliveries not sent yet, oldest first.

@@ -70,7 +70,7 @@ type DecisionRecord struct {
 type Receiver struct {
 	db     TxDB
 	schema string
-	hooks  hook.Receiver // the playground's (engine/playground); zero here
+	receiverSlot
 }
 
 // ReceiverConfig configures a Receiver.
@@ -87,8 +87,8 @@ func NewReceiver(db TxDB, cfg ReceiverConfig) (*Receiver, error) {
 }
 
 func (r *Receiver) trace(st hook.Statement, rows int64, at time.Time, err error, start time.Time) {
-	if r.hooks.Trace != nil {
-		r.hooks.Trace(hook.Trace{Statement: st, Rows: rows, DBTime: at, Err: err, Elapsed: time.Since(start)})
+	if r.hooks().Trace != nil {
+		r.hooks().Trace(hook.Trace{Statement: st, Rows: rows, DBTime: at, Err: err, Elapsed: time.Since(start)})
 	}
 }
 
@@ -100,11 +100,11 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 	if err := d.Validate(); err != nil {
 		return Receipt{}, fmt.Errorf("deliver: %w", err)
 	}
-	if r.hooks.Rule != nil {
+	if r.hooks().Rule != nil {
 		return r.deliverByRule(ctx, d)
 	}
 	decide := r.decideEpoch
-	if r.hooks.Keyed {
+	if r.hooks().Keyed {
 		decide = r.decideKeyed
 	}
 	var rc Receipt
@@ -142,7 +142,7 @@ func (r *Receiver) Deliver(ctx context.Context, d Delivery) (Receipt, error) {
 // an older one, take the same one again. It fills rc's decision and reports
 // whether the delivery changed nothing (the caller then reads what is held).
 func (r *Receiver) decideEpoch(ctx context.Context, tx pgx.Tx, d Delivery, rc *Receipt) (refused bool, err error) {
-	st := receiverDeliver(r.schema, r.hooks.Broken, d)
+	st := receiverDeliver(r.schema, r.hooks().Broken, d)
 	start := time.Now()
 	var prevOwner *string
 	err = tx.QueryRow(ctx, st.SQL, st.Args...).Scan(&rc.HeldEpoch, &rc.Superseded, &prevOwner, &rc.Accepted, &rc.DBTime)
@@ -248,7 +248,7 @@ func (r *Receiver) deliverByRule(ctx context.Context, d Delivery) (Receipt, erro
 		return Receipt{}, translate(fmt.Sprintf("deliver job %d", d.JobID), err)
 	}
 	start := time.Now()
-	taken, st, err := r.hooks.Rule(ctx, d)
+	taken, st, err := r.hooks().Rule(ctx, d)
 	if st.SQL != "" {
 		r.trace(st, boolRows(taken), time.Time{}, err, start)
 	}

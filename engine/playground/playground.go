@@ -11,7 +11,6 @@ package playground
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
@@ -30,6 +29,12 @@ type Statement = hook.Statement
 
 // Trace is one statement as it ran.
 type Trace = hook.Trace
+
+// The hooks as the engine keeps them, for its Queue and its Receiver.
+type (
+	queueHooks    = hook.Queue[engine.Job]
+	receiverHooks = hook.Receiver[engine.Delivery]
+)
 
 // The seven guards, in the order of AllGuards.
 const (
@@ -87,7 +92,8 @@ func NewQueue(db engine.DB, cfg engine.QueueConfig, h QueueHooks) (*engine.Queue
 	if err != nil {
 		return nil, err
 	}
-	*hook.QueueOf(q) = hook.Queue{Broken: h.Broken, Now: h.Now, Trace: h.Trace}
+	k := hook.Of[queueHooks](q)
+	k.Broken, k.Now, k.Trace = h.Broken, h.Now, h.Trace
 	return q, nil
 }
 
@@ -123,73 +129,32 @@ func NewReceiver(db engine.TxDB, cfg engine.ReceiverConfig, h ReceiverHooks) (*e
 	if err != nil {
 		return nil, err
 	}
-	k := hook.Receiver{Broken: h.Broken, Keyed: h.Keyed, Trace: h.Trace}
-	if rule := h.Rule; rule != nil {
-		k.Rule = func(ctx context.Context, d any) (bool, Statement, error) { return rule(ctx, d.(engine.Delivery)) }
-	}
-	*hook.ReceiverOf(r) = k
+	*hook.Of[receiverHooks](r) = receiverHooks{Broken: h.Broken, Keyed: h.Keyed, Rule: h.Rule, Trace: h.Trace}
 	return r, nil
 }
 
 // Broken returns the guards q runs with broken.
-func Broken(q *engine.Queue) Guards { return hook.QueueOf(q).Broken }
+func Broken(q *engine.Queue) Guards { return hook.Of[queueHooks](q).Broken }
 
 // ReceiverBroken returns the guards r runs with broken.
-func ReceiverBroken(r *engine.Receiver) Guards { return hook.ReceiverOf(r).Broken }
+func ReceiverBroken(r *engine.Receiver) Guards { return hook.Of[receiverHooks](r).Broken }
 
 // WithTrace returns a copy of r that reports each statement to fn instead.
 func WithTrace(r *engine.Receiver, fn func(Trace)) *engine.Receiver {
 	c := *r
-	hook.ReceiverOf(&c).Trace = fn
+	hook.Of[receiverHooks](&c).Trace = fn
 	return &c
 }
 
 // Expired lists q's running jobs whose lease has run out on the database
 // clock, with the database time in each Job's DBTime.
 func Expired(ctx context.Context, q *engine.Queue) ([]engine.Job, error) {
-	jobs, err := hook.Expired(ctx, q)
-	js, _ := jobs.([]engine.Job)
-	return js, err
+	return hook.Of[queueHooks](q).Expired(ctx)
 }
 
 // Claimable counts the jobs a claim on q would see as claimable now, locked
 // or not. A claim that got ErrNoJob while this is above zero skipped a
 // locked row (or waited its turn, with skip-locked broken).
-func Claimable(ctx context.Context, q *engine.Queue) (int, error) { return hook.Claimable(ctx, q) }
-
-// LockSchemas takes, until db's transaction ends, the advisory lock that
-// engine.SetupQueue, MigrateQueue, DropQueue and SetupReceiver take on each
-// named schema: code of the caller's own that creates or drops things in
-// such a schema (a trigger, grants) waits its turn with them, and never
-// meets them halfway. The keys are taken in one order, so two callers that
-// share a schema cannot deadlock; other schemas are not held up. db must
-// be in a transaction, or the lock is gone as soon as it is taken. A name
-// is only hashed into a key, so it may also name a set-up of the caller's
-// own that is no schema at all.
-func LockSchemas(ctx context.Context, db engine.DB, schemas ...string) error {
-	st := hook.SchemaLock(schemas...)
-	_, err := db.Exec(ctx, st.SQL, st.Args...)
-	return Translate("lock schemas", err)
-}
-
-// DropSchemas drops each named schema and everything in it, in one
-// transaction under the locks LockSchemas takes, as engine.DropQueue drops
-// a queue's: the one way this project drops a schema. A name that is not a
-// valid schema name is refused (engine.ErrInvalidInput) and nothing is
-// dropped.
-func DropSchemas(ctx context.Context, db engine.TxDB, schemas ...string) error {
-	return hook.DropSchemas(ctx, db, schemas...)
-}
-
-// Translate is the engine's translation of a Postgres or driver error, for
-// statements run beside the engine's: engine.ErrInvalidInput for the
-// caller's data, engine.ErrUnavailable for a database out of reach for now,
-// and otherwise err wrapped with op. Its message never carries the
-// connection string.
-func Translate(op string, err error) error { return hook.Translate(op, err) }
-
-// Invalidf returns an *engine.InputError with a plain message, for input
-// checked before it reaches the engine.
-func Invalidf(format string, args ...any) error {
-	return &engine.InputError{Msg: fmt.Sprintf(format, args...)}
+func Claimable(ctx context.Context, q *engine.Queue) (int, error) {
+	return hook.Of[queueHooks](q).Claimable(ctx)
 }

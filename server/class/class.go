@@ -33,7 +33,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
@@ -560,4 +560,4 @@ func isUnique(err error) bool {
 
 // dbError is a database error as the engine reads it (an outage is
 // Unavailable), with what could not be done.
-func dbError(what string, err error) error { return playground.Translate("could not "+what, err) }
+func dbError(what string, err error) error { return engine.TranslateError("could not "+what, err) }

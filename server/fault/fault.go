@@ -112,3 +112,11 @@ func SQLState(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// Invalidf is bad input found before it reaches the engine, in the
+// engine's own terms (an *engine.InputError: errors.Is engine.ErrInvalidInput,
+// code Invalid), so that it reads as the engine's input errors do wherever
+// it goes.
+func Invalidf(format string, a ...any) error {
+	return &engine.InputError{Msg: fmt.Sprintf(format, a...)}
+}

@@ -38,7 +38,6 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -211,7 +210,7 @@ func (in *Instance) join(ctx context.Context) error {
 	err := in.cfg.Pool.QueryRow(ctx, peersReadySQL).Scan(&ready)
 	if err == nil && !ready {
 		err = pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
-			if err := playground.LockSchemas(ctx, tx, peersSchema); err != nil {
+			if err := engine.LockSchemas(ctx, tx, peersSchema); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, peersSetupSQL)

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
@@ -86,7 +85,7 @@ func Harden(ctx context.Context, db *pgxpool.Pool) error {
 		return fmt.Errorf("harden: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := playground.LockSchemas(ctx, tx, hardenLock); err != nil {
+	if err := engine.LockSchemas(ctx, tx, hardenLock); err != nil {
 		return fmt.Errorf("harden: lock: %w", err)
 	}
 	var dbName string
@@ -232,7 +231,7 @@ func newRole(ctx context.Context, db *pgxpool.Pool, s judge.Schemas, roleName st
 		return nil, fmt.Errorf("make %s: %w", r, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := playground.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+	if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
 		return nil, fmt.Errorf("make %s: lock: %w", r, err)
 	}
 	var dbName string

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 )
@@ -45,7 +45,7 @@ func (l leftovers) Forget(ctx context.Context, id string) (int, error) {
 	// One schema per transaction: a gone instance may have left many, and
 	// one transaction dropping them all could outgrow the lock table.
 	for i, n := range names {
-		if err := playground.DropSchemas(ctx, l.m.cfg.Pool, n); err != nil {
+		if err := engine.DropSchemas(ctx, l.m.cfg.Pool, n); err != nil {
 			return i, err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/judge"
 )
 
@@ -167,7 +167,7 @@ func (m *Manager) dropSpares() {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := playground.DropSchemas(ctx, m.cfg.Pool, chunk...); err != nil {
+			if err := engine.DropSchemas(ctx, m.cfg.Pool, chunk...); err != nil {
 				m.cfg.Log.Warn("could not drop spare schemas", "pairs", len(chunk)/2, "err", err)
 			}
 		})

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -102,11 +102,11 @@ type Config struct {
 func (c *Config) Validate() error {
 	switch {
 	case strings.TrimSpace(c.Command) == "":
-		return playground.Invalidf("the worker command is empty")
+		return fault.Invalidf("the worker command is empty")
 	case c.Pool == nil:
-		return playground.Invalidf("the check needs a database pool")
+		return fault.Invalidf("the check needs a database pool")
 	case c.DatabaseURL == "":
-		return playground.Invalidf("the check needs the database URL to give the workers")
+		return fault.Invalidf("the check needs the database URL to give the workers")
 	}
 	var err error
 	if c.Lease, err = check.Lease("lease", c.Lease); err != nil {
@@ -128,13 +128,13 @@ func (c *Config) Validate() error {
 		c.Timeout = DefaultTimeout
 	}
 	if c.Timeout < 100*time.Millisecond {
-		return playground.Invalidf("timeout %v is too short: give a worker at least 100ms", c.Timeout)
+		return fault.Invalidf("timeout %v is too short: give a worker at least 100ms", c.Timeout)
 	}
 	if c.SchemaPrefix == "" {
 		c.SchemaPrefix = DefaultSchemaPrefix
 	}
 	if err := engine.ValidateSchemaName(c.SchemaPrefix); err != nil || len(c.SchemaPrefix) > maxPrefixLen {
-		return playground.Invalidf("schema prefix %q must be a plain lowercase identifier of at most %d characters", c.SchemaPrefix, maxPrefixLen)
+		return fault.Invalidf("schema prefix %q must be a plain lowercase identifier of at most %d characters", c.SchemaPrefix, maxPrefixLen)
 	}
 	if c.NewReceiverFunc == nil {
 		pool := c.Pool
@@ -164,7 +164,7 @@ func playable(cs experiments.CheckCase) error {
 		return err
 	}
 	if ok, why := cs.ForWorkerPrograms(); !ok {
-		return playground.Invalidf("the %s case cannot be played with a worker program: %s", cs, why)
+		return fault.Invalidf("the %s case cannot be played with a worker program: %s", cs, why)
 	}
 	return nil
 }

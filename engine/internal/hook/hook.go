@@ -29,46 +29,50 @@ type Trace struct {
 }
 
 // Queue holds a queue's hooks. The zero value is the production queue:
-// every guard kept, the database's clock, no trace.
-type Queue struct {
+// every guard kept, the database's clock, no trace. J is engine.Job, which
+// this package cannot name.
+type Queue[J any] struct {
 	Broken Guards
 	// Now is the worker's own clock, read only while the db-clock guard is
 	// broken; nil is time.Now.
 	Now   func() time.Time
 	Trace func(Trace)
+
+	// What the playground reads of a queue beyond its API, set by
+	// engine.NewQueue: the jobs a claim could take now, and the running
+	// jobs whose lease has run out.
+	Claimable func(context.Context) (int, error)
+	Expired   func(context.Context) ([]J, error)
 }
 
 // Receiver holds a receiver's hooks. The zero value is the engine's rule.
-type Receiver struct {
+// D is engine.Delivery.
+type Receiver[D any] struct {
 	Broken Guards // only receiver-check matters to a receiver
 	// Keyed makes the receiver a third party that knows no epochs: it
 	// applies the first delivery for each job and answers every later one
 	// as a duplicate.
 	Keyed bool
-	// Rule, if set, decides each delivery in place of the engine's upsert;
-	// its argument is the engine.Delivery, which this package cannot name.
-	Rule  func(ctx context.Context, delivery any) (taken bool, st Statement, err error)
+	// Rule, if set, decides each delivery in place of the engine's upsert.
+	Rule  func(ctx context.Context, d D) (taken bool, st Statement, err error)
 	Trace func(Trace)
 }
 
-// The bridges, set by package engine when it starts: they reach into a
-// *engine.Queue or *engine.Receiver, which this package cannot name.
-var (
-	QueueOf    func(q any) *Queue
-	ReceiverOf func(r any) *Receiver
-	// Expired lists a queue's running jobs whose lease has run out
-	// ([]engine.Job); Claimable counts the jobs a claim could take now.
-	Expired   func(ctx context.Context, q any) (any, error)
-	Claimable func(ctx context.Context, q any) (int, error)
-	// SchemaLock is the statement that takes the engine's advisory lock on
-	// each named schema.
-	SchemaLock func(schemas ...string) Statement
-	// Translate is the engine's reading of a Postgres or driver error.
-	Translate func(op string, err error) error
-	// DropSchemas drops schemas as engine.DropQueue does; db is an
-	// engine.TxDB.
-	DropSchemas func(ctx context.Context, db any, schemas ...string) error
-)
+// Slot is where an engine value keeps its hooks: engine.Queue embeds a
+// Slot[Queue[Job]] and engine.Receiver a Slot[Receiver[Delivery]], each
+// under an unexported name. The slot's one method is unexported too, and
+// promoted into theirs, so that Of takes an engine value and nothing
+// else, checked by the compiler, and a library user reaches no hook.
+type Slot[H any] struct{ h H }
+
+func (s *Slot[H]) slot() *Slot[H] { return s }
+
+// In is the engine's own way to its hooks.
+func In[H any](s *Slot[H]) *H { return &s.h }
+
+// Of returns the hooks of v, an *engine.Queue (H is Queue[engine.Job]) or
+// an *engine.Receiver (H is Receiver[engine.Delivery]).
+func Of[H any](v interface{ slot() *Slot[H] }) *H { return &v.slot().h }
 
 // ParseError is a guard name that names no guard.
 type ParseError struct{ Msg string }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // BatchName names a batch of runs played in the background: the guard
@@ -41,7 +42,7 @@ var batchAliases = map[string]BatchName{"epoch-check-same-name": BatchEpochCheck
 // ParseBatch parses a batch name, or an older one (batchAliases).
 func ParseBatch(s string) (BatchName, error) {
 	if s == string(BatchCheck) {
-		return "", playground.Invalidf("the batch %q is started by the check command, with a solution: {\"action\":\"check\",\"solution\":{…}}", s)
+		return "", fault.Invalidf("the batch %q is started by the check command, with a solution: {\"action\":\"check\",\"solution\":{…}}", s)
 	}
 	for _, b := range BatchNames() {
 		if string(b) == s {
@@ -51,7 +52,7 @@ func ParseBatch(s string) (BatchName, error) {
 	if b, ok := batchAliases[s]; ok {
 		return b, nil
 	}
-	return "", playground.Invalidf("unknown batch %q (want matrix, epoch-check, epoch-check-same-identity or receiver-check)", s)
+	return "", fault.Invalidf("unknown batch %q (want matrix, epoch-check, epoch-check-same-identity or receiver-check)", s)
 }
 
 // MinSkewLease is the shortest lease the matrix gives its clock-skew
@@ -98,7 +99,7 @@ func BatchRuns(name BatchName, lease time.Duration) ([]RunConfig, error) {
 	case BatchReceiverCheck:
 		rcs = one(playground.ReceiverCheck, false)
 	default:
-		return nil, playground.Invalidf("unknown batch %q", name)
+		return nil, fault.Invalidf("unknown batch %q", name)
 	}
 	for i := range rcs {
 		if err := rcs[i].Validate(); err != nil {

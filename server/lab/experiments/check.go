@@ -3,7 +3,7 @@ package experiments
 import (
 	"time"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // This file is the article's Step 3, "Check it": the cases a reader's
@@ -143,7 +143,7 @@ func ParseCheckCase(s string) (CheckCase, error) {
 	if c, ok := caseAliases[s]; ok {
 		return c, nil
 	}
-	return "", playground.Invalidf("unknown check case %q", s)
+	return "", fault.Invalidf("unknown check case %q", s)
 }
 
 // Config is the run that plays the case, with a lease; its ordering

@@ -3,7 +3,7 @@ package experiments
 import (
 	"strings"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // Chapter is a chapter of the guided lesson, by its id: what the page
@@ -59,5 +59,5 @@ func ParseChapter(s string) (Chapter, error) {
 		}
 		ids = append(ids, string(c))
 	}
-	return "", playground.Invalidf("the lesson has no chapter %q: it has %s", s, strings.Join(ids, ", "))
+	return "", fault.Invalidf("the lesson has no chapter %q: it has %s", s, strings.Join(ids, ", "))
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // The load lab: many real worker processes over many jobs, frozen at
@@ -112,17 +112,17 @@ func (c LoadConfig) Lease() time.Duration { return time.Duration(c.LeaseMS) * ti
 func (c LoadConfig) Validate() error {
 	switch {
 	case c.Workers < 2 || c.Workers > MaxLoadWorkers:
-		return playground.Invalidf("workers %d must be between 2 and %d", c.Workers, MaxLoadWorkers)
+		return fault.Invalidf("workers %d must be between 2 and %d", c.Workers, MaxLoadWorkers)
 	case c.Jobs < 10 || c.Jobs > MaxLoadJobs:
-		return playground.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
+		return fault.Invalidf("jobs %d must be between 10 and %d", c.Jobs, MaxLoadJobs)
 	case !LoadLease.Holds(c.Lease()):
 		return LoadLease.Validate("lease", c.Lease())
 	case len(c.Styles) == 0 || len(c.Styles) > len(Styles()):
-		return playground.Invalidf("styles: name 1 to %d of %s", len(Styles()), strings.Join(LoadStyles(), ", "))
+		return fault.Invalidf("styles: name 1 to %d of %s", len(Styles()), strings.Join(LoadStyles(), ", "))
 	case c.Rounds < len(c.Styles) || c.Rounds > MaxLoadRounds || c.Rounds%len(c.Styles) != 0:
-		return playground.Invalidf("rounds %d must be a multiple of the %d styles, at most %d, so that every style runs in every place equally often", c.Rounds, len(c.Styles), MaxLoadRounds)
+		return fault.Invalidf("rounds %d must be a multiple of the %d styles, at most %d, so that every style runs in every place equally often", c.Rounds, len(c.Styles), MaxLoadRounds)
 	case c.Jobs < c.Rounds:
-		return playground.Invalidf("jobs %d must be at least one per round (%d)", c.Jobs, c.Rounds)
+		return fault.Invalidf("jobs %d must be at least one per round (%d)", c.Jobs, c.Rounds)
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Styles {
@@ -130,7 +130,7 @@ func (c LoadConfig) Validate() error {
 			return err
 		}
 		if seen[s] {
-			return playground.Invalidf("style %q is named twice", s)
+			return fault.Invalidf("style %q is named twice", s)
 		}
 		seen[s] = true
 	}

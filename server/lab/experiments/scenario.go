@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // Ordering names a scenario: who reaches the receiver first, or what else
@@ -40,7 +41,7 @@ func ParseOrdering(s string) (Ordering, error) {
 		}
 		names = append(names, string(o))
 	}
-	return "", playground.Invalidf("unknown ordering %q (want one of %s)", s, strings.Join(names, ", "))
+	return "", fault.Invalidf("unknown ordering %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // The two workers of every scenario. A claims first and becomes the zombie;
@@ -175,7 +176,7 @@ type Bounds struct{ Min, Max time.Duration }
 // and 1m0s", when d is out of b; what names the setting.
 func (b Bounds) Validate(what string, d time.Duration) error {
 	if !b.Holds(d) {
-		return playground.Invalidf("%s %v must be between %v and %v", what, d, b.Min, b.Max)
+		return fault.Invalidf("%s %v must be between %v and %v", what, d, b.Min, b.Max)
 	}
 	return nil
 }
@@ -256,7 +257,7 @@ func ParseDelivery(s string) (Delivery, error) {
 			return d, nil
 		}
 	}
-	return "", playground.Invalidf("unknown delivery %q (want direct, keyed or outbox)", s)
+	return "", fault.Invalidf("unknown delivery %q (want direct, keyed or outbox)", s)
 }
 
 // DefaultRunLease is the lease a run uses unless told otherwise: long enough
@@ -271,13 +272,13 @@ const DefaultBatchLease = 300 * time.Millisecond
 // Validate checks the config and fills its defaults.
 func (c *RunConfig) Validate() error {
 	if c.Ordering == "" {
-		return playground.Invalidf("ordering is required")
+		return fault.Invalidf("ordering is required")
 	}
 	if _, err := ParseOrdering(string(c.Ordering)); err != nil {
 		return err
 	}
 	if !c.Broken.Valid() {
-		return playground.Invalidf("unknown guard bits %#x", uint16(c.Broken))
+		return fault.Invalidf("unknown guard bits %#x", uint16(c.Broken))
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultRunLease
@@ -286,16 +287,16 @@ func (c *RunConfig) Validate() error {
 		return err
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {
-		return playground.Invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)
+		return fault.Invalidf("skew %v is out of range: it must be between 0 and %v", c.Skew, MaxSkew)
 	}
 	if c.Ordering == ClockSkew && c.Skew == 0 {
 		c.Skew = 2 * c.Lease
 	}
 	if c.Ordering != ClockSkew && c.Skew != 0 {
-		return playground.Invalidf("skew applies only to the %s ordering", ClockSkew)
+		return fault.Invalidf("skew applies only to the %s ordering", ClockSkew)
 	}
 	if c.ZombieFails && c.Ordering != NewOwnerFirst && c.Ordering != ZombieFirst && c.Ordering != OwnerDoneFirst {
-		return playground.Invalidf("the zombie fails only in an ordering where it wakes after the new owner's claim (%s, %s, %s), not %s",
+		return fault.Invalidf("the zombie fails only in an ordering where it wakes after the new owner's claim (%s, %s, %s), not %s",
 			NewOwnerFirst, ZombieFirst, OwnerDoneFirst, c.Ordering)
 	}
 	d, err := ParseDelivery(string(c.Delivery))

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 )
 
 // Style is a well-known queue's way of guarding a late completion, expressed
@@ -66,5 +67,5 @@ func StyleByName(name string) (Style, error) {
 		}
 		names = append(names, s.Name)
 	}
-	return Style{}, playground.Invalidf("unknown queue style %q (want one of %s)", name, strings.Join(names, ", "))
+	return Style{}, fault.Invalidf("unknown queue style %q (want one of %s)", name, strings.Join(names, ", "))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
@@ -18,7 +19,7 @@ func History(ctx context.Context, db engine.DB, schema string, jobID int64) ([]p
 		return nil, fmt.Errorf("job history: %w", err)
 	}
 	if jobID <= 0 {
-		return nil, fmt.Errorf("job history: %w", playground.Invalidf("job id %d is not positive", jobID))
+		return nil, fmt.Errorf("job history: %w", fault.Invalidf("job id %d is not positive", jobID))
 	}
 	return history(ctx, db, fmt.Sprintf("history of job %d", jobID), jobHistoryList(schema, jobID))
 }
@@ -30,7 +31,7 @@ func HistoryAfter(ctx context.Context, db engine.DB, schema string, seq int64, l
 		return nil, fmt.Errorf("history after %d: %w", seq, err)
 	}
 	if seq < 0 || limit < 1 || limit > 10_000 {
-		return nil, playground.Invalidf("history after %d, at most %d: the seq must be at least 0 and the limit 1 to 10000", seq, limit)
+		return nil, fault.Invalidf("history after %d, at most %d: the seq must be at least 0 and the limit 1 to 10000", seq, limit)
 	}
 	return history(ctx, db, fmt.Sprintf("history after %d", seq), jobHistoryAfter(schema, seq, limit))
 }

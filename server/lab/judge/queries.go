@@ -108,7 +108,7 @@ func historySpan(schema string) playground.Statement {
 
 // dbErr is the engine's own translation of a lab statement's error, so
 // that a database out of reach is engine.ErrUnavailable for both alike.
-func dbErr(op string, err error) error { return playground.Translate(op, err) }
+func dbErr(op string, err error) error { return engine.TranslateError(op, err) }
 
 // jobWritesList reads every UPDATE statement on jobs the job_writes
 // trigger recorded, oldest first.

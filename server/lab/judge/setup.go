@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencelab/fencelab/engine"
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -56,7 +56,7 @@ func (s Schemas) Validate() error {
 		return fmt.Errorf("receiver %w", err)
 	}
 	if s.Jobs == s.Receiver {
-		return playground.Invalidf("the jobs and receiver schemas must differ (both are %q)", s.Jobs)
+		return fault.Invalidf("the jobs and receiver schemas must differ (both are %q)", s.Jobs)
 	}
 	return nil
 }
@@ -69,13 +69,13 @@ func (s Schemas) Channel() string { return s.Jobs + "_events" }
 // transaction: the queue (engine.SetupQueue), the history trigger that
 // records (and NOTIFYs) every change to a job, and the receiver
 // (engine.SetupReceiver). It is idempotent and safe to call from several
-// processes at once: playground.LockSchemas serializes setups of the same schemas.
+// processes at once: engine.LockSchemas serializes setups of the same schemas.
 func Setup(ctx context.Context, db engine.TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		if err := playground.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
+		if err := engine.LockSchemas(ctx, tx, s.Jobs, s.Receiver); err != nil {
 			return err
 		}
 		// A pgx.Tx begins a savepoint: the engine's setups are parts of
@@ -108,7 +108,7 @@ func Drop(ctx context.Context, db engine.TxDB, s Schemas) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	return playground.DropSchemas(ctx, db, s.Jobs, s.Receiver)
+	return engine.DropSchemas(ctx, db, s.Jobs, s.Receiver)
 }
 
 // Reset drops both schemas and creates them again, empty.

@@ -26,7 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencelab/fencelab/engine/playground"
+	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/postgres/pgcluster"
 	"github.com/fencelab/fencelab/server/run/child"
 )
@@ -269,7 +269,7 @@ func Schema(tb testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := playground.DropSchemas(ctx, Pool(tb), name); err != nil {
+		if err := engine.DropSchemas(ctx, Pool(tb), name); err != nil {
 			tb.Errorf("pgtest: drop schema %s: %v", name, err)
 		}
 	})
