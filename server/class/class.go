@@ -36,6 +36,7 @@ import (
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/postgres/pgsetup"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -84,34 +85,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxOpenPerClient <= 0 {
 		cfg.MaxOpenPerClient = 3
 	}
-	if err := setup(ctx, cfg.Pool); err != nil {
+	// Made once per database, with no DDL once they are there: it would
+	// deadlock with a running instance's checks (pgsetup).
+	if err := pgsetup.Once(ctx, cfg.Pool, "fencelab_classes", readySQL, setupSQL); err != nil {
 		return nil, fmt.Errorf("class: set up the tables: %w", err)
 	}
 	return &Store{pool: cfg.Pool, cfg: cfg}, nil
 }
 
-// setup makes the tables, once: an instance that finds them made (read
-// from the catalog) runs no DDL, whose table locks, taken even by
-// CREATE ... IF NOT EXISTS with nothing to make, would deadlock with a
-// running instance's checks. Two instances starting at once on a new
-// database make them in turn: the second reads the catalog again once it
-// holds the lock, and finds them made.
-func setup(ctx context.Context, pool *pgxpool.Pool) error {
-	var ready bool
-	if err := pool.QueryRow(ctx, readySQL).Scan(&ready); err != nil || ready {
-		return err
-	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, setupLockSQL); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, readySQL).Scan(&ready); err != nil || ready {
-			return err
-		}
-		_, err := tx.Exec(ctx, setupSQL)
-		return err
-	})
-}
 
 // Class is one class as its teacher sees it.
 type Class struct {

@@ -5,9 +5,7 @@ package class
 // schemas never drops it.
 
 const (
-	// setupLockSQL makes two instances starting at once set up in turn.
-	setupLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_classes setup'))`
-	setupSQL     = `CREATE SCHEMA IF NOT EXISTS fencelab_classes;
+	setupSQL = `CREATE SCHEMA IF NOT EXISTS fencelab_classes;
 CREATE TABLE IF NOT EXISTS fencelab_classes.classes (
     id      text        PRIMARY KEY,
     code    text        NOT NULL,
@@ -44,9 +42,9 @@ CREATE INDEX IF NOT EXISTS checks_student ON fencelab_classes.checks (student, i
 
 	// readySQL says whether setupSQL has nothing to do: the last thing it
 	// makes on each table is there (students_name_key needs the name_key
-	// column it adds). It reads the catalog and takes no table's lock.
-	readySQL = `SELECT to_regclass('fencelab_classes.students_name_key') IS NOT NULL
-   AND to_regclass('fencelab_classes.checks_student') IS NOT NULL`
+	// column it adds). It reads the catalog as tables (pgsetup.Once).
+	readySQL = `SELECT count(*) = 2 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'fencelab_classes' AND c.relname IN ('students_name_key', 'checks_student')`
 
 	// clientLockSQL makes one client's classes open one at a time, so
 	// that opens at once count each other.

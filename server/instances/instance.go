@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
+	"github.com/fencelab/fencelab/server/postgres/pgsetup"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -200,23 +201,10 @@ func takeLock(ctx context.Context, pool *pgxpool.Pool, id string, wait bool) (*p
 // join makes the peers' tables if need be and records this instance
 // (where the others reach it, when it says; seen now). Every instance
 // joins, advertised or not: its row's seen is half of how the others
-// tell it is alive. The tables are made once a database: where they are
-// in place the join only writes its row, for the statements that make
-// them lock the tables (an ALTER TABLE, a CREATE INDEX, even when there
-// is nothing to do) against the writes of the instances already running,
-// and deadlocked with them.
+// tell it is alive. The tables are made once a database (pgsetup.Once):
+// where they are in place the join only writes its row.
 func (in *Instance) join(ctx context.Context) error {
-	var ready bool
-	err := in.cfg.Pool.QueryRow(ctx, peersReadySQL).Scan(&ready)
-	if err == nil && !ready {
-		err = pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
-			if err := engine.LockSchemas(ctx, tx, peersSchema); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, peersSetupSQL)
-			return err
-		})
-	}
+	err := pgsetup.Once(ctx, in.cfg.Pool, peersSchema, peersReadySQL, peersSetupSQL)
 	if err == nil {
 		var made bool
 		err = in.cfg.Pool.QueryRow(ctx, peerSeenSQL, in.cfg.ID, in.cfg.URL).Scan(&made)
