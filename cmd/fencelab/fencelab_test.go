@@ -55,7 +55,7 @@ func check(t *testing.T, o protocol.Outcome, w want) {
 	if got != w {
 		t.Errorf("outcome = %+v\nwant      %+v\nverdict: %s\nviolations: %+v", got, w, o.Verdict, o.Violations)
 	}
-	if o.Final.Status != engine.StatusDone {
+	if o.Final.Status != protocol.StatusDone {
 		t.Errorf("the job ends %s, want done", o.Final.Status)
 	}
 	if o.Safe != (len(o.Violations) == 0) {

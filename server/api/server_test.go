@@ -85,7 +85,7 @@ func TestAPI_CrashBeforeCommit(t *testing.T) {
 			e.Process.State == protocol.StateKilled && e.Process.Cause == protocol.CauseScript
 	})
 	s.waitEvent(time.Second, "the receiver accepting epoch 2 over 1", func(e protocol.Event) bool {
-		return e.Receiver != nil && e.Receiver.Decision == engine.AcceptedNewer && e.Receiver.Epoch == 2 &&
+		return e.Receiver != nil && e.Receiver.Decision == protocol.AcceptedNewer && e.Receiver.Epoch == 2 &&
 			e.Receiver.Superseded != nil && *e.Receiver.Superseded == 1
 	})
 }

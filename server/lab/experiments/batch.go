@@ -3,7 +3,6 @@ package experiments
 import (
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/fault"
 )
@@ -107,13 +106,4 @@ func BatchRuns(name BatchName, lease time.Duration) ([]RunConfig, error) {
 		}
 	}
 	return rcs, nil
-}
-
-func HasReason(rs []engine.FenceReason, r engine.FenceReason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }

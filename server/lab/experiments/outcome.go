@@ -1,8 +1,6 @@
 package experiments
 
-import (
-	"github.com/fencelab/fencelab/engine"
-)
+import ()
 
 // Call is what became of one of the zombie's calls.
 type Call string
@@ -73,6 +71,6 @@ func ExpectedOutcome(o Ordering) (Expected, bool) {
 		return Expected{}, false
 	}
 	x.Words = ExpectedWords{Call: x.ZombieReceiverCall.Words(), Commit: x.ZombieCommit.Words(),
-		Final: FinalWordsIn(o, x.Epoch, x.ResultFrom, x.ReceiverFrom, engine.StatusDone)}
+		Final: FinalWordsIn(o, x.Epoch, x.ResultFrom, x.ReceiverFrom, "")}
 	return x, true
 }

@@ -66,14 +66,15 @@ func whose(label string) string {
 }
 
 // FinalWords says a final state as the article's table does:
-// "epoch 2, the new owner's result in the row and at the receiver".
-func FinalWords(epoch int64, rowFrom, receiverFrom string, status engine.Status) string {
+// "epoch 2, the new owner's result in the row and at the receiver"; a
+// status other than "" and "done" is said after it.
+func FinalWords(epoch int64, rowFrom, receiverFrom, status string) string {
 	return FinalWordsIn("", epoch, rowFrom, receiverFrom, status)
 }
 
 // FinalWordsIn is FinalWords for a scenario: in clock-skew nobody froze,
 // so A is no zombie and the workers go by their names.
-func FinalWordsIn(o Ordering, epoch int64, rowFrom, receiverFrom string, status engine.Status) string {
+func FinalWordsIn(o Ordering, epoch int64, rowFrom, receiverFrom, status string) string {
 	name := whose
 	if o == ClockSkew {
 		name = func(l string) string {
@@ -89,7 +90,7 @@ func FinalWordsIn(o Ordering, epoch int64, rowFrom, receiverFrom string, status 
 	} else {
 		s += name(rowFrom) + " result in the row, " + name(receiverFrom) + " at the receiver"
 	}
-	if status != "" && status != engine.StatusDone {
+	if status != "" && status != string(engine.StatusDone) {
 		s += fmt.Sprintf("; the job is %s", status)
 	}
 	return s

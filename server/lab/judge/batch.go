@@ -2,9 +2,9 @@ package judge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
@@ -81,7 +81,7 @@ func BatchAnswer(name experiments.BatchName, cells []protocol.MatrixCell, outcom
 	if name == experiments.BatchEpochCheck && len(failed) == 0 {
 		ownerOnly := len(safeOnes) > 0
 		for _, o := range safeOnes {
-			ownerOnly = ownerOnly && o.ZombieCommit == experiments.CallRejected && experiments.HasReason(o.ZombieFence, engine.ReasonOwnerChanged)
+			ownerOnly = ownerOnly && o.ZombieCommit == experiments.CallRejected && slices.Contains(o.ZombieFence, protocol.ReasonOwnerChanged)
 		}
 		if ownerOnly {
 			parts = append(parts, "With distinct names the owner check still told A from B (the job was owned by worker-b), so it hid the missing epoch check. Give both workers one name — a restarted pod keeps its hostname — and run it again.")
@@ -105,10 +105,10 @@ func whySafe(o *protocol.Outcome) string {
 		if len(o.ZombieFence) > 0 {
 			var rs []string
 			for _, r := range o.ZombieFence {
-				rs = append(rs, map[engine.FenceReason]string{
-					engine.ReasonNotRunning:   "the status check",
-					engine.ReasonOwnerChanged: "the owner check",
-					engine.ReasonEpochChanged: "the epoch check",
+				rs = append(rs, map[protocol.FenceReason]string{
+					protocol.ReasonNotRunning:   "the status check",
+					protocol.ReasonOwnerChanged: "the owner check",
+					protocol.ReasonEpochChanged: "the epoch check",
 				}[r])
 			}
 			s += " by " + strings.Join(rs, " and ")

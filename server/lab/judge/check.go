@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
@@ -180,7 +179,7 @@ func cellsBroken(c experiments.CheckCase, o *protocol.Outcome) []experiments.Che
 			r = experiments.ReqReceiverNewer
 		case cell.Column == protocol.ColumnCall:
 			r = experiments.ReqReceiverOlder
-		case cell.Column == protocol.ColumnFinal && o.Final.Epoch == 0 && o.Final.Status != engine.StatusPending:
+		case cell.Column == protocol.ColumnFinal && o.Final.Epoch == 0 && o.Final.Status != protocol.StatusPending:
 			out = append(out, experiments.CheckBroken{Requirement: experiments.ReqEpochRaised, Case: c,
 				Words: fmt.Sprintf("%s: the job ends at epoch 0 although it was claimed: your claim does not raise the epoch", c.Title())})
 			continue

@@ -34,7 +34,7 @@ func Violations(history []protocol.HistoryRecord, decisions []engine.DecisionRec
 		w := protocol.WriterOf(*h)
 		switch h.Op {
 		case "claim":
-			if h.OldStatus != nil && *h.OldStatus == string(engine.StatusRunning) && h.OldLeaseUntil != nil && h.OldLeaseUntil.After(h.At) {
+			if h.OldStatus != nil && *h.OldStatus == string(protocol.StatusRunning) && h.OldLeaseUntil != nil && h.OldLeaseUntil.After(h.At) {
 				prev := "the previous owner"
 				if last != nil {
 					prev = protocol.Who(protocol.WriterOf(*last))
@@ -96,7 +96,7 @@ func Violations(history []protocol.HistoryRecord, decisions []engine.DecisionRec
 	if last != nil && len(history) > 0 {
 		owner := protocol.WriterOf(*last)
 		end := history[len(history)-1]
-		if end.NewStatus == string(engine.StatusDone) {
+		if end.NewStatus == string(protocol.StatusDone) {
 			if from := protocol.ResultFrom(end.Result); from != owner {
 				add("row", protocol.Violation{Invariant: protocol.InvRowLastOwner, JobID: end.JobID, Worker: from, Guards: fenceGuards,
 					Text: fmt.Sprintf("The row ends with %s's result, but %s was the job's last owner (epoch %d).", protocol.Who(from), protocol.Who(owner), last.NewEpoch)})

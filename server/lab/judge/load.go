@@ -66,7 +66,7 @@ func AuditLoad(ctx context.Context, db engine.DB, schema string, r ReceiverView,
 	}
 	c := experiments.LoadCheck{Jobs: len(rep.Jobs)}
 	for _, j := range rep.Jobs {
-		if j.Status != engine.StatusDone && j.Status != engine.StatusFailed {
+		if j.Status != protocol.StatusDone && j.Status != protocol.StatusFailed {
 			c.Unfinished++
 		}
 		if len(j.Violations) > 0 {

@@ -32,7 +32,7 @@ type EvaluateInput struct {
 	ZombieTriedCommit bool
 	// ZombieFence is what the zombie's refused commit statement said about
 	// the row it judged (SQLEvent.Fenced.Reasons).
-	ZombieFence []engine.FenceReason
+	ZombieFence []protocol.FenceReason
 	// ZombieSkipped: in the keyed delivery, the zombie looked its key up
 	// and did not call (a lookup leaves no decision at the receiver).
 	ZombieSkipped bool
@@ -44,7 +44,7 @@ type EvaluateInput struct {
 func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, in EvaluateInput) (protocol.Outcome, error) {
 	o := protocol.Outcome{Ordering: in.Config.Ordering, Broken: in.Config.Broken.Names(), SameIdentity: in.Config.SameIdentity, ZombieFails: in.Config.ZombieFails,
 		JobID: in.JobID, Violations: []protocol.Violation{}, Because: []string{}, Delivery: in.Config.Delivery,
-		ZombieFence: []engine.FenceReason{}, Reveal: []string{}, Effects: []protocol.Effect{}}
+		ZombieFence: []protocol.FenceReason{}, Reveal: []string{}, Effects: []protocol.Effect{}}
 	if o.Delivery == "" {
 		o.Delivery = experiments.DeliverDirect
 	}
@@ -71,7 +71,7 @@ func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, 
 	if held != nil {
 		o.Receiver = protocol.FinalReceiver{Epoch: held.Epoch, PayloadFrom: protocol.ResultFrom(held.Payload)}
 	}
-	o.Final = protocol.FinalRow{Status: job.Status, Owner: job.Owner, Epoch: job.Epoch, ResultFrom: protocol.ResultFrom(job.Result)}
+	o.Final = protocol.FinalRow{Status: protocol.StatusOf(job.Status), Owner: job.Owner, Epoch: job.Epoch, ResultFrom: protocol.ResultFrom(job.Result)}
 
 	o.ZombieCommit = experiments.CallNotAttempted
 	if in.ZombieTriedCommit {
@@ -108,11 +108,11 @@ func Evaluate(ctx context.Context, db engine.DB, schema string, r ReceiverView, 
 		o.ZombieReceiverCall = experiments.CallSkipped
 	}
 	if o.ZombieCommit == experiments.CallAccepted {
-		o.ZombieFence = []engine.FenceReason{}
+		o.ZombieFence = []protocol.FenceReason{}
 	}
 	for _, d := range decisions {
 		if d.Decision.Accepted() {
-			o.Effects = append(o.Effects, protocol.Effect{From: protocol.ResultFrom(d.Payload), Epoch: d.Epoch, Decision: d.Decision, At: d.At.UTC().Format(time.RFC3339Nano)})
+			o.Effects = append(o.Effects, protocol.Effect{From: protocol.ResultFrom(d.Payload), Epoch: d.Epoch, Decision: protocol.DecisionOf(d.Decision), At: d.At.UTC().Format(time.RFC3339Nano)})
 		}
 	}
 	switch o.ZombieCommit {
@@ -175,14 +175,14 @@ func because(vs []protocol.Violation, broken playground.Guards) []string {
 // correct build.
 func table(o protocol.Outcome) []protocol.Cell {
 	x, ok := experiments.ExpectedOutcome(o.Ordering)
-	final := experiments.FinalWordsIn(o.Ordering, o.Final.Epoch, o.Final.ResultFrom, o.Receiver.PayloadFrom, o.Final.Status)
+	final := experiments.FinalWordsIn(o.Ordering, o.Final.Epoch, o.Final.ResultFrom, o.Receiver.PayloadFrom, string(o.Final.Status))
 	return []protocol.Cell{
 		{Column: protocol.ColumnCall, Got: string(o.ZombieReceiverCall), Words: o.ZombieReceiverCall.Words(), Expected: x.Words.Call,
 			AsCorrect: ok && o.ZombieReceiverCall == x.ZombieReceiverCall},
 		{Column: protocol.ColumnCommit, Got: string(o.ZombieCommit), Words: o.ZombieCommit.Words(), Expected: x.Words.Commit,
 			AsCorrect: ok && o.ZombieCommit == x.ZombieCommit},
 		{Column: protocol.ColumnFinal, Words: final, Expected: x.Words.Final,
-			AsCorrect: ok && o.Final.Status == engine.StatusDone && o.Final.Epoch == x.Epoch &&
+			AsCorrect: ok && o.Final.Status == protocol.StatusDone && o.Final.Epoch == x.Epoch &&
 				o.Final.ResultFrom == x.ResultFrom && o.Receiver.PayloadFrom == x.ReceiverFrom},
 	}
 }

@@ -35,7 +35,7 @@ func ReportJobs(ctx context.Context, db engine.DB, schema string, r ReceiverView
 		if err != nil {
 			return rep, fmt.Errorf("report: %w", err)
 		}
-		jr := protocol.JobReport{JobID: j.ID, Status: j.Status, Owner: j.Owner, Epoch: j.Epoch, ResultFrom: protocol.ResultFrom(j.Result), Violations: []protocol.Violation{}}
+		jr := protocol.JobReport{JobID: j.ID, Status: protocol.StatusOf(j.Status), Owner: j.Owner, Epoch: j.Epoch, ResultFrom: protocol.ResultFrom(j.Result), Violations: []protocol.Violation{}}
 		if held != nil {
 			jr.ReceiverFrom = protocol.ResultFrom(held.Payload)
 		}

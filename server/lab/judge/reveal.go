@@ -2,9 +2,9 @@ package judge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 )
@@ -40,7 +40,7 @@ func reveal(o protocol.Outcome, history []protocol.HistoryRecord) []string {
 	var out []string
 
 	switch {
-	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB) && derefStr(commitA.OldStatus) == string(engine.StatusRunning):
+	case commitA != nil && claimB != nil && idx(commitA) > idx(claimB) && derefStr(commitA.OldStatus) == string(protocol.StatusRunning):
 		// The row was B's since B's claim, whatever name B claimed it by.
 		// The article's answer, "A's result replaces B's", in its words.
 		out = append(out, fmt.Sprintf("%s's commit landed on top of %s's work: at %s the row, %s's at epoch %d and still running, went %s with %s's result. %s's result replaced %s's.",
@@ -52,12 +52,12 @@ func reveal(o protocol.Outcome, history []protocol.HistoryRecord) []string {
 		out = append(out, fmt.Sprintf("%s committed at epoch %d while it held the job.", protocol.UpperFirst(a), commitA.NewEpoch))
 	case o.ZombieCommit == experiments.CallRejected:
 		s := fmt.Sprintf("%s's commit was refused", protocol.UpperFirst(a))
-		if experiments.HasReason(o.ZombieFence, engine.ReasonEpochChanged) {
+		if slices.Contains(o.ZombieFence, protocol.ReasonEpochChanged) {
 			s += fmt.Sprintf(" by the fencing token: %s held epoch 1, the row was at epoch %d", a, o.Final.Epoch)
 		}
 		var rs []string
 		for _, r := range o.ZombieFence {
-			if r != engine.ReasonEpochChanged || !strings.Contains(s, "token") {
+			if r != protocol.ReasonEpochChanged || !strings.Contains(s, "token") {
 				rs = append(rs, protocol.FenceReasonPast(r))
 			}
 		}

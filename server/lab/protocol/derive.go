@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
@@ -37,7 +36,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if e.Receiver != nil {
 		r := *e.Receiver
 		r.Accepted = r.Decision.Accepted()
-		r.Replaces = r.Decision == engine.AcceptedNewer || r.Decision == engine.AcceptedOlder
+		r.Replaces = r.Decision == AcceptedNewer || r.Decision == AcceptedOlder
 		e.Receiver = &r
 	}
 	if e.Verdict != nil {

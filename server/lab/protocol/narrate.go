@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
@@ -166,7 +165,7 @@ func sqlNarration(l string, s *SQLEvent) string {
 		return fmt.Sprintf("Worker %s's %s of job %d at epoch %d matched no row: fenced, its result is dropped%s.", l, opName(s.Op), s.JobID, ep, fenceClause(s.Fenced))
 	case s.Op == OpComplete:
 		return fmt.Sprintf("Worker %s committed job %d at epoch %d (1 row).", l, s.JobID, ep)
-	case s.Op == OpFail && s.Status == engine.StatusFailed:
+	case s.Op == OpFail && s.Status == StatusFailed:
 		return fmt.Sprintf("Worker %s reported job %d failed at epoch %d, for good: no attempts are left (1 row).", l, s.JobID, ep)
 	case s.Op == OpFail:
 		return fmt.Sprintf("Worker %s reported job %d failed at epoch %d; it goes back to pending for a retry (1 row).", l, s.JobID, ep)
@@ -248,15 +247,15 @@ func rowNarration(r *RowEvent) string {
 
 func receiverNarration(r *ReceiverEvent) string {
 	switch r.Decision {
-	case engine.AcceptedFirst:
+	case AcceptedFirst:
 		return fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d: the first delivery it has seen.", r.From, r.Epoch, r.JobID)
-	case engine.AcceptedNewer:
+	case AcceptedNewer:
 		return fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d, superseding epoch %d.", r.From, r.Epoch, r.JobID, Int64Of(r.Superseded))
-	case engine.AcceptedSame:
+	case AcceptedSame:
 		return fmt.Sprintf("The receiver accepted worker %s's epoch %d for job %d again: the same epoch, an idempotent retry.", r.From, r.Epoch, r.JobID)
-	case engine.AcceptedOlder:
+	case AcceptedOlder:
 		return fmt.Sprintf("The receiver accepted worker %s's OLDER epoch %d for job %d over epoch %d: it went backwards.", r.From, r.Epoch, r.JobID, Int64Of(r.Superseded))
-	case engine.RefusedStale:
+	case RefusedStale:
 		return fmt.Sprintf("The receiver refused worker %s's epoch %d for job %d: it already holds epoch %d.", r.From, r.Epoch, r.JobID, r.HeldEpoch)
 	}
 	return fmt.Sprintf("The receiver decided %s on worker %s's epoch %d for job %d.", r.Decision, r.From, r.Epoch, r.JobID)

@@ -1,16 +1,15 @@
 package protocol
 
 import (
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
 // FinalRow is the job row at the end of a run.
 type FinalRow struct {
-	Status     engine.Status `json:"status"`
-	Owner      string        `json:"owner"`
-	Epoch      int64         `json:"epoch"`
-	ResultFrom string        `json:"result_from"`
+	Status     Status `json:"status"`
+	Owner      string `json:"owner"`
+	Epoch      int64  `json:"epoch"`
+	ResultFrom string `json:"result_from"`
 }
 
 // FinalReceiver is what the receiver holds at the end of a run.
@@ -55,7 +54,7 @@ type Outcome struct {
 	Delivery experiments.Delivery `json:"delivery"`
 	// ZombieFence lists the kept guards that refused the zombie's commit,
 	// as the commit's own statement judged them.
-	ZombieFence []engine.FenceReason `json:"zombie_fence"`
+	ZombieFence []FenceReason `json:"zombie_fence"`
 	// Answer is the article's prediction this run bears out: what happened
 	// to A's commit.
 	Answer experiments.Answer `json:"answer,omitempty"`
@@ -96,10 +95,10 @@ type Outcome struct {
 
 // Effect is one delivery the receiver took.
 type Effect struct {
-	From     string          `json:"from"` // the worker label in its payload
-	Epoch    int64           `json:"epoch"`
-	Decision engine.Decision `json:"decision"`
-	At       string          `json:"at"`
+	From     string   `json:"from"` // the worker label in its payload
+	Epoch    int64    `json:"epoch"`
+	Decision Decision `json:"decision"`
+	At       string   `json:"at"`
 	// Zombie says the zombie made this delivery; Badge is its decision's
 	// badge key. Both are derived with the outcome's.
 	Zombie bool   `json:"zombie,omitempty"`

@@ -3,7 +3,6 @@ package protocol
 import (
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
 
@@ -146,7 +145,7 @@ type SQLEvent struct {
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	// Status is the status a failure report left the job in: pending (a
 	// retry) or failed.
-	Status engine.Status `json:"status,omitempty"`
+	Status Status `json:"status,omitempty"`
 	// Fenced says what the row held when the compare-and-set was judged,
 	// read by the same statement, and which kept guards it failed.
 	Fenced *Fence `json:"fenced,omitempty"`
@@ -156,10 +155,10 @@ type SQLEvent struct {
 
 // Fence is what a fenced write met: the row as the statement locked it.
 type Fence struct {
-	RowStatus engine.Status        `json:"row_status"`
-	RowOwner  string               `json:"row_owner"`
-	RowEpoch  int64                `json:"row_epoch"`
-	Reasons   []engine.FenceReason `json:"reasons"`
+	RowStatus Status        `json:"row_status"`
+	RowOwner  string        `json:"row_owner"`
+	RowEpoch  int64         `json:"row_epoch"`
+	Reasons   []FenceReason `json:"reasons"`
 }
 
 // ---- checkpoint ----------------------------------------------------------
@@ -267,14 +266,14 @@ const (
 // relay's sending of an outbox delivery (actor: relay). The URL is cut to
 // its last element: the path may carry a run's secret key.
 type CallEvent struct {
-	Result     CallResult      `json:"result"`
-	JobID      int64           `json:"job_id"`
-	Epoch      int64           `json:"epoch"` // the epoch the worker held and sent
-	Owner      string          `json:"owner"`
-	URL        string          `json:"url"`
-	Body       string          `json:"body"`
-	HTTPStatus int             `json:"http_status,omitempty"`
-	Decision   engine.Decision `json:"decision,omitempty"`
+	Result     CallResult `json:"result"`
+	JobID      int64      `json:"job_id"`
+	Epoch      int64      `json:"epoch"` // the epoch the worker held and sent
+	Owner      string     `json:"owner"`
+	URL        string     `json:"url"`
+	Body       string     `json:"body"`
+	HTTPStatus int        `json:"http_status,omitempty"`
+	Decision   Decision   `json:"decision,omitempty"`
 	// HeldEpoch is the newest epoch the receiver holds after the call.
 	HeldEpoch *int64   `json:"held_epoch,omitempty"`
 	Error     *Failure `json:"error,omitempty"`
@@ -303,10 +302,10 @@ const (
 
 // RowImage is a job row's state on one side of a change.
 type RowImage struct {
-	Status     engine.Status `json:"status"`
-	Owner      string        `json:"owner"`
-	Epoch      int64         `json:"epoch"`
-	LeaseUntil *time.Time    `json:"lease_until"`
+	Status     Status     `json:"status"`
+	Owner      string     `json:"owner"`
+	Epoch      int64      `json:"epoch"`
+	LeaseUntil *time.Time `json:"lease_until"`
 }
 
 // RowEvent is a change to a job row as Postgres reported it (actor:
@@ -325,11 +324,11 @@ type RowEvent struct {
 
 // ReceiverEvent is a decision of the receiver (actor: receiver).
 type ReceiverEvent struct {
-	Decision engine.Decision `json:"decision"`
-	JobID    int64           `json:"job_id"`
-	Epoch    int64           `json:"epoch"` // the epoch offered
-	Owner    string          `json:"owner"` // the identity that offered it
-	From     string          `json:"from"`  // the worker label in its payload
+	Decision Decision `json:"decision"`
+	JobID    int64    `json:"job_id"`
+	Epoch    int64    `json:"epoch"` // the epoch offered
+	Owner    string   `json:"owner"` // the identity that offered it
+	From     string   `json:"from"`  // the worker label in its payload
 	// HeldEpoch is the newest epoch the receiver holds after the decision.
 	HeldEpoch int64 `json:"held_epoch"`
 	// Superseded is the epoch this delivery replaced, and the identity
@@ -338,7 +337,7 @@ type ReceiverEvent struct {
 	SupersededOwner string `json:"superseded_owner,omitempty"`
 	Stmt            *Stmt  `json:"stmt,omitempty"`
 	// Accepted says the delivery was taken: an effect happened
-	// (engine.Decision.Accepted). Replaces says it replaced another
+	// (Decision.Accepted). Replaces says it replaced another
 	// epoch's delivery, which is superseded now (accepted-newer,
 	// accepted-older). Both are derived from Decision when the event is
 	// encoded.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/labtest"
@@ -22,12 +21,12 @@ func tm(t time.Time) *time.Time { return &t }
 func sampleEvents() []protocol.Event {
 	o := protocol.Outcome{Ordering: experiments.ZombieFirst, Broken: []string{}, Violations: []protocol.Violation{}, Because: []string{}, Safe: true,
 		ZombieReceiverCall: experiments.CallAcceptedThenSuperseded, ZombieCommit: experiments.CallRejected, Answer: experiments.AnswerRejected, Verdict: "Safe: …",
-		Delivery: experiments.DeliverDirect, ZombieFence: []engine.FenceReason{engine.ReasonEpochChanged}, Reveal: []string{"A's commit was refused."},
-		Effects: []protocol.Effect{{From: "A", Epoch: 1, Decision: engine.AcceptedFirst, At: "2026-12-01T10:00:00Z"}},
-		Final:   protocol.FinalRow{Status: engine.StatusDone, Owner: "worker-b", Epoch: 2, ResultFrom: "B"}, Receiver: protocol.FinalReceiver{Epoch: 2, PayloadFrom: "B"},
+		Delivery: experiments.DeliverDirect, ZombieFence: []protocol.FenceReason{protocol.ReasonEpochChanged}, Reveal: []string{"A's commit was refused."},
+		Effects: []protocol.Effect{{From: "A", Epoch: 1, Decision: protocol.AcceptedFirst, At: "2026-12-01T10:00:00Z"}},
+		Final:   protocol.FinalRow{Status: protocol.StatusDone, Owner: "worker-b", Epoch: 2, ResultFrom: "B"}, Receiver: protocol.FinalReceiver{Epoch: 2, PayloadFrom: "B"},
 		Headline: "Safe: …", Table: []protocol.Cell{{Column: protocol.ColumnCall, Words: "accepted, then superseded", Expected: "accepted, then superseded", AsCorrect: true}}}
 	stmt := protocol.Stmt{Name: "JobComplete", SQL: "UPDATE …", Args: []string{"1"}, Rows: 0}
-	fence := &protocol.Fence{RowStatus: engine.StatusRunning, RowOwner: "worker-b", RowEpoch: 2, Reasons: []engine.FenceReason{engine.ReasonOwnerChanged, engine.ReasonEpochChanged}}
+	fence := &protocol.Fence{RowStatus: protocol.StatusRunning, RowOwner: "worker-b", RowEpoch: 2, Reasons: []protocol.FenceReason{protocol.ReasonOwnerChanged, protocol.ReasonEpochChanged}}
 	exit := 0
 	step := 3
 	info := protocol.RunInfo{ID: "r1", Ordering: experiments.ZombieFirst, Mode: protocol.ModeAuto, Phase: protocol.PhasePlaying, Broken: []string{}, LeaseMS: 1000, PaceMS: 900, Delivery: experiments.DeliverDirect,
@@ -36,18 +35,18 @@ func sampleEvents() []protocol.Event {
 	return []protocol.Event{
 		{Actor: "A", Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpClaim, Result: protocol.ResultOK, Stmt: stmt, JobID: 1, Owner: "worker-a", Epoch: i64(1), LeaseUntil: tm(at(1000))}},
 		{Actor: "A", Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpComplete, Result: protocol.ResultFenced, Stmt: stmt, JobID: 1, Owner: "worker-a", Epoch: i64(1), Fenced: fence}},
-		{Actor: "A", Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpFail, Result: protocol.ResultOK, Stmt: stmt, JobID: 1, Owner: "worker-a", Epoch: i64(1), Status: engine.StatusPending}},
+		{Actor: "A", Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpFail, Result: protocol.ResultOK, Stmt: stmt, JobID: 1, Owner: "worker-a", Epoch: i64(1), Status: protocol.StatusPending}},
 		{Actor: "A", Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpRenew, Result: protocol.ResultFailed, Stmt: stmt, JobID: 1, Owner: "worker-a", Error: &protocol.Failure{Code: protocol.ErrSQL, SQLState: "57P01", Message: "the database is unavailable"}}},
 		{Actor: "A", Kind: protocol.KindCheckpoint, Checkpoint: &protocol.CheckpointEvent{Name: protocol.CheckpointDeliver, JobID: 1, Epoch: i64(1), Owner: "worker-a"}},
 		{Actor: "B", Kind: protocol.KindProcess, Process: &protocol.ProcessEvent{Change: protocol.ProcSpawned, Pid: 43, State: protocol.StateRunning, Owner: "worker-b", SkewMS: 2000}},
 		{Actor: "A", Kind: protocol.KindProcess, Process: &protocol.ProcessEvent{Change: protocol.ProcStopped, Pid: 42, State: protocol.StateStopped, Letter: "T", Signal: "SIGSTOP", Cause: protocol.CauseScript}},
 		{Actor: "A", Kind: protocol.KindProcess, Process: &protocol.ProcessEvent{Change: protocol.ProcExited, Pid: 42, State: protocol.StateExited, ExitCode: &exit}},
-		{Actor: "A", Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryRefused, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}", HTTPStatus: 409, Decision: engine.RefusedStale, HeldEpoch: i64(2)}},
+		{Actor: "A", Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryRefused, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}", HTTPStatus: 409, Decision: protocol.RefusedStale, HeldEpoch: i64(2)}},
 		{Actor: "A", Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryFailed, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}", Error: &protocol.Failure{Code: protocol.ErrUnreachable, Message: "connection refused"}}},
 		{Actor: protocol.ActorPostgres, Kind: protocol.KindRow, Row: &protocol.RowEvent{HistorySeq: 2, JobID: 1, Op: protocol.RowClaim, Writer: "B", App: protocol.AppName("B"),
-			Old: &protocol.RowImage{Status: engine.StatusRunning, Owner: "worker-a", Epoch: 1, LeaseUntil: tm(at(1000))}, New: protocol.RowImage{Status: engine.StatusRunning, Owner: "worker-b", Epoch: 2, LeaseUntil: tm(at(2000))}}},
-		{Actor: protocol.ActorPostgres, Kind: protocol.KindRow, Row: &protocol.RowEvent{HistorySeq: 1, JobID: 1, Op: protocol.RowInsert, App: "fencelab", New: protocol.RowImage{Status: engine.StatusPending}}},
-		{Actor: protocol.ActorReceiver, Kind: protocol.KindReceiver, Receiver: &protocol.ReceiverEvent{Decision: engine.AcceptedNewer, JobID: 1, Epoch: 2, Owner: "worker-b", From: "B", HeldEpoch: 2, Superseded: i64(1), SupersededOwner: "worker-a", Stmt: &stmt}},
+			Old: &protocol.RowImage{Status: protocol.StatusRunning, Owner: "worker-a", Epoch: 1, LeaseUntil: tm(at(1000))}, New: protocol.RowImage{Status: protocol.StatusRunning, Owner: "worker-b", Epoch: 2, LeaseUntil: tm(at(2000))}}},
+		{Actor: protocol.ActorPostgres, Kind: protocol.KindRow, Row: &protocol.RowEvent{HistorySeq: 1, JobID: 1, Op: protocol.RowInsert, App: "fencelab", New: protocol.RowImage{Status: protocol.StatusPending}}},
+		{Actor: protocol.ActorReceiver, Kind: protocol.KindReceiver, Receiver: &protocol.ReceiverEvent{Decision: protocol.AcceptedNewer, JobID: 1, Epoch: 2, Owner: "worker-b", From: "B", HeldEpoch: 2, Superseded: i64(1), SupersededOwner: "worker-a", Stmt: &stmt}},
 		{Actor: protocol.ActorPostgres, Kind: protocol.KindLease, Lease: &protocol.LeaseEvent{Change: protocol.LeaseExpired, JobID: 1, Epoch: 1, Owner: "worker-a", Holder: "A", LeaseUntil: at(1000), DBNow: at(1001), Clock: protocol.ClockDatabase}},
 		{Actor: protocol.ActorPostgres, Kind: protocol.KindLease, Lease: &protocol.LeaseEvent{Change: protocol.LeaseTakenLive, JobID: 1, Epoch: 1, Owner: "worker-a", Holder: "A", LeaseUntil: at(1000), DBNow: at(300), Clock: protocol.ClockWorker, ClockOf: "B", SkewMS: 2000, LiveMS: 700}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindStep, Text: "Step 1 of 8: A claims.", Step: &protocol.StepEvent{Index: 0, Total: 8, Action: experiments.ActClaim, Worker: "A"}},
@@ -56,7 +55,7 @@ func sampleEvents() []protocol.Event {
 		{Actor: protocol.ActorRunner, Kind: protocol.KindRunState, RunState: &protocol.RunStateEvent{Info: info}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindBatch, Batch: &protocol.BatchEvent{Name: experiments.BatchMatrix, Phase: protocol.BatchStarted, LeaseMS: 300, Cells: []protocol.MatrixCell{{Run: "r2", Ordering: experiments.ZombieFirst, Broken: "epoch-check"}}}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindBatch, Batch: &protocol.BatchEvent{Name: experiments.BatchEpochCheck, Phase: protocol.BatchFinished, LeaseMS: 300, Cells: []protocol.MatrixCell{{Run: "r2", Ordering: experiments.ZombieFirst, Broken: "epoch-check"}}, Answer: "Neither ordering failed.", Unsafe: []string{}}},
-		{Actor: protocol.ActorRelay, Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryAccepted, JobID: 1, Epoch: 2, Owner: "worker-b", URL: ".../deliveries", Body: "{}", HTTPStatus: 200, Decision: engine.AcceptedFirst, HeldEpoch: i64(2)}},
+		{Actor: protocol.ActorRelay, Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryAccepted, JobID: 1, Epoch: 2, Owner: "worker-b", URL: ".../deliveries", Body: "{}", HTTPStatus: 200, Decision: protocol.AcceptedFirst, HeldEpoch: i64(2)}},
 		{Actor: "A", Kind: protocol.KindCall, Call: &protocol.CallEvent{Result: protocol.DeliveryDeferred, JobID: 1, Epoch: 1, Owner: "worker-a", URL: ".../deliveries", Body: "{}"}},
 		{Actor: "A", Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteSkip, Worker: "A"}},
 		{Actor: protocol.ActorRunner, Kind: protocol.KindNote, Note: &protocol.NoteEvent{Code: protocol.NoteStopped, Reason: protocol.StopReplaced}},

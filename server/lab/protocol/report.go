@@ -1,19 +1,17 @@
 package protocol
 
-import (
-	"github.com/fencelab/fencelab/engine"
-)
+import ()
 
 // JobReport is one job's end in a free-play run.
 type JobReport struct {
-	JobID        int64         `json:"job_id"`
-	Status       engine.Status `json:"status"`
-	Owner        string        `json:"owner"`
-	Epoch        int64         `json:"epoch"`
-	ResultFrom   string        `json:"result_from"`
-	ReceiverFrom string        `json:"receiver_from"`
-	Claims       int           `json:"claims"`
-	Violations   []Violation   `json:"violations"`
+	JobID        int64       `json:"job_id"`
+	Status       Status      `json:"status"`
+	Owner        string      `json:"owner"`
+	Epoch        int64       `json:"epoch"`
+	ResultFrom   string      `json:"result_from"`
+	ReceiverFrom string      `json:"receiver_from"`
+	Claims       int         `json:"claims"`
+	Violations   []Violation `json:"violations"`
 }
 
 // Report is the outcome of a free-play run: every job, checked.

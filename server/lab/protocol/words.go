@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 )
@@ -33,21 +32,21 @@ func Calls() []experiments.Call {
 }
 
 // FenceReasons lists the engine's reasons a fenced write was refused.
-func FenceReasons() []engine.FenceReason {
-	return []engine.FenceReason{engine.ReasonNotRunning, engine.ReasonOwnerChanged, engine.ReasonEpochChanged}
+func FenceReasons() []FenceReason {
+	return []FenceReason{ReasonNotRunning, ReasonOwnerChanged, ReasonEpochChanged}
 }
 
 // fenceReasonWords are a fence reason's words without the row's values:
 // as it stands, and told after the fact.
-var fenceReasonWords = map[engine.FenceReason]struct{ now, past string }{
-	engine.ReasonNotRunning:   {"the job is no longer running", "the job was no longer running"},
-	engine.ReasonOwnerChanged: {"another owner holds the job", "another owner held the job"},
-	engine.ReasonEpochChanged: {"the row's epoch moved on", "the row's epoch had moved on"},
+var fenceReasonWords = map[FenceReason]struct{ now, past string }{
+	ReasonNotRunning:   {"the job is no longer running", "the job was no longer running"},
+	ReasonOwnerChanged: {"another owner holds the job", "another owner held the job"},
+	ReasonEpochChanged: {"the row's epoch moved on", "the row's epoch had moved on"},
 }
 
 // FenceReasonWords says a reason a fenced write was refused, without the
 // row's values: "the row's epoch moved on".
-func FenceReasonWords(r engine.FenceReason) string {
+func FenceReasonWords(r FenceReason) string {
 	if w, ok := fenceReasonWords[r]; ok {
 		return w.now
 	}
@@ -56,7 +55,7 @@ func FenceReasonWords(r engine.FenceReason) string {
 
 // FenceReasonPast is FenceReasonWords told after the fact, as the reveal
 // tells a run: "the row's epoch had moved on".
-func FenceReasonPast(r engine.FenceReason) string {
+func FenceReasonPast(r FenceReason) string {
 	if w, ok := fenceReasonWords[r]; ok {
 		return w.past
 	}
@@ -64,13 +63,13 @@ func FenceReasonPast(r engine.FenceReason) string {
 }
 
 // ReasonWords says, in a clause, why a fenced write was refused.
-func ReasonWords(r engine.FenceReason, f Fence) string {
+func ReasonWords(r FenceReason, f Fence) string {
 	switch r {
-	case engine.ReasonNotRunning:
+	case ReasonNotRunning:
 		return fmt.Sprintf("the job is %s, no longer running", f.RowStatus)
-	case engine.ReasonOwnerChanged:
+	case ReasonOwnerChanged:
 		return fmt.Sprintf("the job is owned by %s now", f.RowOwner)
-	case engine.ReasonEpochChanged:
+	case ReasonEpochChanged:
 		return fmt.Sprintf("the row is at epoch %d", f.RowEpoch)
 	}
 	return string(r)
@@ -109,12 +108,12 @@ var badges = map[string]Badge{
 	"call.deferred": {"quiet", "⧗ to the outbox"},
 	"call.skipped":  {"same", "already delivered: not called"},
 
-	"receiver." + string(engine.AcceptedFirst): {"ok", "✓ accepted (first)"},
-	"receiver." + string(engine.AcceptedNewer): {"ok", "✓ accepted (newer epoch)"},
-	"receiver." + string(engine.AcceptedSame):  {"same", "✓ accepted again (same epoch)"},
-	"receiver." + string(engine.AcceptedOlder): {"bad", "⚠ accepted an OLDER epoch"},
-	"receiver." + string(engine.RefusedStale):  {"refused", "✗ refused: stale epoch"},
-	"receiver." + string(engine.Duplicate):     {"same", "duplicate key: no effect"},
+	"receiver." + string(AcceptedFirst): {"ok", "✓ accepted (first)"},
+	"receiver." + string(AcceptedNewer): {"ok", "✓ accepted (newer epoch)"},
+	"receiver." + string(AcceptedSame):  {"same", "✓ accepted again (same epoch)"},
+	"receiver." + string(AcceptedOlder): {"bad", "⚠ accepted an OLDER epoch"},
+	"receiver." + string(RefusedStale):  {"refused", "✗ refused: stale epoch"},
+	"receiver." + string(Duplicate):     {"same", "duplicate key: no effect"},
 
 	"process.spawned":   {"quiet", "spawned"},
 	"process.ready":     {"quiet", "ready"},
@@ -154,7 +153,7 @@ func markBadge(m Mark) Badge {
 }
 
 // receiverBadge is the badge key of a receiver's decision.
-func receiverBadge(d engine.Decision) string { return "receiver." + string(d) }
+func receiverBadge(d Decision) string { return "receiver." + string(d) }
 
 // MarkText is a mark's sign and words.
 type MarkText struct {
@@ -360,7 +359,7 @@ type WordTable struct {
 	Deliveries map[experiments.Delivery]string     `json:"deliveries"`
 	Batches    map[experiments.BatchName]BatchText `json:"batches"`
 	Columns    map[Column]string                   `json:"columns"`
-	Reasons    map[engine.FenceReason]string       `json:"reasons"`
+	Reasons    map[FenceReason]string              `json:"reasons"`
 	Modes      map[Mode]string                     `json:"modes"`
 	Phases     map[RunPhase]string                 `json:"phases"`
 	Stops      map[StopReason]string               `json:"stops"`
@@ -435,7 +434,7 @@ func Words() WordTable {
 			Alone:   "With leases alone",
 		},
 		Answers: map[experiments.Answer]string{}, Deliveries: map[experiments.Delivery]string{}, Batches: map[experiments.BatchName]BatchText{},
-		Columns: map[Column]string{}, Reasons: map[engine.FenceReason]string{}, Modes: map[Mode]string{},
+		Columns: map[Column]string{}, Reasons: map[FenceReason]string{}, Modes: map[Mode]string{},
 		Phases: map[RunPhase]string{}, Stops: map[StopReason]string{}, Marks: map[Mark]MarkText{}, Styles: map[string]string{}}
 	for _, st := range experiments.Styles() {
 		w.Styles[st.Name] = StyleShort(st.Name)

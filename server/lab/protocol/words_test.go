@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
@@ -75,8 +74,8 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 	})
 	walk("experiments.Chapter", names(experiments.Chapters()), func(v string) []string { return strs(experiments.Chapter(v).Title()) })
 	walk("protocol.Column", names(protocol.Columns()), func(v string) []string { return strs(w.Columns[protocol.Column(v)]) })
-	walk("engine.FenceReason", names(protocol.FenceReasons()), func(v string) []string {
-		r := engine.FenceReason(v)
+	walk("protocol.FenceReason", names(protocol.FenceReasons()), func(v string) []string {
+		r := protocol.FenceReason(v)
 		return strs(w.Reasons[r], protocol.FenceReasonPast(r), protocol.ReasonWords(r, protocol.Fence{}))
 	})
 	walk("protocol.Mode", names(protocol.Modes()), func(v string) []string { return strs(w.Modes[protocol.Mode(v)]) })
@@ -94,7 +93,7 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Note: &protocol.NoteEvent{Code: protocol.NoteCode(v)}})].Label)
 	})
 	walk("engine.Decision", declared["engine.Decision"], func(v string) []string {
-		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Receiver: &protocol.ReceiverEvent{Decision: engine.Decision(v)}})].Label)
+		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Receiver: &protocol.ReceiverEvent{Decision: protocol.Decision(v)}})].Label)
 	})
 	walk("protocol.CallResult", declared["protocol.CallResult"], func(v string) []string {
 		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Call: &protocol.CallEvent{Result: protocol.CallResult(v)}})].Label)
@@ -106,7 +105,7 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Lease: &protocol.LeaseEvent{Change: protocol.LeaseChange(v)}})].Label)
 	})
 	walk("engine.Status", declared["engine.Status"], func(v string) []string {
-		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Row: &protocol.RowEvent{New: protocol.RowImage{Status: engine.Status(v)}}})].Label)
+		return strs(w.Badges[protocol.BadgeKey(protocol.Event{Row: &protocol.RowEvent{New: protocol.RowImage{Status: protocol.Status(v)}}})].Label)
 	})
 	// A statement's badge, for every op and every result it can have.
 	for _, op := range declared["protocol.Op"] {
@@ -120,7 +119,7 @@ func TestWords_EveryCodeHasWords(t *testing.T) {
 			}
 			if r == string(protocol.ResultFenced) {
 				e.SQL.Owner, e.SQL.Epoch = "worker-a", i64(2)
-				e.SQL.Fenced = &protocol.Fence{RowStatus: engine.StatusDone, RowOwner: "worker-a", RowEpoch: 2}
+				e.SQL.Fenced = &protocol.Fence{RowStatus: protocol.StatusDone, RowOwner: "worker-a", RowEpoch: 2}
 				if b, ok := w.Badges[protocol.BadgeKey(e)]; !ok || b.Label == "" || !strings.HasSuffix(protocol.BadgeKey(e), ".overtaken") {
 					t.Errorf("a %s refused to its own owner (badge key %q) has no badge", op, protocol.BadgeKey(e))
 				}
@@ -177,18 +176,18 @@ func TestEncode_CarriesWhatThePageWouldOtherwiseDecide(t *testing.T) {
 		return m
 	}
 	overtaken := protocol.Event{Kind: protocol.KindSQL, SQL: &protocol.SQLEvent{Op: protocol.OpComplete, Result: protocol.ResultFenced, Owner: "worker-a", Epoch: i64(2),
-		Fenced: &protocol.Fence{RowStatus: engine.StatusDone, RowOwner: "worker-a", RowEpoch: 2}}}
+		Fenced: &protocol.Fence{RowStatus: protocol.StatusDone, RowOwner: "worker-a", RowEpoch: 2}}}
 	if got := enc(overtaken)["badge"]; got != "sql.complete.overtaken" {
 		t.Errorf("a commit refused to the job's own owner wears badge %v", got)
 	}
-	rcv := protocol.Event{Kind: protocol.KindReceiver, Receiver: &protocol.ReceiverEvent{Decision: engine.AcceptedNewer, From: "B"}}
+	rcv := protocol.Event{Kind: protocol.KindReceiver, Receiver: &protocol.ReceiverEvent{Decision: protocol.AcceptedNewer, From: "B"}}
 	r := enc(rcv)["receiver"].(map[string]any)
 	if r["accepted"] != true || r["replaces"] != true || rcv.Receiver.Accepted {
 		t.Errorf("an accepted-newer delivery encodes as %v (and the event itself was written: %v)", r, rcv.Receiver.Accepted)
 	}
 	for o, zombie := range map[experiments.Ordering]string{experiments.NewOwnerFirst: "A", experiments.ZombieFirst: "A", experiments.OwnerDoneFirst: "A",
 		experiments.CrashBeforeCommit: "A", experiments.ClockSkew: "", experiments.FreePlay: ""} {
-		out := protocol.Outcome{Ordering: o, Safe: true, Effects: []protocol.Effect{{From: "A", Decision: engine.AcceptedFirst}, {From: "B", Decision: engine.AcceptedNewer}},
+		out := protocol.Outcome{Ordering: o, Safe: true, Effects: []protocol.Effect{{From: "A", Decision: protocol.AcceptedFirst}, {From: "B", Decision: protocol.AcceptedNewer}},
 			Table: []protocol.Cell{{Column: protocol.ColumnCall, AsCorrect: true}, {Column: protocol.ColumnFinal}}}
 		m := enc(out)
 		if z, _ := m["zombie"].(string); z != zombie || m["mark"] != "safe" {
@@ -241,7 +240,7 @@ func TestNarrate_EveryRowOpHasWords(t *testing.T) {
 	seen := map[string]string{}
 	for _, op := range codes(t)["protocol.RowOp"] {
 		e := protocol.Event{Kind: protocol.KindRow, Actor: protocol.ActorPostgres, Row: &protocol.RowEvent{JobID: 7, Op: protocol.RowOp(op), Writer: "B",
-			New: protocol.RowImage{Status: engine.StatusFailed, Owner: "worker-a", Epoch: 3}}}
+			New: protocol.RowImage{Status: protocol.StatusFailed, Owner: "worker-a", Epoch: 3}}}
 		protocol.Narrate(&e)
 		if strings.Contains(e.Text, " changed: ") != (op == string(protocol.RowUpdate)) {
 			t.Errorf("row op %q is told as %q", op, e.Text)

@@ -111,10 +111,10 @@ func Call(ctx context.Context, hc *http.Client, url string, body []byte, ce *pro
 		ce.Result, ce.Error = protocol.DeliveryFailed, &protocol.Failure{Code: protocol.ErrorCode(wire.CodeOfStatus(status)), Message: err.Error()}
 		return rc.DBTime, err
 	case status == http.StatusConflict:
-		ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryRefused, rc.Decision, protocol.Int64(rc.HeldEpoch)
+		ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryRefused, protocol.DecisionOf(rc.Decision), protocol.Int64(rc.HeldEpoch)
 		return rc.DBTime, &engine.StaleError{JobID: ce.JobID, Epoch: ce.Epoch, HeldEpoch: rc.HeldEpoch}
 	}
-	ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryAccepted, rc.Decision, protocol.Int64(rc.HeldEpoch)
+	ce.Result, ce.Decision, ce.HeldEpoch = protocol.DeliveryAccepted, protocol.DecisionOf(rc.Decision), protocol.Int64(rc.HeldEpoch)
 	return rc.DBTime, nil
 }
 

@@ -268,7 +268,7 @@ func TestCall_ReportsTheDecisionFaithfully(t *testing.T) {
 	// B's epoch 2 is taken.
 	ce := &protocol.CallEvent{JobID: 8, Epoch: 2, Owner: "worker-b"}
 	at, err := receiver.Call(ctx, hc, url, body(t, 8, 2, "worker-b", "B"), ce)
-	if err != nil || ce.Result != protocol.DeliveryAccepted || ce.Decision != engine.AcceptedFirst || ce.HTTPStatus != 200 ||
+	if err != nil || ce.Result != protocol.DeliveryAccepted || ce.Decision != protocol.AcceptedFirst || ce.HTTPStatus != 200 ||
 		ce.HeldEpoch == nil || *ce.HeldEpoch != 2 || ce.Error != nil {
 		t.Errorf("B's call: %v, %+v; want accepted-first holding 2", err, ce)
 	}
@@ -284,14 +284,14 @@ func TestCall_ReportsTheDecisionFaithfully(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, engine.ErrStale) || se.JobID != 8 || se.Epoch != 1 || se.HeldEpoch != 2 {
 		t.Errorf("A's call: error %v (%T), want a *StaleError for epoch 1 with 2 held", err, err)
 	}
-	if ce.Result != protocol.DeliveryRefused || ce.Decision != engine.RefusedStale || ce.HTTPStatus != 409 ||
+	if ce.Result != protocol.DeliveryRefused || ce.Decision != protocol.RefusedStale || ce.HTTPStatus != 409 ||
 		ce.HeldEpoch == nil || *ce.HeldEpoch != 2 || ce.Error != nil || at.IsZero() {
 		t.Errorf("A's call: %+v at %v; want refused-stale with 2 held", ce, at)
 	}
 
 	// B's retry of epoch 2 is taken again.
 	ce = &protocol.CallEvent{JobID: 8, Epoch: 2, Owner: "worker-b"}
-	if _, err := receiver.Call(ctx, hc, url, body(t, 8, 2, "worker-b", "B"), ce); err != nil || ce.Decision != engine.AcceptedSame || ce.Result != protocol.DeliveryAccepted {
+	if _, err := receiver.Call(ctx, hc, url, body(t, 8, 2, "worker-b", "B"), ce); err != nil || ce.Decision != protocol.AcceptedSame || ce.Result != protocol.DeliveryAccepted {
 		t.Errorf("B's retry: %v, %+v; want accepted-same", err, ce)
 	}
 

@@ -148,7 +148,7 @@ func Standalone(h *Handler, log *slog.Logger) *echo.Echo {
 // DecisionEvent says what the receiver decided, with the upsert it ran,
 // as an event of the run whose receiver it is.
 func DecisionEvent(d engine.Delivery, rc engine.Receipt, traces []playground.Trace) protocol.Event {
-	re := &protocol.ReceiverEvent{Decision: rc.Decision, JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: protocol.ResultFrom(d.Payload),
+	re := &protocol.ReceiverEvent{Decision: protocol.DecisionOf(rc.Decision), JobID: d.JobID, Epoch: d.Epoch, Owner: d.Owner, From: protocol.ResultFrom(d.Payload),
 		HeldEpoch: rc.HeldEpoch, Superseded: rc.Superseded, SupersededOwner: rc.SupersededOwner}
 	for _, t := range traces {
 		if t.Name == "ReceiverDeliver" || t.Name == "ReaderReceiver" {

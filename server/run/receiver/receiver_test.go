@@ -242,7 +242,7 @@ func TestHandler_OlderEpochIsRefusedAndChangesNothing(t *testing.T) {
 	if len(ds) != 2 || ds[1].Decision != engine.RefusedStale || ds[1].HeldEpoch == nil || *ds[1].HeldEpoch != 2 {
 		t.Errorf("decision log %+v, want the refusal logged with 2 held", ds)
 	}
-	if events := rec.all(); len(events) != 2 || events[1].Receiver == nil || events[1].Receiver.Decision != engine.RefusedStale {
+	if events := rec.all(); len(events) != 2 || events[1].Receiver == nil || events[1].Receiver.Decision != protocol.RefusedStale {
 		t.Errorf("OnDecisionFunc saw %d events, want the acceptance and the refusal: %+v", len(events), events)
 	}
 }
@@ -435,7 +435,7 @@ func TestHandler_DecisionEventSaysWhatTheReceiverDidAndTheSQL(t *testing.T) {
 		t.Fatalf("event %+v is not the receiver's", e)
 	}
 	re := e.Receiver
-	if re.Decision != engine.AcceptedNewer || re.JobID != 5 || re.Epoch != 2 || re.Owner != "worker-b" || re.From != "B" ||
+	if re.Decision != protocol.AcceptedNewer || re.JobID != 5 || re.Epoch != 2 || re.Owner != "worker-b" || re.From != "B" ||
 		re.HeldEpoch != 2 || re.Superseded == nil || *re.Superseded != 1 || re.SupersededOwner != "worker-a" {
 		t.Errorf("receiver event %+v, want B's accepted-newer over A's 1", re)
 	}

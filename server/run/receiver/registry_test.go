@@ -80,7 +80,7 @@ func TestRegistry_TheRunsOwnCredentialIsLetIn(t *testing.T) {
 	if len(events) != 3 {
 		t.Fatalf("the run's emit saw %d events, want 3", len(events))
 	}
-	want := []engine.Decision{engine.AcceptedFirst, engine.AcceptedNewer, engine.RefusedStale}
+	want := []protocol.Decision{protocol.AcceptedFirst, protocol.AcceptedNewer, protocol.RefusedStale}
 	for i, e := range events {
 		if e.Kind != protocol.KindReceiver || e.Receiver == nil || e.Receiver.Decision != want[i] {
 			t.Errorf("event %d = %+v, want the receiver's %s", i, e, want[i])

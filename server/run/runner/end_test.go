@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -33,9 +32,9 @@ func TestRun_OutboxRelaysOnlyAfterCommit(t *testing.T) {
 	ctx := context.Background()
 	defer runner.SetNotifyHook(func(_ *runner.Run, payload string) {
 		var c struct {
-			New struct{ Status engine.Status } `json:"new"`
+			New struct{ Status protocol.Status } `json:"new"`
 		}
-		if json.Unmarshal([]byte(payload), &c) == nil && c.New.Status == engine.StatusDone {
+		if json.Unmarshal([]byte(payload), &c) == nil && c.New.Status == protocol.StatusDone {
 			time.Sleep(400 * time.Millisecond)
 		}
 	})()
@@ -94,7 +93,7 @@ func TestRun_OutboxRelaysOnlyAfterCommit(t *testing.T) {
 		t.Errorf("the receiver heard of the job at event %d, B's commit step is event %d: the relay sent before the commit", first, commit)
 	}
 	done := indexOf(evs, func(e protocol.Event) bool {
-		return e.Row != nil && e.Row.New.Status == engine.StatusDone && e.Row.New.Epoch == 2
+		return e.Row != nil && e.Row.New.Status == protocol.StatusDone && e.Row.New.Epoch == 2
 	})
 	if first := indexOf(evs, relayed); done < 0 || first < done {
 		t.Errorf("the relay's delivery is event %d, the row's done at epoch 2 is event %d: the log shows the delivery before its commit\n%s", first, done, l.ev.dump())

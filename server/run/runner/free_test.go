@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -79,7 +78,7 @@ func checkReport(t *testing.T, rep protocol.Report, job int64, by string) {
 		t.Fatalf("report %+v, want one job done, safe", rep)
 	}
 	j := rep.Jobs[0]
-	if j.JobID != job || j.Status != engine.StatusDone || j.Epoch != 2 || j.ResultFrom != by || j.ReceiverFrom != by || j.Claims != 2 {
+	if j.JobID != job || j.Status != protocol.StatusDone || j.Epoch != 2 || j.ResultFrom != by || j.ReceiverFrom != by || j.Claims != 2 {
 		t.Errorf("the job's report %+v, want done at epoch 2 after 2 claims, %s's result in the row and at the receiver", j, by)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/engine/playground"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/protocol"
@@ -69,7 +68,7 @@ func TestRun_ZombieFirstStepByStepEndsSafe(t *testing.T) {
 	o := r.Outcome()
 	checkOutcome(t, o, outcomeWant{safe: true, call: experiments.CallAcceptedThenSuperseded, commit: experiments.CallRejected,
 		epoch: 2, resultFrom: experiments.NewOwner, receiverFrom: experiments.NewOwner, receiverEp: 2})
-	if o.Final.Status != engine.StatusDone || len(o.Violations) != 0 || len(o.ZombieFence) == 0 {
+	if o.Final.Status != protocol.StatusDone || len(o.Violations) != 0 || len(o.ZombieFence) == 0 {
 		t.Errorf("final %+v, violations %v, zombie fenced by %v: want done, none, and at least the epoch check", o.Final, o.Violations, o.ZombieFence)
 	}
 	if p := r.Phase(); p != protocol.PhaseFinished {

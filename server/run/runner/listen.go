@@ -31,7 +31,7 @@ type rowImage struct {
 }
 
 func (i rowImage) image() protocol.RowImage {
-	out := protocol.RowImage{Status: i.Status, Epoch: i.Epoch, LeaseUntil: i.LeaseUntil}
+	out := protocol.RowImage{Status: protocol.StatusOf(i.Status), Epoch: i.Epoch, LeaseUntil: i.LeaseUntil}
 	if i.Owner != nil {
 		out.Owner = *i.Owner
 	}

@@ -32,11 +32,11 @@ type workerState struct {
 	killCause protocol.Cause // who sent the SIGKILL, if anyone in the run did
 	jobID     int64
 	epoch     int64
-	triedDone bool                 // it sent a commit (complete or fail) statement
-	fence     []engine.FenceReason // what refused its last commit, if anything did
-	skipped   bool                 // it looked its key up and did not call (keyed delivery)
-	slot      bool                 // it holds one of Env.WorkerSlots
-	lastLog   string               // the last line it wrote on stderr: why it stopped, if it did
+	triedDone bool                   // it sent a commit (complete or fail) statement
+	fence     []protocol.FenceReason // what refused its last commit, if anything did
+	skipped   bool                   // it looked its key up and did not call (keyed delivery)
+	slot      bool                   // it holds one of Env.WorkerSlots
+	lastLog   string                 // the last line it wrote on stderr: why it stopped, if it did
 }
 
 // takeSlot takes a worker slot, if the server counts them; it refuses at

@@ -79,14 +79,11 @@ func (w *Worker) statement(c *call, t playground.Trace) *protocol.SQLEvent {
 		s.LeaseUntil = protocol.Time(c.held.LeaseUntil)
 	case t.Rows == 0 && fe != nil:
 		s.Result = protocol.ResultFenced
-		s.Fenced = &protocol.Fence{RowStatus: fe.RowStatus, RowOwner: fe.RowOwner, RowEpoch: fe.RowEpoch, Reasons: fe.Reasons}
-		if s.Fenced.Reasons == nil {
-			s.Fenced.Reasons = []engine.FenceReason{}
-		}
+		s.Fenced = &protocol.Fence{RowStatus: protocol.StatusOf(fe.RowStatus), RowOwner: fe.RowOwner, RowEpoch: fe.RowEpoch, Reasons: protocol.FenceReasonsOf(fe.Reasons)}
 	case c.op == protocol.OpRenew:
 		s.LeaseUntil = protocol.Time(c.lease)
 	case c.op == protocol.OpFail:
-		s.Status = c.status
+		s.Status = protocol.StatusOf(c.status)
 	}
 	return s
 }

@@ -173,7 +173,7 @@ func TestWorker_StepModeObeysCommandsAndIgnoresBadOnes(t *testing.T) {
 	next(waiting("deliver"), "the deliver checkpoint")
 	send(`{"cmd":"proceed"}`)
 	call := next(func(e protocol.Event) bool { return e.Call != nil }, "the receiver call")
-	if c := call.Call; c.Result != protocol.DeliveryAccepted || c.Decision != engine.AcceptedFirst || c.HTTPStatus != 200 || c.Epoch != 1 || *c.HeldEpoch != 1 {
+	if c := call.Call; c.Result != protocol.DeliveryAccepted || c.Decision != protocol.AcceptedFirst || c.HTTPStatus != 200 || c.Epoch != 1 || *c.HeldEpoch != 1 {
 		t.Fatalf("receiver call = %+v", call.Call)
 	}
 	next(waiting("commit"), "the commit checkpoint")
