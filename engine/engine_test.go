@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1141,5 +1142,51 @@ func TestClaim_PendingAndLapsedJobsInRunAtOrder(t *testing.T) {
 	j, err := q.Get(e.ctx, ids["spent"])
 	if err != nil || j.Status != engine.StatusFailed {
 		t.Fatalf("the lapsed job on its last attempt: %+v, %v; want failed", j, err)
+	}
+}
+
+// TestPlace_InTheClaimsOrder: a pending job's place is its rank among the
+// pending jobs in the claim's own order (run_at, then id), 1 for the next;
+// a claimed, done or failed job has none (0); a job that is not there is
+// ErrJobNotFound, and an id that cannot be one is bad input.
+func TestPlace_InTheClaimsOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue(0)
+	ids := e.insert(q, 3)
+	later, err := q.InsertMany(e.ctx, []engine.NewJob{{Payload: []byte(`{}`), RunAt: time.Now().Add(-time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := func(id int64) int {
+		t.Helper()
+		p, err := q.Place(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The job inserted last but due an hour ago comes first, as the claim takes it.
+	if got := []int{place(later[0]), place(ids[0]), place(ids[1]), place(ids[2])}; !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Fatalf("places %v, want [1 2 3 4]", got)
+	}
+	c, err := q.Claim(e.ctx, "worker-a", time.Minute)
+	if err != nil || c.JobID != later[0] {
+		t.Fatalf("the claim took %d (%v), want %d", c.JobID, err, later[0])
+	}
+	if got := []int{place(later[0]), place(ids[0]), place(ids[2])}; !slices.Equal(got, []int{0, 1, 3}) {
+		t.Errorf("places once the first is claimed %v, want [0 1 3]", got)
+	}
+	if _, err := q.Complete(e.ctx, c, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if p := place(later[0]); p != 0 {
+		t.Errorf("a done job's place %d, want 0", p)
+	}
+	if _, err := q.Place(e.ctx, 1<<40); !errors.Is(err, engine.ErrJobNotFound) {
+		t.Errorf("the place of no job: %v, want ErrJobNotFound", err)
+	}
+	if _, err := q.Place(e.ctx, 0); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("the place of job 0: %v, want ErrInvalidInput", err)
 	}
 }

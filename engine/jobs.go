@@ -473,6 +473,30 @@ func (q *Queue) Get(ctx context.Context, id int64) (Job, error) {
 	return j, nil
 }
 
+// Place is a job's place in line: 1 when it is the pending job the next
+// claim takes first (once its run_at has come), n when n-1 pending jobs
+// come before it in the claim's order (run_at, then id); 0 for a job that
+// is not pending (running, done or failed: Get says which). A job whose
+// lease ran out is claimed beside the pending ones and is not counted. A
+// job that does not exist is ErrJobNotFound. For a line a person waits
+// in: "3rd in line".
+func (q *Queue) Place(ctx context.Context, id int64) (int, error) {
+	if err := validateJobID(id); err != nil {
+		return 0, fmt.Errorf("place of job: %w", err)
+	}
+	st := jobPlace(q.cfg.Schema, id)
+	var status Status
+	var place int
+	err := q.db.QueryRow(ctx, st.SQL, st.Args...).Scan(&status, &place)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("place of job %d: %w", id, ErrJobNotFound)
+	}
+	if err != nil {
+		return 0, translate(fmt.Sprintf("place of job %d", id), err)
+	}
+	return place, nil
+}
+
 // List reads up to limit jobs, oldest first.
 func (q *Queue) List(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > 10000 {

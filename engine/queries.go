@@ -483,6 +483,21 @@ func jobGet(schema string, jobID int64) hook.Statement {
 	return b.build()
 }
 
+// jobPlace is a job's status and, pending, its place: the pending jobs
+// before it in the claim's order (run_at, id), and itself. It reads the
+// partial index jobs_pending.
+func jobPlace(schema string, jobID int64) hook.Statement {
+	b := &builder{name: "JobPlace"}
+	t := ident(schema) + ".jobs"
+	id := b.arg(jobID)
+	b.line("SELECT j.status, CASE WHEN j.status = 'pending' THEN")
+	b.line("       (SELECT count(*) FROM %s a WHERE a.status = 'pending' AND (a.run_at, a.id) <= (j.run_at, j.id))", t)
+	b.line("       ELSE 0 END")
+	b.line("  FROM %s j", t)
+	b.line(" WHERE j.id = %s", id)
+	return b.build()
+}
+
 // jobList reads every job, oldest first, up to limit rows.
 func jobList(schema string, limit int) hook.Statement {
 	b := &builder{name: "JobList"}

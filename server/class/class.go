@@ -93,7 +93,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return &Store{pool: cfg.Pool, cfg: cfg}, nil
 }
 
-
 // Class is one class as its teacher sees it.
 type Class struct {
 	ID      string     `json:"id"`

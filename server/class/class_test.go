@@ -410,18 +410,7 @@ func TestClass_OpensBesideABusyClass(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t, class.Config{})
-	c, _, err := s.Create(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var students []class.Student
-	for _, name := range []string{"Ada", "Bea", "Cy", "Dee"} {
-		st, _, err := s.Join(ctx, c.Code, name, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		students = append(students, st)
-	}
+	c, students := classOf(t, s, "Ada", "Bea", "Cy", "Dee")
 	stop := make(chan struct{})
 	var busy sync.WaitGroup
 	var mu sync.Mutex

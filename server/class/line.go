@@ -30,12 +30,14 @@ const lineSchema = "fencelab_checkline"
 
 // Turn is a check whose turn has come: what the line hands its PlayFunc.
 type Turn struct {
-	Job      int64            `json:"-"`
-	Epoch    int64            `json:"-"`
-	Class    string           `json:"class"`
-	Student  string           `json:"student"`
-	Solution sandbox.Solution `json:"solution"`
-	LeaseMS  int64            `json:"lease_ms"`
+	Job     int64  `json:"-"`
+	Epoch   int64  `json:"-"`
+	Class   string `json:"class"`
+	Student string `json:"student"`
+	// What it plays, read from the student's row when its turn comes (a
+	// job put in line by an older server carries them itself).
+	Solution sandbox.Solution `json:"solution,omitzero"`
+	LeaseMS  int64            `json:"lease_ms,omitempty"`
 }
 
 // ErrElsewhere is a PlayFunc's answer when the student's session is not
@@ -131,8 +133,18 @@ func (s *Store) OpenLine(ctx context.Context, cfg LineConfig) (*Line, error) {
 // Submit puts a student's check in the line and returns its job. A
 // student has one check in line at a time: one that still waits takes the
 // new statements and keeps its place; one being played is a conflict.
+//
+// The job carries the class and the student; what it plays is the
+// student's row's (line_check), which a later Submit replaces while the
+// job waits. Submit holds that row while it reads the job's state through
+// the engine and writes; a check whose turn comes meanwhile reads the row
+// after it (lineCheckSQL), so it plays what the student sent last.
 func (l *Line) Submit(ctx context.Context, classID, studentID string, sol sandbox.Solution, lease time.Duration) (int64, error) {
-	payload, err := json.Marshal(Turn{Class: classID, Student: studentID, Solution: sol, LeaseMS: lease.Milliseconds()})
+	payload, err := json.Marshal(Turn{Class: classID, Student: studentID})
+	if err != nil {
+		return 0, err
+	}
+	check, err := json.Marshal(lineCheck{Solution: sol, LeaseMS: lease.Milliseconds()})
 	if err != nil {
 		return 0, err
 	}
@@ -141,26 +153,33 @@ func (l *Line) Submit(ctx context.Context, classID, studentID string, sol sandbo
 		return 0, dbError("put the check in line", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
-	if _, err := tx.Exec(ctx, lineLockSQL, studentID); err != nil {
+	var last *int64
+	switch err := tx.QueryRow(ctx, lineMineSQL, studentID).Scan(&last); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, fault.Errorf(fault.NotFound, "no such student")
+	case err != nil:
 		return 0, dbError("put the check in line", err)
 	}
-	var id int64
-	var status string
-	switch err := tx.QueryRow(ctx, lineMineSQL, studentID).Scan(&id, &status); {
-	case errors.Is(err, pgx.ErrNoRows):
+	id := int64(0)
+	if last != nil {
+		switch place, done, err := l.Place(ctx, *last); {
+		case err != nil:
+			return 0, err
+		case place > 0:
+			id = *last // it waits: the new statements take its place
+		case !done:
+			return 0, fault.Errorf(fault.Conflict, "your check is being played: its result comes in a moment")
+		}
+	}
+	if id == 0 {
 		ids, err := l.q.InsertTx(ctx, tx, []engine.NewJob{{Payload: payload, MaxAttempts: maxTries}})
 		if err != nil {
 			return 0, dbError("put the check in line", err)
 		}
 		id = ids[0]
-	case err != nil:
+	}
+	if _, err := tx.Exec(ctx, lineSetSQL, studentID, id, check); err != nil {
 		return 0, dbError("put the check in line", err)
-	case status == string(engine.StatusRunning):
-		return 0, fault.Errorf(fault.Conflict, "your check is being played: its result comes in a moment")
-	default:
-		if _, err := tx.Exec(ctx, lineReplaceSQL, id, payload); err != nil {
-			return 0, dbError("put the check in line", err)
-		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, dbError("put the check in line", err)
@@ -168,23 +187,31 @@ func (l *Line) Submit(ctx context.Context, classID, studentID string, sol sandbo
 	return id, nil
 }
 
+// lineCheck is what a student's check in line plays.
+type lineCheck struct {
+	Solution sandbox.Solution `json:"solution"`
+	LeaseMS  int64            `json:"lease_ms"`
+}
+
 // Place is a check's place in the line: 1 for the next to be played, 0
-// once it is played or done (done says so).
+// once it is played or done (done says so). It asks the engine.
 func (l *Line) Place(ctx context.Context, job int64) (place int, done bool, err error) {
-	var status string
-	if err := l.store.pool.QueryRow(ctx, linePlaceSQL, job).Scan(&status, &place); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, true, nil
-		}
+	switch place, err := l.q.Place(ctx, job); {
+	case errors.Is(err, engine.ErrJobNotFound):
+		return 0, true, nil
+	case err != nil:
+		return 0, false, dbError("read the check's place", err)
+	case place > 0:
+		return place, false, nil
+	}
+	j, err := l.q.Get(ctx, job)
+	switch {
+	case errors.Is(err, engine.ErrJobNotFound):
+		return 0, true, nil
+	case err != nil:
 		return 0, false, dbError("read the check's place", err)
 	}
-	switch engine.Status(status) {
-	case engine.StatusPending:
-		return place, false, nil
-	case engine.StatusRunning:
-		return 0, false, nil
-	}
-	return 0, true, nil
+	return 0, j.Status != engine.StatusRunning && j.Status != engine.StatusPending, nil
 }
 
 // Run serves the line until ctx ends: this instance's share of the
@@ -214,6 +241,23 @@ func (l *Line) play(ctx context.Context, c engine.Claim) ([]byte, engine.TxFunc,
 		return nil, nil, fmt.Errorf("a check in line that is not one: %w", err)
 	}
 	t.Job, t.Epoch = c.JobID, c.Epoch
+	var check []byte
+	switch err := l.store.pool.QueryRow(ctx, lineCheckSQL, t.Student, c.JobID).Scan(&check); {
+	case errors.Is(err, pgx.ErrNoRows) && t.Solution == (sandbox.Solution{}):
+		// The student is gone (their class was forgotten): nothing to play.
+		return []byte(`{"gone":true}`), nil, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		// A check put in line by an older server, with its statements in
+		// the job: played as it is.
+	case err != nil:
+		return nil, nil, dbError("read the check in line", err)
+	default:
+		var lc lineCheck
+		if err := json.Unmarshal(check, &lc); err != nil {
+			return nil, nil, fmt.Errorf("a check in line that is not one: %w", err)
+		}
+		t.Solution, t.LeaseMS = lc.Solution, lc.LeaseMS
+	}
 	played, err := l.cfg.Play(ctx, t)
 	if err != nil {
 		return nil, nil, err

@@ -2,12 +2,14 @@ package class_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/class"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -20,18 +22,8 @@ func TestLine_OnePerStudentPlacesAndKeptOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := open(t, class.Config{})
-	c, _, err := s.Create(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ada, _, err := s.Join(ctx, c.Code, "Ada", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bea, _, err := s.Join(ctx, c.Code, "Bea", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, students := classOf(t, s, "Ada", "Bea")
+	ada, bea := students[0], students[1]
 
 	// Instance "here" holds Ada and Bea; instance "there" holds nobody.
 	var mu sync.Mutex
@@ -116,4 +108,88 @@ func TestLine_OnePerStudentPlacesAndKeptOnce(t *testing.T) {
 		t.Errorf("passing %d, want Ada's alone", b.Summary.Passing)
 	}
 	t.Logf("checks tried on the instance that did not hold the student: %d", elsewhere)
+}
+
+// A check put in line by an older server carries its statements in the
+// job (no row of the student's says what to play): it is played as it is,
+// and kept; a check whose student is gone completes with nothing kept.
+func TestLine_ACheckFromAnOlderServerIsPlayed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := open(t, class.Config{})
+	c, students := classOf(t, s, "Ada")
+	ada := students[0]
+	var mu sync.Mutex
+	var played []sandbox.Solution
+	l, err := s.OpenLine(ctx, class.LineConfig{Owner: engine.UniqueOwner("test"), Retry: 100 * time.Millisecond,
+		Play: func(ctx context.Context, tu class.Turn) (class.Played, error) {
+			if tu.Class != c.ID {
+				return class.Played{}, class.ErrElsewhere // another test's class
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			played = append(played, tu.Solution)
+			rep := report(tu.Solution == sandbox.Ours())
+			return class.Played{Report: &rep}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.NewQueue(pgtest.Pool(t), engine.QueueConfig{Schema: "fencelab_checkline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(map[string]any{"class": c.ID, "student": ada.ID, "solution": sandbox.Ours(), "lease_ms": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := q.Insert(ctx, old, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := q.Insert(ctx, []byte(`{"class":"`+c.ID+`","student":"c-nobody"}`), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	for _, id := range []int64{job, gone} {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if _, end, err := l.Place(ctx, id); err != nil || end {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d did not end", id)
+			}
+		}
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(played) != 1 || played[0] != sandbox.Ours() {
+		t.Errorf("played %d checks, want the older server's one with its statements", len(played))
+	}
+	b, err := s.Board(context.Background(), c, false)
+	if err != nil || len(b.Students) != 1 || b.Students[0].Checks != 1 {
+		t.Errorf("the board: %+v %v, want Ada's one check kept", b, err)
+	}
+}
+
+// classOf opens a class in s with a student of each name.
+func classOf(t *testing.T, s *class.Store, names ...string) (class.Class, []class.Student) {
+	t.Helper()
+	c, _, err := s.Create(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sts []class.Student
+	for _, n := range names {
+		st, _, err := s.Join(context.Background(), c.Code, n, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts = append(sts, st)
+	}
+	return c, sts
 }

@@ -30,6 +30,11 @@ CREATE INDEX IF NOT EXISTS students_session ON fencelab_classes.students (sessio
 -- Added after the table, so a database set up by an older server gets it too.
 ALTER TABLE fencelab_classes.students ADD COLUMN IF NOT EXISTS name_key text;
 CREATE UNIQUE INDEX IF NOT EXISTS students_name_key ON fencelab_classes.students (class, name_key);
+-- The student's check in the class's line: its job in the line's queue,
+-- and what it plays (statements and lease), which a later check waiting
+-- in the same place replaces.
+ALTER TABLE fencelab_classes.students ADD COLUMN IF NOT EXISTS line_job bigint;
+ALTER TABLE fencelab_classes.students ADD COLUMN IF NOT EXISTS line_check jsonb;
 CREATE TABLE IF NOT EXISTS fencelab_classes.checks (
     id       bigserial   PRIMARY KEY,
     student  text        NOT NULL REFERENCES fencelab_classes.students (id) ON DELETE CASCADE,
@@ -42,9 +47,13 @@ CREATE INDEX IF NOT EXISTS checks_student ON fencelab_classes.checks (student, i
 
 	// readySQL says whether setupSQL has nothing to do: the last thing it
 	// makes on each table is there (students_name_key needs the name_key
-	// column it adds). It reads the catalog as tables (pgsetup.Once).
-	readySQL = `SELECT count(*) = 2 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = 'fencelab_classes' AND c.relname IN ('students_name_key', 'checks_student')`
+	// column it adds; line_check is the last column it adds). It reads the
+	// catalog as tables (pgsetup.Once).
+	readySQL = `SELECT (SELECT count(*) = 2 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'fencelab_classes' AND c.relname IN ('students_name_key', 'checks_student'))
+   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'fencelab_classes' AND c.relname = 'students' AND a.attname = 'line_check' AND NOT a.attisdropped)`
 
 	// clientLockSQL makes one client's classes open one at a time, so
 	// that opens at once count each other.
@@ -81,19 +90,18 @@ RETURNING joined`
  ORDER BY s.joined, s.id`
 )
 
-// The line's statements, beside the engine's own on its jobs table.
+// The line's statements on the class's own tables; the line's jobs are
+// the engine's, reached through its API alone.
 const (
-	// lineLockSQL puts one student's checks in line one at a time.
-	lineLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fencelab_checkline ' || $1))`
-	// lineMineSQL is the student's check in line or being played, if any.
-	lineMineSQL = `SELECT id, status FROM fencelab_checkline.jobs
- WHERE payload->>'student' = $1 AND status IN ('pending', 'running') ORDER BY id LIMIT 1`
-	lineReplaceSQL = `UPDATE fencelab_checkline.jobs SET payload = $2, updated_at = now() WHERE id = $1 AND status = 'pending'`
-	// linePlaceSQL is a check's status and, pending, its place: the
-	// checks ahead of it, and itself.
-	linePlaceSQL = `SELECT j.status, (SELECT count(*) FROM fencelab_checkline.jobs a
-  WHERE a.status = 'pending' AND a.id <= j.id)::int
-  FROM fencelab_checkline.jobs j WHERE j.id = $1`
+	// lineMineSQL holds the student's row while their check is put in
+	// line, and reads the job of their last one. NO KEY UPDATE: a check of
+	// theirs being kept meanwhile (its key share) does not wait for it.
+	lineMineSQL = `SELECT line_job FROM fencelab_classes.students WHERE id = $1 FOR NO KEY UPDATE`
+	lineSetSQL  = `UPDATE fencelab_classes.students SET line_job = $2, line_check = $3 WHERE id = $1`
+	// lineCheckSQL reads what a check whose turn has come plays, waiting
+	// for a Submit that holds the row: a later check that took the first
+	// one's place while it waited is the one played.
+	lineCheckSQL = `SELECT line_check FROM fencelab_classes.students WHERE id = $1 AND line_job = $2 FOR SHARE`
 	// recordStudentSQL keeps a student's check, if their class is open,
 	// and marks the class used.
 	recordStudentSQL = `WITH kept AS (
