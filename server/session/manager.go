@@ -3,10 +3,11 @@
 // that lets one person drive while any number watch.
 //
 // A Manager owns every session, the server-wide caps on runs, checks and
-// load labs, and the spare schemas made ahead of runs. Its membership of
-// the instances sharing its Postgres (the lock that tells its schemas from
-// those a dead server left behind, and where each session lives) is
-// package instances'; what a gone instance left is its (leftovers.go).
+// load labs, and when spare schemas are made ahead of runs. Its membership
+// of the instances sharing its Postgres (the lock that tells its schemas
+// from those a dead server left behind, and where each session lives) is
+// package instances'; the runs' schemas apart from the runs (their names,
+// the spares, what a gone instance left) are package runschemas'.
 package session
 
 import (
@@ -20,12 +21,12 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/instances"
 	"github.com/fencelab/fencelab/server/lab/experiments"
-	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/recording"
 	"github.com/fencelab/fencelab/server/run/notify"
@@ -33,6 +34,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/supervisor"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/fencelab/fencelab/server/session/line"
+	"github.com/fencelab/fencelab/server/session/runschemas"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -196,20 +198,22 @@ type Config struct {
 
 // Manager owns every session. It is safe for concurrent use.
 type Manager struct {
-	cfg      Config
-	env      *runner.Env
-	instance string
-	ctx      context.Context // ends at Close
-	cancel   context.CancelFunc
-	fill     context.Context // ends as Close begins: no spare or prestarted worker is made after
-	stopFill context.CancelFunc
-	runSlots chan struct{}
-	loads    chan struct{}       // one token per load lab running
-	inst     *instances.Instance // this server among those sharing its Postgres
-	events   *eventlog.Budget    // the events every session keeps, together
-	line     *line.Line          // the checks waiting for their turn
-	checks   line.Times          // how long checks take to play here
-	spares   spares
+	cfg       Config
+	env       *runner.Env
+	instance  string
+	ctx       context.Context // ends at Close
+	cancel    context.CancelFunc
+	fill      context.Context // ends as Close begins: no spare or prestarted worker is made after
+	stopFill  context.CancelFunc
+	runSlots  chan struct{}
+	loads     chan struct{}       // one token per load lab running
+	inst      *instances.Instance // this server among those sharing its Postgres
+	events    *eventlog.Budget    // the events every session keeps, together
+	line      *line.Line          // the checks waiting for their turn
+	checks    line.Times          // how long checks take to play here
+	spares    *runschemas.Spares
+	lastStart atomic.Int64   // unix nanoseconds of the last run that started
+	ahead     sync.WaitGroup // the goroutines that make things ahead of runs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -241,21 +245,18 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.fill, m.stopFill = context.WithCancel(context.Background())
-	m.spares.ch = make(chan judge.Schemas, cfg.Limits.SpareRuns)
-	m.spares.taken = make(chan struct{}, 1)
+	m.spares = runschemas.NewSpares(cfg.Pool, m.instance, cfg.Limits.SpareRuns, m.quietIn, cfg.Log)
 	inst, err := instances.Join(ctx, instances.Config{Pool: cfg.Pool, ID: m.instance, URL: cfg.AdvertiseURL,
-		GoneAfter: cfg.Limits.GoneAfter, SweepEvery: cfg.Limits.SweepEvery, Sessions: m.sessionIDs, Leftovers: leftovers{m}, Log: cfg.Log})
+		GoneAfter: cfg.Limits.GoneAfter, SweepEvery: cfg.Limits.SweepEvery, Sessions: m.sessionIDs, Leftovers: runschemas.Leftovers{Pool: cfg.Pool}, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("session manager: %w", err)
 	}
 	m.inst = inst
 	if cfg.Limits.SpareRuns > 0 {
-		m.spares.wg.Add(1)
-		go m.fillSpares()
+		m.ahead.Go(func() { m.spares.Fill(m.fill) })
 	}
 	if cfg.Limits.PrestartedWorkers > 0 && cfg.Supervisor != nil {
-		m.spares.wg.Add(1)
-		go m.fillPrestarted()
+		m.ahead.Go(m.fillPrestarted)
 	}
 	return m, nil
 }
@@ -266,9 +267,6 @@ func (m *Manager) Limits() Limits { return m.cfg.Limits }
 // Instance returns this server's instance id, the second part of every
 // schema name it makes (fl_<instance>_...).
 func (m *Manager) Instance() string { return m.instance }
-
-// schemaPrefix starts every schema a server makes: fl_<instance>_.
-const schemaPrefix = "fl_"
 
 // Instances is this server among the instances sharing its Postgres:
 // its lock, its peers and where their sessions live.
@@ -664,9 +662,9 @@ func (m *Manager) Close() {
 	m.sessions = map[string]*Session{}
 	m.mu.Unlock()
 	m.stopFill()
-	m.spares.wg.Wait() // a spare being made is finished, and dropped below
+	m.ahead.Wait() // a spare being made is finished, and dropped below
 	var wg sync.WaitGroup
-	wg.Go(m.dropSpares) // beside the sessions' own ends
+	wg.Go(m.spares.DropAll) // beside the sessions' own ends
 	for _, s := range all {
 		wg.Go(func() { s.close(protocol.SessionShutdown) })
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/fencelab/fencelab/server/session/line"
+	"github.com/fencelab/fencelab/server/session/runschemas"
 )
 
 // Session is one visitor's playground: its runs and their event log. The
@@ -238,8 +239,7 @@ func (s *Session) next(kind string) (id string, schemas judge.Schemas, err error
 	}
 	s.runSerial++
 	n := strconv.FormatInt(s.runSerial, 36)
-	base := schemaPrefix + s.m.instance + "_" + s.serial + "_" + n
-	return kind + n, judge.Schemas{Jobs: base + "_j", Receiver: base + "_r"}, nil
+	return kind + n, runschemas.Pair(s.m.instance, s.serial+"_"+n), nil
 }
 
 // startRun ends the current run and starts a new one. The caller holds
@@ -318,7 +318,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 	if err != nil {
 		release() // refused before it began: nothing will end to give the slot back
 		if spec.Prepared {
-			s.m.dropSchemas(spec.Schemas) // no run took them over
+			runschemas.Drop(s.m.cfg.Pool, s.m.cfg.Log, spec.Schemas) // no run took them over
 		}
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
+	"github.com/fencelab/fencelab/server/session/runschemas"
 )
 
 // TestMain gives the tests one Postgres, and removes the fencelab binary
@@ -32,8 +33,8 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 	if err := sandbox.Harden(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	gone := judge.Schemas{Jobs: schemaPrefix + "g0ne_1_1_j", Receiver: schemaPrefix + "g0ne_1_1_r"}
-	live := judge.Schemas{Jobs: schemaPrefix + "l1ve_1_1_j", Receiver: schemaPrefix + "l1ve_1_1_r"}
+	gone := judge.Schemas{Jobs: runschemas.Prefix + "g0ne_1_1_j", Receiver: runschemas.Prefix + "g0ne_1_1_r"}
+	live := judge.Schemas{Jobs: runschemas.Prefix + "l1ve_1_1_j", Receiver: runschemas.Prefix + "l1ve_1_1_r"}
 	for _, s := range []judge.Schemas{gone, live} {
 		if err := judge.Setup(ctx, pool, s); err != nil {
 			t.Fatal(err)
@@ -66,7 +67,7 @@ func TestSweepOrphans_DropsAGoneServersSandboxRoles(t *testing.T) {
 	defer m.Close()
 	var roles []string
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		roles, err = sandbox.ListRoles(ctx, pool, schemaPrefix)
+		roles, err = sandbox.ListRoles(ctx, pool, runschemas.Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestSweep_AKilledPeersSchemasGoWhileTheOthersRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	dead := judge.Schemas{Jobs: schemaPrefix + "d3ad_1_1_j", Receiver: schemaPrefix + "d3ad_1_1_r"}
+	dead := judge.Schemas{Jobs: runschemas.Prefix + "d3ad_1_1_j", Receiver: runschemas.Prefix + "d3ad_1_1_r"}
 	if err := judge.Setup(ctx, pool, dead); err != nil {
 		t.Fatal(err)
 	}
