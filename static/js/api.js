@@ -4,6 +4,18 @@
 /** Where a tab keeps the token that drives session id (sessionStorage): the page reads it, a class's join writes it. */
 export const driveTokenKey = (id) => `fencelab.token.${id}`;
 
+/**
+ * The control token: handed to the page that made the session (given),
+ * carried in a drive link's #token=, or kept in this tab from before
+ * (under key); kept in the tab from now on. Never in the URL bar.
+ */
+export function controlToken(given, key) {
+  let token = new URLSearchParams(location.hash.slice(1)).get("token") || given || "";
+  if (!token) { try { token = sessionStorage.getItem(key) || ""; } catch { /* storage may be off */ } }
+  if (token) { try { sessionStorage.setItem(key, token); } catch { /* fine */ } }
+  return token;
+}
+
 export class ApiError extends Error {
   constructor(status, code, message, detail) {
     super(message);

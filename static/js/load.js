@@ -36,6 +36,45 @@ function el(name, attrs, text) {
 export class LoadLab {
   constructor() { this.clear(); }
 
+  /**
+   * Start a load lab from form with send (the page's command sender): its
+   * errors in the lab's status line; when the server cannot run one, the
+   * latest recorded lab replayed instead.
+   */
+  bindForm(form, send) {
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.stopReplay();
+      this.asked();
+      send({ action: "load", workers: Number(form.elements.workers.value), jobs: Number(form.elements.jobs.value) }, {
+        busy: (why) => this.playRecording(why),
+        say: (msg) => {
+          if (!msg) return;
+          this.clear();
+          this.draw();
+          byTest("load-status").textContent = msg;
+        },
+      });
+    });
+  }
+
+  /** When the server cannot run a load lab: the latest recorded one, replayed. */
+  async playRecording(why) {
+    let rec;
+    try {
+      const res = await fetch("/api/recordings/load");
+      rec = await res.json();
+      if (!res.ok) throw new Error(rec.error || `HTTP ${res.status}`);
+    } catch (err) {
+      this.clear();
+      this.draw();
+      byTest("load-status").textContent = `${why}; and no recorded load lab could be fetched (${err.message}).`;
+      return;
+    }
+    const when = rec.seed ? "a lab recorded when this server was built" : `a lab recorded ${new Date(rec.recorded).toLocaleString()}`;
+    this.replay(rec, `The server cannot run a load lab right now (${why.replace(/[.;]\s.*$/, "")}), so here is ${when}: its counts are the real ones, replayed faster.`);
+  }
+
   clear() {
     this.id = "";
     this.config = null;

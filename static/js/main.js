@@ -2,7 +2,7 @@
 // events over the WebSocket; the session driven through its JSON API.
 // window.fencelab exposes the page's state to tests and a host page.
 
-import { Api, Stream, driveTokenKey } from "./api.js";
+import { Api, Stream, driveTokenKey, controlToken } from "./api.js";
 import { apply, fold, newRun, isHeartbeat, verdictWords } from "./model.js";
 import { byTest, esc } from "./dom.js";
 import { Timeline, renderLanes, tickLeases, renderOutcome, clearOutcome, renderConnection, lanes } from "./view.js";
@@ -15,6 +15,7 @@ import { LoadLab } from "./load.js";
 import * as predict from "./predict.js";
 import { findRecording, recordingSummary, recordingNote } from "./recordings.js";
 import * as host from "./embed.js";
+import { sharing } from "./share.js";
 
 const boot = JSON.parse(document.getElementById("fencelab-state").textContent);
 const scenarios = boot.scenarios;
@@ -22,13 +23,7 @@ setWords(scenarios.words);
 const sessionId = boot.session.id || ""; // none when the server was too busy to make one
 const tokenKey = driveTokenKey(sessionId);
 
-// The control token: handed to the page that made the session, carried in a
-// drive link's #token=, or kept in this tab from before. Never in the URL bar.
-let token = boot.token || "";
-const hashToken = new URLSearchParams(location.hash.slice(1)).get("token");
-if (hashToken) token = hashToken;
-if (!token) { try { token = sessionStorage.getItem(tokenKey) || ""; } catch { /* storage may be off */ } }
-if (token) { try { sessionStorage.setItem(tokenKey, token); } catch { /* fine */ } }
+let token = controlToken(boot.token, tokenKey);
 
 // A shared solution (#sol=) opens as the recipient's own copy, even from
 // the sender's address bar (/s/<id>…): a session of its own.
@@ -462,38 +457,7 @@ function scriptedBusy(cmd) {
 
 // ---- the load lab -------------------------------------------------------------------
 
-byTest("load-form").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const f = ev.target;
-  loadLab.stopReplay();
-  loadLab.asked();
-  send({ action: "load", workers: Number(f.elements.workers.value), jobs: Number(f.elements.jobs.value) }, {
-    busy: playLoadRecording,
-    say: (msg) => {
-      if (!msg) return;
-      loadLab.clear();
-      loadLab.draw();
-      byTest("load-status").textContent = msg;
-    },
-  });
-});
-
-/** When the server cannot run a load lab: the latest recorded one, replayed. */
-async function playLoadRecording(why) {
-  let rec;
-  try {
-    const res = await fetch("/api/recordings/load");
-    rec = await res.json();
-    if (!res.ok) throw new Error(rec.error || `HTTP ${res.status}`);
-  } catch (err) {
-    loadLab.clear();
-    loadLab.draw();
-    byTest("load-status").textContent = `${why}; and no recorded load lab could be fetched (${err.message}).`;
-    return;
-  }
-  const when = rec.seed ? "a lab recorded when this server was built" : `a lab recorded ${new Date(rec.recorded).toLocaleString()}`;
-  loadLab.replay(rec, `The server cannot run a load lab right now (${why.replace(/[.;]\s.*$/, "")}), so here is ${when}: its counts are the real ones, replayed faster.`);
-}
+loadLab.bindForm(byTest("load-form"), send);
 
 // ---- when the live demo is busy: a recorded run -----------------------------------
 
@@ -743,30 +707,6 @@ document.addEventListener("click", (ev) => {
 const help = byTest("help");
 function toggleHelp() { if (help.open) help.close(); else help.showModal(); }
 byTest("help-open").addEventListener("click", toggleHelp);
-byTest("share").addEventListener("click", () => {
-  const base = `${location.origin}/s/${sessionId}`;
-  byTest("share-watch").value = base;
-  byTest("share-drive").value = token ? `${base}#token=${token}` : "";
-  byTest("share-drive-wrap").hidden = !token;
-  const q = query({ embed: false, present: false });
-  byTest("embed-code").value = host.embedCode(q);
-  byTest("present-link").href = `/?present=1&${q}`;
-  drawShareQR();
-  byTest("lesson-link").href = "/?lesson=predict&present=1";
-  byTest("copied").textContent = "";
-  byTest("share-dialog").showModal();
-});
-byTest("copy-embed").addEventListener("click", async () => {
-  const ta = byTest("embed-code");
-  try {
-    await navigator.clipboard.writeText(ta.value);
-    byTest("copied").textContent = "Copied.";
-  } catch {
-    ta.select();
-    byTest("copied").textContent = "Selected: press Ctrl+C (or ⌘C) to copy.";
-  }
-});
-
 bindKeys({ runOrToggle, stepForward, stepBack, reset, toggleHelp, closeDialogs: () => { for (const d of document.querySelectorAll("dialog[open]")) d.close(); } });
 
 // ---- the matrix and runs the session already has ------------------------------
@@ -778,40 +718,8 @@ for (const r of boot.session.runs || []) {
 }
 batches.draw();
 
-// The watch link as a QR code for students' phones, on the address the
-// server picks or another the presenter picks (kept in this browser).
-const addrKey = "fencelab.watch-addr";
-const addresses = boot.addresses || [];
-function pickedAddress() {
-  let ip = "";
-  try { ip = localStorage.getItem(addrKey) || ""; } catch { /* storage may be off */ }
-  return addresses.find((a) => a.ip === ip) || addresses.find((a) => a.default) || null;
-}
-function drawQR(img, note, select, wrap) {
-  if (!sessionId) return;
-  const a = boot.reachable ? pickedAddress() : null;
-  const url = a ? a.url : boot.watch_url;
-  img.src = `/s/${encodeURIComponent(sessionId)}/qr.svg${a && !a.default ? `?addr=${encodeURIComponent(a.ip)}` : ""}`;
-  img.dataset.addr = a ? a.ip : "";
-  note.textContent = boot.reachable
-    ? `Students: scan to watch live, or open ${url}`
-    : `This server listens on this machine only (${boot.watch_url}): phones cannot reach it. Start it with --addr :8080 to let a classroom join.`;
-  wrap.hidden = !boot.reachable || addresses.length < 2;
-  if (wrap.hidden) return;
-  select.innerHTML = addresses.map((x) => `<option value="${esc(x.ip)}">${esc(x.ip)} (${esc(x.name)}${x.default ? ", the default route" : ""})</option>`).join("");
-  select.value = a ? a.ip : "";
-}
-function bindAddressPicker(img, note, select, wrap) {
-  select.addEventListener("change", () => {
-    try { localStorage.setItem(addrKey, select.value); } catch { /* fine */ }
-    drawQR(img, note, select, wrap);
-    if (boot.present) drawJoin();
-  });
-}
-function drawJoin() { drawQR(byTest("join-qr"), byTest("join-note"), byTest("join-addr"), byTest("join-addr-wrap")); }
-function drawShareQR() { drawQR(byTest("share-qr"), byTest("share-qr-note"), byTest("share-addr"), byTest("share-addr-wrap")); }
-bindAddressPicker(byTest("share-qr"), byTest("share-qr-note"), byTest("share-addr"), byTest("share-addr-wrap"));
-bindAddressPicker(byTest("join-qr"), byTest("join-note"), byTest("join-addr"), byTest("join-addr-wrap"));
+// Sharing the session: its dialog, and the watch link's QR codes.
+const { drawJoin } = sharing({ boot, sessionId, token: () => token, query });
 if (boot.present && sessionId) {
   byTest("join").hidden = false;
   drawJoin();
