@@ -22,7 +22,7 @@ const (
 // ahead of runs (spare schemas, prestarted workers): 0 when it is now.
 func (m *Manager) quietIn() time.Duration {
 	since := time.Since(time.Unix(0, m.lastStart.Load()))
-	busy := m.RunsInFlight() > cap(m.runSlots)/4 && since < quietLong
+	busy := m.RunsInFlight() > m.admit.MaxRuns()/4 && since < quietLong
 	if since >= quietFor && !busy {
 		return 0
 	}

@@ -131,14 +131,14 @@ func (s *Session) playCheck(ctx context.Context, release func(), sol sandbox.Sol
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
-	if err := s.m.takeBatchReplacing(s.client, replacing); err != nil {
+	if err := s.m.admit.TakeBatch(s.client, replacing); err != nil {
 		release()
 		return Result{}, err
 	}
 	taken := true
 	defer func() {
 		if taken {
-			s.m.releaseBatch(s.client)
+			s.m.admit.ReleaseBatch(s.client)
 			release()
 		}
 	}()
@@ -146,7 +146,7 @@ func (s *Session) playCheck(ctx context.Context, release func(), sol sandbox.Sol
 		return Result{}, err
 	}
 	probes, err := s.validate(ctx, sol)
-	s.m.releaseRun(s.client)
+	s.m.admit.ReleaseRun(s.client)
 	if err != nil {
 		return Result{}, err
 	}

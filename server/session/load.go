@@ -26,12 +26,12 @@ func (s *Session) startLoad(cfg experiments.LoadConfig) (Result, error) {
 	default:
 		return Result{}, fault.Errorf(fault.Busy, "the server runs %d load lab%s at a time, and it is busy; try again in half a minute", cap(s.m.loads), plural(cap(s.m.loads)))
 	}
-	if err := s.m.takeBatch(s.client); err != nil {
+	if err := s.m.admit.TakeBatch(s.client, false); err != nil {
 		<-s.m.loads
 		return Result{}, err
 	}
 	release := func() {
-		s.m.releaseBatch(s.client)
+		s.m.admit.ReleaseBatch(s.client)
 		<-s.m.loads
 	}
 	l, err := runner.StartLoad(s.m.env, runner.LoadSpec{ID: id, Config: cfg, EmitFunc: s.emit,

@@ -32,6 +32,7 @@ import (
 	"github.com/fencelab/fencelab/server/run/notify"
 	"github.com/fencelab/fencelab/server/run/runner"
 	"github.com/fencelab/fencelab/server/run/supervisor"
+	"github.com/fencelab/fencelab/server/session/admit"
 	"github.com/fencelab/fencelab/server/session/eventlog"
 	"github.com/fencelab/fencelab/server/session/line"
 	"github.com/fencelab/fencelab/server/session/runschemas"
@@ -205,7 +206,7 @@ type Manager struct {
 	cancel    context.CancelFunc
 	fill      context.Context // ends as Close begins: no spare or prestarted worker is made after
 	stopFill  context.CancelFunc
-	runSlots  chan struct{}
+	admit     *admit.Admission    // the run slots and the per-client caps
 	loads     chan struct{}       // one token per load lab running
 	inst      *instances.Instance // this server among those sharing its Postgres
 	events    *eventlog.Budget    // the events every session keeps, together
@@ -217,14 +218,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	clients  map[string]*clientUse // by client; loopback clients are not counted
 	serial   int64
 	closed   bool
-}
-
-// clientUse is what one client holds now.
-type clientUse struct {
-	sessions, runs, batches, workers int
 }
 
 // NewManager takes this instance's lock in Postgres, drops the schemas of
@@ -236,13 +231,15 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), runSlots: make(chan struct{}, cfg.Limits.MaxRuns), line: line.New(cfg.Limits.MaxChecks),
+	m := &Manager{cfg: cfg, instance: hex.EncodeToString(b[:]), line: line.New(cfg.Limits.MaxChecks),
 		loads:    make(chan struct{}, cfg.Limits.MaxLoads),
-		sessions: map[string]*Session{}, clients: map[string]*clientUse{}, events: &eventlog.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
+		sessions: map[string]*Session{}, events: &eventlog.Budget{Max: int64(cfg.Limits.MaxEventsTotal), MaxBytes: int64(cfg.Limits.MaxEventsTotalMB) << 20}}
 	m.env = &runner.Env{Pool: cfg.Pool, DatabaseURL: cfg.DatabaseURL, Supervisor: cfg.Supervisor, Notify: cfg.Notify, Receivers: cfg.Receivers,
 		Clock: &runner.DBClock{Pool: cfg.Pool}, WorkerSlots: make(chan struct{}, WorkerConnections(cfg.Limits)+2*cfg.Limits.MaxWorkers),
 		ExternalReceiver: cfg.ExternalReceiver, Log: cfg.Log,
 		Limits: runner.Limits{MaxWorkers: cfg.Limits.MaxWorkers, MaxJobs: cfg.Limits.MaxJobs, MaxStall: cfg.Limits.MaxStall}}
+	m.admit = admit.New(admit.Caps{MaxRuns: cfg.Limits.MaxRuns, MaxRunsPerClient: cfg.Limits.MaxRunsPerClient,
+		MaxBatchesPerClient: cfg.Limits.MaxBatchesPerClient, MaxWorkersPerClient: cfg.Limits.MaxWorkersPerClient})
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.fill, m.stopFill = context.WithCancel(context.Background())
 	m.spares = runschemas.NewSpares(cfg.Pool, m.instance, cfg.Limits.SpareRuns, m.quietIn, cfg.Log)
@@ -324,10 +321,10 @@ func (m *Manager) CreateFor(client string) (*Session, error) {
 		return nil, fault.Errorf(fault.Busy, "the server is shutting down")
 	}
 	lim := m.cfg.Limits
-	if u := m.clients[client]; client != "" && u != nil && u.sessions >= lim.MaxSessionsPerClient {
+	if n := m.admit.Sessions(client); client != "" && n >= lim.MaxSessionsPerClient {
 		old := m.oldestLocked(func(s *Session) bool { return s.client == client && s.Log.Subscribers() == 0 })
 		if old == nil {
-			return nil, fault.Errorf(fault.Busy, "this address has %d sessions open here, its limit; close a tab, or try again in a few minutes", u.sessions)
+			return nil, fault.Errorf(fault.Busy, "this address has %d sessions open here, its limit; close a tab, or try again in a few minutes", n)
 		}
 		evicted = append(evicted, m.removeLocked(old))
 	}
@@ -342,57 +339,10 @@ func (m *Manager) CreateFor(client string) (*Session, error) {
 	s := newSession(m, randomToken(16), randomToken(24), strconv.FormatInt(m.serial, 36))
 	s.client = client
 	m.sessions[s.ID] = s
-	if client != "" {
-		m.use(client).sessions++
-	}
+	m.admit.AddSession(client)
 	m.cfg.Log.Debug("session created", "session", s.short(), "sessions", len(m.sessions))
 	made = s
 	return s, nil
-}
-
-// use returns what a client holds; m.mu must be held.
-func (m *Manager) use(client string) *clientUse {
-	u := m.clients[client]
-	if u == nil {
-		u = &clientUse{}
-		m.clients[client] = u
-	}
-	return u
-}
-
-// takeWorker takes one of a client's worker slots (none for loopback).
-func (m *Manager) takeWorker(client string) error {
-	if client == "" {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	u := m.use(client)
-	if u.workers >= m.cfg.Limits.MaxWorkersPerClient {
-		m.forget(client)
-		return fault.Errorf(fault.Busy, "this address has %d worker processes here, its limit; end a run or kill a worker first", u.workers)
-	}
-	u.workers++
-	return nil
-}
-
-func (m *Manager) giveWorker(client string) {
-	if client == "" {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if u := m.clients[client]; u != nil && u.workers > 0 {
-		u.workers--
-		m.forget(client)
-	}
-}
-
-// forget drops a client that holds nothing any more; m.mu must be held.
-func (m *Manager) forget(client string) {
-	if u := m.clients[client]; u != nil && *u == (clientUse{}) {
-		delete(m.clients, client)
-	}
 }
 
 // oldestLocked is the least recently active session that ok accepts, or
@@ -418,12 +368,7 @@ func (m *Manager) removeLocked(s *Session) *Session {
 		return s
 	}
 	delete(m.sessions, s.ID)
-	if s.client != "" {
-		if u := m.clients[s.client]; u != nil {
-			u.sessions--
-			m.forget(s.client)
-		}
-	}
+	m.admit.DropSession(s.client)
 	return s
 }
 
@@ -526,99 +471,7 @@ func (m *Manager) acquireRun(ctx context.Context, client string, wait time.Durat
 	if err := m.roomForRun(ctx, 2); err != nil {
 		return err
 	}
-	if client != "" {
-		m.mu.Lock()
-		u := m.use(client)
-		if u.runs >= m.cfg.Limits.MaxRunsPerClient {
-			m.forget(client)
-			m.mu.Unlock()
-			return fault.Errorf(fault.Busy, "this address is running %d runs at once here, its limit; try again when one has ended", u.runs)
-		}
-		u.runs++
-		m.mu.Unlock()
-	}
-	if err := m.takeSlot(ctx, wait); err != nil {
-		m.releaseClient(client)
-		return err
-	}
-	return nil
-}
-
-// releaseClient gives back a client's count of one run.
-func (m *Manager) releaseClient(client string) {
-	if client == "" {
-		return
-	}
-	m.mu.Lock()
-	if u := m.clients[client]; u != nil && u.runs > 0 {
-		u.runs--
-		m.forget(client)
-	}
-	m.mu.Unlock()
-}
-
-// takeBatch counts one more batch playing for a client; it refuses a
-// client at its cap.
-func (m *Manager) takeBatch(client string) error { return m.takeBatchReplacing(client, false) }
-
-// takeBatchReplacing is takeBatch for a batch that replaces one of the
-// client's still playing (stopped before the new one plays): one over the
-// cap is let through for it.
-func (m *Manager) takeBatchReplacing(client string, replacing bool) error {
-	if client == "" {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	u := m.use(client)
-	limit := m.cfg.Limits.MaxBatchesPerClient
-	if replacing {
-		limit++
-	}
-	if u.batches >= limit {
-		m.forget(client)
-		return fault.Errorf(fault.Busy, "this address is playing %d batches at once here, its limit; try again when one has ended", u.batches)
-	}
-	u.batches++
-	return nil
-}
-
-// releaseBatch gives back a client's count of one batch.
-func (m *Manager) releaseBatch(client string) {
-	if client == "" {
-		return
-	}
-	m.mu.Lock()
-	if u := m.clients[client]; u != nil && u.batches > 0 {
-		u.batches--
-		m.forget(client)
-	}
-	m.mu.Unlock()
-}
-
-// takeSlot takes one of the server's run slots, waiting up to wait.
-func (m *Manager) takeSlot(ctx context.Context, wait time.Duration) error {
-	select {
-	case m.runSlots <- struct{}{}:
-		return nil
-	default:
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case m.runSlots <- struct{}{}:
-			return nil
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	return fault.Errorf(fault.Busy, "the server is running %d runs at once, its limit; try again in a moment", m.cfg.Limits.MaxRuns)
-}
-
-func (m *Manager) releaseRun(client string) {
-	<-m.runSlots
-	m.releaseClient(client)
+	return m.admit.TakeRun(ctx, client, wait)
 }
 
 // EventsKept returns how many events every session keeps, together.
@@ -628,7 +481,7 @@ func (m *Manager) EventsKept() int64 { return m.events.Kept() }
 func (m *Manager) LoadsRunning() int { return len(m.loads) }
 
 // RunsInFlight returns how many runs hold a slot.
-func (m *Manager) RunsInFlight() int { return len(m.runSlots) }
+func (m *Manager) RunsInFlight() int { return m.admit.RunsInFlight() }
 
 // record keeps a finished run's events, to replay when the server is busy.
 func (m *Manager) record(s *Session, r *runner.Run, o *protocol.Outcome) {

@@ -57,7 +57,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 	lim := s.m.cfg.Limits
 	s.stopBatch(protocol.StopReplaced)
 	if chk == nil || !chk.taken {
-		if err := s.m.takeBatch(s.client); err != nil {
+		if err := s.m.admit.TakeBatch(s.client, false); err != nil {
 			return Result{}, err
 		}
 	}
@@ -71,7 +71,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 	for i, rc := range rcs {
 		id, schemas, err := s.nextRun()
 		if err != nil {
-			s.m.releaseBatch(s.client)
+			s.m.admit.ReleaseBatch(s.client)
 			release()
 			return Result{}, err
 		}
@@ -101,7 +101,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 	go func() {
 		defer close(b.done)
 		defer release()
-		defer s.m.releaseBatch(s.client)
+		defer s.m.admit.ReleaseBatch(s.client)
 		outcomes := make([]*protocol.Outcome, len(specs))
 		failures := make([]*protocol.Failure, len(specs))
 		var wg sync.WaitGroup

@@ -297,7 +297,7 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 			s.mu.Lock()
 			s.inFlight--
 			s.mu.Unlock()
-			s.m.releaseRun(s.client)
+			s.m.admit.ReleaseRun(s.client)
 		}
 	}
 	// A spare pair of schemas, made in advance, if there is one.
@@ -306,8 +306,8 @@ func (s *Session) open(ctx context.Context, spec runner.Spec, wait time.Duration
 	}
 	spec.EmitFunc = s.emit
 	client := s.client
-	spec.TakeWorkerFunc = func() error { return s.m.takeWorker(client) }
-	spec.GiveWorkerFunc = func() { s.m.giveWorker(client) }
+	spec.TakeWorkerFunc = func() error { return s.m.admit.TakeWorker(client) }
+	spec.GiveWorkerFunc = func() { s.m.admit.GiveWorker(client) }
 	spec.OnEndFunc = func(r *runner.Run) {
 		release()
 		if o := r.Outcome(); o != nil {
