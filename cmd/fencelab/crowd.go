@@ -102,14 +102,15 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("crowd: find own executable: %w", err)
 		}
 	}
+	server := crowd.Server{URL: *target, AllowRemote: *allowRemote, Executable: exe, ServeFlags: serveFlags,
+		Log: log.New(stderr, "fencelab crowd: ", 0)}
 	if set["class"] {
 		for _, name := range []string{"readers", "ramp", "ordering", "pace", "settle"} {
 			if set[name] {
 				return usagef("fencelab crowd: --%s is for readers pressing Run; --class plays students pressing Check", name)
 			}
 		}
-		cfg := crowd.ClassConfig{Students: *students, URL: *target, AllowRemote: *allowRemote, Executable: exe,
-			ServeFlags: serveFlags, Log: log.New(stderr, "fencelab crowd: ", 0)}
+		cfg := crowd.ClassConfig{Students: *students, Server: server}
 		if set["lease"] {
 			cfg.Lease = *lease
 		}
@@ -123,9 +124,7 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return bad(err)
 	}
 	cfg := crowd.Config{Readers: counts[0], Settle: *settle, Ramp: *ramp, Timeout: *timeout,
-		Ordering: experiments.Ordering(*ordering), Lease: *lease, Pace: *pace,
-		URL: *target, AllowRemote: *allowRemote, Executable: exe, ServeFlags: serveFlags,
-		Log: log.New(stderr, "fencelab crowd: ", 0)}
+		Ordering: experiments.Ordering(*ordering), Lease: *lease, Pace: *pace, Server: server}
 	if err := cfg.Validate(); err != nil {
 		return bad(err)
 	}

@@ -70,7 +70,7 @@ func TestBudget_TheServersMemoryThroughACrowdAClassAndAHostileReader(t *testing.
 	base := c.url.String()
 	t.Logf("at start: %s", memOf(t, c.pid))
 
-	rep, err := Run(ctx, Config{URL: base, Readers: 100, Pace: DefaultPace, Log: lg})
+	rep, err := Run(ctx, Config{Readers: 100, Pace: DefaultPace, Server: Server{URL: base, Log: lg}})
 	if err != nil {
 		t.Fatalf("the crowd: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestBudget_TheServersMemoryThroughACrowdAClassAndAHostileReader(t *testing.
 	}
 	t.Logf("after the crowd: %s", memOf(t, c.pid))
 
-	crep, err := RunClass(ctx, ClassConfig{URL: base, Students: 30, Log: lg})
+	crep, err := RunClass(ctx, ClassConfig{Students: 30, Server: Server{URL: base, Log: lg}})
 	if err != nil {
 		t.Fatalf("the class: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,14 +67,8 @@ type ClassConfig struct {
 	// report (default DefaultClassTimeout, at most MaxTimeout).
 	Timeout time.Duration
 
-	// URL, AllowRemote, Executable, ServeFlags, Env and Log are as in
-	// Config: the server played against, or the one started.
-	URL         string
-	AllowRemote bool
-	Executable  string
-	ServeFlags  []string
-	Env         []string
-	Log         *log.Logger
+	// Server is the server played against, or the one started.
+	Server
 }
 
 // Validate fills the zero fields that have a default and checks every
@@ -84,8 +77,8 @@ func (c *ClassConfig) Validate() error {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultClassTimeout
 	}
-	if c.Log == nil {
-		c.Log = log.New(io.Discard, "", 0)
+	if err := c.Server.validate(); err != nil {
+		return err
 	}
 	switch {
 	case c.Students < 1 || c.Students > MaxStudents:
@@ -96,13 +89,7 @@ func (c *ClassConfig) Validate() error {
 	if _, err := check.Lease("--lease", c.Lease); err != nil {
 		return invalidf("%v", err)
 	}
-	sc := c.server()
-	return sc.Validate()
-}
-
-// server is the part of a Config that says which server to play against.
-func (c *ClassConfig) server() Config {
-	return Config{URL: c.URL, AllowRemote: c.AllowRemote, Executable: c.Executable, ServeFlags: c.ServeFlags, Env: c.Env, Log: c.Log}
+	return nil
 }
 
 // classSolution is one solution a student checks: ours, or ours with one
@@ -168,8 +155,7 @@ func RunClass(ctx context.Context, cfg ClassConfig) (*ClassReport, error) {
 			return nil, err
 		}
 	}
-	sc := cfg.server()
-	base, child, err := open(ctx, &sc)
+	base, child, err := cfg.open(ctx)
 	if err != nil {
 		return nil, err
 	}

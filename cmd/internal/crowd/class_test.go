@@ -22,8 +22,8 @@ func TestRunClass_FourStudents(t *testing.T) {
 	t.Parallel()
 	m := marker(t)
 	logs := &servertest.LogBuffer{}
-	cfg := ClassConfig{Students: 4, Executable: servertest.Binary(t), Env: []string{"DATABASE_URL=" + pgtest.DSN(t), m},
-		ServeFlags: []string{"--spare-runs=2", "--log-level=warn"}, Log: log.New(logs, "", 0)}
+	cfg := ClassConfig{Students: 4, Server: Server{Executable: servertest.Binary(t), Env: []string{"DATABASE_URL=" + pgtest.DSN(t), m},
+		ServeFlags: []string{"--spare-runs=2", "--log-level=warn"}, Log: log.New(logs, "", 0)}}
 	r, err := RunClass(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("RunClass: %v\nlog: %s", err, logs)

@@ -2,12 +2,13 @@ package crowd
 
 import (
 	"fmt"
-	"github.com/fencelab/fencelab/server/lab/protocol"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fencelab/fencelab/server/lab/protocol"
 )
 
 // ClassReport is how the server held up under one class: what RunClass

@@ -21,10 +21,10 @@
 // lease:
 //
 //	rep, err := crowd.Run(ctx, crowd.Config{
-//		URL:     "http://127.0.0.1:8080",
 //		Readers: 30,
 //		Ramp:    5 * time.Second,
 //		Lease:   300 * time.Millisecond,
+//		Server:  crowd.Server{URL: "http://127.0.0.1:8080"},
 //	})
 //	if rep != nil {
 //		fmt.Print(rep.Table())
@@ -42,7 +42,7 @@
 // teacher's board showing it, polled every 250ms. A class of 30 against
 // a server of its own (the binary at exe):
 //
-//	rep, err := crowd.RunClass(ctx, crowd.ClassConfig{Students: 30, Executable: exe})
+//	rep, err := crowd.RunClass(ctx, crowd.ClassConfig{Students: 30, Server: crowd.Server{Executable: exe}})
 //	if rep != nil {
 //		fmt.Print(rep.Table())
 //	}
@@ -141,6 +141,13 @@ type Config struct {
 	// between two loads, for the server's spare schemas (zero: none).
 	Settle time.Duration
 
+	// Server is the server played against, or the one started.
+	Server
+}
+
+// Server says which server a crowd or a class plays against: one already
+// running (URL), or a fencelab serve of its own.
+type Server struct {
 	// URL is a running server to play against, scheme://host[:port];
 	// empty: start one's own fencelab serve.
 	URL string
@@ -155,9 +162,33 @@ type Config struct {
 	ServeFlags []string
 	Env        []string
 
-	// Log gets the crowd's progress, a line at a time, and the started
-	// server's stderr once it is ready; nil discards it.
+	// Log gets the progress, a line at a time, and the started server's
+	// stderr once it is ready; nil discards it.
 	Log *log.Logger
+}
+
+// validate fills Log and checks which server is meant.
+func (c *Server) validate() error {
+	if c.Log == nil {
+		c.Log = log.New(io.Discard, "", 0)
+	}
+	switch {
+	case c.URL != "" && len(c.ServeFlags) > 0:
+		return invalidf("--serve-flag is for the server this command starts; with --url there is none")
+	case c.URL == "" && c.Executable == "":
+		return invalidf("no --url, and no fencelab binary to start a server from")
+	}
+	for _, f := range c.ServeFlags {
+		if !strings.HasPrefix(f, "-") {
+			return invalidf("--serve-flag %q is not a flag: write it as --serve-flag=--max-runs=120", f)
+		}
+	}
+	if c.URL != "" {
+		if _, err := target(c.URL, c.AllowRemote); err != nil {
+			return invalidf("--url %s %v", c.URL, err)
+		}
+	}
+	return nil
 }
 
 // invalidf is a Config that Validate refuses.
@@ -179,8 +210,8 @@ func (c *Config) Validate() error {
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
-	if c.Log == nil {
-		c.Log = log.New(io.Discard, "", 0)
+	if err := c.Server.validate(); err != nil {
+		return err
 	}
 	maxPace := control.DefaultLimits().MaxPace
 	switch {
@@ -196,23 +227,9 @@ func (c *Config) Validate() error {
 		return invalidf("%v", experiments.RunLease.Validate("--lease", c.Lease))
 	case c.Pace < 0 || c.Pace > maxPace:
 		return invalidf("--pace %v must be between 0 and %v", c.Pace, maxPace)
-	case c.URL != "" && len(c.ServeFlags) > 0:
-		return invalidf("--serve-flag is for the server this command starts; with --url there is none")
-	case c.URL == "" && c.Executable == "":
-		return invalidf("no --url, and no fencelab binary to start a server from")
 	}
 	if o, err := experiments.ParseOrdering(string(c.Ordering)); err != nil || o == experiments.FreePlay {
 		return invalidf("--ordering %q must be one of new-owner-first, zombie-first, owner-done-first, crash-before-commit or clock-skew", c.Ordering)
-	}
-	for _, f := range c.ServeFlags {
-		if !strings.HasPrefix(f, "-") {
-			return invalidf("--serve-flag %q is not a flag: write it as --serve-flag=--max-runs=120", f)
-		}
-	}
-	if c.URL != "" {
-		if _, err := target(c.URL, c.AllowRemote); err != nil {
-			return invalidf("--url %s %v", c.URL, err)
-		}
 	}
 	return nil
 }
@@ -229,7 +246,10 @@ func (c *Config) command() control.Command {
 // error is ErrInterrupted, or says how the server it started did not stop
 // cleanly. A server it starts is stopped and reaped before Run returns.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	base, child, err := open(ctx, &cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base, child, err := cfg.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -246,13 +266,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, endErr(ctx, rep.ServerExit)
 }
 
-// open validates cfg and finds the server it plays against: URL's, once
+// open finds the server played against (validated already): URL's, once
 // it answers /readyz, or a fencelab serve of its own (child), which the
 // caller must stop.
-func open(ctx context.Context, cfg *Config) (*url.URL, *serveChild, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
-	}
+func (cfg *Server) open(ctx context.Context) (*url.URL, *serveChild, error) {
 	if cfg.URL != "" {
 		base, _ := target(cfg.URL, cfg.AllowRemote) // checked by Validate
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -37,9 +37,9 @@ func marker(t *testing.T) string {
 // a child server would otherwise make a hundred pairs in advance.
 func config(t *testing.T, m string, readers int, serveFlags ...string) (Config, *servertest.LogBuffer) {
 	logs := &servertest.LogBuffer{}
-	return Config{Readers: readers, Pace: DefaultPace, Settle: DefaultSettle, Executable: servertest.Binary(t),
+	return Config{Readers: readers, Pace: DefaultPace, Settle: DefaultSettle, Server: Server{Executable: servertest.Binary(t),
 		Env: []string{"DATABASE_URL=" + pgtest.DSN(t), m}, ServeFlags: append([]string{"--spare-runs=2"}, serveFlags...),
-		Log: log.New(logs, "", 0)}, logs
+		Log: log.New(logs, "", 0)}}, logs
 }
 
 func deref[T any](p *T) any {
@@ -138,7 +138,7 @@ func TestRun_URL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.stop() })
-	r, err := Run(context.Background(), Config{URL: srv.url.String(), Readers: 2, Lease: 300 * time.Millisecond, Log: log.New(logs, "", 0)})
+	r, err := Run(context.Background(), Config{Readers: 2, Lease: 300 * time.Millisecond, Server: Server{URL: srv.url.String(), Log: log.New(logs, "", 0)}})
 	if err != nil {
 		t.Fatalf("Run: %v\nlog: %s", err, logs)
 	}
@@ -193,7 +193,7 @@ func TestRun_ServeFlagRefused(t *testing.T) {
 // fault.Invalid, before any server starts; the zero fields get defaults.
 func TestConfig_Validate(t *testing.T) {
 	t.Parallel()
-	ok := Config{URL: "http://127.0.0.1:1"}
+	ok := Config{Server: Server{URL: "http://127.0.0.1:1"}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestConfig_Validate(t *testing.T) {
 		{func(c *Config) { c.URL, c.ServeFlags = "", []string{"max-runs=2"} }, "is not a flag"},
 		{func(c *Config) { c.URL, c.Executable = "", "" }, "no fencelab binary"},
 	} {
-		cfg := Config{URL: "http://127.0.0.1:1", Executable: "/bin/false"}
+		cfg := Config{Server: Server{URL: "http://127.0.0.1:1", Executable: "/bin/false"}}
 		c.edit(&cfg)
 		err := cfg.Validate()
 		if fault.CodeOf(err) != fault.Invalid || !strings.Contains(fmt.Sprint(err), c.want) || strings.Contains(fmt.Sprint(err), "\n") {
@@ -263,7 +263,7 @@ func TestParseReaders(t *testing.T) {
 			t.Errorf("ParseReaders(%q) = %v, %v; want an invalid error with %q", s, got, err, want)
 		}
 	}
-	if _, err := RunSeries(context.Background(), Config{URL: "http://127.0.0.1:1"}, []int{600, 600, 600, 600, 600, 600, 600, 600, 600}); fault.CodeOf(err) != fault.Invalid {
+	if _, err := RunSeries(context.Background(), Config{Server: Server{URL: "http://127.0.0.1:1"}}, []int{600, 600, 600, 600, 600, 600, 600, 600, 600}); fault.CodeOf(err) != fault.Invalid {
 		t.Errorf("RunSeries of 5400 readers: %v, want invalid", err)
 	}
 }

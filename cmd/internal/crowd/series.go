@@ -33,7 +33,10 @@ func RunSeries(ctx context.Context, cfg Config, readers []int) (*Series, error) 
 		}
 	}
 	cfg.Readers = readers[0]
-	base, child, err := open(ctx, &cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base, child, err := cfg.open(ctx)
 	if err != nil {
 		return nil, err
 	}
