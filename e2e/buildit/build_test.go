@@ -786,6 +786,11 @@ func TestBuild_ACheckWaitsInLineAndSaysWhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The reader's page and Build it first: the others' checks last some
+	// 20 s, and a page that loaded after the first of them had ended (a
+	// loaded machine, ci16) found a slot free and was never in line.
+	tab := e2etest.NewTab(t, 375, 900)
+	openBuild(tab, srv.URL+"/")
 	type other struct{ cmds, token string }
 	var others []other
 	for range 3 {
@@ -798,8 +803,6 @@ func TestBuild_ACheckWaitsInLineAndSaysWhere(t *testing.T) {
 		}
 		others = append(others, o)
 	}
-	tab := e2etest.NewTab(t, 375, 900)
-	openBuild(tab, srv.URL+"/")
 	tab.Click("build-check")
 	tab.PollJS(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-progress"))+`).textContent.toLowerCase() === "your check is next in line."`, 30*time.Second) // the narration is the server's: the shout suite upper-cases it
 	buildShot(tab, "build-progress", "build-in-line-375")
