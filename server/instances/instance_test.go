@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,17 +199,7 @@ func TestJoin_RefusesNoSweepTimes(t *testing.T) {
 func TestJoin_TheFirstInstancesOfADatabaseJoinTogether(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := pgtest.Pool(t)
-	db := "join_" + strings.ToLower(strings.TrimPrefix(pgtest.Schema(t), "t_"))
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Database = db
+	cfg := pgtest.Database(t)
 	cfg.MaxConns, cfg.MinConns = 1, 1
 	const n = 6
 	pools := make([]*pgxpool.Pool, n)

@@ -2,7 +2,6 @@ package pgsetup_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,18 +29,29 @@ CREATE INDEX IF NOT EXISTS things_name ON made_once.things (name);`
 func TestOnce_TheFirstInstancesOfADatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := pgtest.Pool(t)
-	db := "once_" + strings.ToLower(strings.TrimPrefix(pgtest.Schema(t), "t_"))
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	cfg := pgtest.Database(t)
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	// Every DDL statement run on the database is logged, made or not:
+	// an event trigger fires for CREATE ... IF NOT EXISTS with nothing to
+	// make too.
+	logDDL, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Database = db
-	cfg.MaxConns, cfg.MinConns = 1, 1
+	t.Cleanup(logDDL.Close)
+	if _, err := logDDL.Exec(ctx, `CREATE TABLE public.ddl_log (tag text NOT NULL);
+CREATE FUNCTION public.log_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.ddl_log VALUES (tg_tag); END $$;
+CREATE EVENT TRIGGER log_ddl ON ddl_command_start EXECUTE FUNCTION public.log_ddl();`); err != nil {
+		t.Fatal(err)
+	}
+	ddl := func() int {
+		var n int
+		if err := logDDL.QueryRow(ctx, `SELECT count(*) FROM public.ddl_log`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	pools := make([]*pgxpool.Pool, 8)
 	for i := range pools {
 		p, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -77,8 +87,8 @@ func TestOnce_TheFirstInstancesOfADatabase(t *testing.T) {
 		wg.Go(func() { errs[i] = pgsetup.Once(ctx, p, "made_once", ready, setup) })
 	}
 	for waiting := 0; waiting < len(pools); time.Sleep(20 * time.Millisecond) {
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
- WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = $1`, db).Scan(&waiting); err != nil {
+		if err := pgtest.Pool(t).QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+ WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = $1`, cfg.ConnConfig.Database).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,6 +103,11 @@ func TestOnce_TheFirstInstancesOfADatabase(t *testing.T) {
 		if err != nil {
 			t.Errorf("instance %d: %v", i, err)
 		}
+	}
+	// The first instance's three statements, and none of the eight that
+	// waited: each read the catalog again once it held the lock.
+	if n := ddl(); n != 3 {
+		t.Errorf("%d DDL statements ran, want the first instance's 3", n)
 	}
 
 	// Made: a later start runs no DDL. A session holds the table in
@@ -110,5 +125,11 @@ func TestOnce_TheFirstInstancesOfADatabase(t *testing.T) {
 	defer cancelQuick()
 	if err := pgsetup.Once(quick, pools[2], "made_once", ready, setup); err != nil {
 		t.Errorf("a start once the tables are made, beside a session that holds them: %v (it ran DDL)", err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ddl(); n != 3 {
+		t.Errorf("%d DDL statements ran once a start found the tables made, want still 3", n)
 	}
 }

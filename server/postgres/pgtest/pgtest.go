@@ -276,6 +276,34 @@ func Schema(tb testing.TB) string {
 	return name
 }
 
+// Database makes a new, empty database in the binary's cluster, for a
+// test of what happens on a database nobody has used (the first instances
+// of a server), drops it when the test ends, and returns a pool config
+// for it. The test's pools on it must be closed by then (t.Cleanup runs
+// last-in, first-out: register them after calling Database).
+func Database(tb testing.TB) *pgxpool.Config {
+	tb.Helper()
+	db := "db_" + strings.TrimPrefix(Schema(tb), "t_")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := Pool(tb).Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		tb.Fatalf("pgtest: create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := Pool(tb).Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			tb.Errorf("pgtest: drop database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgxpool.ParseConfig(DSN(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: pool config: %v", err)
+	}
+	cfg.ConnConfig.Database = db
+	return cfg
+}
+
 // withoutPassword is a connection string with its password's value
 // replaced, for a log: a private cluster's superuser logs in with one.
 func withoutPassword(dsn string) string {
