@@ -257,6 +257,48 @@ func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
 	checkTable(t, "own_clock.py", w)
 }
 
+// A worker B slow to start (4.5 s before it connects, as a Python B took
+// under CI's full load) is given A's whole lease to look for the job, from
+// its connection; one slower still (6.5 s: A's 6 s lease runs out before
+// B looks) cannot prove a clock-skew case either way, and the case is
+// played again with the lease the first play measured B needs.
+// own_clock.py's bug is named all the same. On the harness that gave B
+// 4 s from its start, the first passed.
+func TestCheck_ASlowStartingBIsGivenTheLeaseItNeeds(t *testing.T) {
+	t.Parallel()
+	const conn = `    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:`
+	for _, tc := range []struct {
+		delay  string
+		replay bool
+	}{{"4.5", false}, {"6.5", true}} {
+		t.Run(tc.delay+"s", func(t *testing.T) {
+			t.Parallel()
+			cfg := config(t, variantOf(t, "own_clock.py", conn, "    if worker == \"B\":\n        time.sleep("+tc.delay+")\n"+conn))
+			cfg.Cases = []experiments.CheckCase{experiments.CaseClockSkew}
+			ins, err := play(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := judge.JudgeCheck(ins)
+			if len(rep.Cases) != 1 {
+				t.Fatalf("got %d cases, want 1", len(rep.Cases))
+			}
+			cr := rep.Cases[0]
+			t.Logf("ok=%v verdict=%q notes=%q", cr.OK, cr.Verdict, ins[0].Notes)
+			if cr.Error != nil {
+				t.Fatalf("the case could not be played: %s: %s", cr.Error.Code, cr.Error.Message)
+			}
+			if cr.OK || len(cr.Broken) == 0 || cr.Broken[0].Requirement != experiments.ReqDBClock {
+				t.Fatalf("a worker judging leases by its own clock, B slow to start: ok=%v broken=%v, want %s named", cr.OK, cr.Broken, experiments.ReqDBClock)
+			}
+			again := slices.ContainsFunc(ins[0].Notes, func(n string) bool { return strings.HasPrefix(n, "Played again with a ") })
+			if again != tc.replay {
+				t.Errorf("played again: %v, want %v (notes %q)", again, tc.replay, ins[0].Notes)
+			}
+		})
+	}
+}
+
 // The receiver is the one NewReceiverFunc makes: one that takes an older
 // epoch lets the zombie's call land after the new owner's.
 func TestCheck_TheReceiverIsTheConfigs(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencelab/fencelab/engine"
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
@@ -106,9 +108,11 @@ func (c *caseRun) play(ctx context.Context) (zombieTriedCommit bool, err error) 
 // claim starts a worker and waits until it has claimed and called the
 // receiver. One whose clock runs ahead (FENCELAB_CLOCK_SKEW_MS) is given
 // a fair chance to claim the job while A's lease is still live on the
-// database clock: until it claims, or clockAheadWindow has passed since
-// it started, ending leaseMargin before the lease does. A correct one
-// finds nothing, and is left looking.
+// database clock: from its first connection to the database, until it
+// claims or lookWindow has passed, ending leaseMargin before the lease
+// does. A correct one finds nothing, and is left looking. One that was
+// not connected for lookWindow/2 inside the lease proves nothing: claim
+// returns a *lateLook, and the case is played again with a longer lease.
 func (c *caseRun) claim(ctx context.Context, label string, afterExpiry bool) (*worker, error) {
 	if c.rc.WorkerSkew(label) == 0 {
 		p, err := c.start(label)
@@ -126,16 +130,21 @@ func (c *caseRun) claim(ctx context.Context, label string, afterExpiry bool) (*w
 	if err != nil {
 		return nil, err
 	}
+	got := time.Now()
+	before, err := c.connections(ctx, []int32{})
+	if err != nil {
+		return nil, err
+	}
 	p, err := c.start(label)
 	if err != nil {
 		return nil, err
 	}
-	end := p.started.Add(clockAheadWindow)
+	live := p.started.Add(c.rc.Lease) // no lease to run out: a lease's length of looking
 	if job.Status == engine.StatusRunning && job.LeaseUntil != nil {
-		if live := time.Now().Add(job.LeaseUntil.Sub(job.DBTime) - leaseMargin); live.Before(end) {
-			end = live
-		}
+		live = got.Add(job.LeaseUntil.Sub(job.DBTime) - leaseMargin)
 	}
+	end := live
+	var connected time.Time
 	w := &worker{p: p, looking: true}
 	for time.Now().Before(end) && !p.exited() {
 		claimed, _, err := c.claimedBy(ctx, label)
@@ -146,14 +155,74 @@ func (c *caseRun) claim(ctx context.Context, label string, afterExpiry bool) (*w
 			w.looking = false
 			break
 		}
+		if connected.IsZero() {
+			n, err := c.connections(ctx, before)
+			if err != nil {
+				return nil, err
+			}
+			if len(n) > 0 {
+				connected = time.Now()
+				if t := connected.Add(lookWindow); t.Before(end) {
+					end = t
+				}
+			}
+		}
 		if err := sleep(ctx, poll); err != nil {
 			return nil, err
 		}
 	}
 	if p.exited() {
 		c.noteExit(p, "while it looked for a job")
+		return w, nil
+	}
+	if w.looking && (connected.IsZero() || live.Sub(connected) < lookWindow/2) {
+		l := &lateLook{started: p.started.Sub(live) + c.rc.Lease - leaseMargin, upTo: time.Since(p.started)}
+		if l.connected = !connected.IsZero(); l.connected {
+			l.upTo = connected.Sub(p.started)
+		}
+		return w, l
 	}
 	return w, nil
+}
+
+// lateLook is a clock-skew case in which worker B connected to the
+// database too late to look for the job inside A's lease: it proves
+// nothing either way. started is how far into A's lease B was started,
+// upTo how long B took to connect (or, when it never did, how long it
+// was watched).
+type lateLook struct {
+	started, upTo time.Duration
+	connected     bool
+}
+
+func (l *lateLook) Error() string {
+	did := fmt.Sprintf("connected to the database only %v later", l.upTo.Round(time.Millisecond))
+	if !l.connected {
+		did = fmt.Sprintf("had not connected to the database %v later", l.upTo.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("worker B, started %v into worker A's lease, %s, too late to look for the job while A's lease was live", l.started.Round(time.Millisecond), did)
+}
+
+// lease is the lease a case needs to give B lookWindow inside A's
+// lease, by what this play measured, at least twice the last one, in
+// tenths of a second.
+func (l *lateLook) lease(last time.Duration) time.Duration {
+	return (max(2*last, l.started+2*l.upTo+lookWindow+2*leaseMargin) + 99*time.Millisecond).Truncate(100 * time.Millisecond)
+}
+
+// connections lists the backends of the case's role, less those in
+// except: the case's role is its own, so these are its workers'.
+func (c *caseRun) connections(ctx context.Context, except []int32) ([]int32, error) {
+	rows, err := c.cfg.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+	  WHERE usename = $1 AND datname = current_database() AND NOT pid = ANY($2)`, c.role.Name(), except)
+	if err != nil {
+		return nil, fmt.Errorf("read the workers' connections: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("read the workers' connections: %w", err)
+	}
+	return pids, nil
 }
 
 // look asks the job's history again whether a worker that was left
