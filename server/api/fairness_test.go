@@ -18,6 +18,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/sandbox/sandboxtest"
+	"github.com/fencelab/fencelab/server/session/line"
 )
 
 // from makes a request as the client addr behind a proxy on loopback.
@@ -369,10 +370,13 @@ func mustJSON(t *testing.T, v any) string {
 // 1.7–1.8× its time alone on an idle 2-core machine (BENCHMARKS.md), but
 // 2–3.5× with two busy loops beside it, as in CI's loaded step, and 4.4×
 // under -race beside CI's race step, where the flood's runs leave the
-// reader less CPU than alone. So the test holds the line's promise (the
-// start), which tells the old line from this one (the reader waited for a
-// slow check to end: 14.6 s), and the whole check only against starving
-// (8×).
+// reader less CPU than alone. So the test holds the line's promise: the
+// wait for its turn, as the check's batch says it (waited_ms), which
+// tells the old line from this one (the reader waited for a slow check
+// to end: 14.6 s), and the whole check only against starving (8×). The
+// time to the command's answer also holds the check's trial run, which
+// the flood, the race detector and busy loops slow (under both, 8.6 s
+// later than alone in CI): it is logged, not bounded.
 func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 	// Not parallel: the figures are two times in this test, and the
 	// package's other tests would load one more than the other.
@@ -389,7 +393,7 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 	// timeCheck times a reader's check: until the command is answered
 	// (its turn came, and its statements passed their trial run), and
 	// until its report.
-	timeCheck := func() (started, reported time.Duration) {
+	timeCheck := func() (started, reported, waited time.Duration) {
 		s, a := ts.sessionFrom(reader)
 		if s == nil {
 			t.Fatalf("a session: %d %s", a.Status, a.Body)
@@ -402,10 +406,16 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		if rep := s.checkReport(5 * time.Minute); !rep.Pass {
 			t.Fatalf("the fenced build fails: %+v", rep)
 		}
-		return started, time.Since(start)
+		reported = time.Since(start)
+		for _, e := range s.events(0, "") {
+			if e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchStarted {
+				waited = time.Duration(e.Batch.WaitedMS) * time.Millisecond
+			}
+		}
+		return started, reported, waited
 	}
 	timeCheck() // the first check of a server warms what every later one uses
-	startedAlone, alone := timeCheck()
+	startedAlone, alone, _ := timeCheck()
 
 	var flood []*sess
 	var wg sync.WaitGroup
@@ -425,9 +435,9 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 			return (e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck) || (e.Note != nil && e.Note.Code == protocol.NoteInLine)
 		})
 	}
-	startedDuring, during := timeCheck()
-	t.Logf("a reader's check alone: started in %v, reported in %v; while six addresses play slow checks: started in %v, reported in %v (%.2f×)",
-		startedAlone.Round(time.Millisecond), alone.Round(time.Millisecond), startedDuring.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))
+	startedDuring, during, waited := timeCheck()
+	t.Logf("a reader's check alone: started in %v, reported in %v; while six addresses play slow checks: waited %v in line, started in %v, reported in %v (%.2f×)",
+		startedAlone.Round(time.Millisecond), alone.Round(time.Millisecond), waited, startedDuring.Round(time.Millisecond), during.Round(time.Millisecond), float64(during)/float64(alone))
 	for i, s := range flood {
 		for _, e := range s.events(0, "") {
 			if e.Kind == protocol.KindBatch && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchFinished {
@@ -437,12 +447,11 @@ func TestFairness_SlowChecksElsewhereDoNotSlowAReader(t *testing.T) {
 		ts.from(fmt.Sprintf("203.0.113.%d", i+1), "DELETE", "/api/sessions/"+s.ID, s.Token, "")
 	}
 	wg.Wait()
-	// The start includes the check's trial run, which the flood slows
-	// too (under -race and busy loops, seconds): 6 s of slack beside the
-	// 2 s a young check holds its slot. Waiting for a slow check to end
-	// took 14.6 s on an idle machine.
-	if late := startedDuring - startedAlone; late > 2*time.Second+6*time.Second {
-		t.Errorf("while six addresses play slow checks the reader's check started %v later than alone: it waited for a slow check, not for 2 s at most", late.Round(time.Millisecond))
+	// A young check holds its slot line.YoungFor; the line's own timers
+	// and locks may add a little on a loaded machine. Waiting for a slow
+	// check to end took 14.6 s on an idle machine.
+	if waited > line.YoungFor+time.Second {
+		t.Errorf("while six addresses play slow checks the reader's check waited %v in line: it waited for a slow check, not for %v at most", waited, line.YoungFor)
 	}
 	if during > 8*alone {
 		t.Errorf("while six addresses play slow checks the reader's check took %v, against %v alone: over 8×, starved", during, alone)

@@ -126,8 +126,9 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 // address's, held while the statements are checked on schemas and a role
 // of their own. A flood from one address is refused here, before a schema,
 // a role or a trial run is made. release gives the check's turn back
-// (once), when the check ends or never plays. The caller holds s.life.
-func (s *Session) playCheck(ctx context.Context, release func(), sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
+// (once), when the check ends or never plays; waited is how long it
+// waited in the server's line for its turn. The caller holds s.life.
+func (s *Session) playCheck(ctx context.Context, release func(), waited time.Duration, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
@@ -156,7 +157,7 @@ func (s *Session) playCheck(ctx context.Context, release func(), sol sandbox.Sol
 		rcs[i] = c.Config(lease)
 	}
 	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release, finished: finished})
+	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release, waited: waited, finished: finished})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.
@@ -189,6 +190,9 @@ type checkPlan struct {
 	taken  bool // the address's batch count is taken already (playCheck)
 	// release gives the check's turn in the line back (idempotent).
 	release func()
+	// waited is how long the check waited in the server's line for its
+	// turn (0 for a class's check, which waits in the class's line).
+	waited time.Duration
 	// finished, if set, is told the report when the batch ends (nil:
 	// stopped, or not judged).
 	finished func(*protocol.CheckReport)

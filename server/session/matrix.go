@@ -66,6 +66,9 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 		release = chk.release
 	}
 	ev := &protocol.BatchEvent{Name: name, Phase: protocol.BatchStarted, LeaseMS: lease.Milliseconds()}
+	if chk != nil {
+		ev.WaitedMS = chk.waited.Milliseconds()
+	}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}
 	for i, rc := range rcs {

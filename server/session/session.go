@@ -202,14 +202,14 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 		if !o.play {
 			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
 		}
-		release := func() {}
+		release, waited := func() {}, time.Duration(0)
 		if o.turn != nil {
 			if !o.turn.own() {
 				return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
 			}
-			release = o.turn.release
+			release, waited = o.turn.release, o.turn.Waited()
 		}
-		return s.playCheck(ctx, release, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
+		return s.playCheck(ctx, release, waited, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {

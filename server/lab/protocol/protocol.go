@@ -576,7 +576,10 @@ type BatchEvent struct {
 	Name    experiments.BatchName `json:"name"`
 	Phase   BatchPhase            `json:"phase"`
 	LeaseMS int64                 `json:"lease_ms"`
-	Cells   []MatrixCell          `json:"cells"`
+	// WaitedMS (a check's batch, started) is how long the check waited
+	// in the server's line for its turn; absent when it did not wait.
+	WaitedMS int64        `json:"waited_ms,omitempty"`
+	Cells    []MatrixCell `json:"cells"`
 	// Finished: the runs that were unsafe, and the answer in words;
 	// stopped: why, in words.
 	Unsafe []string `json:"unsafe,omitempty"`

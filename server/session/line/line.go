@@ -57,6 +57,18 @@ type Ticket struct {
 	place int           // 1 for the next to start; 0 once its turn has come
 	moved func(place int)
 	young *time.Timer // from its turn until it is done or has played YoungFor; nil then
+	// joined is when it joined the line, turned when its turn came
+	// (zero before): Waited.
+	joined, turned time.Time
+}
+
+// Waited is how long t waited in line for its turn: 0 before its turn
+// has come. Its reader is the one whose turn it is (after Wait).
+func (t *Ticket) Waited() time.Duration {
+	if t.turned.IsZero() {
+		return 0
+	}
+	return t.turned.Sub(t.joined)
 }
 
 // YoungFor is how long a check holds one of the line's max slots: about
@@ -75,7 +87,7 @@ func New(max int) *Line {
 // moved is told the ticket's place each time it changes, outside the
 // line's lock, never after its turn has come.
 func (l *Line) Join(key string, old *Ticket, moved func(place int)) *Ticket {
-	t := &Ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved}
+	t := &Ticket{key: key, ready: make(chan struct{}), left: make(chan struct{}), moved: moved, joined: time.Now()}
 	l.change(func() {
 		if i := slices.Index(l.waiting, old); old != nil && i >= 0 {
 			t.seq, t.round = old.seq, old.round
@@ -230,6 +242,7 @@ func (l *Line) dispatch() func() {
 		t.young = time.AfterFunc(YoungFor, func() { l.grown(t) })
 		l.round = max(l.round, t.round)
 		t.place = 0
+		t.turned = time.Now()
 		close(t.ready)
 	}
 	var moves []*Ticket

@@ -152,6 +152,12 @@ func TestLine_ACheckPastItsYouthLeavesItsSlot(t *testing.T) {
 		if waited := time.Since(start); waited < YoungFor-50*time.Millisecond {
 			t.Fatalf("the second check started after %v, before the first had played %v", waited, YoungFor)
 		}
+		if w := b.Waited(); w < YoungFor-50*time.Millisecond || w > time.Since(start) {
+			t.Fatalf("the second check says it waited %v in line, not about %v", w, YoungFor)
+		}
+		if w := a.Waited(); w > time.Since(start) || w < 0 {
+			t.Fatalf("the first check says it waited %v, not next to nothing", w)
+		}
 	case <-time.After(YoungFor + 10*time.Second):
 		t.Fatalf("the second check did not start when the first had played %v", YoungFor)
 	}
