@@ -204,28 +204,35 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 		return err
 	}
 	cfg := harness.Config{Command: command, Pool: pool, DatabaseURL: dsn, Lease: lease, Log: log, Stderr: stderr}
-	var probes experiments.Probes
 	if receiverText != "" {
-		var err error
-		probes, err = solcheck.ValidateReceiver(ctx, pool, receiverText)
-		var refused *sandbox.Error
-		switch {
-		case errors.As(err, &refused):
-			return statementError(refused, receiverFile, receiverText)
-		case err != nil:
-			return err
-		}
 		cfg.NewReceiverFunc = solcheck.ReceiverOf(pool, receiverText)
 	}
 	player, err := harness.NewPlayer(cfg)
 	if err != nil {
 		return err
 	}
-	// The program's own probes: what its statements do that no run asks.
-	if probes.Statements, err = player.Probe(ctx); err != nil {
+	// The trial: the reader's receiver rule alone, if they gave one, then
+	// the program's own probes (what its statements do that no run asks).
+	c, err := solcheck.Start(ctx, solcheck.Request{Lease: lease, Cases: player.Cases(), Validate: func(ctx context.Context) (experiments.Probes, error) {
+		var probes experiments.Probes
+		if receiverText != "" {
+			var err error
+			if probes, err = solcheck.ValidateReceiver(ctx, pool, receiverText); err != nil {
+				return probes, err
+			}
+		}
+		var err error
+		probes.Statements, err = player.Probe(ctx)
+		return probes, err
+	}})
+	var refused *sandbox.Error
+	switch {
+	case errors.As(err, &refused):
+		return statementError(refused, receiverFile, receiverText)
+	case err != nil:
 		return err
 	}
-	rep, err := solcheck.Play(ctx, solcheck.Plan{Cases: player.Cases(), Player: player, Probes: probes})
+	rep, err := c.Play(ctx, player, 1, nil)
 	if err != nil {
 		return err
 	}

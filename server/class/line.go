@@ -38,7 +38,19 @@ type Turn struct {
 	// job put in line by an older server carries them itself).
 	Solution sandbox.Solution `json:"solution,omitzero"`
 	LeaseMS  int64            `json:"lease_ms,omitempty"`
+	// waited is how long the job waited in line, from its insert to its
+	// claim, on the database's clock.
+	waited time.Duration
 }
+
+// Waited is how long the check waited in the line for its turn (a
+// check.Turn).
+func (t Turn) Waited() time.Duration { return t.waited }
+
+// Release does nothing: a check's turn in the class's line is its job,
+// claimed, and it ends when the line's PlayFunc returns, with the job
+// (a check.Turn).
+func (t Turn) Release() {}
 
 // ErrElsewhere is a PlayFunc's answer when the student's session is not
 // on this instance, or not anywhere now: the check waits and is tried
@@ -241,6 +253,9 @@ func (l *Line) play(ctx context.Context, c engine.Claim) ([]byte, engine.TxFunc,
 		return nil, nil, fmt.Errorf("a check in line that is not one: %w", err)
 	}
 	t.Job, t.Epoch = c.JobID, c.Epoch
+	if j, err := l.q.Get(ctx, c.JobID); err == nil { // a figure told, not relied on: unread, it is 0
+		t.waited = max(0, j.DBTime.Sub(j.CreatedAt))
+	}
 	var check []byte
 	switch err := l.store.pool.QueryRow(ctx, lineCheckSQL, t.Student, c.JobID).Scan(&check); {
 	case errors.Is(err, pgx.ErrNoRows) && t.Solution == (sandbox.Solution{}):

@@ -48,7 +48,7 @@ func Play(classes *class.Store, sessions *session.Manager) class.PlayFunc {
 		if id == "" || err != nil {
 			return class.Played{}, class.ErrElsewhere
 		}
-		rep, refused, err := sess.PlayClassCheck(ctx, t.Job, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
+		rep, refused, err := sess.PlayClassCheck(ctx, t.Job, t, t.Solution, time.Duration(t.LeaseMS)*time.Millisecond)
 		if err != nil {
 			return class.Played{}, err
 		}

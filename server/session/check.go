@@ -57,6 +57,9 @@ type turn struct {
 // own takes the turn's ownership, if nobody has.
 func (t *turn) own() bool { return t.owned.CompareAndSwap(false, true) }
 
+// Release gives the turn back (check.Turn); only the first call counts.
+func (t *turn) Release() { t.release() }
+
 // joinCheck checks the check's lease and cases, and stops the check or
 // batch the session played before, so its turn is given back. The caller
 // holds s.life.
@@ -120,44 +123,43 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 	return err
 }
 
-// playCheck plays a check whose turn has come. The caps come before any
-// work: the address's count of batches (one more while this session's own
-// is about to be replaced), then a run slot, the server's and the
-// address's, held while the statements are checked on schemas and a role
-// of their own. A flood from one address is refused here, before a schema,
-// a role or a trial run is made. release gives the check's turn back
-// (once), when the check ends or never plays; waited is how long it
-// waited in the server's line for its turn. The caller holds s.life.
-func (s *Session) playCheck(ctx context.Context, release func(), waited time.Duration, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
+// playCheck plays a check whose turn has come in its line (the server's,
+// or a class's): the caps come before any work: the address's count of
+// batches (one more while this session's own is about to be replaced),
+// then a run slot, the server's and the address's, held while the check
+// starts (check.Start: its lease and its statements' trial, on schemas and
+// a role of their own). A flood from one address is refused here, before
+// a schema, a role or a trial run is made. The check owns its turn from
+// here, and gives it back when it ends or never plays. The caller holds
+// s.life.
+func (s *Session) playCheck(ctx context.Context, t check.Turn, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
 	if err := s.m.admit.TakeBatch(s.client, replacing); err != nil {
-		release()
+		t.Release()
 		return Result{}, err
 	}
-	taken := true
-	defer func() {
-		if taken {
-			s.m.admit.ReleaseBatch(s.client)
-			release()
-		}
-	}()
 	if err := s.m.acquireRun(ctx, s.client, 20*time.Second); err != nil {
+		s.m.admit.ReleaseBatch(s.client)
+		t.Release()
 		return Result{}, err
 	}
-	probes, err := s.validate(ctx, sol)
+	ck, err := check.Start(ctx, check.Request{Turn: t, Lease: lease, Validate: func(ctx context.Context) (experiments.Probes, error) {
+		return s.validate(ctx, sol)
+	}})
 	s.m.admit.ReleaseRun(s.client)
-	if err != nil {
+	if err != nil { // the turn is given back
+		s.m.admit.ReleaseBatch(s.client)
 		return Result{}, err
 	}
-	cases := experiments.CheckCases()
+	cases := ck.Cases()
 	rcs := make([]experiments.RunConfig, len(cases))
 	for i, c := range cases {
-		rcs[i] = c.Config(lease)
+		rcs[i] = c.Config(ck.Lease())
 	}
-	taken = false // playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, lease, &sol, &checkPlan{cases: cases, probes: probes, taken: true, release: release, waited: waited, finished: finished})
+	// playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
+	return s.playBatch(experiments.BatchCheck, rcs, ck.Lease(), &sol, &checkPlan{check: ck, cases: cases, finished: finished})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.
@@ -182,17 +184,12 @@ func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (experimen
 	return check.Validate(vctx, s.m.cfg.Pool, schemas, sol)
 }
 
-// checkPlan is a check's batch: its cases, one run each in the batch's
-// order, and what the statements' probes showed.
+// checkPlan is a check's batch: the check started (its cases, one run
+// each in the batch's order; its turn), whose address's batch count
+// playCheck has taken.
 type checkPlan struct {
-	cases  []experiments.CheckCase
-	probes experiments.Probes
-	taken  bool // the address's batch count is taken already (playCheck)
-	// release gives the check's turn in the line back (idempotent).
-	release func()
-	// waited is how long the check waited in the server's line for its
-	// turn (0 for a class's check, which waits in the class's line).
-	waited time.Duration
+	check *check.Checking
+	cases []experiments.CheckCase
 	// finished, if set, is told the report when the batch ends (nil:
 	// stopped, or not judged).
 	finished func(*protocol.CheckReport)
@@ -228,7 +225,7 @@ func (s *Session) judgeBatch(b *batch, chk checkPlan, specs []runner.Spec, outco
 		mu.Unlock()
 		return judge.CheckInput{Case: c, Run: spec.ID, Outcome: o, Err: f}, ctx.Err()
 	})
-	rep, err := check.Play(b.ctx, check.Plan{Cases: chk.cases, Player: cell, Probes: chk.probes, Parallel: parallel})
+	rep, err := chk.check.Play(b.ctx, cell, parallel, nil)
 	if err != nil {
 		if b.ctx.Err() == nil {
 			s.m.cfg.Log.Error("a check's batch could not be judged", "err", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
@@ -103,19 +104,19 @@ func (s *Session) classCheck(ctx context.Context, q ClassLine, c control.Command
 // once the student is back.
 var ErrStopped = errors.New("the check was stopped as its session ended")
 
-// PlayClassCheck plays a class check whose turn has come (job, sol and its
-// lease from the queue) as a check of the session's, and waits for its
-// report. The caller of Execute that waits for the check, if any, is
+// PlayClassCheck plays a class check whose turn has come (its job,
+// claimed: t; sol and its lease from the queue) as a check of the
+// session's, and waits for its report. The caller of Execute that waits for the check, if any, is
 // answered as soon as it starts or is refused. A refusal of the
 // statements is the check's end, with the refusal's sentence; a batch
 // stopped by the reader (a reset, a newer check) ends it with neither; a
 // batch stopped because the session ends is ErrStopped; any other error
 // (the server busy) means try again later. ctx ending (the line lost the
 // check's lease) stops waiting.
-func (s *Session) PlayClassCheck(ctx context.Context, job int64, sol sandbox.Solution, lease time.Duration) (report *protocol.CheckReport, refused string, err error) {
+func (s *Session) PlayClassCheck(ctx context.Context, job int64, t check.Turn, sol sandbox.Solution, lease time.Duration) (report *protocol.CheckReport, refused string, err error) {
 	finished := make(chan *protocol.CheckReport, 1)
 	o := &order{cmd: control.Command{Action: control.Check, Solution: &sol, LeaseMS: lease.Milliseconds()},
-		play: true, finished: func(rep *protocol.CheckReport) { finished <- rep }}
+		play: true, given: t, finished: func(rep *protocol.CheckReport) { finished <- rep }}
 	res, err := s.in.Do(ctx, string(control.Check), o)
 	s.mu.Lock()
 	ch := s.awaiting[job]

@@ -56,18 +56,17 @@ func (s *Session) startBatch(name experiments.BatchName, lease time.Duration) (R
 func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunConfig, lease time.Duration, sol *sandbox.Solution, chk *checkPlan) (Result, error) {
 	lim := s.m.cfg.Limits
 	s.stopBatch(protocol.StopReplaced)
-	if chk == nil || !chk.taken {
+	release := func() {}
+	if chk == nil {
 		if err := s.m.admit.TakeBatch(s.client, false); err != nil {
 			return Result{}, err
 		}
-	}
-	release := func() {}
-	if chk != nil && chk.release != nil {
-		release = chk.release
+	} else {
+		release = chk.check.Release // once played, Play has given it back
 	}
 	ev := &protocol.BatchEvent{Name: name, Phase: protocol.BatchStarted, LeaseMS: lease.Milliseconds()}
 	if chk != nil {
-		ev.WaitedMS = chk.waited.Milliseconds()
+		ev.WaitedMS = chk.check.Waited().Milliseconds()
 	}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}

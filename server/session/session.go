@@ -13,6 +13,7 @@ import (
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/lab/judge"
 	"github.com/fencelab/fencelab/server/lab/protocol"
+	"github.com/fencelab/fencelab/server/run/check"
 	"github.com/fencelab/fencelab/server/run/control"
 	"github.com/fencelab/fencelab/server/run/inbox"
 	"github.com/fencelab/fencelab/server/run/runner"
@@ -171,9 +172,11 @@ type order struct {
 	// at once.
 	play bool
 	// turn is a check's place in the server's line, given back when the
-	// check ends; nil for a class check, whose place is its job in the
-	// class's line, which the line ends with the report.
+	// check ends; nil for a class check, whose turn is given.
 	turn *turn
+	// given is a class check's turn: its job in the class's line, claimed
+	// (PlayClassCheck).
+	given check.Turn
 	// finished, if set, is told a check's report when its batch ends (nil:
 	// stopped): a class check's (PlayClassCheck).
 	finished func(*protocol.CheckReport)
@@ -202,14 +205,17 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 		if !o.play {
 			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
 		}
-		release, waited := func() {}, time.Duration(0)
+		t := o.given
 		if o.turn != nil {
 			if !o.turn.own() {
 				return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
 			}
-			release, waited = o.turn.release, o.turn.Waited()
+			t = o.turn
 		}
-		return s.playCheck(ctx, release, waited, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
+		if t == nil {
+			return Result{}, fault.Errorf(fault.Internal, "a check plays only in its turn")
+		}
+		return s.playCheck(ctx, t, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {

@@ -577,7 +577,8 @@ type BatchEvent struct {
 	Phase   BatchPhase            `json:"phase"`
 	LeaseMS int64                 `json:"lease_ms"`
 	// WaitedMS (a check's batch, started) is how long the check waited
-	// in the server's line for its turn; absent when it did not wait.
+	// in its line (the server's, or its class's) for its turn; absent
+	// when it did not wait.
 	WaitedMS int64        `json:"waited_ms,omitempty"`
 	Cells    []MatrixCell `json:"cells"`
 	// Finished: the runs that were unsafe, and the answer in words;

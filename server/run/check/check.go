@@ -1,6 +1,12 @@
-// Package check is the article's Step 3, "Check it". Play is its one
-// pipeline: it plays each case (experiments.CheckCases, defined once in the lab,
-// each played from the runner's script of it) with a Player, and judges
+// Package check is the article's Step 3, "Check it", and the one owner
+// of every check, from its turn to its report: Start takes a check whose
+// turn has come in its line (a Turn: the server's line in memory, or a
+// class's in Postgres; none for the CLI), holds its lease to one rule
+// (Lease) and its statements to their trial (Validate), and the
+// Checking's Play plays and judges its cases, then gives the turn back.
+// Play is its one pipeline: it plays each case (experiments.CheckCases,
+// defined once in the lab, each played from the runner's script of it)
+// with a Player, and judges
 // what each came to (judge.JudgeCheck) with what the statements' probes
 // showed (Validate). Three Players play the cases: Statements, a reader's
 // own four statements run by real worker processes and a receiver that
@@ -9,8 +15,8 @@
 // (cmd/internal/harness); and the session's batch, whose cells the page draws.
 // What each run came to is read from the database and the receiver's log
 // (judge.Evaluate), never from what a worker says. It has no HTTP and no
-// flags: `fencelab check`, `fencelab check --worker` and the playground's
-// "check" command all call Play.
+// flags: `fencelab check`, `fencelab check --worker`, the playground's
+// "check" command and a class student's all Start a check and Play it.
 package check
 
 import (
@@ -158,27 +164,24 @@ func probeReceiver(ctx context.Context, role *sandbox.Role, st *sandbox.Vetted) 
 	return taken, nil
 }
 
-// Run checks a solution: it validates it, then plays each case with
-// Statements and judges them (Play). A refused statement is a
-// *sandbox.Error, and no case runs. The report lists every case, in
-// order, also those that could not run.
+// Run is `fencelab check`: a check of a solution that waits in no line
+// (Start, its trial Validate), its cases played with Statements. A
+// refused statement is a *sandbox.Error, and no case runs. The report
+// lists every case, in order, also those that could not run.
 func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if cfg.Env == nil || cfg.Env.Pool == nil {
 		return protocol.CheckReport{}, errors.New("check: Config needs an Env with a Pool")
 	}
-	var err error
-	if cfg.Lease, err = Lease("lease", cfg.Lease); err != nil {
-		return protocol.CheckReport{}, err
-	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "fl_check_" + randomHex(4)
 	}
-	probes, err := Validate(ctx, cfg.Env.Pool, SchemasOf(cfg.Prefix+"_v"), cfg.Solution)
+	c, err := Start(ctx, Request{Lease: cfg.Lease, Cases: cfg.Cases, Validate: func(ctx context.Context) (experiments.Probes, error) {
+		return Validate(ctx, cfg.Env.Pool, SchemasOf(cfg.Prefix+"_v"), cfg.Solution)
+	}})
 	if err != nil {
 		return protocol.CheckReport{}, err
 	}
-	return Play(ctx, Plan{Cases: cfg.Cases, Probes: probes, Parallel: cfg.Parallel, OnCase: cfg.OnCase,
-		Player: &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: cfg.Lease, Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc}})
+	return c.Play(ctx, &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: c.Lease(), Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc}, cfg.Parallel, cfg.OnCase)
 }
 
 // SchemasOf are the two schemas of a check's run or validation whose
