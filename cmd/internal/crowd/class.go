@@ -159,9 +159,7 @@ func RunClass(ctx context.Context, cfg ClassConfig) (*ClassReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if child != nil {
-		defer child.stop()
-	}
+	defer child.stop() // nil: no server of its own to stop
 	c := newClassLoader(base, cfg, sols)
 	cfg.Log.Printf("a class of %d student%s against %s: each joins, then all press Check at once and wait up to %v for the report",
 		cfg.Students, plural(cfg.Students), base, cfg.Timeout)
@@ -169,9 +167,7 @@ func RunClass(ctx context.Context, cfg ClassConfig) (*ClassReport, error) {
 	if rep == nil {
 		return nil, err
 	}
-	if child != nil {
-		rep.ServerPID, rep.ServerExit = stopServer(child)
-	}
+	rep.ServerPID, rep.ServerExit = stopServer(child)
 	return rep, endErr(ctx, rep.ServerExit)
 }
 

@@ -253,16 +253,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if child != nil {
-		defer child.stop()
-	}
+	defer child.stop() // nil: no server of its own to stop
 	l := newLoader(base, cfg.command(), cfg.Readers, cfg.Ramp, cfg.Timeout)
 	cfg.Log.Printf("%d reader%s against %s, each pressing Run (%s) and waiting up to %v for the verdict",
 		cfg.Readers, plural(cfg.Readers), base, cfg.Ordering, cfg.Timeout)
 	rep := l.run(ctx)
-	if child != nil {
-		rep.ServerPID, rep.ServerExit = stopServer(child)
-	}
+	rep.ServerPID, rep.ServerExit = stopServer(child)
 	return rep, endErr(ctx, rep.ServerExit)
 }
 

@@ -25,24 +25,23 @@ func RunSeries(ctx context.Context, cfg Config, readers []int) (*Series, error) 
 	if err := validateSeries(readers); err != nil {
 		return nil, fmt.Errorf("crowd: the series %w", err)
 	}
-	for _, n := range readers {
+	first := cfg
+	for i, n := range readers {
 		c := cfg
 		c.Readers = n
 		if err := c.Validate(); err != nil {
 			return nil, err
 		}
+		if i == 0 {
+			first = c // validated, its defaults filled
+		}
 	}
-	cfg.Readers = readers[0]
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+	cfg = first
 	base, child, err := cfg.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if child != nil {
-		defer child.stop()
-	}
+	defer child.stop() // nil: no server of its own to stop
 	began := time.Now()
 	n := time.Duration(len(readers))
 	budget := n*(cfg.Ramp+cfg.Timeout+loadGrace+seriesSlack) + (n-1)*(settleRunsMax+cfg.Settle)

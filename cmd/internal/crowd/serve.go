@@ -184,6 +184,9 @@ func waitReady(ctx context.Context, c *serveChild) error {
 // It returns an error when the server did not exit cleanly, or had exited
 // on its own before it was asked. Safe to call more than once.
 func (c *serveChild) stop() error {
+	if c == nil { // the crowd played a server of another's: nothing to stop
+		return nil
+	}
 	c.once.Do(func() {
 		select {
 		case <-c.done:
