@@ -406,3 +406,29 @@ func (tab *Tab) Key(key string, timeout time.Duration) error {
 		return err
 	}))
 }
+
+// Swipe drags one finger across the element's middle by dx CSS pixels
+// (negative: to the left), in eight moves, as a person's swipe: touch
+// events, not a mouse's.
+func (tab *Tab) Swipe(testid string, dx float64) {
+	tab.t.Helper()
+	var at struct{ X, Y float64 }
+	tab.Eval(`(() => { const r = document.querySelector(`+JSString(Sel(testid))+`).getBoundingClientRect(); return {X: r.left + r.width / 2, Y: r.top + r.height / 2}; })()`, &at)
+	x0 := at.X - dx/2
+	point := func(x float64) []*input.TouchPoint { return []*input.TouchPoint{{X: x, Y: at.Y}} }
+	err := tab.Do(DefaultTimeout, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, input.DispatchTouchEvent, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchStart, TouchPoints: point(x0)}); err != nil {
+			return err
+		}
+		for i := 1; i <= 8; i++ {
+			if _, err := cdp.Call(ctx, tg, input.DispatchTouchEvent, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchMove, TouchPoints: point(x0 + dx*float64(i)/8)}); err != nil {
+				return err
+			}
+		}
+		_, err := cdp.Call(ctx, tg, input.DispatchTouchEvent, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchEnd, TouchPoints: []*input.TouchPoint{}})
+		return err
+	}))
+	if err != nil {
+		tab.t.Fatalf("e2e: Swipe(%q, %v): %v", testid, dx, err)
+	}
+}

@@ -117,6 +117,25 @@ func TestClass_SendsAChapter(t *testing.T) {
 	}
 	board.Screenshot("class-board-chapter-1920x1080")
 
+	// On her phone Ada steps the chapter with her finger: Next (as large
+	// as a finger) plays its first step, a swipe to the left the next,
+	// and Back goes back; no key is pressed.
+	var size struct{ W, H float64 }
+	ada.Eval(`(() => { const r = document.querySelector('[data-testid="lesson-next"]').getBoundingClientRect(); return {W: r.width, H: r.height}; })()`, &size)
+	if size.W < 44 || size.H < 44 {
+		t.Errorf("Next on a 375 px phone is %v×%v px, under a finger's 44", size.W, size.H)
+	}
+	ada.Click("lesson-next")
+	ada.PollState(`s.lesson.index === 0 && s.lesson.ready`, 30*time.Second) // the two workers started
+	ada.Swipe("lesson", -200)
+	ada.PollState(`s.lesson.index === 1 && s.lesson.ready`, 30*time.Second) // A claims
+	if !strings.Contains(ada.Text("lesson-text"), "A claims the job") {
+		t.Errorf("after a swipe to the left Ada's lesson says %q", ada.Text("lesson-text"))
+	}
+	e2etest.ViewShot(ada, "class-student-chapter-step-375")
+	ada.Click("lesson-prev")
+	ada.PollState(`s.lesson.index === 0`, 10*time.Second)
+
 	// Another chapter moves Ada on to it, by a click this time.
 	board.SetValue("board-chapter", string(experiments.ChapterLimits))
 	board.Click("board-chapter-send")

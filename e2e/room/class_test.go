@@ -155,6 +155,11 @@ func TestClass_ToItsEnd(t *testing.T) {
 	ada := e2etest.NewTab(t, 375, 800, e2etest.AllowErrors("404"))
 	joinAs(ada, srv.URL, "/join?code="+code, "", "Ada")
 	adaSession := arrived(ada)
+	// Her page says, at its top, which class and under which name.
+	ada.PollState(`s.seat !== null && s.seat.ended !== true`, 10*time.Second)
+	if got, want := ada.Text("class-seat"), "Class "+shown+" · you are Ada"; got != want {
+		t.Errorf("Ada's page says %q at its top, want %q", got, want)
+	}
 	noSideScroll(ada, "a student's own page just after joining, at 375 px")
 	e2etest.ViewShot(ada, "class-student-joined-375")
 
@@ -205,7 +210,7 @@ func TestClass_ToItsEnd(t *testing.T) {
 	grace.Click("build-check")
 	ada.PollState(`s.build.phase === "finished" && s.build.report !== null`, e2etest.CheckTimeout)
 	grace.PollState(`s.build.phase === "finished" && s.build.report !== null`, e2etest.CheckTimeout)
-	ada.PollState(`s.build.report.pass === true`, time.Second)
+	ada.PollState(`s.build.report.pass === true && s.build.board === `+e2etest.JSString(shown), time.Second)
 	grace.PollState(`s.build.report.pass === false`, time.Second)
 
 	// The board shows it, as the API's board has it.
@@ -386,6 +391,18 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if st, body := srv.Request(http.MethodGet, "/api/classes/"+classID, teacher, ""); st != http.StatusOK || !strings.Contains(string(body), `"ended":"`) {
 		t.Errorf("after End class the API's class is %d %s", st, body)
 	}
+	// Ada's page, still open, is told at once: its top says the class has
+	// ended, and a check of hers now says it counts on no board.
+	ada.PollState(`s.seat !== null && s.seat.ended === true`, 10*time.Second)
+	if got := ada.Text("class-seat"); !strings.Contains(got, "Class "+shown+" has ended") {
+		t.Errorf("after End class Ada's page says %q at its top", got)
+	}
+	ada.Click("build-check")
+	ada.PollState(`s.build.phase === "finished" && s.build.report !== null && s.build.board === ""`, e2etest.CheckTimeout)
+	if !ada.Visible("build-not-counted") {
+		t.Error("a check after End class does not say it is not counted")
+	}
+	e2etest.ViewShot(ada, "class-student-ended-375")
 	// A later join says the server's sentence beside the code: Ada's
 	// kept student tries on arrival, and the class is gone.
 	st, body = srv.Request(http.MethodPost, "/api/classes/join", "", `{"code":"`+code+`","name":"Late"}`)

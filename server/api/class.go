@@ -61,8 +61,21 @@ func (s *Server) endClass(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.classes.End(c.Request().Context(), cl.ID); err != nil {
+	ctx := c.Request().Context()
+	sts, err := s.classes.Students(ctx, cl.ID)
+	if err != nil {
 		return err
+	}
+	if err := s.classes.End(ctx, cl.ID); err != nil {
+		return err
+	}
+	// Each student's page on this instance is told, and their checks
+	// count no more; a page elsewhere learns it when it joins again.
+	_, sessions := s.studentSessions(sts)
+	for _, sess := range sessions {
+		if sess != nil {
+			_ = sess.EndClass() // a session that ended meanwhile has no page to tell
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
@@ -255,7 +268,8 @@ func (s *Server) joinClass(c echo.Context) error {
 			return err
 		}
 	}
-	sess.SetClassLine(classcheck.StudentLine(s.line, st.Class, st.ID))
+	code, _ := class.ParseCode(req.Code) // Join took it
+	sess.SetClass(session.ClassSeat{Code: class.FormatCode(code), Student: st.Name}, classcheck.StudentLine(s.line, st.Class, st.ID))
 	snap, err := sess.Snapshot(ctx, true)
 	if err != nil {
 		return err

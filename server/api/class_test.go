@@ -13,6 +13,7 @@ import (
 	"github.com/fencelab/fencelab/server/api"
 	"github.com/fencelab/fencelab/server/class"
 	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/lab/protocol"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/session"
 )
@@ -37,6 +38,21 @@ type joinedClass struct {
 		ID    string `json:"id"`
 		Token string `json:"token"`
 	} `json:"session"`
+}
+
+// checkStarted is the started event of the session's last check's batch.
+func checkStarted(t *testing.T, s *sess) protocol.BatchEvent {
+	t.Helper()
+	var last *protocol.BatchEvent
+	for _, e := range s.events(0, "") {
+		if e.Batch != nil && e.Batch.Name == experiments.BatchCheck && e.Batch.Phase == protocol.BatchStarted {
+			last = e.Batch
+		}
+	}
+	if last == nil {
+		t.Fatal("the session has no check's batch")
+	}
+	return *last
 }
 
 func joinBody(t *testing.T, code, name, token string) string {
@@ -94,6 +110,16 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Each student's session knows its seat, and each check counts on the
+	// class's board (its started batch says which).
+	for name, s := range students {
+		if seat := s.snapshot().Class; seat == nil || seat.Code != cl.Code || seat.Student != name || seat.Ended {
+			t.Errorf("%s's session has the seat %+v, want %s in %s", name, seat, name, cl.Code)
+		}
+		if b := checkStarted(t, s); b.Board != cl.Code {
+			t.Errorf("%s's check counts on the board %q, want %q", name, b.Board, cl.Code)
+		}
+	}
 
 	board := func(srv *testServer, query, token string) (class.Board, answer) {
 		a := srv.do("GET", "/api/classes/"+cl.Class.ID+"/board"+query, token, "", "")
@@ -263,6 +289,30 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 	}
 	if a := ts.do("POST", "/api/classes/join", "", "application/json", joinBody(t, cl.Code, "Fay", "")); a.Status != http.StatusNotFound {
 		t.Errorf("a join after the end: %d %s", a.Status, a.Body)
+	}
+	// Every student's page is told, once, and a check after the end counts
+	// on no board: it waits in the server's own line and says so.
+	for name, s := range students {
+		if seat := s.snapshot().Class; seat == nil || !seat.Ended {
+			t.Errorf("after the end %s's seat is %+v", name, seat)
+		}
+		n := 0
+		for _, e := range s.events(0, "") {
+			if e.Note != nil && e.Note.Code == protocol.NoteClassEnded {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s's session was told %d times that the class ended, want once", name, n)
+		}
+	}
+	after := students["Ada"]
+	after.cmd(checkCmd(t, sandbox.Ours()))
+	if rep := after.checkReport(3 * time.Minute); !rep.Pass {
+		t.Errorf("Ada's check after the end: %+v", rep)
+	}
+	if b := checkStarted(t, after); b.Board != "" {
+		t.Errorf("a check after the end counts on the board %q", b.Board)
 	}
 	if ended, a := board(ts, "", cl.Token); a.Status != http.StatusOK || ended.Class.Ended == nil {
 		t.Errorf("the board after the end: %d %+v", a.Status, ended.Class)

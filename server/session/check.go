@@ -130,9 +130,10 @@ func (s *Session) waitTurn(ctx context.Context, t *turn) error {
 // starts (check.Start: its lease and its statements' trial, on schemas and
 // a role of their own). A flood from one address is refused here, before
 // a schema, a role or a trial run is made. The check owns its turn from
-// here, and gives it back when it ends or never plays. The caller holds
-// s.life.
-func (s *Session) playCheck(ctx context.Context, t check.Turn, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
+// here, and gives it back when it ends or never plays. board is the
+// class whose board it counts on (its code), "" for none. The caller
+// holds s.life.
+func (s *Session) playCheck(ctx context.Context, t check.Turn, board string, sol sandbox.Solution, lease time.Duration, finished func(*protocol.CheckReport)) (Result, error) {
 	s.mu.Lock()
 	replacing := s.batch != nil
 	s.mu.Unlock()
@@ -159,7 +160,7 @@ func (s *Session) playCheck(ctx context.Context, t check.Turn, sol sandbox.Solut
 		rcs[i] = c.Config(ck.Lease())
 	}
 	// playBatch's now: it gives the count and the turn back when the batch ends, or on its own error
-	return s.playBatch(experiments.BatchCheck, rcs, ck.Lease(), &sol, &checkPlan{check: ck, cases: cases, finished: finished})
+	return s.playBatch(experiments.BatchCheck, rcs, ck.Lease(), &sol, &checkPlan{check: ck, cases: cases, board: board, finished: finished})
 }
 
 // leaveLine takes the session's check out of the line, if it waits there.
@@ -190,6 +191,7 @@ func (s *Session) validate(ctx context.Context, sol sandbox.Solution) (experimen
 type checkPlan struct {
 	check *check.Checking
 	cases []experiments.CheckCase
+	board string // the class whose board it counts on, "" for none
 	// finished, if set, is told the report when the batch ends (nil:
 	// stopped, or not judged).
 	finished func(*protocol.CheckReport)

@@ -25,11 +25,58 @@ type ClassLine interface {
 	Place(ctx context.Context, job int64) (place int, done bool, err error)
 }
 
-// SetClassLine makes the session's checks wait in q from now on.
-func (s *Session) SetClassLine(q ClassLine) {
+// ClassSeat is the class a session's student sits in, as their page
+// shows it at its top.
+type ClassSeat struct {
+	// Code is the class's code as people read it (ABC-234).
+	Code string `json:"code"`
+	// Student is the name the student joined under.
+	Student string `json:"student"`
+	// Ended says the teacher ended the class: the session is the
+	// student's own from then on, and its checks count on no board.
+	Ended bool `json:"ended,omitempty"`
+}
+
+// SetClass seats the session's student in a class: its checks wait in q
+// from now on, and its page shows the seat.
+func (s *Session) SetClass(seat ClassSeat, q ClassLine) {
 	s.mu.Lock()
-	s.classLine = q
+	s.seat, s.classLine = &seat, q
 	s.mu.Unlock()
+}
+
+// EndClass tells the session its class has ended: its checks wait in the
+// server's own line from now on and count on no board, and its page is
+// told (protocol.NoteClassEnded). A session in no class, or whose class
+// ended already, is told nothing; one that has ended takes nothing
+// (fault.NotFound). Safe for concurrent use, as OpenChapter.
+func (s *Session) EndClass() error {
+	s.mu.Lock()
+	closed, seated := s.closed, s.seat != nil && !s.seat.Ended
+	if seated {
+		seat := *s.seat
+		seat.Ended = true
+		s.seat, s.classLine = &seat, nil
+	}
+	s.mu.Unlock()
+	if closed {
+		return fault.Errorf(fault.NotFound, "the session has ended")
+	}
+	if seated {
+		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Note: &protocol.NoteEvent{Code: protocol.NoteClassEnded}})
+	}
+	return nil
+}
+
+// classSeat is the session's seat in a class, nil when it has none.
+func (s *Session) classSeat() *ClassSeat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seat == nil {
+		return nil
+	}
+	seat := *s.seat
+	return &seat
 }
 
 func (s *Session) classLineOf() ClassLine {

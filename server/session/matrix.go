@@ -66,7 +66,7 @@ func (s *Session) playBatch(name experiments.BatchName, rcs []experiments.RunCon
 	}
 	ev := &protocol.BatchEvent{Name: name, Phase: protocol.BatchStarted, LeaseMS: lease.Milliseconds()}
 	if chk != nil {
-		ev.WaitedMS = chk.check.Waited().Milliseconds()
+		ev.WaitedMS, ev.Board = chk.check.Waited().Milliseconds(), chk.board
 	}
 	specs := make([]runner.Spec, len(rcs))
 	res := Result{OK: true}

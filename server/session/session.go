@@ -59,6 +59,7 @@ type Session struct {
 	batch      *batch                      // the batch playing, if any
 	inLine     *line.Ticket                // the session's check waiting in the server's line, if any
 	classLine  ClassLine                   // where its checks wait instead, a class student's
+	seat       *ClassSeat                  // the class its student sits in, if any (SetClass)
 	awaiting   map[int64]chan played       // by job: the callers waiting for their class check to play
 	load       *runner.Load                // the load lab, if one ran; it may have ended
 	runs       []*runner.Run               // newest last; bounded
@@ -205,7 +206,10 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 		if !o.play {
 			return s.joinCheck(o, time.Duration(c.LeaseMS)*time.Millisecond)
 		}
-		t := o.given
+		t, board := o.given, ""
+		if seat := s.classSeat(); t != nil && seat != nil {
+			board = seat.Code // a class check, played in its turn in the class's line
+		}
 		if o.turn != nil {
 			if !o.turn.own() {
 				return Result{}, fault.Errorf(fault.Unavailable, "the check was given up before it was played")
@@ -215,7 +219,7 @@ func (s *Session) carry(ctx context.Context, o *order) (Result, error) {
 		if t == nil {
 			return Result{}, fault.Errorf(fault.Internal, "a check plays only in its turn")
 		}
-		return s.playCheck(ctx, t, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
+		return s.playCheck(ctx, t, board, *c.Solution, time.Duration(c.LeaseMS)*time.Millisecond, o.finished)
 	case control.Matrix, control.Batch:
 		name := c.Name
 		if c.Action == control.Matrix {

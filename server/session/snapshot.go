@@ -22,6 +22,9 @@ type Snapshot struct {
 	Runs    []protocol.RunInfo `json:"runs"`
 	Limits  Limits             `json:"limits"`
 	Actions []string           `json:"actions"`
+	// Class is the class the session's student sits in; absent for a
+	// session in no class.
+	Class *ClassSeat `json:"class,omitempty"`
 }
 
 // Snapshot reads the session's state, the current run's jobs from the
@@ -29,7 +32,7 @@ type Snapshot struct {
 // newer than what the snapshot shows or shows it again — never missing.
 func (s *Session) Snapshot(ctx context.Context, driver bool) (Snapshot, error) {
 	snap := Snapshot{ID: s.ID, Role: "viewer", LastSeq: s.Log.LastSeq(), Created: s.Created.UTC().Format("2006-01-02T15:04:05Z"),
-		Runs: []protocol.RunInfo{}, Limits: s.m.cfg.Limits, Actions: control.Actions()}
+		Runs: []protocol.RunInfo{}, Limits: s.m.cfg.Limits, Actions: control.Actions(), Class: s.classSeat()}
 	if driver {
 		snap.Role = "driver"
 	}

@@ -383,6 +383,7 @@ export class Build {
       if (b.phase === "started") {
         this.runs.clear();
         this.report = null;
+        this.board = b.board || ""; // the class board it counts on: a class student's check
         // Each cell names its case: never matched by position.
         for (const c of b.cells || []) if (c.case) this.runs.set(c.run, { case: c.case, state: "pending", ended: false });
         this.phase = "running";
@@ -432,7 +433,11 @@ export class Build {
     const words = byTest("build-words", this.root);
     const rm = markOf(rep ? rep.mark : ""); // the report's own marks, never worked out here
     words.dataset.state = rep ? (rep.pass ? "safe" : "unsafe") : "none";
-    words.innerHTML = rep ? `<span class="mark ${esc(rm.tone)}" aria-hidden="true">${esc(rm.sign)}</span> ${esc(rep.words)}` : "";
+    // A class student's check that counts on no board: their class had
+    // ended when it started (the server says which board, never the page).
+    const uncounted = rep && this.page.seat && !this.board
+      ? ` <span class="not-counted" data-testid="build-not-counted">Not counted on the class's board: your class had ended.</span>` : "";
+    words.innerHTML = rep ? `<span class="mark ${esc(rm.tone)}" aria-hidden="true">${esc(rm.sign)}</span> ${esc(rep.words)}${uncounted}` : "";
     words.hidden = !rep;
     const results = new Map(((rep && rep.cases) || []).map((c) => [c.case, c]));
     for (const k of this.cases) this.drawCase(k, results.get(k), byCase.get(k));
@@ -477,7 +482,7 @@ export class Build {
   /** What tests read. */
   state() {
     return {
-      phase: this.phase, caughtUp: this.caughtUp, report: this.report, refusal: this.refusal, note: this.note, comparing: this.comparing, fromLink: this.fromLink,
+      phase: this.phase, caughtUp: this.caughtUp, report: this.report, board: this.board || "", refusal: this.refusal, note: this.note, comparing: this.comparing, fromLink: this.fromLink,
       runs: Object.fromEntries([...this.runs.entries()].map(([id, r]) => [id, { case: r.case, state: r.state, ended: r.ended }])),
       solution: this.solution(),
     };

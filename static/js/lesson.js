@@ -1,7 +1,8 @@
 // lesson.js — the guided lesson for a classroom: the article's story in its
 // order (predict with leases alone, the pieces, both orderings, break one
 // guard at a time, what fencing does not do). The presenter steps with
-// PageDown; where a step waits for something real — a lease running out on
+// PageDown, a student's phone with its Next and Back buttons or a swipe
+// (bindLessonTaps); where a step waits for something real — a lease running out on
 // the database clock, a verdict, an experiment's answer — the lesson waits
 // for that very event before it goes on. Every chapter starts clean.
 
@@ -101,15 +102,20 @@ export class Lesson {
     const c = this.chapter;
     if (!c.run) return c.steps;
     const st = (this.runSteps() || []).map((s) => ({ say: () => s.say, cmd: { action: "step" } }));
-    return [{ say: () => `${c.title}, with two workers again: press PageDown to play each step.`, cmd: { action: "run", ...c.run },
+    return [{ say: () => `${c.title}, with two workers again: press Next to play each step.`, cmd: { action: "run", ...c.run },
       wait: bReady, waiting: "Starting the two workers…" }, ...st,
       { say: () => "The run is over, and its verdict is under What happened: where did the zombie's call and commit go?" }];
   }
 
   text() {
-    if (this.index < 0) return `${this.chapter.title}: press PageDown (or →) to begin.`;
+    if (this.index < 0) return `${this.chapter.title}: press Next to begin.`;
     const s = this.steps()[this.index];
     return s ? s.say() : "";
+  }
+
+  /** Whether this is the lesson's first step: nothing comes before it. */
+  atStart() {
+    return this.ci === 0 && this.index < 0;
   }
 
   /** Whether this is the lesson's last step: nothing comes after it. */
@@ -177,7 +183,7 @@ export class Lesson {
 
   state() {
     return { chapter: this.chapter.id, chapterIndex: this.ci, chapters: this.chapters.length, index: this.index, steps: this.steps().length,
-      waiting: this.waiting, busy: this.busy, ready: !this.waiting && !this.busy, atEnd: this.atEnd(),
+      waiting: this.waiting, busy: this.busy, ready: !this.waiting && !this.busy, atStart: this.atStart(), atEnd: this.atEnd(),
       text: this.text(), note: this.note, waitedFor: this.waitedFor.slice() };
   }
 }
@@ -189,11 +195,53 @@ export function renderLesson(root, lesson, esc) {
   const total = lesson.steps().length;
   const hint = lesson.waiting ? `<p class="waiting" data-testid="lesson-waiting">◔ ${esc(lesson.waiting)}</p>`
     : lesson.busy ? `<p class="hint">…</p>`
-    : lesson.atEnd() ? `<p class="hint" data-testid="lesson-end">The end of the lesson · PageUp or ← to go back</p>`
-    : `<p class="hint">PageDown or → to go on · PageUp or ← to go back</p>`;
+    : lesson.atEnd() ? `<p class="hint" data-testid="lesson-end">The end of the lesson · Back, PageUp or ← to go back</p>`
+    : `<p class="hint">Next, PageDown, → or a swipe to the left to go on · Back, PageUp or ←</p>`;
+  // Buttons to tap, as large as a finger (44 px): a phone has no PageDown.
+  // They stay in place, disabled, while the lesson waits for something real.
+  const still = lesson.waiting || lesson.busy;
+  const buttons = `<div class="lesson-steps">
+    <button type="button" data-testid="lesson-prev" data-lesson="prev"${still || lesson.atStart() ? " disabled" : ""}>← Back</button>
+    <button type="button" class="primary" data-testid="lesson-next" data-lesson="next"${still || lesson.atEnd() ? " disabled" : ""}>Next →</button></div>`;
+  // A re-render keeps the focus on the button it was on (the keyboard's
+  // Enter, pressed again, goes on).
+  const focused = root.contains(document.activeElement) ? document.activeElement.dataset.lesson : "";
   root.innerHTML = `<div class="lesson-head"><h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
     <nav aria-label="Chapters">${links}</nav></div>
     <p class="say" data-testid="lesson-text">${esc(lesson.text())}</p>
     ${lesson.note ? `<p class="note" data-testid="lesson-note">${esc(lesson.note)}</p>` : ""}
+    ${buttons}
     ${hint}`;
+  if (focused) root.querySelector(`[data-lesson="${focused}"]`)?.focus({ preventScroll: true });
+}
+
+/** The shortest horizontal swipe that steps, in CSS pixels. */
+const SWIPE = 60;
+
+/**
+ * Taps and swipes on the lesson panel (root, drawn anew by renderLesson):
+ * its Next and Back buttons, and a swipe to the left (next) or the right
+ * (back) that is more across than down. act has stepForward and stepBack,
+ * as the keys do.
+ */
+export function bindLessonTaps(root, act) {
+  root.addEventListener("click", (ev) => {
+    const b = ev.target instanceof Element ? ev.target.closest("button[data-lesson]") : null;
+    if (!b || b.disabled) return;
+    if (b.dataset.lesson === "next") act.stepForward();
+    else act.stepBack();
+  });
+  let start = null;
+  root.addEventListener("touchstart", (ev) => {
+    start = ev.touches.length === 1 ? { x: ev.touches[0].clientX, y: ev.touches[0].clientY } : null;
+  }, { passive: true });
+  root.addEventListener("touchend", (ev) => {
+    if (!start || ev.changedTouches.length !== 1) return;
+    const dx = ev.changedTouches[0].clientX - start.x;
+    const dy = ev.changedTouches[0].clientY - start.y;
+    start = null;
+    if (Math.abs(dx) < SWIPE || Math.abs(dx) < 2 * Math.abs(dy)) return;
+    if (dx < 0) act.stepForward();
+    else act.stepBack();
+  }, { passive: true });
 }

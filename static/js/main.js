@@ -299,6 +299,7 @@ function onEvent(e, catchingUp) {
     page.runs.set(info.id, info);
   }
   if (e.note && e.note.code === "chapter") { teacherOpened(e); return; }
+  if (e.note && e.note.code === "class-ended") { classEnded(e, catchingUp); return; }
   // The lesson sees every event first: a chapter may wait on a batch's end,
   // or on a load lab's, which the page then takes and returns early for.
   if (lesson) lesson.onEvent(e);
@@ -777,7 +778,7 @@ async function clearForChapter() {
  */
 async function openLesson(chapter) {
   lessonModule ??= await import("./lesson.js");
-  const { Lesson, renderLesson } = lessonModule;
+  const { Lesson, renderLesson, bindLessonTaps } = lessonModule;
   const aloneBroken = predict.aloneCommand(scenarios.styles).broken;
   lesson = new Lesson({ chapter, aloneBroken, send, clear: clearForChapter, runSteps: () => page.live.steps,
     limitRun: (testid) => JSON.parse(byTest(testid).dataset.run),
@@ -791,6 +792,10 @@ async function openLesson(chapter) {
     },
     onChange: () => { renderLesson(byTest("lesson"), lesson, esc); document.body.dataset.chapter = lesson.chapter.id; drawExports(shownRun()); fitStage(); } });
   document.body.dataset.chapter = lesson.chapter.id;
+  if (!byTest("lesson").dataset.taps) {
+    bindLessonTaps(byTest("lesson"), { stepForward, stepBack });
+    byTest("lesson").dataset.taps = "1";
+  }
   byTest("lesson").hidden = false;
   renderLesson(byTest("lesson"), lesson, esc);
   byTest("narration").textContent = "";
@@ -813,6 +818,28 @@ function teacherOpened(e) {
     if (!typing) byTest("lesson").scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
   });
 }
+
+// A class student's page says at its top which class it is in and under
+// which name (the session's seat), and, once the teacher ends the class,
+// that its checks count no more. A watcher's page says whose it is.
+page.seat = boot.session.class || null;
+function drawSeat() {
+  const el = byTest("class-seat");
+  el.hidden = !page.seat || !!boot.embed;
+  if (el.hidden) return;
+  const { code, student, ended } = page.seat;
+  el.dataset.ended = ended ? "true" : "false";
+  el.textContent = page.role !== "driver" ? `Class ${code} · ${student}'s page`
+    : ended ? `Class ${code} has ended · ${student}: your checks now count on no board.`
+    : `Class ${code} · you are ${student}`;
+}
+function classEnded(e, catchingUp) {
+  if (!page.seat) return;
+  page.seat = { ...page.seat, ended: true };
+  drawSeat();
+  if (!catchingUp) announce(e.text);
+}
+drawSeat();
 
 const stream = new Stream({
   sessionId, token, since: boot.session.last_seq,
@@ -851,6 +878,7 @@ window.fencelab = {
       load: loadLab.state(),
       batches: batches.state().answers,
       build: build ? build.state() : null,
+      seat: page.seat,
       alone: page.alone, fenced: page.fenced, pick: predict.pick(),
       errors: page.errors.slice(),
       csp: page.csp.slice(),

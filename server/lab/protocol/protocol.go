@@ -579,8 +579,12 @@ type BatchEvent struct {
 	// WaitedMS (a check's batch, started) is how long the check waited
 	// in its line (the server's, or its class's) for its turn; absent
 	// when it did not wait.
-	WaitedMS int64        `json:"waited_ms,omitempty"`
-	Cells    []MatrixCell `json:"cells"`
+	WaitedMS int64 `json:"waited_ms,omitempty"`
+	// Board (a check's batch, started) is the class whose board the
+	// check counts on, by its code (ABC-234): a class student's check;
+	// absent for any other, a student's after their class ended too.
+	Board string       `json:"board,omitempty"`
+	Cells []MatrixCell `json:"cells"`
 	// Finished: the runs that were unsafe, and the answer in words;
 	// stopped: why, in words.
 	Unsafe []string `json:"unsafe,omitempty"`
@@ -622,6 +626,7 @@ const (
 	NoteLog        NoteCode = "log"         // a worker logged a line on stderr
 	NoteInLine     NoteCode = "in-line"     // the session's check waits in the server's line, at Place
 	NoteChapter    NoteCode = "chapter"     // a teacher opened a chapter of the lesson for the class: the page opens it
+	NoteClassEnded NoteCode = "class-ended" // the teacher ended the class: the session's checks count on no board from now on
 )
 
 // NoteEvent says something that changes no state.

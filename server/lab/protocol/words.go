@@ -141,6 +141,7 @@ var badges = map[string]Badge{
 	"note." + string(NoteLog):        {"quiet", "logged"},
 	"note." + string(NoteInLine):     {"quiet", "in line"},
 	"note." + string(NoteChapter):    {"quiet", "chapter opened"},
+	"note." + string(NoteClassEnded): {"quiet", "class ended"},
 
 	"verdict." + string(MarkSafe):   markBadge(MarkSafe),
 	"verdict." + string(MarkUnsafe): markBadge(MarkUnsafe),
@@ -419,7 +420,7 @@ func StopReasons() []StopReason {
 
 // NoteCodes lists the notes.
 func NoteCodes() []NoteCode {
-	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine, NoteChapter}
+	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine, NoteChapter, NoteClassEnded}
 }
 
 // Words returns the word table.
