@@ -569,6 +569,12 @@ func TestClass_EveryoneRunsAScenario(t *testing.T) {
 		t.Errorf("the board offers the scenarios %v, the main page %v", onBoard, onPage)
 	}
 
+	// Ada is at work in Build it, screens above the stage on her phone.
+	ada.PollJS(`document.querySelector('[data-testid="build"]').open`, 10*time.Second)
+	ada.Eval(`(() => { document.querySelector('[data-testid="build-check"]').scrollIntoView({block: "center"}); return true; })()`, nil)
+	const inView = `(() => { const r = document.querySelector(%q).getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; })()`
+	ada.PollJS(fmt.Sprintf(inView, e2etest.Sel("build-check")), 5*time.Second)
+
 	// The request is held until the test lets it go, and counted.
 	board.Eval(`(() => { const f = window.fetch; window.__runs = 0; let go; const held = new Promise((r) => { go = r; });
 		window.__release = () => go();
@@ -651,6 +657,20 @@ func TestClass_EveryoneRunsAScenario(t *testing.T) {
 	if got := ada.State()["sessionId"]; got != adaSession {
 		t.Errorf("Ada's page is on session %v, not hers (%s)", got, adaSession)
 	}
+	// It came into view on her phone, told in her live feed, with a way
+	// back to where she was.
+	ada.PollJS(fmt.Sprintf(inView, e2etest.Sel("stage")), 10*time.Second)
+	if !ada.Visible("back-to-build") {
+		t.Error("after the run for everyone Ada's page offers no way back to Build it")
+	}
+	var feed string
+	ada.Eval(`document.querySelector('[data-testid="live-feed"]').textContent`, &feed)
+	if !strings.Contains(feed, "Your teacher started a run for everyone") {
+		t.Errorf("Ada's live feed says %q", feed)
+	}
+	e2etest.ViewShot(ada, "class-student-run-for-everyone-375")
+	ada.Click("back-to-build")
+	ada.PollJS(fmt.Sprintf(inView, e2etest.Sel("build-check"))+` && document.querySelector('[data-testid="back-to-build"]').hidden`, 5*time.Second)
 
 	// Hide names: the status names the student as the board does.
 	board.SetChecked("board-anonymous", true)

@@ -202,6 +202,7 @@ func (s *Server) runForClass(c echo.Context) error {
 				return
 			}
 			out.Students[i].Run = res.Run
+			_ = sess.ToldRun(res.Run) // a session that ended meanwhile has no page to tell
 		})
 	}
 	wg.Wait()

@@ -52,20 +52,17 @@ func (s *Session) SetClass(seat ClassSeat, q ClassLine) {
 // (fault.NotFound). Safe for concurrent use, as OpenChapter.
 func (s *Session) EndClass() error {
 	s.mu.Lock()
-	closed, seated := s.closed, s.seat != nil && !s.seat.Ended
+	seated := s.seat != nil && !s.seat.Ended
 	if seated {
 		seat := *s.seat
 		seat.Ended = true
 		s.seat, s.classLine = &seat, nil
 	}
 	s.mu.Unlock()
-	if closed {
-		return fault.Errorf(fault.NotFound, "the session has ended")
+	if !seated {
+		return nil
 	}
-	if seated {
-		s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Note: &protocol.NoteEvent{Code: protocol.NoteClassEnded}})
-	}
-	return nil
+	return s.tell(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Note: &protocol.NoteEvent{Code: protocol.NoteClassEnded}})
 }
 
 // classSeat is the session's seat in a class, nil when it has none.

@@ -19,12 +19,25 @@ func (s *Session) OpenChapter(c experiments.Chapter) error {
 	if _, err := experiments.ParseChapter(string(c)); err != nil {
 		return err
 	}
+	return s.tell(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Note: &protocol.NoteEvent{Code: protocol.NoteChapter, Chapter: c}})
+}
+
+// ToldRun tells the session's page that run, started in it by a class's
+// teacher for everyone (protocol.NoteClassRun), is on its stage: the
+// page brings it into view. As OpenChapter, it changes nothing else.
+func (s *Session) ToldRun(run string) error {
+	return s.tell(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Run: run, Note: &protocol.NoteEvent{Code: protocol.NoteClassRun}})
+}
+
+// tell puts a note in the session's log, unless the session has ended
+// (fault.NotFound).
+func (s *Session) tell(e protocol.Event) error {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return fault.Errorf(fault.NotFound, "the session has ended")
 	}
-	s.emit(protocol.Event{Kind: protocol.KindNote, Actor: protocol.ActorServer, Note: &protocol.NoteEvent{Code: protocol.NoteChapter, Chapter: c}})
+	s.emit(e)
 	return nil
 }

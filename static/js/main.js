@@ -300,6 +300,7 @@ function onEvent(e, catchingUp) {
   }
   if (e.note && e.note.code === "chapter") { teacherOpened(e); return; }
   if (e.note && e.note.code === "class-ended") { classEnded(e, catchingUp); return; }
+  if (e.note && e.note.code === "class-run") { classRun(e, catchingUp); return; }
   // The lesson sees every event first: a chapter may wait on a batch's end,
   // or on a load lab's, which the page then takes and returns early for.
   if (lesson) lesson.onEvent(e);
@@ -840,6 +841,34 @@ function classEnded(e, catchingUp) {
   if (!catchingUp) announce(e.text);
 }
 drawSeat();
+
+// The teacher started a run for everyone: on a student's page it comes
+// into view, wherever they were (Build it, on a phone, is screens above
+// it), and a button takes them back to Build it when they were there.
+function classRun(e, catchingUp) {
+  if (catchingUp || page.role !== "driver" || boot.embed) return;
+  announce(e.text);
+  const build = byTest("build");
+  const r = build.getBoundingClientRect();
+  const inBuild = build.open && r.bottom > 0 && r.top < innerHeight;
+  // What they were looking at, to go back to: the element at the middle of the screen.
+  const at = inBuild ? document.elementFromPoint(innerWidth / 2, innerHeight / 2) : null;
+  page.backTo = at && build.contains(at) ? at : build;
+  const stage = byTest("stage");
+  stage.scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+  stage.dataset.cue = "class-run";
+  setTimeout(() => { delete stage.dataset.cue; }, 4000);
+  byTest("back-to-build").hidden = !inBuild;
+}
+byTest("back-to-build").addEventListener("click", () => {
+  byTest("back-to-build").hidden = true;
+  byTest("build").open = true;
+  const to = page.backTo && page.backTo.isConnected ? page.backTo : byTest("build");
+  to.scrollIntoView({ block: to === byTest("build") ? "start" : "center" });
+  page.backTo = null;
+  // The keyboard's focus goes back too, off the button now hidden.
+  (to.closest("button, a, input, textarea, select, summary") || byTest("build").querySelector("summary"))?.focus({ preventScroll: true });
+});
 
 const stream = new Stream({
   sessionId, token, since: boot.session.last_seq,

@@ -287,6 +287,8 @@ func noteNarration(l string, n *NoteEvent) string {
 		return InLineWords(n.Place, time.Duration(n.WaitS)*time.Second)
 	case NoteChapter:
 		return fmt.Sprintf("Your teacher opened the chapter “%s” of the lesson.", n.Chapter.Title())
+	case NoteClassRun:
+		return "Your teacher started a run for everyone: it is on the stage."
 	case NoteClassEnded:
 		return "Your teacher ended the class. This page stays yours, but your checks from now on are not counted on the class's board."
 	}

@@ -627,6 +627,7 @@ const (
 	NoteInLine     NoteCode = "in-line"     // the session's check waits in the server's line, at Place
 	NoteChapter    NoteCode = "chapter"     // a teacher opened a chapter of the lesson for the class: the page opens it
 	NoteClassEnded NoteCode = "class-ended" // the teacher ended the class: the session's checks count on no board from now on
+	NoteClassRun   NoteCode = "class-run"   // the teacher started a run for everyone (the event's run): the page brings it into view
 )
 
 // NoteEvent says something that changes no state.

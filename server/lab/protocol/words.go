@@ -142,6 +142,7 @@ var badges = map[string]Badge{
 	"note." + string(NoteInLine):     {"quiet", "in line"},
 	"note." + string(NoteChapter):    {"quiet", "chapter opened"},
 	"note." + string(NoteClassEnded): {"quiet", "class ended"},
+	"note." + string(NoteClassRun):   {"quiet", "run for everyone"},
 
 	"verdict." + string(MarkSafe):   markBadge(MarkSafe),
 	"verdict." + string(MarkUnsafe): markBadge(MarkUnsafe),
@@ -420,7 +421,7 @@ func StopReasons() []StopReason {
 
 // NoteCodes lists the notes.
 func NoteCodes() []NoteCode {
-	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine, NoteChapter, NoteClassEnded}
+	return []NoteCode{NoteSkip, NoteGone, NoteWakesLater, NoteNoLease, NoteStallLimit, NoteStopped, NoteOutput, NoteLog, NoteInLine, NoteChapter, NoteClassEnded, NoteClassRun}
 }
 
 // Words returns the word table.
