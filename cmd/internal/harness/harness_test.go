@@ -261,7 +261,9 @@ func TestCheck_OwnClockFailsClockAhead(t *testing.T) {
 // under CI's full load) is given A's whole lease to look for the job, from
 // its connection; one slower still (6.5 s: A's 6 s lease runs out before
 // B looks) cannot prove a clock-skew case either way, and the case is
-// played again with the lease the first play measured B needs.
+// played again with the lease the first play measured B needs. (Whether
+// the first is played again depends on the machine's load: only that it
+// is named is held.)
 // own_clock.py's bug is named all the same. On the harness that gave B
 // 4 s from its start, the first passed.
 func TestCheck_ASlowStartingBIsGivenTheLeaseItNeeds(t *testing.T) {
@@ -291,9 +293,13 @@ func TestCheck_ASlowStartingBIsGivenTheLeaseItNeeds(t *testing.T) {
 			if cr.OK || len(cr.Broken) == 0 || cr.Broken[0].Requirement != experiments.ReqDBClock {
 				t.Fatalf("a worker judging leases by its own clock, B slow to start: ok=%v broken=%v, want %s named", cr.OK, cr.Broken, experiments.ReqDBClock)
 			}
+			// B 6.5 s late is always too late for A's 6 s lease; B 4.5 s late
+			// is in time on a quiet machine, and may not be on a loaded one
+			// (its start-up is more than the sleep): then it too is played
+			// again, and named all the same.
 			again := slices.ContainsFunc(ins[0].Notes, func(n string) bool { return strings.HasPrefix(n, "Played again with a ") })
-			if again != tc.replay {
-				t.Errorf("played again: %v, want %v (notes %q)", again, tc.replay, ins[0].Notes)
+			if tc.replay && !again {
+				t.Errorf("B connected after A's lease ran out and the case was not played again (notes %q)", ins[0].Notes)
 			}
 		})
 	}
