@@ -150,8 +150,8 @@ var ErrStopped = errors.New("the check was stopped as its session ended")
 
 // PlayClassCheck plays a class check whose turn has come (its job,
 // claimed: t; sol and its lease from the queue) as a check of the
-// session's, and waits for its report. The caller of Execute that waits for the check, if any, is
-// answered as soon as it starts or is refused. A refusal of the
+// session's, and waits for its report. The caller of Execute that waits
+// for the check, if any, is answered as soon as it starts or is refused. A refusal of the
 // statements is the check's end, with the refusal's sentence; a batch
 // stopped by the reader (a reset, a newer check) ends it with neither; a
 // batch stopped because the session ends is ErrStopped; any other error
