@@ -181,7 +181,7 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e protocol.Event) {
 		r.timedOut = s.Error.SQLState
 		r.mu.Unlock()
 	}
-	lost := false
+	lost, lostWhy := false, ""
 	if pe := e.Process; pe != nil && pe.Change == protocol.ProcExited {
 		r.mu.Lock()
 		if w := r.workers[p.Label]; w != nil {
@@ -221,11 +221,16 @@ func (r *Run) onWorkerEvent(p *supervisor.Proc, e protocol.Event) {
 		case pe.ExitCode != nil:
 			how = fmt.Sprintf("it exited with code %d", *pe.ExitCode)
 		}
-		// Not on this goroutine: ending the run waits for every worker to be
-		// reaped, this one's included.
-		go r.lose(fmt.Sprintf("Worker %s is gone: %s", p.Label, how))
+		lostWhy = fmt.Sprintf("Worker %s is gone: %s", p.Label, how)
 	}
 	r.emit(context.Background(), e)
+	if lost {
+		// After its exit is in the log: the run's end tells nothing more,
+		// and a run that ended before this event was told would drop it.
+		// Not on this goroutine: ending the run waits for every worker to
+		// be reaped, this one's included.
+		go r.lose(lostWhy)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.workers[p.Label]
