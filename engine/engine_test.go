@@ -276,15 +276,24 @@ func TestJobFail_RetriesAfterItsDelayThenFails(t *testing.T) {
 	if st, err := q.Fail(e.ctx, c, "first try failed"); err != nil || st != engine.StatusPending {
 		t.Fatalf("first fail = %v, %v; want pending", st, err)
 	}
+	// The delay is read against the fail's own time (updated_at, the same
+	// statement's now()), not against a later read's: on a loaded machine
+	// the read may come after the delay has passed.
 	j, _ := q.Get(e.ctx, id)
-	if got := j.RunAt.Sub(j.DBTime); got < wait-100*time.Millisecond || got > wait || len(asked) != 1 || asked[0] != 1 {
-		t.Fatalf("the retry runs %v from now (asked for attempts %v), want about %v after attempt 1", got, asked, wait)
+	if got := j.RunAt.Sub(j.UpdatedAt); got != wait || len(asked) != 1 || asked[0] != 1 {
+		t.Fatalf("the retry runs %v after the fail (asked for attempts %v), want %v after attempt 1", got, asked, wait)
 	}
-	if _, err := q.Claim(e.ctx, "w", time.Minute); !errors.Is(err, engine.ErrNoJob) {
-		t.Fatalf("a claim during the retry's delay = %v, want ErrNoJob", err)
-	}
-	time.Sleep(time.Until(time.Now().Add(j.RunAt.Sub(j.DBTime))) + 20*time.Millisecond)
+	// A claim before run_at on the database clock finds nothing; one that
+	// a loaded machine sends after it takes the retry, and is judged by
+	// its own time.
 	c, err = q.Claim(e.ctx, "w", time.Minute)
+	switch {
+	case errors.Is(err, engine.ErrNoJob):
+		time.Sleep(time.Until(time.Now().Add(j.RunAt.Sub(j.DBTime))) + 20*time.Millisecond)
+		c, err = q.Claim(e.ctx, "w", time.Minute)
+	case err == nil && c.DBTime.Before(j.RunAt):
+		t.Fatalf("a claim at %v, during the retry's delay (until %v), took the job", c.DBTime, j.RunAt)
+	}
 	if err != nil || c.JobID != id || c.Epoch != 2 {
 		t.Fatalf("retry claim = %+v, %v", c, err)
 	}
