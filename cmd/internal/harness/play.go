@@ -176,7 +176,7 @@ func (c *caseRun) claim(ctx context.Context, label string, afterExpiry bool) (*w
 		return w, nil
 	}
 	if w.looking && (connected.IsZero() || live.Sub(connected) < lookWindow/2) {
-		l := &lateLook{started: p.started.Sub(live) + c.rc.Lease - leaseMargin, upTo: time.Since(p.started)}
+		l := &lateLook{started: max(0, p.started.Sub(live)+c.rc.Lease-leaseMargin), upTo: time.Since(p.started)} // 0: no lease was running
 		if l.connected = !connected.IsZero(); l.connected {
 			l.upTo = connected.Sub(p.started)
 		}
