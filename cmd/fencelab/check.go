@@ -221,8 +221,8 @@ func checkWorker(ctx context.Context, command, receiverFile string, lease time.D
 				return probes, err
 			}
 		}
-		var err error
-		probes.Statements, err = player.Probe(ctx)
+		own, err := player.Probe(ctx)
+		probes.Statements, probes.Played = own.Statements, append(probes.Played, own.Played...)
 		return probes, err
 	}})
 	var refused *sandbox.Error

@@ -57,7 +57,7 @@ func checkProgram(ctx context.Context, cfg harness.Config) (protocol.CheckReport
 	if err != nil {
 		return protocol.CheckReport{}, fmt.Errorf("probe: %w", err)
 	}
-	return check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, Probes: experiments.Probes{Statements: probes}})
+	return check.Play(ctx, check.Plan{Cases: p.Cases(), Player: p, Probes: probes})
 }
 
 // mutantsAtOnce is how many mutants are checked side by side: a check
@@ -126,8 +126,11 @@ func TestCheck_CorrectPythonPassesEveryProbe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, b := range found {
+			for _, b := range found.Statements {
 				t.Errorf("%s: %s", b.Requirement, b.Words)
+			}
+			if len(found.Played) != 4 {
+				t.Errorf("played the probes %v, want the four of the statements", found.Played)
 			}
 		})
 	}

@@ -34,11 +34,11 @@ const (
 )
 
 // Probe plays every probe of the program, in turn, and returns what they
-// found broken (for experiments.Probes.Statements), in the article's order. It
-// returns an error only when the check cannot go on: the database, or
-// ctx.
-func (p *Player) Probe(ctx context.Context) ([]experiments.CheckBroken, error) {
-	var found []experiments.CheckBroken
+// found broken (experiments.Probes.Statements), in the article's order,
+// with the probes it played (Probes.Played). It returns an error only
+// when the check cannot go on: the database, or ctx.
+func (p *Player) Probe(ctx context.Context) (experiments.Probes, error) {
+	var probes experiments.Probes
 	for _, probe := range []struct {
 		c    experiments.CheckCase
 		play func(context.Context, *caseRun) (*experiments.CheckBroken, error)
@@ -50,13 +50,14 @@ func (p *Player) Probe(ctx context.Context) ([]experiments.CheckBroken, error) {
 	} {
 		b, err := p.probe(ctx, probe.c, probe.play)
 		if err != nil {
-			return nil, fmt.Errorf("probe %s: %w", probe.c, err)
+			return experiments.Probes{}, fmt.Errorf("probe %s: %w", probe.c, err)
 		}
 		if b != nil {
-			found = append(found, *b)
+			probes.Statements = append(probes.Statements, *b)
 		}
+		probes.Played = append(probes.Played, probe.c)
 	}
-	return found, nil
+	return probes, nil
 }
 
 // probe plays one probe in a case of its own. A worker that broke the

@@ -238,4 +238,7 @@ func ReceiverProbe() []ProbeDelivery {
 type Probes struct {
 	Receiver   []bool
 	Statements []CheckBroken
+	// Played are the probes that ran, each a case of ProbeCases: a
+	// report lists each with its mark.
+	Played []CheckCase
 }

@@ -45,11 +45,26 @@ type CheckCaseResult struct {
 type CheckReport struct {
 	Pass bool `json:"pass"`
 	// Mark is Pass as a mark: as-correct or not-as-correct.
-	Mark   Mark                      `json:"mark"`
-	Cases  []CheckCaseResult         `json:"cases"`
+	Mark  Mark              `json:"mark"`
+	Cases []CheckCaseResult `json:"cases"`
+	// Probes are the probes the check played (no run: the receiver alone,
+	// two claimers at once, …), in the order a report names them, each
+	// with whether it found nothing broken; a check that played none has
+	// none.
+	Probes []ProbeResult             `json:"probes,omitempty"`
 	Broken []experiments.CheckBroken `json:"broken"`
 	// Words say the result in one sentence.
 	Words string `json:"words"`
+}
+
+// ProbeResult is one probe a check played: OK when it found nothing
+// broken (what it found is in the report's Broken, under its case).
+type ProbeResult struct {
+	Case  experiments.CheckCase `json:"case"`
+	Title string                `json:"title"`
+	OK    bool                  `json:"ok"`
+	// Mark is OK as a mark: as-correct or not-as-correct.
+	Mark Mark `json:"mark"`
 }
 
 func CaseMark(ok bool) Mark {
@@ -69,17 +84,32 @@ func FailedCases(cs []CheckCaseResult) int {
 	return n
 }
 
-// WithProbes adds the probes to the report (WithProbe, then the
-// statements'): each thing they found broken is named, and the check does
-// not pass.
+// WithProbes adds the probes to the report (the receiver's, then the
+// statements'): each probe played is listed with its mark, each thing
+// they found broken is named, and the check does not pass.
 func (r *CheckReport) WithProbes(p experiments.Probes) {
-	r.WithProbe(p.Receiver)
+	found := receiverFound(p.Receiver)
 	var named []string
+	if len(found) > 0 {
+		named = append(named, experiments.CaseReceiver.Title())
+	}
 	for _, b := range p.Statements {
+		if !slices.Contains(named, b.Case.Title()) {
+			named = append(named, b.Case.Title())
+		}
+	}
+	found = append(found, p.Statements...)
+	for _, c := range experiments.ProbeCases() {
+		if !slices.Contains(p.Played, c) {
+			continue
+		}
+		ok := !slices.ContainsFunc(found, func(b experiments.CheckBroken) bool { return b.Case == c })
+		r.Probes = append(r.Probes, ProbeResult{Case: c, Title: c.Title(), OK: ok, Mark: CaseMark(ok)})
+	}
+	for _, b := range found {
 		if !experiments.HasRequirement(r.Broken, b.Requirement) {
 			r.Broken = append(r.Broken, b)
 		}
-		named = append(named, b.Case.Title())
 	}
 	r.SortBroken()
 	if r.Pass && len(named) > 0 {
@@ -88,14 +118,15 @@ func (r *CheckReport) WithProbes(p experiments.Probes) {
 	}
 }
 
-// WithProbe adds what the receiver's probe showed, taken[i] saying
-// whether the receiver took ReceiverProbe()[i]: each delivery it treated
-// otherwise than rule 4 says is a broken requirement, and the check does
-// not pass.
-func (r *CheckReport) WithProbe(taken []bool) {
+// receiverFound is what the receiver's probe showed broken, taken[i]
+// saying whether the receiver took ReceiverProbe()[i]: each delivery it
+// treated otherwise than the receiver's rule says (a newer or first epoch
+// taken, the same epoch taken again, an older one refused). nil taken: it
+// was not probed.
+func receiverFound(taken []bool) []experiments.CheckBroken {
 	probe := experiments.ReceiverProbe()
 	if len(taken) != len(probe) {
-		return
+		return nil
 	}
 	var found []experiments.CheckBroken
 	add := func(q experiments.Requirement, words string) {
@@ -113,23 +144,7 @@ func (r *CheckReport) WithProbe(taken []bool) {
 	if taken[3] {
 		add(experiments.ReqReceiverOlder, "it took epoch 1 after epoch 2: your receiver does not refuse an older epoch")
 	}
-	if len(found) == 0 {
-		return
-	}
-	seen := map[experiments.Requirement]bool{}
-	for _, b := range r.Broken {
-		seen[b.Requirement] = true
-	}
-	for _, b := range found {
-		if !seen[b.Requirement] {
-			r.Broken = append(r.Broken, b)
-		}
-	}
-	r.SortBroken()
-	if r.Pass {
-		r.Pass, r.Mark = false, CaseMark(false)
-		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but its receiver breaks rule 4 on its own.", len(r.Cases))
-	}
+	return found
 }
 
 // requirementWords say each requirement broken, as a class's board sums

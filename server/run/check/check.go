@@ -135,6 +135,7 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s judge.Schemas, sol sand
 	if probes.Statements, err = probeStatements(ctx, pool, s, role, st); err != nil {
 		return experiments.Probes{}, err
 	}
+	probes.Played = experiments.ProbeCases()
 	return probes, nil
 }
 
@@ -144,7 +145,7 @@ func Validate(ctx context.Context, pool *pgxpool.Pool, s judge.Schemas, sol sand
 // receiver's probe alone.
 func ValidateReceiver(ctx context.Context, pool *pgxpool.Pool, text string) (experiments.Probes, error) {
 	probes, err := Validate(ctx, pool, SchemasOf("fl_check_"+randomHex(4)+"_v"), sandbox.Ours().With(sandbox.Receiver, text))
-	return experiments.Probes{Receiver: probes.Receiver}, err
+	return experiments.Probes{Receiver: probes.Receiver, Played: []experiments.CheckCase{experiments.CaseReceiver}}, err
 }
 
 // probeReceiver sends the receiver's rule the probe's deliveries, one by
