@@ -42,12 +42,17 @@ type JoinView struct {
 	MaxName     int // the longest name a student may choose, in characters
 }
 
-// BoardView is the board's frame as web builds it: the class it shows
-// and the check's cases, one column each, in the order a check plays them.
+// BoardView is the board's frame as web builds it: the class it shows,
+// the check's cases, one column each, in the order a check plays them
+// (numbered), then its probes, which are no run (lettered).
 type BoardView struct {
 	ClassID string
 	Cases   []CheckCase
+	Probes  []CheckCase
 }
+
+// probeLabel is the i-th probe's column label (from 0): a, b, c…
+func probeLabel(i int) string { return string(rune('a' + i)) }
 
 // classLayout is the document around a class page.
 func classLayout(p ClassPageData, bodyClass string) templ.Component {
@@ -75,7 +80,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var2 string
 		templ_7745c5c3_Var2, templ_7745c5c3_Err = templ.JoinStringErrs(p.Title)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 52, Col: 19}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 57, Col: 19}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var2))
 		if templ_7745c5c3_Err != nil {
@@ -88,7 +93,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var3 string
 		templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Asset("img/icon.svg")).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 53, Col: 50}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 58, Col: 50}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 		if templ_7745c5c3_Err != nil {
@@ -101,7 +106,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var4 string
 		templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Asset("css/app.css")).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 54, Col: 55}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 59, Col: 55}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
 		if templ_7745c5c3_Err != nil {
@@ -114,7 +119,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var5 string
 		templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Asset("css/class.css")).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 55, Col: 57}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 60, Col: 57}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 		if templ_7745c5c3_Err != nil {
@@ -127,7 +132,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var6 string
 		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Asset(p.Script)).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 56, Col: 48}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 61, Col: 48}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
@@ -140,7 +145,7 @@ func classLayout(p ClassPageData, bodyClass string) templ.Component {
 		var templ_7745c5c3_Var7 string
 		templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Nonce).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 56, Col: 66}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 61, Col: 66}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
 		if templ_7745c5c3_Err != nil {
@@ -244,7 +249,7 @@ func JoinPage(p ClassPageData, j JoinView) templ.Component {
 			var templ_7745c5c3_Var12 string
 			templ_7745c5c3_Var12, templ_7745c5c3_Err = templruntime.NewAttributeExpression(j.Code).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 75, Col: 66}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 80, Col: 66}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var12)
 			if templ_7745c5c3_Err != nil {
@@ -257,7 +262,7 @@ func JoinPage(p ClassPageData, j JoinView) templ.Component {
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(j.CodePattern).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 75, Col: 92}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 80, Col: 92}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
 			if templ_7745c5c3_Err != nil {
@@ -270,7 +275,7 @@ func JoinPage(p ClassPageData, j JoinView) templ.Component {
 			var templ_7745c5c3_Var14 string
 			templ_7745c5c3_Var14, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(j.MaxName)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 83, Col: 87}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 88, Col: 87}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
 			if templ_7745c5c3_Err != nil {
@@ -283,7 +288,7 @@ func JoinPage(p ClassPageData, j JoinView) templ.Component {
 			var templ_7745c5c3_Var15 string
 			templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(j.MaxName))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 86, Col: 102}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 91, Col: 102}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 			if templ_7745c5c3_Err != nil {
@@ -379,7 +384,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<main class=\"board\" data-page=\"board\"><aside class=\"board-side\"><section class=\"board-join\" aria-labelledby=\"board-code-h\"><h1 id=\"board-code-h\" class=\"sr-only\">Join with the code</h1><p class=\"board-code\" data-testid=\"board-code\" aria-live=\"polite\">···-···</p><img class=\"board-qr\" data-testid=\"board-qr\" alt=\"\" width=\"240\" height=\"240\" hidden><p class=\"board-link\" data-testid=\"board-link\"></p></section><section class=\"board-summary\" aria-labelledby=\"board-summary-h\"><h2 id=\"board-summary-h\" class=\"sr-only\">The class</h2><p class=\"board-pass\" data-testid=\"board-pass\" aria-live=\"polite\"></p><p class=\"board-checked\" data-testid=\"board-checked\"></p><ol class=\"board-reqs\" data-testid=\"board-reqs\"></ol></section><section class=\"board-legend\" aria-labelledby=\"board-legend-h\"><h2 id=\"board-legend-h\">The cases</h2><ol>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<main class=\"board\" data-page=\"board\"><aside class=\"board-side\"><section class=\"board-join\" aria-labelledby=\"board-code-h\"><h1 id=\"board-code-h\" class=\"sr-only\">Join with the code</h1><p class=\"board-code\" data-testid=\"board-code\" aria-live=\"polite\">···-···</p><img class=\"board-qr\" data-testid=\"board-qr\" alt=\"\" width=\"240\" height=\"240\" hidden><p class=\"board-link\" data-testid=\"board-link\"></p></section><section class=\"board-summary\" aria-labelledby=\"board-summary-h\"><h2 id=\"board-summary-h\" class=\"sr-only\">The class</h2><p class=\"board-pass\" data-testid=\"board-pass\" aria-live=\"polite\"></p><p class=\"board-checked\" data-testid=\"board-checked\"></p><ol class=\"board-reqs\" data-testid=\"board-reqs\"></ol></section><section class=\"board-legend\" aria-labelledby=\"board-legend-h\"><h2 id=\"board-legend-h\">The cases, then the probes (no run)</h2><ol>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -391,7 +396,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var20 string
 				templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 133, Col: 29}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 138, Col: 29}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var20)
 				if templ_7745c5c3_Err != nil {
@@ -404,7 +409,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var21 string
 				templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 133, Col: 41}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 138, Col: 41}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 				if templ_7745c5c3_Err != nil {
@@ -415,69 +420,199 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-label\"><div class=\"board-pick\"><label id=\"board-everyone-label\" for=\"board-everyone-ordering\">Run</label> <select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-everyone board-chapter\" aria-labelledby=\"board-chapter-label\"><div class=\"board-pick\"><label id=\"board-chapter-label\" for=\"board-chapter\">Lesson</label> <select id=\"board-chapter\" data-testid=\"board-chapter\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-chapter-send\" disabled>Open for everyone</button><div id=\"board-chapter-status\" class=\"board-everyone-status\" data-testid=\"board-chapter-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</ol><ol class=\"probes\" type=\"a\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for i, c := range b.Cases {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<th scope=\"col\" class=\"col-case\" data-case=\"")
+			for _, c := range b.Probes {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<li data-case=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var22 string
 				templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 143, Col: 29}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var22)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "\"><abbr title=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var23 string
-				templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title).Resolve(ctx)
+				templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 83}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 143, Col: 41}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "\">")
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var24 string
-				templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i + 1))
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 107}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</abbr><span class=\"sr-only\">")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				var templ_7745c5c3_Var25 string
-				templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 169, Col: 147}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</span></th>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</li>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<th scope=\"col\" class=\"col-req\">What their last check shows</th><th scope=\"col\" class=\"col-when\">When</th></tr></thead> <tbody data-testid=\"board-rows\"></tbody></table><p class=\"board-empty\" data-testid=\"board-empty\">No student has joined yet.</p></section><dialog class=\"board-confirm\" data-testid=\"board-end-dialog\" aria-labelledby=\"board-end-h\"><form method=\"dialog\"><h2 id=\"board-end-h\">End the class?</h2><p>Students can no longer join it or check into it. The board and the exports stay for a day.</p><p class=\"buttons\"><button value=\"keep\" data-testid=\"board-end-keep\" autofocus>Keep it open</button> <button value=\"end\" class=\"danger\" data-testid=\"board-end-confirm\">End class</button></p></form></dialog></main>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-label\"><div class=\"board-pick\"><label id=\"board-everyone-label\" for=\"board-everyone-ordering\">Run</label> <select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-everyone board-chapter\" aria-labelledby=\"board-chapter-label\"><div class=\"board-pick\"><label id=\"board-chapter-label\" for=\"board-chapter\">Lesson</label> <select id=\"board-chapter\" data-testid=\"board-chapter\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-chapter-send\" disabled>Open for everyone</button><div id=\"board-chapter-status\" class=\"board-everyone-status\" data-testid=\"board-chapter-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-stuck-first\"> Stuck longest first</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" data-testid=\"board-csv-names\" hidden>CSV with names</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			for i, c := range b.Cases {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<th scope=\"col\" class=\"col-case\" data-case=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var24 string
+				templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 59}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var24)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\"><abbr title=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var25 string
+				templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title).Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 83}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var25)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var26 string
+				templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i + 1))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 107}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</abbr><span class=\"sr-only\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var27 string
+				templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 147}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</span></th>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			for i, c := range b.Probes {
+				{
+					templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
+					templ_7745c5c3_Buffer := templ.GetBuffer()
+					var templ_7745c5c3_ElementScripts []templ.ComponentScript
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<th scope=\"col\" class=\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var28 = []any{"col-case", "col-probe", templ.KV("first-probe", i == 0)}
+					templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var28...)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var29 string
+					templ_7745c5c3_Var29, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.CSSClasses(templ_7745c5c3_Var28).String()).Resolve(ctx)
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 1, Col: 0}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var29)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "\" data-case=\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var30 string
+					templ_7745c5c3_Var30, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 109}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var30)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templ.RenderScriptItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_ElementScripts...)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteTo(templ_7745c5c3_ElementWriter)
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ.ReleaseBuffer(templ_7745c5c3_Buffer)
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "><abbr title=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var31 string
+				templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title + " (a probe: no run)").Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 156}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var32 string
+				templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(probeLabel(i))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 174}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</abbr><span class=\"sr-only\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var33 string
+				templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 214}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "</span></th>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<th scope=\"col\" class=\"col-req\">What their last check shows</th><th scope=\"col\" class=\"col-stuck\"><abbr title=\"How long their checks have named the same requirement\">Stuck</abbr></th><th scope=\"col\" class=\"col-passed\"><abbr title=\"When their first check passed\">Passed</abbr></th><th scope=\"col\" class=\"col-when\">Last check</th></tr></thead> <tbody data-testid=\"board-rows\"></tbody></table><p class=\"board-empty\" data-testid=\"board-empty\">No student has joined yet.</p></section><dialog class=\"board-confirm\" data-testid=\"board-end-dialog\" aria-labelledby=\"board-end-h\"><form method=\"dialog\"><h2 id=\"board-end-h\">End the class?</h2><p>Students can no longer join it or check into it. The board and the exports stay for a day.</p><p class=\"buttons\"><button value=\"keep\" data-testid=\"board-end-keep\" autofocus>Keep it open</button> <button value=\"end\" class=\"danger\" data-testid=\"board-end-confirm\">End class</button></p></form></dialog></main>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

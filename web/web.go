@@ -518,13 +518,18 @@ func (h *handler) boardPage(c echo.Context) error {
 		return fault.Errorf(fault.NotFound, "there is no class %q", id)
 	}
 	base, reachable := h.joinAddress(c)
-	var cases []templates.CheckCase
+	column := func(k experiments.CheckCase) templates.CheckCase {
+		return templates.CheckCase{Case: string(k), Title: k.Title()}
+	}
+	b := templates.BoardView{ClassID: id}
 	for _, k := range experiments.CheckCases() {
-		cases = append(cases, templates.CheckCase{Case: string(k), Title: k.Title()})
+		b.Cases = append(b.Cases, column(k))
+	}
+	for _, k := range experiments.ProbeCases() {
+		b.Probes = append(b.Probes, column(k))
 	}
 	st := classState{Words: protocol.Words(), ClassID: id, JoinBase: base, Reachable: reachable}
 	p := templates.ClassPageData{Title: "Class board — fencelab", Script: "js/board.js", State: st}
-	b := templates.BoardView{ClassID: id, Cases: cases}
 	return h.classPage(c, p, func(p templates.ClassPageData) templ.Component { return templates.BoardPage(p, b) })
 }
 

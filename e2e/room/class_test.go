@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +103,20 @@ const sideFitsJS = `(() => { const s = document.querySelector(".board-side");
 	return s.scrollHeight <= s.clientHeight + 1 && s.scrollWidth <= s.clientWidth + 1 && s.scrollLeft === 0 && s.scrollTop === 0; })()`
 
 // rowJS evaluates to the board's row of the student named name.
+// smallTextJS lists the text the page shows in type under 20 px (screen
+// readers' text, clipped to nothing, aside): "font-size px: text".
+const smallTextJS = `(() => {
+	const out = [];
+	const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+		const el = n.parentElement, text = n.textContent.trim();
+		if (!text || !el.checkVisibility() || el.closest(".sr-only, dialog:not([open])")) continue;
+		const px = parseFloat(getComputedStyle(el).fontSize);
+		if (px < 19.95) out.push(px.toFixed(1) + "px: " + text.slice(0, 40));
+	}
+	return out;
+})()`
+
 func rowJS(name string) string {
 	return `[...document.querySelectorAll('[data-testid="board-row"]')].find(r => r.querySelector('[data-testid="board-name"]').textContent === ` + e2etest.JSString(name) + `)`
 }
@@ -228,7 +244,7 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if st != http.StatusOK || json.Unmarshal(body, &api) != nil || len(api.Students) != 2 {
 		t.Fatalf("GET the board: %d %s", st, body)
 	}
-	cases := experiments.CheckCases()
+	cases := append(experiments.CheckCases(), experiments.ProbeCases()...) // every case, then every probe
 	for _, s := range api.Students {
 		var marks map[string]string
 		board.Eval(`Object.fromEntries([...`+rowJS(s.Name)+`.querySelectorAll("td[data-case]")].map(td => [td.dataset.case, td.dataset.mark || ""]))`, &marks)
@@ -263,6 +279,30 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if notAsCorrect == 0 {
 		t.Error("Grace's failing check shows no ✗ in a bad tone")
 	}
+	// A failing check says so in its own words' cell too, with how long
+	// she has been on it; Ada's says when she first passed.
+	var cells struct{ Verdict, Stuck, AdaStuck, AdaPassed, GracePassed string }
+	board.Eval(`({verdict: `+rowJS("Grace")+`.querySelector(".col-req .mark.bad")?.textContent || "",
+		stuck: `+rowJS("Grace")+`.querySelector(".col-stuck").textContent, adaStuck: `+rowJS("Ada")+`.querySelector(".col-stuck").textContent,
+		adaPassed: `+rowJS("Ada")+`.querySelector(".col-passed").textContent, gracePassed: `+rowJS("Grace")+`.querySelector(".col-passed").textContent})`, &cells)
+	if cells.Verdict == "" || !regexp.MustCompile(`^(<1|\d+) min$`).MatchString(cells.Stuck) || cells.AdaStuck != "" || !regexp.MustCompile(`\d:\d\d`).MatchString(cells.AdaPassed) || cells.GracePassed != "" {
+		t.Errorf("the rows' verdict, stuck and passed cells: %+v", cells)
+	}
+	// Stuck longest first: Grace, who has not passed, above Ada, who
+	// joined first; unticked, the order they joined.
+	order := func() []string {
+		var names []string
+		board.Eval(`[...document.querySelectorAll('[data-testid="board-name"]')].map(n => n.textContent)`, &names)
+		return names
+	}
+	if got := order(); !slices.Equal(got, []string{"Ada", "Grace"}) {
+		t.Errorf("the board's rows are %v, want the order they joined", got)
+	}
+	board.SetChecked("board-stuck-first", true)
+	if got := order(); !slices.Equal(got, []string{"Grace", "Ada"}) {
+		t.Errorf("stuck longest first, the rows are %v", got)
+	}
+	board.SetChecked("board-stuck-first", false)
 	board.Screenshot("class-board-1920x1080")
 	e2etest.ReportAxe(t, "the board", e2etest.Axe(t, board))
 	var fits bool
@@ -302,16 +342,30 @@ func TestClass_ToItsEnd(t *testing.T) {
 		t.Errorf("with names hidden the rows say %q", rows)
 	}
 	board.Eval(`(() => { window.fetch = window.slowFetch; return true; })()`, nil)
+
+	// The CSV export, fetched with the teacher's header: while names are
+	// hidden it hides them too, and "CSV with names" has them.
+	board.Eval(`(() => { const make = URL.createObjectURL; URL.createObjectURL = (b) => { b.text().then(t => { window.__exported = t; }); return make.call(URL, b); }; return true; })()`, nil)
+	export := func(button string) string {
+		board.Eval(`(() => { window.__exported = undefined; return true; })()`, nil)
+		board.Click(button)
+		board.PollJS(`typeof window.__exported === "string"`, 10*time.Second)
+		var csv string
+		board.Eval(`window.__exported`, &csv)
+		return csv
+	}
+	if csv := export("board-csv"); !strings.HasPrefix(csv, "student,") || strings.Contains(csv, "Ada") || strings.Contains(csv, "Grace") || !strings.Contains(csv, "\nStudent 1,") {
+		t.Errorf("the CSV export with names hidden is %q", csv)
+	}
+	if csv := export("board-csv-names"); !strings.Contains(csv, "\nAda,") || !strings.Contains(csv, "\nGrace,") {
+		t.Errorf("the CSV export with names is %q", csv)
+	}
 	board.SetChecked("board-anonymous", false)
 	board.PollJS(`window.fencelab.state().board.anonymous === false && !!(`+rowJS("Ada")+`)`, boardWait)
-
-	// The CSV export, fetched with the teacher's header, holds both.
-	board.Eval(`(() => { const make = URL.createObjectURL; URL.createObjectURL = (b) => { b.text().then(t => { window.__exported = t; }); return make.call(URL, b); }; return true; })()`, nil)
-	board.Click("board-csv")
-	board.PollJS(`typeof window.__exported === "string"`, 10*time.Second)
-	var csv string
-	board.Eval(`window.__exported`, &csv)
-	if !strings.HasPrefix(csv, "student,") || !strings.Contains(csv, "\nAda,") || !strings.Contains(csv, "\nGrace,") {
+	if board.Visible("board-csv-names") {
+		t.Error("with names shown, a second export with names is offered")
+	}
+	if csv := export("board-csv"); !strings.HasPrefix(csv, "student,") || !strings.Contains(csv, "\nAda,") || !strings.Contains(csv, "\nGrace,") {
 		t.Errorf("the CSV export is %q", csv)
 	}
 
@@ -339,6 +393,12 @@ func TestClass_ToItsEnd(t *testing.T) {
 	}
 	if board.Eval(sideFitsJS, &fits); !fits {
 		t.Error("the board's side column scrolls at 1920×1080: what it holds does not fit")
+	}
+	// From the back of a room: no text on the board under 20 px.
+	var small []string
+	board.Eval(smallTextJS, &small)
+	if len(small) > 0 {
+		t.Errorf("text under 20 px on the board at 1920×1080: %q", small)
 	}
 	board.Screenshot("class-board-30-1920x1080")
 	// Hide names, with thirty: still one screen.

@@ -96,16 +96,25 @@ func (s *Server) classBoard(c echo.Context) error {
 	return c.JSON(http.StatusOK, b)
 }
 
+// handIns answers the hand-ins, as JSON or CSV; ?anonymous=1 names each
+// student as the board does while names are hidden.
 func (s *Server) handIns(c echo.Context, asCSV bool) error {
+	anonymous, err := flagParam(c, "anonymous")
+	if err != nil {
+		return err
+	}
 	cl, err := s.teacher(c)
 	if err != nil {
 		return err
 	}
-	hs, err := s.classes.HandIns(c.Request().Context(), cl.ID)
+	hs, err := s.classes.HandIns(c.Request().Context(), cl.ID, anonymous)
 	if err != nil {
 		return err
 	}
 	name := "fencelab-class-" + cl.Code
+	if anonymous {
+		name += "-no-names"
+	}
 	if asCSV {
 		c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.csv"`)
 		c.Response().Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")

@@ -147,10 +147,10 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 	for _, r := range b.Students {
 		rows[r.Name] = r
 	}
-	if r := rows["Ada"]; r.Pass == nil || !*r.Pass || len(r.Cases) != len(experiments.CheckCases()) || r.Requirement != "" {
+	if r := rows["Ada"]; r.Pass == nil || !*r.Pass || len(r.Cases) != len(experiments.CheckCases())+len(experiments.ProbeCases()) || r.Requirement != "" || r.FirstPassed == nil || r.Since != nil {
 		t.Errorf("Ada's row: %+v", r)
 	}
-	if r := rows["Bea"]; r.Pass == nil || *r.Pass || r.Requirement != experiments.ReqEpochRaised || r.Cases[0].Run == "" {
+	if r := rows["Bea"]; r.Pass == nil || *r.Pass || r.Requirement != experiments.ReqEpochRaised || r.Cases[0].Run == "" || r.Since == nil || !r.Since.Equal(*r.Checked) || r.FirstPassed != nil {
 		t.Errorf("Bea's row: %+v", r)
 	}
 	if r := rows["Cy"]; r.Checked != nil || r.Checks != 0 {
@@ -191,6 +191,22 @@ func TestClass_ThroughTheAPI(t *testing.T) {
 	recs, err := csv.NewReader(strings.NewReader(string(a.Body))).ReadAll()
 	if a.Status != http.StatusOK || err != nil || len(recs) != 4 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/csv") {
 		t.Errorf("the CSV: %d %v %q", a.Status, err, a.Body)
+	}
+	// Names hidden, as the board hides them: in both exports, under a name
+	// of the file that says so; a flag that is not 1 or 0 is refused.
+	for _, kind := range []string{"json", "csv"} {
+		a = ts.do("GET", "/api/classes/"+cl.Class.ID+"/handins."+kind+"?anonymous=1", cl.Token, "", "")
+		if a.Status != http.StatusOK || !strings.Contains(string(a.Body), "Student 3") || !strings.Contains(a.Header.Get("Content-Disposition"), "-no-names.") {
+			t.Errorf("the %s hand-ins with names hidden: %d %s %q", kind, a.Status, a.Header.Get("Content-Disposition"), a.Body)
+		}
+		for name := range sent {
+			if strings.Contains(string(a.Body), name) {
+				t.Errorf("the %s hand-ins with names hidden name %s", kind, name)
+			}
+		}
+		if a = ts.do("GET", "/api/classes/"+cl.Class.ID+"/handins."+kind+"?anonymous=yes", cl.Token, "", ""); a.Status != http.StatusBadRequest {
+			t.Errorf("?anonymous=yes: %d %s", a.Status, a.Body)
+		}
 	}
 
 	// Ada comes back: the same student, in the same session.

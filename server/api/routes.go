@@ -30,8 +30,8 @@ import (
 //	GET    /api/classes/:id                      the class                   (teacher's token)
 //	DELETE /api/classes/:id                      end the class               (teacher's token)
 //	GET    /api/classes/:id/board                the board, ?anonymous=1     (teacher's token)
-//	GET    /api/classes/:id/handins.json         each student's last statements and result (teacher's token)
-//	GET    /api/classes/:id/handins.csv          the same, as CSV            (teacher's token)
+//	GET    /api/classes/:id/handins.json         each student's last statements, result and history, ?anonymous=1 (teacher's token)
+//	GET    /api/classes/:id/handins.csv          the same, as CSV, ?anonymous=1 (teacher's token)
 //	POST   /api/classes/:id/run                  one run command started in every student's session (teacher's token)
 //	POST   /api/classes/:id/chapter              {chapter}: the lesson opened at it on every student's page (teacher's token)
 //	POST   /api/classes/join                     {code, name, token?}: the student, their token, their session

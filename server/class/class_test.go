@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -259,7 +261,7 @@ func TestClass_BoardAndHandIns(t *testing.T) {
 		}
 	}
 
-	hs, err := s.HandIns(ctx, c.ID)
+	hs, err := s.HandIns(ctx, c.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +276,8 @@ func TestClass_BoardAndHandIns(t *testing.T) {
 	if err != nil || len(recs) != 5 {
 		t.Fatalf("the CSV: %v %v", recs, err)
 	}
-	if recs[1][0] != "'=HYPERLINK(\"x\")" || !strings.HasPrefix(recs[2][8], "'-- no epoch") || recs[1][8] != right.Claim || recs[4][3] != "" {
-		t.Errorf("CSV rows: %q / %q / %q", recs[1], recs[2][8], recs[4])
+	if recs[1][0] != "'=HYPERLINK(\"x\")" || !strings.HasPrefix(recs[2][10], "'-- no epoch") || recs[1][10] != right.Claim || recs[4][3] != "" {
+		t.Errorf("CSV rows: %q / %q / %q", recs[1], recs[2][10], recs[4])
 	}
 }
 
@@ -452,5 +454,119 @@ func TestClass_OpensBesideABusyClass(t *testing.T) {
 	busy.Wait()
 	for _, err := range errs {
 		t.Error(err)
+	}
+}
+
+// The board tells the truth at a glance: a check that failed a probe
+// alone has that probe's mark in its row beside six cases that passed;
+// each student's history is kept, and the board says since when their
+// checks have named the same requirement and when they first passed;
+// hidden names are hidden in the hand-ins too.
+func TestClass_HistoryProbesAndHiddenNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, class.Config{})
+	c, _, err := s.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sts []class.Student
+	for _, name := range []string{"Ada", "Bea", "Cy"} {
+		st, _, err := s.Join(ctx, c.Code, name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts = append(sts, st)
+	}
+	record := func(st class.Student, rep protocol.CheckReport) {
+		t.Helper()
+		if kept, err := s.Record(ctx, st.ID, sandbox.Ours(), rep); err != nil || !kept {
+			t.Fatalf("record for %s: %v %v", st.Name, kept, err)
+		}
+	}
+	// Ada: her six cases pass; the receiver's probe alone fails.
+	probeOnly := report(true)
+	probeOnly.WithProbes(experiments.Probes{Receiver: []bool{true, true, false, false}, Played: experiments.ProbeCases()})
+	if probeOnly.Pass {
+		t.Fatal("a report whose receiver's probe failed passes")
+	}
+	record(sts[0], probeOnly)
+	// Bea: the epoch, then twice the complete's fence: on the complete
+	// since her second check; she has never passed.
+	record(sts[1], report(false, experiments.ReqEpochRaised))
+	record(sts[1], report(false, experiments.ReqCompleteFence))
+	record(sts[1], report(false, experiments.ReqCompleteFence))
+	// Cy: fails, passes, fails again: on the complete since his last
+	// check, and he first passed at his second.
+	record(sts[2], report(false, experiments.ReqCompleteFence))
+	record(sts[2], report(true))
+	record(sts[2], report(false, experiments.ReqCompleteFence))
+
+	b, err := s.Board(ctx, c, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := s.HandIns(ctx, c.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Students) != 3 || len(hs) != 3 {
+		t.Fatalf("board %d rows, hand-ins %d", len(b.Students), len(hs))
+	}
+	if b.Now.IsZero() || b.Now.Before(*b.Students[2].Checked) {
+		t.Errorf("the board's now %v is before the last check %v", b.Now, *b.Students[2].Checked)
+	}
+	ada := b.Students[0]
+	marks := map[experiments.CheckCase]protocol.Mark{}
+	for _, m := range ada.Cases {
+		marks[m.Case] = m.Mark
+	}
+	if len(ada.Cases) != len(experiments.CheckCases())+len(experiments.ProbeCases()) || marks[experiments.CaseReceiver] != protocol.MarkNotAsCorrect ||
+		marks[experiments.CaseNewOwnerFirst] != protocol.MarkAsCorrect || marks[experiments.CaseClaimers] != protocol.MarkAsCorrect {
+		t.Errorf("Ada's marks %v: want every case and probe, the receiver alone not as correct", ada.Cases)
+	}
+	if ada.Pass == nil || *ada.Pass || ada.Requirement != experiments.ReqReceiverSame {
+		t.Errorf("Ada's row %+v: want a failing check naming %s", ada, experiments.ReqReceiverSame)
+	}
+	history := func(h class.HandIn) []string {
+		var out []string
+		for _, a := range h.History {
+			out = append(out, fmt.Sprintf("%v %s", a.Pass, a.Requirement))
+		}
+		return out
+	}
+	bea, cy := b.Students[1], b.Students[2]
+	if got, want := history(hs[1]), []string{"false epoch-raised", "false complete-fence", "false complete-fence"}; !slices.Equal(got, want) {
+		t.Errorf("Bea's history %q, want %q", got, want)
+	}
+	if bea.Checks != 3 || bea.Since == nil || !bea.Since.Equal(hs[1].History[1].At) || bea.FirstPassed != nil {
+		t.Errorf("Bea: %d checks, since %v (want her second check's %v), first passed %v", bea.Checks, bea.Since, hs[1].History[1].At, bea.FirstPassed)
+	}
+	if cy.Since == nil || !cy.Since.Equal(hs[2].History[2].At) || cy.FirstPassed == nil || !cy.FirstPassed.Equal(hs[2].History[1].At) {
+		t.Errorf("Cy: since %v (want %v), first passed %v (want %v)", cy.Since, hs[2].History[2].At, cy.FirstPassed, hs[2].History[1].At)
+	}
+	if hs[1].Since == nil || !hs[1].Since.Equal(*bea.Since) || hs[2].FirstPassed == nil || !hs[2].FirstPassed.Equal(*cy.FirstPassed) {
+		t.Errorf("the hand-ins' since and first passed are not the board's: %v %v", hs[1].Since, hs[2].FirstPassed)
+	}
+
+	// Names hidden: in the hand-ins as on the board, "Student N" in the
+	// order they joined, and no name anywhere in the CSV.
+	anon, err := s.HandIns(ctx, c.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := class.WriteCSV(&buf, anon); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range anon {
+		if want := fmt.Sprintf("Student %d", i+1); h.Student != want {
+			t.Errorf("hidden name %d is %q, want %q", i, h.Student, want)
+		}
+	}
+	for _, st := range sts {
+		if strings.Contains(buf.String(), st.Name) {
+			t.Errorf("the CSV with names hidden names %s:\n%s", st.Name, buf.String())
+		}
 	}
 }

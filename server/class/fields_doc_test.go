@@ -20,12 +20,15 @@ import (
 func TestFields_AsREFERENCESaysThem(t *testing.T) {
 	now, yes := time.Now(), true
 	board := class.Board{Class: class.Class{ID: "c", Code: "ABC234", Ended: &now},
-		Students: []class.Row{{ID: "s", Name: "Ada", Session: "x", Checks: 1, Checked: &now, Pass: &yes,
-			Cases: []class.CaseMark{{Case: "new-owner-first", Mark: "as-correct", Run: "r1"}}, Requirement: "db-clock", Words: "w"}},
+		Students: []class.Row{{ID: "s", Name: "Ada", Joined: now, Session: "x", Checks: 1, Checked: &now, Pass: &yes,
+			Cases: []class.CaseMark{{Case: "new-owner-first", Mark: "as-correct", Run: "r1"}}, Requirement: "db-clock", Words: "w",
+			Since: &now, FirstPassed: &now}},
+		Now:     now,
 		Summary: class.Summary{Requirements: []class.Named{{Requirement: "db-clock", Students: 1, Words: "w"}}}}
 	sol := sandbox.Ours()
 	handIns := []class.HandIn{{Student: "Ada", StudentID: "s", Checks: 1, Checked: &now, Pass: &yes, CasesPassed: 6, Cases: 6,
-		Requirement: "db-clock", Words: "w", Solution: &sol}}
+		Requirement: "db-clock", Words: "w", Since: &now, FirstPassed: &now, Solution: &sol,
+		History: []class.Attempt{{At: now, Pass: true, Requirement: "db-clock"}}}}
 
 	section := servertest.ReferenceSection(t, "#### The board and the hand-ins, field by field")
 	tables := strings.SplitN(section, "handins.json", 2) // the board's table, then the hand-ins'

@@ -80,14 +80,20 @@ RETURNING joined`
 	forgetSQL     = `DELETE FROM fencelab_classes.classes WHERE ended < now() - make_interval(secs => $1)`
 	touchSQL      = `UPDATE fencelab_classes.classes SET used = now() WHERE id = $1`
 	// boardSQL is each student of a class, in the order they joined, with
-	// the last check and how many there were.
-	boardSQL = `SELECT s.id, s.name, coalesce(s.session, ''), l.at, l.pass, l.solution, l.report, n.checks
+	// their last check.
+	boardSQL = `SELECT s.id, s.name, s.joined, coalesce(s.session, ''), l.at, l.solution, l.report
   FROM fencelab_classes.students s
-  LEFT JOIN LATERAL (SELECT k.at, k.pass, k.solution, k.report FROM fencelab_classes.checks k
+  LEFT JOIN LATERAL (SELECT k.at, k.solution, k.report FROM fencelab_classes.checks k
                       WHERE k.student = s.id ORDER BY k.id DESC LIMIT 1) l ON true
-  CROSS JOIN LATERAL (SELECT count(*) AS checks FROM fencelab_classes.checks k WHERE k.student = s.id) n
  WHERE s.class = $1
  ORDER BY s.joined, s.id`
+	// historySQL is every check of a class's students, each student's
+	// oldest first, with the first requirement it named broken (a
+	// report's broken requirements are in the article's order).
+	historySQL = `SELECT k.student, k.at, k.pass, coalesce(k.report->'broken'->0->>'requirement', '')
+  FROM fencelab_classes.checks k JOIN fencelab_classes.students s ON s.id = k.student
+ WHERE s.class = $1
+ ORDER BY k.student, k.id`
 )
 
 // The line's statements on the class's own tables; the line's jobs are

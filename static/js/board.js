@@ -22,10 +22,12 @@ const api = `/api/classes/${encodeURIComponent(classId)}`;
 // goes to the API in a header alone.
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const cases = [...document.querySelectorAll("th[data-case]")].map((th) => th.dataset.case);
+// The first probe's column has a rule before it, as its heading has.
+const firstProbe = document.querySelector("th.first-probe")?.dataset.case || "";
 
 const POLL_MS = 2000;
 
-const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, ended: false, polling: false, asking: false, exported: null };
+const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, stuckFirst: false, ended: false, polling: false, asking: false, exported: null, skew: 0 };
 
 /** A request to the class API as its teacher; resolves with the Response, or null when the network failed. */
 async function call(path, init = {}) {
@@ -68,6 +70,10 @@ async function poll() {
   // drawn, not before the refusal's words are read.
   if (res && res.ok) {
     const board = await res.json();
+    // The board's times are on the database's clock: how long ago each
+    // was is read against the board's own now, not this machine's clock.
+    const now = Date.parse(board.now);
+    state.skew = Number.isFinite(now) ? Date.now() - now : 0;
     state.board = board;
     state.ended = !!board.class.ended;
     state.error = null;
@@ -108,13 +114,29 @@ function showError(text) {
 
 const rel = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
 
-/** How long ago t was, as people say it: "now", "2 minutes ago". */
+/** Now on the database's clock, as the last board said it. */
+function dbNow() { return Date.now() - state.skew; }
+
+/** How long ago t was, as people say it: "just now", "2 minutes ago". */
 function ago(t) {
-  const s = Math.round((Date.parse(t) - Date.now()) / 1000);
+  const s = Math.round((Date.parse(t) - dbNow()) / 1000);
   if (s > -45) return "just now";
-  if (s > -3600) return rel.format(Math.round(s / 60), "minute");
+  if (s > -3600) return rel.format(Math.round(s / 60), "minute").replace("minutes", "min").replace("minute", "min");
   if (s > -86400) return rel.format(Math.round(s / 3600), "hour");
   return rel.format(Math.round(s / 86400), "day");
+}
+
+/** How long since t, short: "<1 min", "12 min", "1 h 5 min". */
+function since(t) {
+  const m = Math.floor((dbNow() - Date.parse(t)) / 60000);
+  if (m < 1) return "<1 min";
+  if (m < 60) return `${m} min`;
+  return `${Math.floor(m / 60)} h${m % 60 ? ` ${m % 60} min` : ""}`;
+}
+
+/** The clock time of t, on this machine's clock: "10:42". */
+function clock(t) {
+  return new Date(Date.parse(t)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
 let drawnCode = "";
@@ -153,46 +175,69 @@ function drawSummary(board) {
 }
 
 function caseCell(st, c, k) {
-  if (!c) return `<td class="col-case" data-case="${esc(k)}"><span class="mark quiet" aria-hidden="true">·</span><span class="sr-only">not checked</span></td>`;
+  const cls = k === firstProbe ? "col-case first-probe" : "col-case";
+  if (!c) return `<td class="${cls}" data-case="${esc(k)}"><span class="mark quiet" aria-hidden="true">·</span><span class="sr-only">not checked</span></td>`;
   const m = markOf(c.mark);
   const title = document.querySelector(`th[data-case="${CSS.escape(k)}"] abbr`)?.title || k;
   const sign = `<span class="mark ${esc(m.tone)}" aria-hidden="true">${esc(m.sign)}</span>`;
   const words = `${esc(title)}: ${esc(m.word)}`;
-  if (!c.run || !st.session) return `<td class="col-case" data-case="${esc(k)}" data-mark="${esc(c.mark)}">${sign}<span class="sr-only">${words}</span></td>`;
+  if (!c.run || !st.session) return `<td class="${cls}" data-case="${esc(k)}" data-mark="${esc(c.mark)}">${sign}<span class="sr-only">${words}</span></td>`;
   // The run on the stage of the student's page, in a tab of its own: the
   // watch link, with no token, so the teacher only watches.
   const href = `/s/${encodeURIComponent(st.session)}?run=${encodeURIComponent(c.run)}&present=1`;
-  return `<td class="col-case" data-case="${esc(k)}" data-mark="${esc(c.mark)}"><a class="case-link" href="${esc(href)}" target="_blank" rel="noopener" data-testid="board-case-link" aria-label="${esc(st.name)}, ${words}: open the run">${sign}</a></td>`;
+  return `<td class="${cls}" data-case="${esc(k)}" data-mark="${esc(c.mark)}"><a class="case-link" href="${esc(href)}" target="_blank" rel="noopener" data-testid="board-case-link" aria-label="${esc(st.name)}, ${words}: open the run">${sign}</a></td>`;
 }
 
 let drawnRows = "";
+
+/** The rows in the order the board shows them: the order they joined,
+ * or, "stuck longest first", those who have not passed their last check
+ * by how long (a failing row since its requirement, a row with no check
+ * since its student joined), then those who pass. */
+function ordered(board) {
+  const rows = board.students.slice();
+  if (!state.stuckFirst) return rows;
+  const from = (st) => st.pass ? Number.MAX_SAFE_INTEGER : Date.parse(st.since || st.joined);
+  return rows.sort((a, b) => from(a) - from(b)); // stable: ties keep the order they joined
+}
+
+/** The cell of how long a failing student has been on one requirement. */
+function stuckCell(st) {
+  if (st.pass !== false || !st.since) return `<td class="col-stuck"></td>`;
+  return `<td class="col-stuck" data-since="${esc(st.since)}" title="On “${esc(st.words)}” since ${esc(clock(st.since))}">${esc(since(st.since))}</td>`;
+}
 
 function drawRows(board) {
   const body = byTest("board-rows");
   // Redrawn only when a row changed, and with the focus put back where it
   // was: a teacher tabbing through the marks is not thrown out every two
   // seconds. The times alone move on in place.
-  const key = JSON.stringify([board.anonymous, board.students]);
+  const key = JSON.stringify([board.anonymous, state.stuckFirst, board.students]);
   if (key === drawnRows) {
     for (const t of body.querySelectorAll("time[datetime]")) t.textContent = ago(t.dateTime);
+    for (const td of body.querySelectorAll("td[data-since]")) td.textContent = since(td.dataset.since);
     return;
   }
   drawnRows = key;
   const focused = document.activeElement && body.contains(document.activeElement)
     ? { student: document.activeElement.closest("tr")?.dataset.student, kase: document.activeElement.closest("td")?.dataset.case } : null;
   const asCorrect = markOf("as-correct");
-  body.innerHTML = board.students.map((st) => {
+  const notAsCorrect = markOf("not-as-correct");
+  body.innerHTML = ordered(board).map((st) => {
     const byCase = new Map(st.cases.map((c) => [c.case, c]));
     const checked = !!st.checked;
+    // A check that failed says so with its own ✗ before its words, so a
+    // row can never read as a pass, whatever its marks.
     const what = !checked ? `<span class="quiet">No check yet</span>`
       : st.pass ? `<span class="mark ${esc(asCorrect.tone)}" aria-hidden="true">${esc(asCorrect.sign)}</span> ${esc(asCorrect.word)}`
-      : `<span class="words" title="${esc(st.words)}">${esc(st.words)}</span>`;
-    const when = checked ? `<time datetime="${esc(st.checked)}">${esc(ago(st.checked))}</time>` : "";
-    const checks = st.checks > 1 ? ` <span class="quiet">(${st.checks} checks)</span>` : "";
+      : `<span class="mark ${esc(notAsCorrect.tone)}" aria-hidden="true">${esc(notAsCorrect.sign)}</span> <span class="words" title="${esc(st.words)}">${esc(st.words)}</span>`;
+    const checks = `${st.checks} check${st.checks === 1 ? "" : "s"}`;
+    const when = checked ? `<time datetime="${esc(st.checked)}" title="${esc(checks)}">${esc(ago(st.checked))}</time>` : "";
+    const passed = st.first_passed ? `<td class="col-passed" title="First passed at ${esc(clock(st.first_passed))}, ${esc(checks)} in all"><time class="clock" data-first-passed="${esc(st.first_passed)}">${esc(clock(st.first_passed))}</time></td>` : `<td class="col-passed"></td>`;
     return `<tr data-testid="board-row" data-student="${esc(st.id)}" data-state="${checked ? (st.pass ? "pass" : "fail") : "none"}"${st.requirement ? ` data-requirement="${esc(st.requirement)}"` : ""}>` +
       `<th scope="row" class="col-name" data-testid="board-name">${esc(st.name)}</th>` +
       cases.map((k) => caseCell(st, byCase.get(k), k)).join("") +
-      `<td class="col-req">${what}</td><td class="col-when">${when}${checks}</td></tr>`;
+      `<td class="col-req">${what}</td>${stuckCell(st)}${passed}<td class="col-when">${when}</td></tr>`;
   }).join("");
   if (focused) body.querySelector(`tr[data-student="${CSS.escape(focused.student || "")}"] td[data-case="${CSS.escape(focused.kase || "")}"] a`)?.focus();
   byTest("board-empty").hidden = board.students.length > 0;
@@ -219,12 +264,22 @@ function draw(board) {
 
 byTest("board-anonymous").addEventListener("change", (ev) => {
   state.anonymous = ev.target.checked;
+  // While names are hidden the exports hide them too; the names are one
+  // explicit click away.
+  byTest("board-csv-names").hidden = !state.anonymous;
   poll();
 });
 
-/** Fetches an export with the teacher's header and hands it over as a download. */
-async function download(kind) {
-  const res = await call(`/handins.${kind}`);
+byTest("board-stuck-first").addEventListener("change", (ev) => {
+  state.stuckFirst = ev.target.checked;
+  if (state.board) drawRows(state.board);
+});
+
+/** Fetches an export with the teacher's header and hands it over as a
+ * download: with the names hidden while the board hides them, unless
+ * names is true. */
+async function download(kind, names = false) {
+  const res = await call(`/handins.${kind}${state.anonymous && !names ? "?anonymous=1" : ""}`);
   if (!res || !res.ok) {
     showError(await refusal(res));
     return;
@@ -242,6 +297,7 @@ async function download(kind) {
 }
 byTest("board-csv").addEventListener("click", () => download("csv"));
 byTest("board-json").addEventListener("click", () => download("json"));
+byTest("board-csv-names").addEventListener("click", () => download("csv", true));
 
 // ---- everyone: run ----------------------------------------------------------------
 
