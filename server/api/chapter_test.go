@@ -24,17 +24,7 @@ func TestClass_SendsAChapter(t *testing.T) {
 	}
 	var cl openedClass
 	a.json(t, &cl)
-	join := func(name string) joinedClass {
-		t.Helper()
-		a := ts.do("POST", "/api/classes/join", "", "application/json", joinBody(t, cl.Code, name, ""))
-		if a.Status != http.StatusCreated {
-			t.Fatalf("join as %s: %d %s", name, a.Status, a.Body)
-		}
-		var j joinedClass
-		a.json(t, &j)
-		return j
-	}
-	ada, bea, cy := join("Ada"), join("Bea"), join("Cy")
+	ada, bea, cy := joinClass(t, ts, cl.Code, "Ada"), joinClass(t, ts, cl.Code, "Bea"), joinClass(t, ts, cl.Code, "Cy")
 	if a := ts.do("DELETE", "/api/sessions/"+cy.Session.ID, cy.Session.Token, "", ""); a.Status/100 != 2 {
 		t.Fatalf("ending Cy's session: %d %s", a.Status, a.Body)
 	}

@@ -279,7 +279,7 @@ func (s *Server) joinClass(c echo.Context) error {
 		}
 	}
 	code, _ := class.ParseCode(req.Code) // Join took it
-	sess.SetClass(session.ClassSeat{Code: class.FormatCode(code), Student: st.Name}, classcheck.StudentLine(s.line, st.Class, st.ID))
+	sess.SetClass(session.ClassSeat{Class: st.Class, Code: class.FormatCode(code), Student: st.Name}, classcheck.StudentLine(s.line, st.Class, st.ID))
 	snap, err := sess.Snapshot(ctx, true)
 	if err != nil {
 		return err

@@ -55,6 +55,19 @@ func checkStarted(t *testing.T, s *sess) protocol.BatchEvent {
 	return *last
 }
 
+// joinClass joins the class of code as name on the server on, and fails
+// the test unless it is let in.
+func joinClass(t *testing.T, on *testServer, code, name string) joinedClass {
+	t.Helper()
+	a := on.do("POST", "/api/classes/join", "", "application/json", joinBody(t, code, name, ""))
+	if a.Status != http.StatusCreated {
+		t.Fatalf("join as %s: %d %s", name, a.Status, a.Body)
+	}
+	var j joinedClass
+	a.json(t, &j)
+	return j
+}
+
 func joinBody(t *testing.T, code, name, token string) string {
 	t.Helper()
 	b, err := json.Marshal(map[string]string{"code": code, "name": name, "token": token})
@@ -398,4 +411,67 @@ func (s *sess2) snapshot(t *testing.T) session.Snapshot {
 	var snap session.Snapshot
 	a.json(t, &snap)
 	return snap
+}
+
+// TestClass_EndedElsewhereReachesThePages: a class ended through another
+// instance reaches its students' pages on this one. Ada checks right
+// after the end, before any sweep: her check finds the class ended, her
+// page is told once, and the check plays as her own, on no board and not
+// kept. Bea, on a server that sweeps every second, sends nothing: the
+// sweep tells her page.
+func TestClass_EndedElsewhereReachesThePages(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	fast := startServer(t, func(c *api.Config) { c.Limits.RunIdle = 4 * time.Second }) // sweeps every second
+	other := startServer(t, nil)
+	a := ts.do("POST", "/api/classes", "", "", "")
+	var cl openedClass
+	a.json(t, &cl)
+	join := func(on *testServer, name string) *sess {
+		j := joinClass(t, on, cl.Code, name)
+		return &sess{ts: on, ID: j.Session.ID, Token: j.Session.Token}
+	}
+	ada, bea := join(ts, "Ada"), join(fast, "Bea")
+	if a := other.do("DELETE", "/api/classes/"+cl.Class.ID, cl.Token, "", ""); a.Status != http.StatusOK {
+		t.Fatalf("the end, on another server: %d %s", a.Status, a.Body)
+	}
+	told := func(s *sess) int {
+		n := 0
+		for _, e := range s.events(0, "") {
+			if e.Note != nil && e.Note.Code == protocol.NoteClassEnded {
+				n++
+			}
+		}
+		return n
+	}
+
+	ada.cmd(checkCmd(t, sandbox.Ours()))
+	if rep := ada.checkReport(3 * time.Minute); !rep.Pass {
+		t.Errorf("Ada's check after the end: %+v", rep)
+	}
+	if b := checkStarted(t, ada); b.Board != "" {
+		t.Errorf("Ada's check after the end counts on the board %q", b.Board)
+	}
+	if n := told(ada); n != 1 {
+		t.Errorf("Ada's page was told %d times that the class ended, want once", n)
+	}
+	if seat := ada.snapshot().Class; seat == nil || !seat.Ended {
+		t.Errorf("Ada's seat after her check: %+v", seat)
+	}
+	a = other.do("GET", "/api/classes/"+cl.Class.ID+"/board", cl.Token, "", "")
+	var b class.Board
+	if a.json(t, &b); a.Status != http.StatusOK || len(b.Students) != 2 || b.Students[0].Checks != 0 {
+		t.Errorf("the board after Ada's check: %d %+v", a.Status, b.Students)
+	}
+
+	bea.waitEvent(10*time.Second, "the note that the class ended", func(e protocol.Event) bool {
+		return e.Note != nil && e.Note.Code == protocol.NoteClassEnded
+	})
+	if seat := bea.snapshot().Class; seat == nil || !seat.Ended {
+		t.Errorf("Bea's seat after the sweep: %+v", seat)
+	}
+	time.Sleep(2500 * time.Millisecond) // two more sweeps: told once
+	if n := told(bea); n != 1 {
+		t.Errorf("Bea's page was told %d times that the class ended, want once", n)
+	}
 }

@@ -286,7 +286,10 @@ func (s *Server) sweeper() {
 	}
 }
 
-// sweepClasses ends the classes nobody used and forgets the long ended.
+// sweepClasses ends the classes nobody used and forgets the long ended,
+// then tells each student's page here whose class has ended by then (on
+// its own, or by its teacher through another instance), as End class
+// tells those on the instance it came to.
 func (s *Server) sweepClasses() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -294,6 +297,24 @@ func (s *Server) sweepClasses() {
 		s.cfg.Log.Warn("could not sweep the classes", "err", err)
 	} else if n > 0 {
 		s.cfg.Log.Info("idle classes ended", "classes", n)
+	}
+	seated := s.Sessions.Seated()
+	if len(seated) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(seated))
+	for id := range seated {
+		ids = append(ids, id)
+	}
+	ended, err := s.classes.Ended(ctx, ids)
+	if err != nil {
+		s.cfg.Log.Warn("could not read which classes ended", "err", err)
+		return
+	}
+	for _, id := range ended {
+		for _, sess := range seated[id] {
+			_ = sess.EndClass() // a session that ended meanwhile has no page to tell
+		}
 	}
 }
 

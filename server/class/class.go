@@ -384,6 +384,23 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
+// Ended is which of the classes ids have ended, or are gone (forgotten,
+// or never were): those whose students' pages are still to be told.
+func (s *Store) Ended(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rs, err := s.pool.Query(ctx, endedSQL, ids)
+	if err != nil {
+		return nil, dbError("read which classes ended", err)
+	}
+	ended, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbError("read which classes ended", err)
+	}
+	return ended, nil
+}
+
 func (s *Store) touch(ctx context.Context, classID string) error {
 	if _, err := s.pool.Exec(ctx, touchSQL, classID); err != nil {
 		return dbError("mark the class used", err)

@@ -57,6 +57,11 @@ func (t Turn) Release() {}
 // again, here or on another instance, until the student is back.
 var ErrElsewhere = errors.New("the student's session is not on this instance")
 
+// ErrEnded is Submit's error when the student's class has ended (here,
+// on another instance, or on its own when idle): the check counts on no
+// board, and is for the student's session to play as its own.
+var ErrEnded = errors.New("the class has ended")
+
 // Played is what a PlayFunc made of a check: the report, or the sentence
 // its statements were refused with, before any case ran.
 type Played struct {
@@ -166,11 +171,14 @@ func (l *Line) Submit(ctx context.Context, classID, studentID string, sol sandbo
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
 	var last *int64
-	switch err := tx.QueryRow(ctx, lineMineSQL, studentID).Scan(&last); {
+	var ended bool
+	switch err := tx.QueryRow(ctx, lineMineSQL, studentID).Scan(&last, &ended); {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, fault.Errorf(fault.NotFound, "no such student")
 	case err != nil:
 		return 0, dbError("put the check in line", err)
+	case ended:
+		return 0, ErrEnded
 	}
 	id := int64(0)
 	if last != nil {

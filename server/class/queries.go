@@ -100,10 +100,16 @@ RETURNING joined`
 // the engine's, reached through its API alone.
 const (
 	// lineMineSQL holds the student's row while their check is put in
-	// line, and reads the job of their last one. NO KEY UPDATE: a check of
-	// theirs being kept meanwhile (its key share) does not wait for it.
-	lineMineSQL = `SELECT line_job FROM fencelab_classes.students WHERE id = $1 FOR NO KEY UPDATE`
-	lineSetSQL  = `UPDATE fencelab_classes.students SET line_job = $2, line_check = $3 WHERE id = $1`
+	// line, and reads the job of their last one and whether their class
+	// has ended. NO KEY UPDATE: a check of theirs being kept meanwhile
+	// (its key share) does not wait for it.
+	lineMineSQL = `SELECT s.line_job, c.ended IS NOT NULL
+  FROM fencelab_classes.students s JOIN fencelab_classes.classes c ON c.id = s.class
+ WHERE s.id = $1 FOR NO KEY UPDATE OF s`
+	// endedSQL is which of the classes $1 have ended, or are gone.
+	endedSQL = `SELECT id FROM unnest($1::text[]) AS q(id)
+ WHERE NOT EXISTS (SELECT FROM fencelab_classes.classes c WHERE c.id = q.id AND c.ended IS NULL)`
+	lineSetSQL = `UPDATE fencelab_classes.students SET line_job = $2, line_check = $3 WHERE id = $1`
 	// lineCheckSQL reads what a check whose turn has come plays, waiting
 	// for a Submit that holds the row: a later check that took the first
 	// one's place while it waited is the one played.

@@ -8,6 +8,7 @@ package classcheck
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fencelab/fencelab/server/class"
@@ -27,7 +28,11 @@ type studentLine struct {
 }
 
 func (q studentLine) Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (int64, error) {
-	return q.line.Submit(ctx, q.class, q.student, sol, lease)
+	job, err := q.line.Submit(ctx, q.class, q.student, sol, lease)
+	if errors.Is(err, class.ErrEnded) {
+		return 0, session.ErrClassEnded
+	}
+	return job, err
 }
 
 func (q studentLine) Place(ctx context.Context, job int64) (int, bool, error) {

@@ -18,7 +18,8 @@ import (
 // server's own line in memory. Its server plays a check whose turn has
 // come in the student's session, wherever that is now (PlayClassCheck).
 type ClassLine interface {
-	// Submit puts the check in line and returns its job.
+	// Submit puts the check in line and returns its job; ErrClassEnded
+	// when the student's class has ended.
 	Submit(ctx context.Context, sol sandbox.Solution, lease time.Duration) (job int64, err error)
 	// Place is the job's place in line (1: next), 0 once it plays; done
 	// once it has ended.
@@ -28,6 +29,8 @@ type ClassLine interface {
 // ClassSeat is the class a session's student sits in, as their page
 // shows it at its top.
 type ClassSeat struct {
+	// Class is the class's id: the server's, not the page's.
+	Class string `json:"-"`
 	// Code is the class's code as people read it (ABC-234).
 	Code string `json:"code"`
 	// Student is the name the student joined under.
@@ -36,6 +39,11 @@ type ClassSeat struct {
 	// student's own from then on, and its checks count on no board.
 	Ended bool `json:"ended,omitempty"`
 }
+
+// ErrClassEnded is a ClassLine's Submit error when the student's class
+// has ended: the session learns it so (EndClass), and the check plays as
+// the session's own, on no board.
+var ErrClassEnded = errors.New("the class has ended")
 
 // SetClass seats the session's student in a class: its checks wait in q
 // from now on, and its page shows the seat.

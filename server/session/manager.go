@@ -287,6 +287,24 @@ func (m *Manager) sessionIDs() []string {
 	return ids
 }
 
+// Seated is the sessions here whose student sits in a class that has not
+// ended for them, by the class's id.
+func (m *Manager) Seated() map[string][]*Session {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	seated := map[string][]*Session{}
+	for _, s := range all {
+		if seat := s.classSeat(); seat != nil && !seat.Ended && seat.Class != "" {
+			seated[seat.Class] = append(seated[seat.Class], s)
+		}
+	}
+	return seated
+}
+
 func randomToken(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

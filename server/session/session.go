@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -153,7 +154,13 @@ func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error
 		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
 	case control.Check:
 		if q := s.classLineOf(); q != nil {
-			return s.classCheck(ctx, q, c)
+			res, err := s.classCheck(ctx, q, c)
+			if !errors.Is(err, ErrClassEnded) {
+				return res, err
+			}
+			// Ended where this instance did not see it (on another, or
+			// idle): the page is told now, and the check is its own.
+			_ = s.EndClass()
 		}
 		return s.check(ctx, c)
 	}
