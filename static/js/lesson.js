@@ -188,6 +188,9 @@ export class Lesson {
   }
 }
 
+/** What renderLesson last drew in each panel. */
+const drawn = new WeakMap();
+
 /** Render the lesson panel. */
 export function renderLesson(root, lesson, esc) {
   // The chapters by number, each titled: the current one's title is the heading.
@@ -203,15 +206,22 @@ export function renderLesson(root, lesson, esc) {
   const buttons = `<div class="lesson-steps">
     <button type="button" data-testid="lesson-prev" data-lesson="prev"${still || lesson.atStart() ? " disabled" : ""}>← Back</button>
     <button type="button" class="primary" data-testid="lesson-next" data-lesson="next"${still || lesson.atEnd() ? " disabled" : ""}>Next →</button></div>`;
-  // A re-render keeps the focus on the button it was on (the keyboard's
-  // Enter, pressed again, goes on).
-  const focused = root.contains(document.activeElement) ? document.activeElement.dataset.lesson : "";
-  root.innerHTML = `<div class="lesson-head"><h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
+  const html = `<div class="lesson-head"><h2>${lesson.ci + 1}. ${esc(lesson.chapter.title)} <small>${Math.max(0, lesson.index + 1)} / ${total}</small></h2>
     <nav aria-label="Chapters">${links}</nav></div>
     <p class="say" data-testid="lesson-text">${esc(lesson.text())}</p>
     ${lesson.note ? `<p class="note" data-testid="lesson-note">${esc(lesson.note)}</p>` : ""}
     ${buttons}
     ${hint}`;
+  // The page redraws on every event; the panel is drawn anew only when it
+  // changed. A tap is a press and a release on the same button: a panel
+  // redrawn between the two (an event arriving, as they do on a busy
+  // phone) lost the tap, the click going to the panel, not the button.
+  if (drawn.get(root) === html) return;
+  drawn.set(root, html);
+  // A re-render keeps the focus on the button it was on (the keyboard's
+  // Enter, pressed again, goes on).
+  const focused = root.contains(document.activeElement) ? document.activeElement.dataset.lesson : "";
+  root.innerHTML = html;
   if (focused) root.querySelector(`[data-lesson="${focused}"]`)?.focus({ preventScroll: true });
 }
 
