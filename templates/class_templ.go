@@ -456,7 +456,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-label\"><div class=\"board-pick\"><label id=\"board-everyone-label\" for=\"board-everyone-ordering\">Run</label> <select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-everyone board-chapter\" aria-labelledby=\"board-chapter-label\"><div class=\"board-pick\"><label id=\"board-chapter-label\" for=\"board-chapter\">Lesson</label> <select id=\"board-chapter\" data-testid=\"board-chapter\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-chapter-send\" disabled>Open for everyone</button><div id=\"board-chapter-status\" class=\"board-everyone-status\" data-testid=\"board-chapter-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-stuck-first\"> Stuck longest first</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" data-testid=\"board-csv-names\" hidden>CSV with names</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</ol></section><section class=\"board-everyone\" aria-labelledby=\"board-everyone-label\"><div class=\"board-pick\"><label id=\"board-everyone-label\" for=\"board-everyone-ordering\">Run</label> <select id=\"board-everyone-ordering\" data-testid=\"board-everyone-ordering\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-everyone-run\" disabled>Run for everyone</button><div id=\"board-everyone-status\" class=\"board-everyone-status\" data-testid=\"board-everyone-status\" role=\"status\"></div></section><section class=\"board-everyone board-chapter\" aria-labelledby=\"board-chapter-label\"><div class=\"board-pick\"><label id=\"board-chapter-label\" for=\"board-chapter\">Lesson</label> <select id=\"board-chapter\" data-testid=\"board-chapter\" disabled></select></div><button type=\"button\" class=\"primary\" data-testid=\"board-chapter-send\" disabled>Open for everyone</button><div id=\"board-chapter-status\" class=\"board-everyone-status\" data-testid=\"board-chapter-status\" role=\"status\"></div></section><section class=\"board-tools\" aria-label=\"The board's tools\"><label class=\"board-toggle\"><input type=\"checkbox\" data-testid=\"board-anonymous\"> Hide names</label> <button type=\"button\" data-testid=\"board-csv\">Export CSV</button> <button type=\"button\" data-testid=\"board-json\">Export JSON</button> <button type=\"button\" data-testid=\"board-csv-names\" hidden>CSV with names</button> <button type=\"button\" class=\"danger\" data-testid=\"board-end\">End class</button></section><p class=\"board-status\" data-testid=\"board-status\" role=\"status\"></p></aside><section class=\"board-main\" aria-labelledby=\"board-students-h\"><p class=\"board-error\" data-testid=\"board-error\" role=\"alert\" hidden></p><h2 id=\"board-students-h\" class=\"sr-only\">Students</h2><table class=\"board-table\" data-testid=\"board-table\"><thead><tr><th scope=\"col\" class=\"col-name\">Student</th>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -468,7 +468,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var24 string
 				templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 180, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var24)
 				if templ_7745c5c3_Err != nil {
@@ -481,7 +481,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var25 string
 				templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 83}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 180, Col: 83}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var25)
 				if templ_7745c5c3_Err != nil {
@@ -494,7 +494,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var26 string
 				templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i + 1))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 107}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 180, Col: 107}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
 				if templ_7745c5c3_Err != nil {
@@ -507,7 +507,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var27 string
 				templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 181, Col: 147}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 180, Col: 147}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 				if templ_7745c5c3_Err != nil {
@@ -548,7 +548,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 					var templ_7745c5c3_Var30 string
 					templ_7745c5c3_Var30, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Case).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 109}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 183, Col: 109}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var30)
 					if templ_7745c5c3_Err != nil {
@@ -575,7 +575,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var31 string
 				templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Title + " (a probe: no run)").Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 156}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 183, Col: 156}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
 				if templ_7745c5c3_Err != nil {
@@ -588,7 +588,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var32 string
 				templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(probeLabel(i))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 174}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 183, Col: 174}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 				if templ_7745c5c3_Err != nil {
@@ -601,7 +601,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 				var templ_7745c5c3_Var33 string
 				templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(c.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 184, Col: 214}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/class.templ`, Line: 183, Col: 214}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 				if templ_7745c5c3_Err != nil {
@@ -612,7 +612,7 @@ func BoardPage(p ClassPageData, b BoardView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<th scope=\"col\" class=\"col-req\">What their last check shows</th><th scope=\"col\" class=\"col-stuck\"><abbr title=\"How long their checks have named the same requirement\">Stuck</abbr></th><th scope=\"col\" class=\"col-passed\"><abbr title=\"When their first check passed\">Passed</abbr></th><th scope=\"col\" class=\"col-when\">Last check</th></tr></thead> <tbody data-testid=\"board-rows\"></tbody></table><p class=\"board-empty\" data-testid=\"board-empty\">No student has joined yet.</p></section><dialog class=\"board-confirm\" data-testid=\"board-end-dialog\" aria-labelledby=\"board-end-h\"><form method=\"dialog\"><h2 id=\"board-end-h\">End the class?</h2><p>Students can no longer join it or check into it. The board and the exports stay for a day.</p><p class=\"buttons\"><button value=\"keep\" data-testid=\"board-end-keep\" autofocus>Keep it open</button> <button value=\"end\" class=\"danger\" data-testid=\"board-end-confirm\">End class</button></p></form></dialog></main>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<th scope=\"col\" class=\"col-req\">What their last check shows</th><th scope=\"col\" class=\"col-stuck\" aria-sort=\"none\"><button type=\"button\" class=\"sort\" data-testid=\"board-stuck-first\" aria-pressed=\"false\" title=\"How long their checks have named the same requirement: press to put those stuck longest first\">Stuck</button></th><th scope=\"col\" class=\"col-passed\"><abbr title=\"When their first check passed\">Passed</abbr></th><th scope=\"col\" class=\"col-when\">Last check</th></tr></thead> <tbody data-testid=\"board-rows\"></tbody></table><p class=\"board-empty\" data-testid=\"board-empty\">No student has joined yet.</p></section><dialog class=\"board-confirm\" data-testid=\"board-end-dialog\" aria-labelledby=\"board-end-h\"><form method=\"dialog\"><h2 id=\"board-end-h\">End the class?</h2><p>Students can no longer join it or check into it. The board and the exports stay for a day.</p><p class=\"buttons\"><button value=\"keep\" data-testid=\"board-end-keep\" autofocus>Keep it open</button> <button value=\"end\" class=\"danger\" data-testid=\"board-end-confirm\">End class</button></p></form></dialog></main>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -288,8 +288,9 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if cells.Verdict == "" || !regexp.MustCompile(`^(<1|\d+) min$`).MatchString(cells.Stuck) || cells.AdaStuck != "" || !regexp.MustCompile(`\d:\d\d`).MatchString(cells.AdaPassed) || cells.GracePassed != "" {
 		t.Errorf("the rows' verdict, stuck and passed cells: %+v", cells)
 	}
-	// Stuck longest first: Grace, who has not passed, above Ada, who
-	// joined first; unticked, the order they joined.
+	// Stuck longest first (the Stuck heading, pressed): Grace, who has not
+	// passed, above Ada, who joined first; pressed again, the order they
+	// joined.
 	order := func() []string {
 		var names []string
 		board.Eval(`[...document.querySelectorAll('[data-testid="board-name"]')].map(n => n.textContent)`, &names)
@@ -298,11 +299,14 @@ func TestClass_ToItsEnd(t *testing.T) {
 	if got := order(); !slices.Equal(got, []string{"Ada", "Grace"}) {
 		t.Errorf("the board's rows are %v, want the order they joined", got)
 	}
-	board.SetChecked("board-stuck-first", true)
-	if got := order(); !slices.Equal(got, []string{"Grace", "Ada"}) {
+	board.Click("board-stuck-first")
+	if got := order(); !slices.Equal(got, []string{"Grace", "Ada"}) || board.Attr("board-stuck-first", "aria-pressed") != "true" {
 		t.Errorf("stuck longest first, the rows are %v", got)
 	}
-	board.SetChecked("board-stuck-first", false)
+	board.Click("board-stuck-first")
+	if got := order(); !slices.Equal(got, []string{"Ada", "Grace"}) {
+		t.Errorf("pressed again, the rows are %v, want the order they joined", got)
+	}
 	board.Screenshot("class-board-1920x1080")
 	e2etest.ReportAxe(t, "the board", e2etest.Axe(t, board))
 	var fits bool
@@ -589,9 +593,9 @@ func TestClass_EveryoneRunsAScenario(t *testing.T) {
 		t.Fatalf("POST /api/classes: %d %s", st, body)
 	}
 
-	// Ada joins on her phone and stays on her page; Grace joins through
-	// the API; so does a third whose name is markup, and whose session is
-	// then ended, so that the run cannot start for them.
+	// Ada joins on her phone and stays on her page, as Grace on hers; a
+	// third joins through the API, whose name is markup, and whose session
+	// is then ended, so that the run cannot start for them.
 	ada := e2etest.NewTab(t, 375, 800)
 	joinAs(ada, srv.URL, "/join?code="+opened.Code, "", "Ada")
 	adaSession := arrived(ada)
@@ -604,7 +608,11 @@ func TestClass_EveryoneRunsAScenario(t *testing.T) {
 		}
 		return j.Session.ID, j.Session.Token
 	}
-	join("Grace")
+	// Grace joins on the narrowest phone there is, and stays at the top
+	// of her page.
+	grace := e2etest.NewTab(t, 320, 640)
+	joinAs(grace, srv.URL, "/join?code="+opened.Code, "", "Grace")
+	arrived(grace)
 	const markup = `<b>Zoë</b> & co`
 	zoe, zoeToken := join(markup)
 	if st, body := srv.Request(http.MethodDelete, "/api/sessions/"+zoe, zoeToken, ""); st/100 != 2 {
@@ -729,6 +737,9 @@ func TestClass_EveryoneRunsAScenario(t *testing.T) {
 		t.Errorf("Ada's live feed says %q", feed)
 	}
 	e2etest.ViewShot(ada, "class-student-run-for-everyone-375")
+	grace.PollJS(fmt.Sprintf(inView, e2etest.Sel("stage")), 10*time.Second)
+	noSideScroll(grace, "the run for everyone at 320 px")
+	e2etest.ViewShot(grace, "class-student-run-for-everyone-320")
 	ada.Click("back-to-build")
 	ada.PollJS(fmt.Sprintf(inView, e2etest.Sel("build-check"))+` && document.querySelector('[data-testid="back-to-build"]').hidden`, 5*time.Second)
 

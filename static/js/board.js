@@ -134,9 +134,9 @@ function since(t) {
   return `${Math.floor(m / 60)} h${m % 60 ? ` ${m % 60} min` : ""}`;
 }
 
-/** The clock time of t, on this machine's clock: "10:42". */
+/** The clock time of t, on this machine's clock, short: "14:42". */
 function clock(t) {
-  return new Date(Date.parse(t)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return new Date(Date.parse(t)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
 }
 
 let drawnCode = "";
@@ -230,7 +230,7 @@ function drawRows(board) {
     // row can never read as a pass, whatever its marks.
     const what = !checked ? `<span class="quiet">No check yet</span>`
       : st.pass ? `<span class="mark ${esc(asCorrect.tone)}" aria-hidden="true">${esc(asCorrect.sign)}</span> ${esc(asCorrect.word)}`
-      : `<span class="mark ${esc(notAsCorrect.tone)}" aria-hidden="true">${esc(notAsCorrect.sign)}</span> <span class="words" title="${esc(st.words)}">${esc(st.words)}</span>`;
+      : `<span class="words" title="${esc(st.words)}"><span class="mark ${esc(notAsCorrect.tone)}" aria-hidden="true">${esc(notAsCorrect.sign)}</span> ${esc(st.words)}</span>`;
     const checks = `${st.checks} check${st.checks === 1 ? "" : "s"}`;
     const when = checked ? `<time datetime="${esc(st.checked)}" title="${esc(checks)}">${esc(ago(st.checked))}</time>` : "";
     const passed = st.first_passed ? `<td class="col-passed" title="First passed at ${esc(clock(st.first_passed))}, ${esc(checks)} in all"><time class="clock" data-first-passed="${esc(st.first_passed)}">${esc(clock(st.first_passed))}</time></td>` : `<td class="col-passed"></td>`;
@@ -270,8 +270,12 @@ byTest("board-anonymous").addEventListener("change", (ev) => {
   poll();
 });
 
-byTest("board-stuck-first").addEventListener("change", (ev) => {
-  state.stuckFirst = ev.target.checked;
+// The Stuck column's heading sorts: those stuck longest first, pressed
+// again, the order they joined.
+byTest("board-stuck-first").addEventListener("click", (ev) => {
+  state.stuckFirst = !state.stuckFirst;
+  ev.currentTarget.setAttribute("aria-pressed", String(state.stuckFirst));
+  ev.currentTarget.closest("th").setAttribute("aria-sort", state.stuckFirst ? "descending" : "none");
   if (state.board) drawRows(state.board);
 });
 
