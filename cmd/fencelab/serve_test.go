@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
+	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -125,6 +126,67 @@ func TestServe_SignalsLeaveNothingBehind(t *testing.T) {
 				t.Errorf("%d session schemas left", n)
 			}
 		})
+	}
+}
+
+// TestServe_StopsWithAClassOpen: a busy server with a class open, its
+// students' checks playing through the class's line, stops by SIGTERM
+// within 10 seconds, exits 0, and leaves no process and no session schema,
+// with no part of the stop run out of time; the class and its students
+// are still there for the next server (its rows are the database's).
+// Not parallel: it counts fl_ schemas, as the test above.
+func TestServe_StopsWithAClassOpen(t *testing.T) {
+	m := marker(t)
+	s := serveWith(t, []string{"--spare-runs", "120"}, "DATABASE_URL="+pgtest.DSN(t), m)
+	busy(t, s)
+	cl := post(t, s.url+"/api/classes", "", "")
+	code, _ := cl["code"].(string)
+	classID, _ := cl["class"].(map[string]any)["id"].(string)
+	if code == "" || classID == "" {
+		t.Fatalf("the class: %v", cl)
+	}
+	check, err := json.Marshal(map[string]any{"action": "check", "solution": sandbox.Ours()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Ada", "Bea", "Cy"} {
+		j := post(t, s.url+"/api/classes/join", "", fmt.Sprintf(`{"code":%q,"name":%q}`, code, name))
+		sess, _ := j["session"].(map[string]any)
+		id, _ := sess["id"].(string)
+		tok, _ := sess["token"].(string)
+		post(t, s.url+"/api/sessions/"+id+"/commands", tok, string(check))
+	}
+	// The checks are playing: their workers are up beside the four runs'.
+	eventually(t, 60*time.Second, "a class's check playing", func() (bool, string) {
+		left := marked(t, m)
+		return len(left) >= 7, strings.Join(left, "\n")
+	})
+	t0 := time.Now()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not exit within 10s of SIGTERM with a class open")
+	}
+	t.Logf("stopped in %v", time.Since(t0).Round(time.Millisecond))
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	s.mu.Lock()
+	out := strings.Join(s.lines, "\n")
+	s.mu.Unlock()
+	if strings.Contains(out, "closed pool") || strings.Contains(out, "deadline exceeded") {
+		t.Errorf("the stop ran out of time:\n%s", out)
+	}
+	if left := marked(t, m); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+	if n := flSchemas(t); n != 0 {
+		t.Errorf("%d session schemas left", n)
+	}
+	var students int
+	if err := pgtest.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM fencelab_classes.students WHERE class = $1`, classID).Scan(&students); err != nil || students != 3 {
+		t.Errorf("the class's students after the stop: %d %v, want 3", students, err)
 	}
 }
 
