@@ -526,6 +526,44 @@ func TestSession_IdleExpiryEndsItsRuns(t *testing.T) {
 	}
 }
 
+// TestSession_NotIdleWhileACommandRuns: idle counts from a command's end.
+// A run that takes longer to start than SessionIdle (a busy machine) is not
+// swept away under the command starting it.
+func TestSession_NotIdleWhileACommandRuns(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *api.Config) { c.Limits.SessionIdle = time.Millisecond })
+	s := ts.newSession()
+	live, err := ts.Sessions.Get(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := live.Log.LastSeq()
+	done := make(chan answer, 1)
+	go func() { done <- s.try(`{"action":"run","ordering":"free-play"}`) }()
+	// Sweep only once the command is being carried out (its run has said
+	// something): before that, the session is idle as anyone's would be.
+	for live.Log.LastSeq() == before {
+		time.Sleep(100 * time.Microsecond)
+	}
+	sweeps := 0
+	for {
+		select {
+		case a := <-done:
+			if a.Status != http.StatusOK {
+				t.Fatalf("the run's own command failed under %d sweeps: %d %s", sweeps, a.Status, a.Body)
+			}
+			if sweeps == 0 {
+				t.Fatalf("only %d sweeps while the command ran: the test did not test", sweeps)
+			}
+			return
+		default:
+			ts.Sessions.Sweep()
+			sweeps++
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // TestSecrets_StayOutOfEventsAndCommandLines: the per-run receiver key is
 // in no event (watchers see every event), and the database URL is on no
 // worker's command line (every local user sees those).

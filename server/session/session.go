@@ -41,8 +41,9 @@ type Session struct {
 
 	m       *Manager
 	serial  string
-	client  string      // ClientKey of whoever made it; "" for none
-	claimed atomic.Bool // a command or a socket has used it: not a bare page load
+	client  string       // ClientKey of whoever made it; "" for none
+	claimed atomic.Bool  // a command or a socket has used it: not a bare page load
+	working atomic.Int32 // commands being carried out: a session at work is not idle
 	ctx     context.Context
 	cancel  context.CancelFunc
 
@@ -109,8 +110,8 @@ func (s *Session) lastActiveAt() time.Time {
 }
 
 func (s *Session) idleFor() time.Duration {
-	if s.Log.Subscribers() > 0 {
-		return 0 // someone is watching
+	if s.Log.Subscribers() > 0 || s.working.Load() > 0 {
+		return 0 // someone is watching, or a command is being carried out
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,6 +147,14 @@ type Result struct {
 // fault codes.
 func (s *Session) Execute(ctx context.Context, c control.Command) (Result, error) {
 	s.Claim()
+	// Idle counts from a command's end, not its start: a run that takes
+	// longer to start than SessionIdle on a busy machine is not swept
+	// away under the command starting it.
+	s.working.Add(1)
+	defer func() {
+		s.Touch()
+		s.working.Add(-1)
+	}()
 	switch c.Action {
 	case control.Run, control.Load, control.Matrix, control.Batch:
 		return s.in.Do(ctx, string(c.Action), &order{cmd: c})
