@@ -50,7 +50,10 @@ verdicts, duplicates, missing, busy, errors), and the board's lag: from a
 report to the teacher's board showing it, polled every 250ms. With
 --class, --timeout is each student's wait for the report (default 5m)
 and --lease the check's; --readers, --ramp, --ordering, --pace and
---settle are the readers' and are refused.
+--settle are the readers' and are refused. With FENCELAB_BOARD set to a
+teacher's board address (http://HOST/classes/ID#token=..., on --url's
+server: the environment, not a flag, as it holds the teacher's key), the
+students join that class, beside whoever is in it, and it is left open.
 
 (This was 'fencelab load', a name that still works; it is not the page's
 load lab, which freezes workers at scale.)`
@@ -110,7 +113,7 @@ func crowdCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return usagef("fencelab crowd: --%s is for readers pressing Run; --class plays students pressing Check", name)
 			}
 		}
-		cfg := crowd.ClassConfig{Students: *students, Server: server}
+		cfg := crowd.ClassConfig{Students: *students, Server: server, Board: os.Getenv("FENCELAB_BOARD")}
 		if set["lease"] {
 			cfg.Lease = *lease
 		}

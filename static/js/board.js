@@ -25,7 +25,7 @@ const cases = [...document.querySelectorAll("th[data-case]")].map((th) => th.dat
 // The first probe's column has a rule before it, as its heading has.
 const firstProbe = document.querySelector("th.first-probe")?.dataset.case || "";
 
-const POLL_MS = 2000;
+const POLL_MS = 1000;
 
 const state = { polls: 0, board: null, error: null, status: 0, anonymous: false, stuckFirst: false, ended: false, polling: false, asking: false, exported: null, skew: 0 };
 
@@ -363,7 +363,7 @@ function drawEveryone() {
     }
   }
   // Drawn only when it changed: the status is a live region, and the
-  // board's polls must not have it said again every two seconds.
+  // board's polls must not have it said again every second.
   if (html !== drawnEveryone) {
     drawnEveryone = html;
     byTest("board-everyone-status").innerHTML = html;

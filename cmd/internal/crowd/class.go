@@ -66,9 +66,39 @@ type ClassConfig struct {
 	// Timeout is how long one student waits, from pressing Check to the
 	// report (default DefaultClassTimeout, at most MaxTimeout).
 	Timeout time.Duration
+	// Board, if set, is the teacher's board address of a class already
+	// open on Server.URL (http://HOST/classes/ID#token=T): the students
+	// join that class, beside whoever else is in it, and the crowd reads
+	// its board but neither opens nor ends it. It holds the teacher's key:
+	// the command takes it from the environment (FENCELAB_BOARD), never a
+	// flag, and no error or log line repeats it.
+	Board string
 
 	// Server is the server played against, or the one started.
 	Server
+}
+
+// boardOf reads a teacher's board address: the class's id and the
+// teacher's token, on the host of base. Its errors never repeat the
+// address (it holds the token).
+func boardOf(board string, base *url.URL) (classID, token string, err error) {
+	u, err := url.Parse(board)
+	if err != nil {
+		return "", "", invalidf("FENCELAB_BOARD is not an address")
+	}
+	id, ok := strings.CutPrefix(u.Path, "/classes/")
+	if !ok || !class.IDForm(id) {
+		return "", "", invalidf("FENCELAB_BOARD is not a board's address (http://HOST/classes/ID#token=…)")
+	}
+	frag, err := url.ParseQuery(u.Fragment)
+	token = frag.Get("token")
+	if err != nil || token == "" {
+		return "", "", invalidf("FENCELAB_BOARD has no teacher's key (#token=… at its end)")
+	}
+	if base == nil || u.Scheme != base.Scheme || u.Host != base.Host {
+		return "", "", invalidf("FENCELAB_BOARD is a board of another server than --url: its key goes to --url's server alone")
+	}
+	return id, token, nil
 }
 
 // Validate fills the zero fields that have a default and checks every
@@ -88,6 +118,18 @@ func (c *ClassConfig) Validate() error {
 	}
 	if _, err := check.Lease("--lease", c.Lease); err != nil {
 		return invalidf("%v", err)
+	}
+	if c.Board != "" {
+		if c.URL == "" {
+			return invalidf("FENCELAB_BOARD needs --url: a class already open is on a server already running")
+		}
+		base, err := target(c.URL, c.AllowRemote)
+		if err != nil {
+			return invalidf("--url %s %v", c.URL, err)
+		}
+		if _, _, err := boardOf(c.Board, base); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -424,6 +466,9 @@ func (c *classLoader) endedWhy(ctx context.Context, err error) error {
 
 // openClass opens the class as its teacher.
 func (c *classLoader) openClass(ctx context.Context) error {
+	if c.cfg.Board != "" {
+		return c.joinBoard(ctx)
+	}
 	var opened struct {
 		Class struct {
 			ID string `json:"id"`
@@ -441,8 +486,33 @@ func (c *classLoader) openClass(ctx context.Context) error {
 	return nil
 }
 
-// endClass ends the class, as its teacher.
+// joinBoard takes the class of cfg.Board, which its teacher opened: its
+// code, read as its teacher.
+func (c *classLoader) joinBoard(ctx context.Context) error {
+	id, token, err := boardOf(c.cfg.Board, c.base)
+	if err != nil {
+		return err
+	}
+	var cl struct {
+		Code  string     `json:"code"`
+		Ended *time.Time `json:"ended"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/classes/"+url.PathEscape(id), token, nil, http.StatusOK, "read the class", &cl); err != nil {
+		return err
+	}
+	if cl.Code == "" || cl.Ended != nil {
+		return errors.New("the class of FENCELAB_BOARD has ended")
+	}
+	c.classID, c.code, c.teacher = id, cl.Code, token
+	return nil
+}
+
+// endClass ends the class, as its teacher, if the crowd opened it: a
+// class of FENCELAB_BOARD is its teacher's to end.
 func (c *classLoader) endClass() {
+	if c.cfg.Board != "" {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = c.do(ctx, http.MethodDelete, "/api/classes/"+url.PathEscape(c.classID), c.teacher, nil, http.StatusOK, "end the class", nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelab/fencelab/server/fault"
 	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 	"github.com/fencelab/fencelab/server/servertest"
@@ -162,5 +163,40 @@ func TestClassReport_Counts(t *testing.T) {
 				t.Errorf("the table:\n%s", table)
 			}
 		})
+	}
+}
+
+// A class already open is joined by its board's address alone, on --url's
+// server; every other address is refused in words that never repeat the
+// teacher's key.
+func TestBoardOf(t *testing.T) {
+	const key = "SECRETKEY0123456789abcdefghij"
+	base, _ := url.Parse("http://127.0.0.1:8080")
+	id, token, err := boardOf("http://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA#token="+key, base)
+	if err != nil || id != "cAAAAAAAAAAAAAAAA" || token != key {
+		t.Fatalf("a board's address: %q %q %v", id, token, err)
+	}
+	for _, bad := range []string{
+		"",
+		"http://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA",                          // no key
+		"http://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA#token=",                   // an empty key
+		"http://127.0.0.1:8080/classes/nope#token=" + key,                          // no class's id
+		"http://127.0.0.1:8080/s/cAAAAAAAAAAAAAAAA#token=" + key,                   // not a board
+		"http://127.0.0.1:9090/classes/cAAAAAAAAAAAAAAAA#token=" + key,             // another server
+		"https://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA#token=" + key,            // another scheme
+		"http://evil.example/classes/cAAAAAAAAAAAAAAAA#token=" + key,               // elsewhere
+		"http://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA#token=" + key + "%zz\x00", // not an address
+	} {
+		_, _, err := boardOf(bad, base)
+		if fault.CodeOf(err) != fault.Invalid {
+			t.Errorf("%q: %v, want invalid", bad, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRETKEY") {
+			t.Errorf("the refusal of %q repeats the key: %v", bad, err)
+		}
+	}
+	cfg := ClassConfig{Students: 2, Board: "http://127.0.0.1:8080/classes/cAAAAAAAAAAAAAAAA#token=" + key, Server: Server{Executable: "/bin/true"}}
+	if err := cfg.Validate(); fault.CodeOf(err) != fault.Invalid || strings.Contains(err.Error(), "SECRETKEY") {
+		t.Errorf("a board with no --url: %v", err)
 	}
 }

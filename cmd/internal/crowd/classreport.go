@@ -128,7 +128,10 @@ type StudentResult struct {
 	CheckToReportMS *int64 `json:"check_to_report_ms"`
 	InLineMS        *int64 `json:"in_line_ms"`
 	BoardLagMS      *int64 `json:"board_lag_ms"`
-	Error           string `json:"error,omitempty"`
+	// ReportedAt is when the student read their report: a clock to set
+	// beside a board page's, to measure what its teacher sees.
+	ReportedAt *time.Time `json:"reported_at"`
+	Error      string     `json:"error,omitempty"`
 }
 
 func msOf(d time.Duration) *int64 {
@@ -175,6 +178,8 @@ func newClassReport(c *classLoader, students []*student, bp boardPolls, st *Serv
 		}
 		wrong := ""
 		if !s.reported.IsZero() {
+			at := s.reported
+			res.ReportedAt = &at
 			d := s.reported.Sub(s.sent)
 			took = append(took, d)
 			res.CheckToReportMS = msOf(d)
