@@ -37,14 +37,7 @@ func TestEngines_Class(t *testing.T) {
 			var boardURL, code string
 			if !t.Run("teacher-starts", func(t *testing.T) {
 				tab := page(t, 1280, 800)
-				tab.Navigate(srv.URL + "/classes/new")
-				tab.WaitReady()
-				tab.PollState(`s.page === "new-class"`, 10*time.Second)
-				tab.Click("class-start")
-				tab.Poll(`location.pathname.startsWith("/classes/c") && location.hash.startsWith("#token=") && document.readyState === "complete" && window.fencelab && window.fencelab.ready === true`, 30*time.Second)
-				tab.PollState(`s.polls >= 1 && s.board !== null`, 30*time.Second)
-				tab.Eval(`location.href`, &boardURL)
-				tab.Eval(`window.fencelab.state().board.class.code`, &code)
+				boardURL, code = startClass(tab, srv.URL)
 				if want := code[:3] + "-" + code[3:]; len(code) != 6 || tab.Text("board-code") != want {
 					t.Fatalf("the board shows the code %q; the class's is %q", tab.Text("board-code"), code)
 				}
@@ -103,4 +96,19 @@ func setValue(tab *engineTab, testid, value string) {
 	if !ok {
 		tab.t.Fatalf("e2e (%s): setValue(%q, %q): the value did not take", tab.engine, testid, value)
 	}
+}
+
+// startClass opens a class as its teacher does, on the page at
+// /classes/new, and returns its board's address (the teacher's key in
+// it) and its code, once the board has read the class once.
+func startClass(tab *engineTab, base string) (boardURL, code string) {
+	tab.Navigate(base + "/classes/new")
+	tab.WaitReady()
+	tab.PollState(`s.page === "new-class"`, 10*time.Second)
+	tab.Click("class-start")
+	tab.Poll(`location.pathname.startsWith("/classes/c") && location.hash.startsWith("#token=") && document.readyState === "complete" && window.fencelab && window.fencelab.ready === true`, 30*time.Second)
+	tab.PollState(`s.polls >= 1 && s.board !== null`, 30*time.Second)
+	tab.Eval(`location.href`, &boardURL)
+	tab.Eval(`window.fencelab.state().board.class.code`, &code)
+	return boardURL, code
 }

@@ -65,15 +65,7 @@ func TestEngines_AClassThroughARestart(t *testing.T) {
 	// The teacher starts the class.
 	board := window(openC, "chromium", 1920, 1080)
 	board.Allow("ERR_CONNECTION_REFUSED") // a poll while the server restarts
-	board.Navigate(srv.URL + "/classes/new")
-	board.WaitReady()
-	board.PollState(`s.page === "new-class"`, 10*time.Second)
-	board.Click("class-start")
-	board.Poll(`location.pathname.startsWith("/classes/c") && location.hash.startsWith("#token=") && document.readyState === "complete" && window.fencelab && window.fencelab.ready === true`, 30*time.Second)
-	board.PollState(`s.polls >= 1 && s.board !== null`, 30*time.Second)
-	var boardURL, code string
-	board.Eval(`location.href`, &boardURL)
-	board.Eval(`window.fencelab.state().board.class.code`, &code)
+	boardURL, code := startClass(board, srv.URL)
 	bu, err := url.Parse(boardURL)
 	if err != nil {
 		t.Fatal(err)

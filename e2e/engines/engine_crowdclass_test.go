@@ -45,15 +45,7 @@ func TestEngines_ThirtyStudentsAndThreePhones(t *testing.T) {
 
 	// The teacher starts the class.
 	board := window("chromium", 1920, 1080)
-	board.Navigate(srv.URL + "/classes/new")
-	board.WaitReady()
-	board.PollState(`s.page === "new-class"`, 10*time.Second)
-	board.Click("class-start")
-	board.Poll(`location.pathname.startsWith("/classes/c") && location.hash.startsWith("#token=") && document.readyState === "complete" && window.fencelab && window.fencelab.ready === true`, 30*time.Second)
-	board.PollState(`s.polls >= 1 && s.board !== null`, 30*time.Second)
-	var boardURL, code string
-	board.Eval(`location.href`, &boardURL)
-	board.Eval(`window.fencelab.state().board.class.code`, &code)
+	boardURL, code := startClass(board, srv.URL)
 
 	// Three phones join, one in each browser.
 	ours := sandbox.Ours()
