@@ -373,9 +373,21 @@ func TestClass_ToItsEnd(t *testing.T) {
 		t.Errorf("the CSV export is %q", csv)
 	}
 
-	// Thirty students fit a 1080p projector without scrolling: 28 more
+	// A third joins on the narrowest phone, where the refusal was: her
+	// page's top fits 320 px.
+	narrow.SetValue("class-join-name", "Lin")
+	narrow.Click("class-join-submit")
+	arrived(narrow)
+	narrow.PollState(`s.seat !== null && s.seat.ended !== true`, 10*time.Second)
+	if got, want := narrow.Text("class-seat"), "Class "+shown+" · you are Lin"; got != want {
+		t.Errorf("Lin's page says %q at its top, want %q", got, want)
+	}
+	noSideScroll(narrow, "a student's own page just after joining, at 320 px")
+	e2etest.ViewShot(narrow, "class-student-joined-320")
+
+	// Thirty students fit a 1080p projector without scrolling: 27 more
 	// join through the API, one with the longest name there may be.
-	for i := 3; i <= 30; i++ {
+	for i := 4; i <= 30; i++ {
 		name := fmt.Sprintf("Student number %d", i)
 		if i == 30 {
 			name = strings.Repeat("W", 40)
@@ -467,6 +479,9 @@ func TestClass_ToItsEnd(t *testing.T) {
 		t.Error("a check after End class does not say it is not counted")
 	}
 	e2etest.ViewShot(ada, "class-student-ended-375")
+	narrow.PollState(`s.seat !== null && s.seat.ended === true`, 10*time.Second)
+	noSideScroll(narrow, "a student's page after End class, at 320 px")
+	e2etest.ViewShot(narrow, "class-student-ended-320")
 	// A later join says the server's sentence beside the code: Ada's
 	// kept student tries on arrival, and the class is gone.
 	st, body = srv.Request(http.MethodPost, "/api/classes/join", "", `{"code":"`+code+`","name":"Late"}`)
