@@ -813,3 +813,48 @@ func TestBuild_ACheckWaitsInLineAndSaysWhere(t *testing.T) {
 	}
 	checkShown(t, tab) // the start is leases alone: its report names what is broken
 }
+
+// TestBuild_BeyondTheArticleIsANote: a fail fenced as the article asks
+// that never retries (it always ends the job failed) passes; what
+// fencelab asks beyond the article is a note under the verdict, never in
+// the list of what is broken.
+func TestBuild_BeyondTheArticleIsANote(t *testing.T) {
+	t.Parallel()
+	srv := e2etest.StartServer(t)
+	tab := e2etest.NewTab(t, 375, 800)
+	openBuild(tab, srv.URL+"/")
+	sol := sandbox.Ours()
+	retry := "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END"
+	if !strings.Contains(sol.Fail, retry) {
+		t.Fatalf("our fail has no retry: %s", sol.Fail)
+	}
+	sol.Fail = strings.Replace(sol.Fail, retry, "'failed'", 1)
+	for _, k := range sandbox.Kinds() {
+		tab.SetValue("build-"+k.String()+"-text", sol.Text(k))
+	}
+	tab.Click("build-check")
+	tab.PollState(`s.build.phase === "finished" && s.build.report !== null`, e2etest.CheckTimeout)
+	var rep struct {
+		Pass   bool
+		Broken []any
+		Beyond []struct{ Requirement string }
+	}
+	tab.Eval(`window.fencelab.state().build.report`, &rep)
+	if !rep.Pass || len(rep.Broken) != 0 || len(rep.Beyond) != 1 || rep.Beyond[0].Requirement != "fail-retries" {
+		t.Fatalf("a fenced fail with no retry: %+v", rep)
+	}
+	tab.WaitVisible("build-beyond")
+	if got := tab.Text("build-words"); !strings.Contains(strings.ToLower(got), "passes the article's test") {
+		t.Errorf("the verdict says %q", got)
+	}
+	var li string
+	tab.Eval(`(() => { const li = document.querySelector(`+e2etest.JSString(e2etest.Sel("build-beyond-list")+` li[data-requirement="fail-retries"]`)+`); return li ? li.textContent : ""; })()`, &li)
+	if !strings.Contains(strings.ToLower(li), "attempt") {
+		t.Errorf("the note says %q", li)
+	}
+	if tab.Visible("build-broken-h") {
+		t.Error("what the runs show broken is shown for a pass")
+	}
+	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-beyond"))+`).scrollIntoView({block: "center"})`, nil)
+	e2etest.ViewShot(tab, "build-beyond-the-article-375")
+}

@@ -445,6 +445,11 @@ export class Build {
     byTest("build-broken-h", this.root).hidden = broken.length === 0;
     byTest("build-broken", this.root).innerHTML = broken.map((b) =>
       `<li data-requirement="${esc(b.requirement)}" data-case="${esc(b.case)}">${esc(b.words)}</li>`).join("");
+    // What fencelab asks beyond the article: a note, never a failure.
+    const beyond = (rep && rep.beyond) || [];
+    byTest("build-beyond", this.root).hidden = beyond.length === 0;
+    byTest("build-beyond-list", this.root).innerHTML = beyond.map((b) =>
+      `<li data-requirement="${esc(b.requirement)}" data-case="${esc(b.case)}">${esc(b.words)}</li>`).join("");
   }
 
   title(k) {

@@ -223,6 +223,9 @@ func probeHolderFails(ctx context.Context, c *caseRun) (*experiments.CheckBroken
 	if err := judge.SetJob(ctx, c.cfg.Pool, c.s.Jobs, ids[0], judge.JobState{Status: engine.StatusPending, MaxAttempts: 2}); err != nil {
 		return nil, err
 	}
+	// The retry, the last attempt, and running the fail on the receiver's
+	// "handler failed" (WORKERS.md's) are fencelab's, beyond the article
+	// (ReqFailRetries: a note).
 	broken := func(format string, a ...any) *experiments.CheckBroken {
 		return brokenBy(experiments.ReqFailRetries, experiments.CaseHolderFails, format, a...)
 	}
@@ -238,8 +241,8 @@ func probeHolderFails(ctx context.Context, c *caseRun) (*experiments.CheckBroken
 		switch {
 		case r.Status == string(engine.StatusDone):
 			return broken("worker %s completed the job although the receiver answered that its handler failed (HTTP %d): on that answer a worker runs its fail (WORKERS.md)", label, HandlerFailedStatus), nil
-		case r.Status == string(engine.StatusRunning):
-			return broken("worker %s's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", label, r.Epoch), nil
+		case r.Status == string(engine.StatusRunning): // the article's: a fail that never lands for its holder
+			return brokenBy(experiments.ReqFailFence, experiments.CaseHolderFails, "worker %s's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", label, r.Epoch), nil
 		case i == 0 && r.Status != string(engine.StatusPending):
 			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: your fail must send it back for a retry (status 'pending')", r.Status), nil
 		case i == 1 && r.Status != string(engine.StatusFailed):

@@ -192,6 +192,29 @@ const (
 var RequirementOrder = []Requirement{ReqRuns, ReqClaimTakes, ReqSkipLocked, ReqTakesExpired, ReqDBClock, ReqEpochRaised,
 	ReqCompleteFence, ReqFailFence, ReqOwnRow, ReqFailRetries, ReqLands, ReqReceiverOlder, ReqReceiverNewer, ReqReceiverSame}
 
+// Beyond says the requirement is fencelab's own, beyond the article's
+// five: a fail that retries while attempts are left and ends the job on
+// its last, which the article never asks for. A check names it in a note
+// beside its verdict (CheckReport.Beyond) and passes without it.
+func (r Requirement) Beyond() bool { return r == ReqFailRetries }
+
+// Rule is the article's requirement (1 to 5, DESIGN's "rules the engine
+// keeps") a requirement is a clause of; 0 for one beyond them. Rule 5,
+// the test of both orderings with a real zombie, is the check itself.
+func (r Requirement) Rule() int {
+	switch r {
+	case ReqRuns, ReqClaimTakes, ReqSkipLocked, ReqTakesExpired:
+		return 1
+	case ReqDBClock, ReqEpochRaised:
+		return 2
+	case ReqCompleteFence, ReqFailFence, ReqOwnRow, ReqLands:
+		return 3
+	case ReqReceiverOlder, ReqReceiverNewer, ReqReceiverSame:
+		return 4
+	}
+	return 0
+}
+
 // CheckBroken is a requirement a case's run showed broken: what happened,
 // then which rule that breaks, in one sentence.
 type CheckBroken struct {

@@ -53,6 +53,10 @@ type CheckReport struct {
 	// none.
 	Probes []ProbeResult             `json:"probes,omitempty"`
 	Broken []experiments.CheckBroken `json:"broken"`
+	// Beyond is what fencelab asks beyond the article's five requirements
+	// (experiments.Requirement.Beyond) and found wanting: a note beside
+	// the verdict, never a failure.
+	Beyond []experiments.CheckBroken `json:"beyond,omitempty"`
 	// Words say the result in one sentence.
 	Words string `json:"words"`
 }
@@ -99,6 +103,19 @@ func (r *CheckReport) WithProbes(p experiments.Probes) {
 		}
 	}
 	found = append(found, p.Statements...)
+	// What fencelab asks beyond the article is a note, never a failure.
+	found = slices.DeleteFunc(found, func(b experiments.CheckBroken) bool {
+		if b.Requirement.Beyond() {
+			if !experiments.HasRequirement(r.Beyond, b.Requirement) {
+				r.Beyond = append(r.Beyond, b)
+			}
+			return true
+		}
+		return false
+	})
+	named = slices.DeleteFunc(named, func(title string) bool {
+		return !slices.ContainsFunc(found, func(b experiments.CheckBroken) bool { return b.Case.Title() == title })
+	})
 	for _, c := range experiments.ProbeCases() {
 		if !slices.Contains(p.Played, c) {
 			continue
@@ -115,6 +132,13 @@ func (r *CheckReport) WithProbes(p experiments.Probes) {
 	if r.Pass && len(named) > 0 {
 		r.Pass, r.Mark = false, CaseMark(false)
 		r.Words = fmt.Sprintf("Your solution's %d cases end as the article's table says, but it fails %s.", len(r.Cases), strings.Join(named, " and "))
+	}
+	if r.Pass && len(r.Beyond) > 0 {
+		var more []string
+		for _, b := range r.Beyond {
+			more = append(more, RequirementWords(b.Requirement))
+		}
+		r.Words = fmt.Sprintf("Your solution passes the article's test: all %d cases end as its table says. Beyond it, fencelab asks for more: %s.", len(r.Cases), strings.Join(more, "; "))
 	}
 }
 

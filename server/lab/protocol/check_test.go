@@ -99,3 +99,49 @@ func indexOf(c experiments.CheckCase) int {
 	}
 	return -1
 }
+
+// What fencelab asks beyond the article (a fail that retries) is a note
+// beside the verdict, never a failure: the check passes, the probe that
+// found it keeps its ✓, the note names it, and an article requirement
+// found beside it still fails the check.
+func TestWithProbes_BeyondTheArticleIsANote(t *testing.T) {
+	right := []bool{true, true, true, false}
+	noRetry := experiments.CheckBroken{Requirement: experiments.ReqFailRetries, Case: experiments.CaseHolderFails, Words: "the holder's own fail: the job is failed after its first failure"}
+	rep := passing()
+	rep.WithProbes(experiments.Probes{Receiver: right, Statements: []experiments.CheckBroken{noRetry}, Played: experiments.ProbeCases()})
+	if !rep.Pass || rep.Mark != protocol.MarkAsCorrect || len(rep.Broken) != 0 {
+		t.Fatalf("a fenced fail that never retries: pass %v, mark %q, broken %v", rep.Pass, rep.Mark, rep.Broken)
+	}
+	if len(rep.Beyond) != 1 || rep.Beyond[0] != noRetry {
+		t.Errorf("the note: %v", rep.Beyond)
+	}
+	for _, p := range rep.Probes {
+		if !p.OK {
+			t.Errorf("probe %s is marked %q for what the article never asks", p.Case, p.Mark)
+		}
+	}
+	if !strings.Contains(rep.Words, "passes the article's test") || !strings.Contains(rep.Words, protocol.RequirementWords(experiments.ReqFailRetries)) {
+		t.Errorf("the words %q do not say it passes the article's test and what it asks beyond", rep.Words)
+	}
+
+	// An article requirement beside it: the check fails, on that one.
+	claimers := experiments.CheckBroken{Requirement: experiments.ReqSkipLocked, Case: experiments.CaseClaimers, Words: "two claimers at once: the second waited"}
+	rep = passing()
+	rep.WithProbes(experiments.Probes{Receiver: right, Statements: []experiments.CheckBroken{noRetry, claimers}, Played: experiments.ProbeCases()})
+	if rep.Pass || len(rep.Broken) != 1 || rep.Broken[0] != claimers || len(rep.Beyond) != 1 {
+		t.Errorf("beside a real failure: pass %v, broken %v, beyond %v", rep.Pass, rep.Broken, rep.Beyond)
+	}
+	if strings.Contains(rep.Words, experiments.CaseHolderFails.Title()) {
+		t.Errorf("the words name the holder's fail as failed: %q", rep.Words)
+	}
+}
+
+// Every requirement is either a clause of one of the article's rules or
+// beyond them, never both.
+func TestRequirements_TheArticlesOrBeyond(t *testing.T) {
+	for _, q := range experiments.RequirementOrder {
+		if (q.Rule() == 0) != q.Beyond() {
+			t.Errorf("%s: rule %d, beyond %v", q, q.Rule(), q.Beyond())
+		}
+	}
+}

@@ -160,17 +160,17 @@ func TestCheck_AReceiverThatRefusesARetryIsNamed(t *testing.T) {
 // Ours with the start's unfenced fail (… WHERE id = :id): every case that
 // completes passes, and the zombie-fails case names the fail. So does a
 // fail that touches every job and sends the epoch backwards, and the
-// probes name, after it, that it changes another job's row and never
-// retries.
+// probes name, after it, that it changes another job's row, and in a note
+// beyond the article that it never retries.
 func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 	w := world(t)
 	for _, tc := range []struct {
-		fail string
-		want []experiments.Requirement
+		fail         string
+		want, beyond []experiments.Requirement
 	}{
-		{sandbox.Start().Fail, []experiments.Requirement{experiments.ReqFailFence}},
+		{sandbox.Start().Fail, []experiments.Requirement{experiments.ReqFailFence}, nil},
 		{"UPDATE jobs SET status = 'done', error = :error, epoch = 0 WHERE true AND :id > 0 AND :owner <> '' AND :epoch > 0",
-			[]experiments.Requirement{experiments.ReqFailFence, experiments.ReqOwnRow, experiments.ReqFailRetries}},
+			[]experiments.Requirement{experiments.ReqFailFence, experiments.ReqOwnRow}, []experiments.Requirement{experiments.ReqFailRetries}},
 	} {
 		sol := sandbox.Ours()
 		sol.Fail = tc.fail
@@ -187,6 +187,13 @@ func TestCheck_AnUnfencedFailIsNamed(t *testing.T) {
 		}
 		if got, want := fmt.Sprint(brokenNames(rep)), fmt.Sprint(tc.want); got != want {
 			t.Errorf("broken %v: want %v", got, want)
+		}
+		var beyond []experiments.Requirement
+		for _, b := range rep.Beyond {
+			beyond = append(beyond, b.Requirement)
+		}
+		if got, want := fmt.Sprint(beyond), fmt.Sprint(tc.beyond); got != want {
+			t.Errorf("beyond the article %v: want %v", got, want)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 // and its text the cells that differ; a run that did not reach its end is
 // an error. The suite passes exactly when the report does: a report that
 // fails on a requirement no case is named for still fails a test case.
+// What fencelab asks beyond the article is a note in its probe's output.
 func WriteJUnit(w io.Writer, rep protocol.CheckReport, probes []experiments.CheckCase) error {
 	suite := junitSuite{Name: "fencelab check"}
 	named := map[experiments.CheckCase]bool{}
@@ -57,6 +58,12 @@ func WriteJUnit(w io.Writer, rep protocol.CheckReport, probes []experiments.Chec
 		tc := junitCase{Name: string(p), Classname: "fencelab.check.probe"}
 		if bs := brokenBy[p]; len(bs) > 0 {
 			tc.Failure = &junitFailure{Type: string(protocol.MarkNotAsCorrect), Message: bs[0].Words, Text: wordsOf(bs)}
+		}
+		// Beyond the article: a note in the case's output, never a failure.
+		for _, b := range rep.Beyond {
+			if b.Case == p {
+				tc.Out += "beyond the article (not a failure): " + b.Words + "\n"
+			}
 		}
 		suite.add(tc)
 	}

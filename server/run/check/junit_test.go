@@ -127,11 +127,32 @@ func TestWriteJUnit(t *testing.T) {
 	if out.Failures != 1 || !strings.Contains(text, "it took epoch 1 after epoch 2") {
 		t.Errorf("a broken requirement of a probe not named: %+v\n%s", out, text)
 	}
+	// What fencelab asks beyond the article is the holder's probe's
+	// output, never a failure.
+	beyond := pass
+	beyond.Beyond = []experiments.CheckBroken{{Requirement: experiments.ReqFailRetries, Case: experiments.CaseHolderFails, Words: "the holder's own fail: no retry"}}
+	if out, text = junit(t, beyond, probes); out.Failures != 0 || out.Errors != 0 || !strings.Contains(text, "beyond the article (not a failure): the holder&#39;s own fail: no retry") {
+		t.Errorf("a note beyond the article: %+v\n%s", out, text)
+	}
 	// A report that fails with no case and nothing broken named fails all
 	// the same.
 	odd := pass
 	odd.Pass, odd.Words = false, "It does not pass."
 	if out, text = junit(t, odd, probes); out.Failures != 1 {
 		t.Errorf("a failing report with every case passing: %+v\n%s", out, text)
+	}
+}
+
+// The terminal's report lists what fencelab asks beyond the article under
+// a heading of its own, as a note, apart from what the runs show broken.
+func TestWriteText_BeyondTheArticleIsANote(t *testing.T) {
+	rep := protocol.CheckReport{Pass: true, Words: "Your solution passes the article's test."}
+	rep.Beyond = []experiments.CheckBroken{{Requirement: experiments.ReqFailRetries, Case: experiments.CaseHolderFails, Words: "the holder's own fail: no retry"}}
+	var b bytes.Buffer
+	if err := check.WriteText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Beyond the article (a note, not a failure):\n  - the holder's own fail: no retry\n") || strings.Contains(b.String(), "What the runs show broken") {
+		t.Errorf("the terminal's report:\n%s", b.String())
 	}
 }

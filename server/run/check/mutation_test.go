@@ -1,11 +1,14 @@
 package check_test
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fencelab/fencelab/server/lab/experiments"
 	"github.com/fencelab/fencelab/server/sandbox"
+	"github.com/fencelab/fencelab/server/servertest"
 )
 
 // mutation is one clause taken out of our own solution (or, where another
@@ -44,7 +47,8 @@ var mutations = []mutation{
 // TestCheck_EveryClauseIsNamed is the check's own mutation test: each
 // clause of our solution removed in turn, the check fails and names first
 // the requirement that clause keeps; a clause that another covers passes
-// alone and is named with it. Ours passes (TestCheck_OursPassesAndTheStartFails).
+// alone and is named with it; a clause beyond the article's five (the
+// fail's retry) passes with a note naming it. Ours passes (TestCheck_OursPassesAndTheStartFails).
 func TestCheck_EveryClauseIsNamed(t *testing.T) {
 	w := world(t)
 	for _, m := range mutations {
@@ -61,6 +65,12 @@ func TestCheck_EveryClauseIsNamed(t *testing.T) {
 			if m.want == "" {
 				if !rep.Pass {
 					t.Fatalf("without %s the check fails, naming %v: another clause was to cover it", m.name, brokenNames(rep))
+				}
+				return
+			}
+			if m.want.Beyond() { // fencelab's, beyond the article: a note, and a pass
+				if !rep.Pass || len(rep.Beyond) == 0 || rep.Beyond[0].Requirement != m.want {
+					t.Fatalf("without %s: pass %v, broken %v, beyond %v; want a pass with %s beyond the article", m.name, rep.Pass, brokenNames(rep), rep.Beyond, m.want)
 				}
 				return
 			}
@@ -121,5 +131,39 @@ func TestCheck_TheChallengeInTheArticlesOrder(t *testing.T) {
 				t.Fatalf("pass %v, broken %v; want %s first", rep.Pass, brokenNames(rep), s.want)
 			}
 		})
+	}
+}
+
+// TestRequirements_AsREFERENCEQuotesTheArticle: REFERENCE's table of the
+// article's five requirements puts each of the check's requirements under
+// the rule it is a clause of, and what fencelab asks beyond them under
+// "beyond", as experiments.Requirement.Rule says.
+func TestRequirements_AsREFERENCEQuotesTheArticle(t *testing.T) {
+	section := servertest.ReferenceSection(t, "## Check it, in detail")
+	rows := map[string][]string{} // requirement → the rule column of each row naming it
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 5 {
+			continue
+		}
+		rule := strings.TrimSpace(cells[1])
+		if _, err := strconv.Atoi(rule); err != nil && rule != "beyond" {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([a-z-]+)`").FindAllStringSubmatch(cells[3], -1) {
+			rows[m[1]] = append(rows[m[1]], rule)
+		}
+	}
+	for _, q := range experiments.RequirementOrder {
+		want := strconv.Itoa(q.Rule())
+		if q.Beyond() {
+			want = "beyond"
+		}
+		if got := rows[string(q)]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s is under rules %q in REFERENCE's table, want %q alone", q, got, want)
+		}
+	}
+	if len(rows) != len(experiments.RequirementOrder) {
+		t.Errorf("REFERENCE's table names %d requirements, the check has %d: %v", len(rows), len(experiments.RequirementOrder), rows)
 	}
 }

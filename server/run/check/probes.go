@@ -161,6 +161,9 @@ func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, err
 	if err := p.set(ctx, 2, engine.StatusDone, "worker-c", 1, leaseNone, 1, 3); err != nil {
 		return nil, err
 	}
+	// The retry and the last attempt are fencelab's, beyond the article
+	// (ReqFailRetries: a note); a fail that refuses its own holder, or a
+	// statement that fails, breaks the article's.
 	broken := func(format string, a ...any) *experiments.CheckBroken {
 		return brokenBy(experiments.ReqFailRetries, experiments.CaseHolderFails, format, a...)
 	}
@@ -170,7 +173,7 @@ func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, err
 		case err != nil:
 			return nil, err
 		case refused != "":
-			return broken("the claim of attempt %d failed: %s", attempt, refused), nil
+			return brokenBy(experiments.ReqRuns, experiments.CaseHolderFails, "the claim of attempt %d failed: %s", attempt, refused), nil
 		case id == 0 && attempt == 1:
 			return nil, nil // a claim that takes nothing: the runs name it
 		case id == 0:
@@ -181,9 +184,9 @@ func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, err
 		case err != nil:
 			return nil, err
 		case refused != "":
-			return broken("the holder's fail failed: %s", refused), nil
+			return brokenBy(experiments.ReqRuns, experiments.CaseHolderFails, "the holder's fail failed: %s", refused), nil
 		case !landed:
-			return broken("the holder's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", epoch), nil
+			return brokenBy(experiments.ReqFailFence, experiments.CaseHolderFails, "the holder's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", epoch), nil
 		}
 		rows, err := p.rows(ctx)
 		if err != nil {

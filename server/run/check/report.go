@@ -11,7 +11,8 @@ import (
 
 // WriteText prints a report for a terminal: the article's table for the
 // solution, case by case and cell by cell against the article's, then the
-// requirements the runs showed broken, then the result in one sentence.
+// requirements the runs showed broken, then what fencelab asks beyond the
+// article (a note), then the result in one sentence.
 // A case's notes (how each worker program exited) follow its table in
 // parentheses: reported, never judged.
 func WriteText(w io.Writer, rep protocol.CheckReport) error {
@@ -39,6 +40,12 @@ func WriteText(w io.Writer, rep protocol.CheckReport) error {
 	if len(rep.Broken) > 0 {
 		b.WriteString("\nWhat the runs show broken:\n")
 		for _, br := range rep.Broken {
+			fmt.Fprintf(&b, "  - %s\n", br.Words)
+		}
+	}
+	if len(rep.Beyond) > 0 {
+		b.WriteString("\nBeyond the article (a note, not a failure):\n")
+		for _, br := range rep.Beyond {
 			fmt.Fprintf(&b, "  - %s\n", br.Words)
 		}
 	}
