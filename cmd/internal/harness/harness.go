@@ -163,6 +163,11 @@ func (c *Config) Validate() error {
 type caseError struct {
 	code protocol.ErrorCode
 	msg  string
+	// idle says the worker did nothing the contract asks in the time
+	// given, on a job it was started on as every case starts it: it never
+	// claimed, or never called the receiver. Every other case would wait
+	// as long to show the same, so none is played after it (Player.Play).
+	idle bool
 }
 
 func (e *caseError) Error() string { return e.msg }
@@ -182,7 +187,34 @@ func playable(cs experiments.CheckCase) error {
 // the check's one pipeline (server/run/check's Play, which judges them). Its
 // methods may be called from several goroutines at once: each case has
 // schemas, a role, a receiver and workers of its own, named at random.
-type Player struct{ cfg Config }
+type Player struct {
+	cfg Config
+	// idle is the first case (or probe) that showed the worker doing
+	// nothing (caseError.idle): the cases after it are not played.
+	idle atomic.Pointer[idleSeen]
+}
+
+// idleSeen is where a worker was first seen doing nothing, and what.
+type idleSeen struct {
+	where experiments.CheckCase
+	code  protocol.ErrorCode
+	msg   string
+}
+
+// sawIdle keeps the first case that showed the worker doing nothing.
+func (p *Player) sawIdle(cs experiments.CheckCase, ce *caseError) {
+	if ce != nil && ce.idle {
+		p.idle.CompareAndSwap(nil, &idleSeen{where: cs, code: ce.code, msg: ce.msg})
+	}
+}
+
+// notPlayed is a case not played because an earlier one showed the worker
+// doing nothing: its error says where, and what.
+func (s *idleSeen) notPlayed(cs experiments.CheckCase) judge.CheckInput {
+	return judge.CheckInput{Case: cs, Err: &protocol.Failure{Code: s.code, Message: fmt.Sprintf(
+		"not played: %s showed it already, and every case starts the worker on a job the same way (a worker that does nothing is named at once, not after every case has waited for it): %s",
+		s.where.Title(), s.msg)}}
+}
 
 // NewPlayer checks cfg (Config.Validate) and returns a Player of it.
 func NewPlayer(cfg Config) (*Player, error) {
@@ -212,10 +244,14 @@ func (p *Player) Play(ctx context.Context, cs experiments.CheckCase) (judge.Chec
 	if err := ctx.Err(); err != nil {
 		return judge.CheckInput{Case: cs}, err
 	}
-	in, err := runCase(ctx, &p.cfg, cs)
+	if seen := p.idle.Load(); seen != nil {
+		return seen.notPlayed(cs), nil
+	}
+	in, idle, err := runCase(ctx, &p.cfg, cs)
 	if err != nil {
 		return in, fmt.Errorf("check case %s: %w", cs, err)
 	}
+	p.sawIdle(cs, idle)
 	return in, nil
 }
 
@@ -390,23 +426,26 @@ func openCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, rc exp
 // too late to look for the job inside A's lease (a *lateLook) proves
 // nothing, and is played again with the lease that play measured B
 // needs, skewPlays times at most; the case's notes say so.
-func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (judge.CheckInput, error) {
+//
+// idle is the case's error when it showed the worker doing nothing
+// (caseError.idle), nil otherwise.
+func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (judge.CheckInput, *caseError, error) {
 	lease := cfg.Lease
 	if cs == experiments.CaseClockSkew {
 		lease = max(lease, MinClockSkewLease)
 	}
 	var notes []string
 	for play := 1; ; play++ {
-		in, err := playCase(ctx, cfg, cs, lease)
+		in, idle, err := playCase(ctx, cfg, cs, lease)
 		var late *lateLook
 		if !errors.As(err, &late) {
 			in.Notes = append(notes, in.Notes...)
-			return in, err
+			return in, idle, err
 		}
 		next := min(late.lease(lease), MaxClockSkewLease)
 		if play == skewPlays || next <= lease {
 			return judge.CheckInput{Case: cs, Notes: notes, Err: &protocol.Failure{Code: protocol.ErrWorkerNoClaim,
-				Message: fmt.Sprintf("%s, in each of %d plays with leases up to %v: the case needs B looking for a job while A's lease is live", late, play, lease)}}, nil
+				Message: fmt.Sprintf("%s, in each of %d plays with leases up to %v: the case needs B looking for a job while A's lease is live", late, play, lease)}}, nil, nil
 		}
 		cfg.Log.Info("case played again", "case", cs, "lease", next, "why", late.Error())
 		notes = append(notes, fmt.Sprintf("Played again with a %v lease: %s.", next, late))
@@ -415,7 +454,7 @@ func runCase(ctx context.Context, cfg *Config, cs experiments.CheckCase) (judge.
 }
 
 // playCase plays a case once, with this lease.
-func playCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, lease time.Duration) (in judge.CheckInput, err error) {
+func playCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, lease time.Duration) (in judge.CheckInput, idle *caseError, err error) {
 	in.Case = cs
 	defer func() {
 		if err != nil && ctx.Err() != nil {
@@ -424,11 +463,11 @@ func playCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, lease 
 	}()
 	rc := cs.Config(lease)
 	if err := rc.Validate(); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	c, closeCase, err := openCase(ctx, cfg, cs, rc)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	defer closeCase()
 	defer func() {
@@ -438,28 +477,31 @@ func playCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, lease 
 	}()
 	log, recv := c.log, c.recv
 	if c.jobID, err = c.q.Insert(ctx, []byte(`{"task":"check","case":"`+string(cs)+`"}`), 0); err != nil {
-		return in, err
+		return in, nil, err
 	}
 
 	log.Info("case starts", "job", c.jobID, "lease", lease)
 	tried, err := c.play(ctx)
 	if ctx.Err() != nil {
-		return in, ctx.Err()
+		return in, nil, ctx.Err()
 	}
 	if ierr := c.gate.infraErr(); ierr != nil {
 		// The receiver's rule may be the reader's own statement: its
 		// failure is the case's, not the check's.
 		in.Err = &protocol.Failure{Code: protocol.ErrReceiverRule, Message: "the receiver could not decide a delivery: " + strings.TrimSuffix(ierr.Error(), ".")}
-		return in, nil
+		return in, nil, nil
 	}
 	if err != nil {
 		var ce *caseError
 		if !errors.As(err, &ce) {
-			return in, err
+			return in, nil, err
 		}
 		log.Info("case could not be played", "code", ce.code, "err", ce.msg)
 		in.Err = &protocol.Failure{Code: ce.code, Message: ce.msg}
-		return in, nil
+		if ce.idle {
+			idle = ce
+		}
+		return in, idle, nil
 	}
 	// The workers are done with; nothing of theirs may write now.
 	for _, p := range c.workers {
@@ -468,15 +510,15 @@ func playCase(ctx context.Context, cfg *Config, cs experiments.CheckCase, lease 
 	o, err := judge.Evaluate(ctx, c.cfg.Pool, c.s.Jobs, recv, judge.EvaluateInput{Config: rc, JobID: c.jobID, ZombieTriedCommit: tried})
 	if err != nil {
 		if ctx.Err() != nil {
-			return in, ctx.Err()
+			return in, nil, ctx.Err()
 		}
 		in.Err = &protocol.Failure{Code: protocol.ErrEvaluate, Message: "the case's outcome could not be read: " + err.Error()}
-		return in, nil
+		return in, nil, nil
 	}
 	log.Info("case played", "safe", o.Safe, "verdict", o.Headline)
 	in.Outcome = &o
 	in.Notes = c.notes
-	return in, nil
+	return in, nil, nil
 }
 
 // env is a worker's whole environment: fencelab's own, less anything that

@@ -381,6 +381,65 @@ func TestCheck_WorkerThatNeverClaimsEndsWithinTheBound(t *testing.T) {
 	}
 }
 
+// A worker that does nothing is named within 30 s in all, as the CLI
+// plays it (the probes, then every case, each waiting the default 15 s):
+// once a probe or a case shows it never claims, or never calls the
+// receiver, the probes after it and the cases are not played, and each
+// case says why. Before, such a worker was named after more than 150 s,
+// and the first probe blamed its claim's locking.
+func TestCheck_AWorkerThatDoesNothingIsNamedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, command string
+		code          protocol.ErrorCode
+		says          string
+	}{
+		{"never claims", "exec sleep 600", protocol.ErrWorkerNoClaim, "it never claimed"},
+		{"never calls the receiver", variant(t, "        output = f\"job {job_id} done by worker {worker}\"\n", "        time.sleep(600)\n"),
+			protocol.ErrWorkerNoDelivery, "made no call to FENCELAB_RECEIVER_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config(t, tc.command)
+			cfg.Stderr = nil
+			p, err := harness.NewPlayer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			probes, err := p.Probe(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := check.Play(t.Context(), check.Plan{Cases: p.Cases(), Player: p, Probes: probes})
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("named in %v: %s", took.Round(time.Millisecond), rep.Words)
+			if took > 30*time.Second {
+				t.Errorf("a worker that does nothing took %v to name, over 30 s", took)
+			}
+			if len(probes.Played) != 1 || len(probes.Statements) != 0 {
+				t.Errorf("probes played %v, found %v: want the first alone, finding nothing of the statements", probes.Played, probes.Statements)
+			}
+			if rep.Pass || len(rep.Cases) != len(p.Cases()) {
+				t.Fatalf("pass %v with %d cases", rep.Pass, len(rep.Cases))
+			}
+			// The first probe showed it: no case is played, and each says so.
+			for _, c := range rep.Cases {
+				if c.Error == nil || c.Error.Code != tc.code || !strings.Contains(c.Error.Message, tc.says) ||
+					!strings.HasPrefix(c.Error.Message, "not played: "+experiments.CaseClaimers.Title()+" showed it already") {
+					t.Errorf("%s: %+v, want %s, not played, saying %q", c.Case, c.Error, tc.code, tc.says)
+				}
+			}
+			if left := schemasLeft(t, cfg.SchemaPrefix); len(left) > 0 {
+				t.Errorf("schemas left behind: %v", left)
+			}
+		})
+	}
+}
+
 // A worker that exits without calling the receiver is named for it.
 func TestCheck_WorkerThatExitsEarlyIsNamed(t *testing.T) {
 	t.Parallel()

@@ -361,7 +361,10 @@ func (c *caseRun) awaitCall(ctx context.Context, p *proc, when string) (*call, e
 			if strings.HasPrefix(did, "it never claimed") {
 				code = protocol.ErrWorkerNoClaim
 			}
-			return nil, &caseError{code: code, msg: fmt.Sprintf("worker %s did not call the receiver within %v: %s%s", p.label, c.cfg.Timeout, did, p.lastWords())}
+			// Started on a claimable job, or with one claimed: a worker that
+			// did nothing there does nothing in any case.
+			idle := when == "" || code == protocol.ErrWorkerNoDelivery
+			return nil, &caseError{code: code, idle: idle, msg: fmt.Sprintf("worker %s did not call the receiver within %v: %s%s", p.label, c.cfg.Timeout, did, p.lastWords())}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -35,7 +35,9 @@ const (
 
 // Probe plays every probe of the program, in turn, and returns what they
 // found broken (experiments.Probes.Statements), in the article's order,
-// with the probes it played (Probes.Played). It returns an error only
+// with the probes it played (Probes.Played). Once one shows the worker
+// doing nothing (it never claims, or never calls the receiver), the rest
+// are not played, nor are the cases after (Play says so in each). It returns an error only
 // when the check cannot go on: the database, or ctx.
 func (p *Player) Probe(ctx context.Context) (experiments.Probes, error) {
 	var probes experiments.Probes
@@ -56,6 +58,9 @@ func (p *Player) Probe(ctx context.Context) (experiments.Probes, error) {
 			probes.Statements = append(probes.Statements, *b)
 		}
 		probes.Played = append(probes.Played, probe.c)
+		if p.idle.Load() != nil {
+			break // a worker that does nothing: the runs name it, at once
+		}
 	}
 	return probes, nil
 }
@@ -79,6 +84,7 @@ func (p *Player) probe(ctx context.Context, cs experiments.CheckCase, play func(
 		return nil, ctx.Err()
 	case errors.As(err, &ce):
 		c.log.Info("probe left to the runs", "code", ce.code, "err", ce.msg)
+		p.sawIdle(cs, ce)
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -168,6 +174,24 @@ func probeClaimers(ctx context.Context, c *caseRun) (*experiments.CheckBroken, e
 		if err := sleep(ctx, poll); err != nil {
 			return nil, err
 		}
+	}
+	// No call, and no wait on the lock seen: a worker that did nothing is
+	// not a claim that waits.
+	rows, err := judge.JobRows(ctx, c.cfg.Pool, c.s.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := judge.WritesSent(ctx, c.cfg.Pool, c.s.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	switch r := rows[ids[1]]; {
+	case r.Status == string(engine.StatusRunning) && r.Owner == c.rc.Owner(experiments.Zombie):
+		return nil, &caseError{code: protocol.ErrWorkerNoDelivery, idle: true, msg: fmt.Sprintf("worker A did not call the receiver within %v: it claimed job %d (epoch %d) but made no call to FENCELAB_RECEIVER_URL%s",
+			c.cfg.Timeout, ids[1], r.Epoch, w.lastWords())}
+	case sent.A == 0 && waiting.IsZero():
+		return nil, &caseError{code: protocol.ErrWorkerNoClaim, idle: true, msg: fmt.Sprintf("worker A did not call the receiver within %v: it never claimed a job (the jobs table shows no write by it, and it waited on no lock)%s",
+			c.cfg.Timeout, w.lastWords())}
 	}
 	return broken("worker A claimed no job within %v while another claimer held job %d midway through its claim and job %d was pending: your claim does not skip the locked row (FOR UPDATE SKIP LOCKED)",
 		c.cfg.Timeout, ids[0], ids[1]), nil
