@@ -414,13 +414,32 @@ func (h *handler) replay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, err := bundle()
+	page, err := Replay(fmt.Sprintf("Run %s of a fencelab session", rs.ID), rs, evs)
 	if err != nil {
 		return err
 	}
+	hd := c.Response().Header()
+	// The file renders only its own inline content; served, it is a download.
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:")
+	hd.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="fencelab-%s-%s.html"`, sess.ID[:8], rs.ID))
+	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(http.StatusOK)
+	return page.Render(c.Request().Context(), c.Response())
+}
+
+// Replay is one run as a self-contained HTML file that replays it
+// offline, with no server: the page's own modules and styles inlined,
+// the run's events its data. what names the run for its first sentence
+// ("Run r3 of a fencelab session"). The session's download and
+// `fencelab check --report` both write it.
+func Replay(what string, rs protocol.RunInfo, evs []protocol.Event) (templ.Component, error) {
+	js, err := bundle()
+	if err != nil {
+		return nil, err
+	}
 	css, err := fs.ReadFile(static.FS, "css/app.css")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rs.Workers = nil
 	broken := "all guards on"
@@ -429,17 +448,11 @@ func (h *handler) replay(c echo.Context) error {
 	}
 	d := templates.ReplayData{
 		Title: fmt.Sprintf("fencelab replay: %s, %s", rs.Ordering, broken),
-		Intro: fmt.Sprintf("Run %s of a fencelab session: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", rs.ID, experiments.OrderingWords(rs.Ordering).Title, broken),
+		Intro: fmt.Sprintf("%s: %s, %s. These are the events the real run recorded; this file replays them on its own, offline.", what, experiments.OrderingWords(rs.Ordering).Title, broken),
 		CSS:   string(css), JS: js, View: PageView(Setup{Ordering: rs.Ordering, Mode: rs.Mode}),
 		Data: replayData{Summary: rs, Events: evs, Scenarios: api.Scenarios()},
 	}
-	hd := c.Response().Header()
-	// The file renders only its own inline content; served, it is a download.
-	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:")
-	hd.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="fencelab-%s-%s.html"`, sess.ID[:8], rs.ID))
-	hd.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-	c.Response().WriteHeader(http.StatusOK)
-	return templates.Replay(d).Render(c.Request().Context(), c.Response())
+	return templates.Replay(d), nil
 }
 
 // ---- a class: the join page, the teacher's start and board ----------------

@@ -43,7 +43,9 @@ object {pass, cases: [{case, ok, …}], broken: [{requirement, case, words}]}.
 Exits 0 when every cell is the article's, 1 when any differs, 2 for bad
 input (a missing file, a statement that does not prepare). --junit FILE
 also writes the result as JUnit XML, one test case per case, for a
-course's CI to grade hand-ins in its own pipeline.
+course's CI to grade hand-ins in its own pipeline. --report DIR writes
+what the runs did, to open in a browser with no server: each case's run
+as a page that replays it, and DIR/index.html, the failing cases first.
 
 Start from the article's leases-alone build (--write-start DIR) or read
 ours (--write-ours DIR).
@@ -66,12 +68,19 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	lease := fs.Duration("lease", solcheck.DefaultLease, "the lease of every case's run")
 	events := fs.Bool("events", false, "print every event to stderr as it happens")
 	junitPath := fs.String("junit", "", "also write the result to this file as JUnit XML: one test case per case of the check (the runs, then the probes), for a course's CI; written whole once the check is done, and the exit status is the same")
+	reportPath := fs.String("report", "", "also write what the runs did to this directory, to open in a browser with no server: each case's run as a page that replays it (N-case.html) and index.html, the failing cases first; made if missing")
 	workerCmd := fs.String("worker", "", "check your own worker program instead, in any language: this command line (run with /bin/sh -c) is started as worker A and worker B under the contract in WORKERS.md; --receiver is then optional (default: ours)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *junitPath != "" && (*writeOurs != "" || *writeStart != "") {
 		return usagef("fencelab check: --junit writes a check's result: it does not go with --write-ours or --write-start")
+	}
+	if *reportPath != "" && (*writeOurs != "" || *writeStart != "") {
+		return usagef("fencelab check: --report writes a check's runs: it does not go with --write-ours or --write-start")
+	}
+	if *reportPath != "" && *workerCmd != "" {
+		return usagef("fencelab check: --report replays each case's run from its events, and a worker program's cases are played by the harness, which records none yet: --report goes with your four statements, not --worker")
 	}
 	out := checkOut{asJSON: *asJSON, stdout: stdout}
 	if *junitPath != "" {
@@ -134,8 +143,22 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer w.Close()
 	cfg := solcheck.Config{Env: &w.Env, Solution: sol, Lease: *lease, Parallel: 2}
-	if *events {
-		cfg.EmitFunc = func(e protocol.Event) { fmt.Fprintln(stderr, formatEvent(e)) }
+	var report *reportDir
+	if *reportPath != "" {
+		if report, err = openReportDir(*reportPath); err != nil {
+			return err
+		}
+		cfg.OnRun = report.ended
+	}
+	if *events || report != nil {
+		cfg.EmitFunc = func(e protocol.Event) {
+			if *events {
+				fmt.Fprintln(stderr, formatEvent(e))
+			}
+			if report != nil {
+				report.emit(e)
+			}
+		}
 	}
 	rep, err := solcheck.Run(ctx, cfg)
 	var refused *sandbox.Error
@@ -144,6 +167,13 @@ func checkCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return statementError(refused, *files[refused.Kind], sol.Text(refused.Kind))
 	case err != nil:
 		return err
+	}
+	if report != nil {
+		index, err := report.write(ctx, rep)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "fencelab check: each case's run, to replay in a browser: %s\n", index)
 	}
 	return out.print(rep, experiments.ProbeCases())
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,10 +43,12 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	}
 
 	startXML, oursXML := filepath.Join(tmp, "start.xml"), filepath.Join(tmp, "ours.xml")
-	stdout, stderr, code := fencelab(t, nil, checkArgs(start, "--junit", startXML)...)
+	reportDir := filepath.Join(tmp, "report", "start")
+	stdout, stderr, code := fencelab(t, nil, checkArgs(start, "--junit", startXML, "--report", reportDir)...)
 	if code != 1 || !strings.Contains(stdout, "zombie's commit") || !strings.Contains(stdout, "your claim does not raise the epoch") {
 		t.Fatalf("the start: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	checkReportDir(t, reportDir, stderr)
 	// The same result as JUnit: every case a test case, the ones the table
 	// shows failing failed, with the words of what they show broken.
 	ju := readJUnit(t, startXML)
@@ -89,6 +92,20 @@ func TestCheckCmd_TablesAndExitCodes(t *testing.T) {
 	}
 	if _, stderr, code := fencelab(t, nil, "check", "--write-ours", filepath.Join(tmp, "x"), "--junit", oursXML); code != 2 || !strings.Contains(stderr, "does not go with") {
 		t.Errorf("--junit with --write-ours: exit %d %s", code, stderr)
+	}
+	// --report where no folder can be made, or with --worker: refused
+	// before anything runs.
+	for _, bad := range []struct {
+		args []string
+		says string
+	}{
+		{checkArgs(ours, "--report", filepath.Join(oursXML, "x")), "--report: cannot make"},
+		{[]string{"check", "--worker", "true", "--report", filepath.Join(tmp, "w")}, "not --worker"},
+		{[]string{"check", "--write-ours", filepath.Join(tmp, "y"), "--report", filepath.Join(tmp, "w")}, "does not go with"},
+	} {
+		if _, stderr, code := fencelab(t, nil, bad.args...); code != 2 || !strings.Contains(stderr, bad.says) {
+			t.Errorf("%v: exit %d %s", bad.args, code, stderr)
+		}
 	}
 
 	claim := filepath.Join(ours, "claim.sql")
@@ -235,4 +252,53 @@ func (r junitReport) failed(name string) string {
 		}
 	}
 	return ""
+}
+
+// checkReportDir holds a --report folder of the leases-alone start to
+// what it promises: an index that lists every case, the failing first,
+// each linking its run's page; each page a whole replay of that run, on
+// its own (no address to fetch), with no secret of the check's in it.
+func checkReportDir(t *testing.T, dir, stderr string) {
+	t.Helper()
+	index := filepath.Join(dir, "index.html")
+	if !strings.Contains(stderr, index) {
+		t.Errorf("the check does not say where its report is: %s", stderr)
+	}
+	b, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	oks := regexp.MustCompile(`<li data-ok="(true|false)"><span[^>]*>[^<]*</span> <strong>([^<]+)</strong>(?: · <a href="([^"]+)">)?`).FindAllStringSubmatch(html, -1)
+	if len(oks) != len(experiments.CheckCases()) {
+		t.Fatalf("the index lists %d cases, want %d:\n%s", len(oks), len(experiments.CheckCases()), html)
+	}
+	failing := 0
+	for i, m := range oks {
+		if m[1] == "false" {
+			if failing != i {
+				t.Errorf("the index lists %q, a failing case, after a passing one", m[2])
+			}
+			failing++
+		}
+		if m[3] == "" {
+			t.Errorf("the case %q links no run", m[2])
+			continue
+		}
+		page, err := os.ReadFile(filepath.Join(dir, m[3]))
+		if err != nil {
+			t.Errorf("the case %q: %v", m[2], err)
+			continue
+		}
+		p := string(page)
+		if !strings.Contains(p, "<script") || !strings.Contains(p, `"events":[`) || strings.Contains(p, `src="http`) || strings.Contains(p, `href="http`) {
+			t.Errorf("the case %q's page is not a whole replay on its own (%d bytes)", m[2], len(p))
+		}
+		if strings.Contains(p, pgtest.DSN(t)) || strings.Contains(p, "/receiver/") {
+			t.Errorf("the case %q's page holds a secret of the check's", m[2])
+		}
+	}
+	if failing == 0 || !strings.Contains(html, "your claim does not raise the epoch") {
+		t.Errorf("the start's index shows no failing case, or not what it breaks:\n%s", html)
+	}
 }

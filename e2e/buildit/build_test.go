@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/fencelab/fencelab/e2e/e2etest"
 	"github.com/fencelab/fencelab/server/lab/experiments"
+	"github.com/fencelab/fencelab/server/postgres/pgtest"
 	"github.com/fencelab/fencelab/server/sandbox"
 )
 
@@ -857,4 +859,58 @@ func TestBuild_BeyondTheArticleIsANote(t *testing.T) {
 	}
 	tab.Eval(`document.querySelector(`+e2etest.JSString(e2etest.Sel("build-beyond"))+`).scrollIntoView({block: "center"})`, nil)
 	e2etest.ViewShot(tab, "build-beyond-the-article-375")
+}
+
+// TestBuild_ACheckReportOpensOffline: `fencelab check --report DIR` on the
+// leases-alone start writes an index, the failing cases first, whose
+// links open each case's run as a replay with no server at all: the
+// replay's verdict is the run's, and it plays.
+func TestBuild_ACheckReportOpensOffline(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	start, dir := filepath.Join(tmp, "start"), filepath.Join(tmp, "report")
+	run := func(args ...string) (string, int) {
+		cmd := exec.CommandContext(t.Context(), e2etest.Binary(t), args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	if out, code := run("check", "--write-start", start); code != 0 {
+		t.Fatalf("--write-start: %d %s", code, out)
+	}
+	args := []string{"check", "--report", dir}
+	for _, k := range sandbox.Kinds() {
+		args = append(args, "--"+k.String(), filepath.Join(start, k.String()+".sql"))
+	}
+	if out, code := run(args...); code != 1 || !strings.Contains(out, filepath.Join(dir, "index.html")) {
+		t.Fatalf("the start's check with --report: exit %d\n%s", code, out)
+	}
+
+	tab := e2etest.NewTab(t, 375, 800)
+	tab.Navigate("file://" + filepath.Join(dir, "index.html"))
+	tab.WaitReady()
+	var first struct{ OK, Href, Words string }
+	tab.Eval(`(() => { const li = document.querySelector('[data-testid="report-cases"] li'); const a = li.querySelector("a");
+		return {ok: li.dataset.ok, href: a ? a.href : "", words: li.textContent}; })()`, &first)
+	if first.OK != "false" || first.Href == "" || !strings.Contains(first.Words, "epoch") {
+		t.Fatalf("the index's first case: %+v", first)
+	}
+	e2etest.ViewShot(tab, "check-report-index-375")
+	tab.Navigate(first.Href)
+	tab.WaitReady()
+	tab.PollState(`s.replay === true && s.outcome !== null`, 10*time.Second)
+	var safe bool
+	tab.Eval(`window.fencelab.state().outcome.safe`, &safe)
+	if safe {
+		t.Error("the start's first case replays as safe")
+	}
+	tab.Click("play")
+	tab.PollState(`s.pos > 3 && s.pos < s.events`, 10*time.Second)
+	e2etest.ViewShot(tab, "check-report-case-375")
 }

@@ -69,6 +69,7 @@ type Config struct {
 	Cases    []experiments.CheckCase // default experiments.CheckCases()
 	Prefix   string                  // names the schemas (Statements.Prefix; prefix_v_j, _r for Validate); default "fl_check_<random>"
 	EmitFunc func(protocol.Event)    // every event of every case's run, if set
+	OnRun    func(protocol.RunInfo)  // each case's run as it ended, if set (Statements.OnRun)
 	Parallel int                     // cases at once; default 1
 	OnCase   func(judge.CheckInput)  // after each case, if set
 }
@@ -182,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (protocol.CheckReport, error) {
 	if err != nil {
 		return protocol.CheckReport{}, err
 	}
-	return c.Play(ctx, &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: c.Lease(), Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc}, cfg.Parallel, cfg.OnCase)
+	return c.Play(ctx, &Statements{Env: cfg.Env, Solution: cfg.Solution, Lease: c.Lease(), Prefix: cfg.Prefix, EmitFunc: cfg.EmitFunc, OnRun: cfg.OnRun}, cfg.Parallel, cfg.OnCase)
 }
 
 // SchemasOf are the two schemas of a check's run or validation whose
@@ -201,6 +202,9 @@ type Statements struct {
 	Lease    time.Duration        // default DefaultLease
 	Prefix   string               // each case's run is c<n>, its schemas prefix_<n>_j and _r, n its place in experiments.CheckCases()
 	EmitFunc func(protocol.Event) // every event of every case's run, if set
+	// OnRun, if set, is told each case's run as it ended (its summary, as
+	// an offline replay starts from), from the goroutine that played it.
+	OnRun func(protocol.RunInfo)
 
 	mu     sync.Mutex
 	played map[experiments.CheckCase]int // how many plays of each case began
@@ -261,6 +265,9 @@ func (p *Statements) Play(ctx context.Context, c experiments.CheckCase) (judge.C
 	<-cleaned
 	if err := ctx.Err(); err != nil {
 		return in, err
+	}
+	if p.OnRun != nil {
+		p.OnRun(r.Info())
 	}
 	in.Outcome = r.Outcome()
 	if in.Outcome == nil {
