@@ -894,7 +894,7 @@ func TestBuild_ACheckReportOpensOffline(t *testing.T) {
 
 	tab := e2etest.NewTab(t, 375, 800)
 	tab.Navigate("file://" + filepath.Join(dir, "index.html"))
-	tab.WaitReady()
+	tab.PollJS(`document.readyState === "complete" && !!document.querySelector('[data-testid="report-cases"] li')`, 10*time.Second) // no script: a page to read
 	var first struct{ OK, Href, Words string }
 	tab.Eval(`(() => { const li = document.querySelector('[data-testid="report-cases"] li'); const a = li.querySelector("a");
 		return {ok: li.dataset.ok, href: a ? a.href : "", words: li.textContent}; })()`, &first)

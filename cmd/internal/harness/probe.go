@@ -268,9 +268,9 @@ func probeHolderFails(ctx context.Context, c *caseRun) (*experiments.CheckBroken
 		case r.Status == string(engine.StatusRunning): // the article's: a fail that never lands for its holder
 			return brokenBy(experiments.ReqFailFence, experiments.CaseHolderFails, "worker %s's own fail, with the epoch its claim returned (%d), changed no row: your fail refuses the job's own holder", label, r.Epoch), nil
 		case i == 0 && r.Status != string(engine.StatusPending):
-			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: your fail must send it back for a retry (status 'pending')", r.Status), nil
+			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: fencelab asks that a fail send it back for a retry (status 'pending')", r.Status), nil
 		case i == 1 && r.Status != string(engine.StatusFailed):
-			return broken("on its last attempt (2 of 2, its attempts column says %d) your fail left the job %s: a job that always fails must end failed, not come back for ever (CASE WHEN attempts >= max_attempts THEN 'failed' …, with a claim that counts attempts)", r.Attempts, r.Status), nil
+			return broken("on its last attempt (2 of 2, its attempts column says %d) your fail left the job %s: fencelab asks that a job that always fails end failed, not come back for ever (CASE WHEN attempts >= max_attempts THEN 'failed' …, with a claim that counts attempts)", r.Attempts, r.Status), nil
 		}
 	}
 	return nil, nil

@@ -177,7 +177,7 @@ func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, err
 		case id == 0 && attempt == 1:
 			return nil, nil // a claim that takes nothing: the runs name it
 		case id == 0:
-			return broken("after the holder's first failure no claim took the job again: your fail must send a job with attempts left back for a retry (status 'pending')"), nil
+			return broken("after the holder's first failure no claim took the job again: fencelab asks that a fail send a job with attempts left back for a retry (status 'pending')"), nil
 		}
 		landed, refused, err := p.commit(ctx, sandbox.Fail, id, "worker-a", epoch)
 		switch {
@@ -195,9 +195,9 @@ func (p *prober) holderFails(ctx context.Context) (*experiments.CheckBroken, err
 		r := rows[id]
 		switch {
 		case attempt == 1 && r.Status != "pending":
-			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: your fail must send it back for a retry (status 'pending')", r.Status), nil
+			return broken("after its first failure, with 1 of 2 attempts left, the job is %s: fencelab asks that a fail send it back for a retry (status 'pending')", r.Status), nil
 		case attempt == 2 && r.Status != "failed":
-			return broken("on its last attempt (2 of 2, its attempts column says %d) your fail left the job %s: a job that always fails must end failed, not come back for ever (CASE WHEN attempts >= max_attempts THEN 'failed' …, with a claim that counts attempts)", r.Attempts, r.Status), nil
+			return broken("on its last attempt (2 of 2, its attempts column says %d) your fail left the job %s: fencelab asks that a job that always fails end failed, not come back for ever (CASE WHEN attempts >= max_attempts THEN 'failed' …, with a claim that counts attempts)", r.Attempts, r.Status), nil
 		}
 	}
 	return nil, nil
