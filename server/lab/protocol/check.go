@@ -92,30 +92,19 @@ func FailedCases(cs []CheckCaseResult) int {
 // statements'): each probe played is listed with its mark, each thing
 // they found broken is named, and the check does not pass.
 func (r *CheckReport) WithProbes(p experiments.Probes) {
-	found := receiverFound(p.Receiver)
-	var named []string
-	if len(found) > 0 {
-		named = append(named, experiments.CaseReceiver.Title())
-	}
-	for _, b := range p.Statements {
+	// What fencelab asks beyond the article is a note, never a failure.
+	found := slices.DeleteFunc(append(receiverFound(p.Receiver), p.Statements...), func(b experiments.CheckBroken) bool {
+		if b.Requirement.Beyond() && !experiments.HasRequirement(r.Beyond, b.Requirement) {
+			r.Beyond = append(r.Beyond, b)
+		}
+		return b.Requirement.Beyond()
+	})
+	var named []string // the probes that found something, the receiver's first
+	for _, b := range found {
 		if !slices.Contains(named, b.Case.Title()) {
 			named = append(named, b.Case.Title())
 		}
 	}
-	found = append(found, p.Statements...)
-	// What fencelab asks beyond the article is a note, never a failure.
-	found = slices.DeleteFunc(found, func(b experiments.CheckBroken) bool {
-		if b.Requirement.Beyond() {
-			if !experiments.HasRequirement(r.Beyond, b.Requirement) {
-				r.Beyond = append(r.Beyond, b)
-			}
-			return true
-		}
-		return false
-	})
-	named = slices.DeleteFunc(named, func(title string) bool {
-		return !slices.ContainsFunc(found, func(b experiments.CheckBroken) bool { return b.Case.Title() == title })
-	})
 	for _, c := range experiments.ProbeCases() {
 		if !slices.Contains(p.Played, c) {
 			continue
